@@ -1,0 +1,220 @@
+/* The simulated backend: devices with no memory behind them, so every policy runs and is
+ * tested with no driver at all. Blocks are ranges of a private address space (a 1 TiB
+ * device costs nothing), or host memory when the descriptor asks for it, so tests can
+ * write and read data. The descriptor's knobs emulate real drivers' limits (largest
+ * allocation, block count, alignment) and inject a driver failure at a chosen call. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "error.h"
+
+#define SIM_DEFAULT_TOTAL (16ull << 30)
+#define SIM_DEFAULT_ALIGN 256ull
+#define SIM_ADDRESS_BASE (1ull << 40)
+
+typedef struct sim_device sim_device;
+typedef struct sim_state sim_state;
+struct sim_device {
+  sim_device *next; /* in the state's registry */
+  uint32_t refs;
+  uint32_t index;
+  gpupart_sim_desc desc;  /* defaults applied */
+  uint64_t used;          /* bytes in live blocks */
+  uint64_t blocks;        /* live blocks */
+  uint64_t calls;         /* block_alloc calls so far */
+  uint64_t next_address;  /* bump pointer of the private address space */
+  sim_state *state;       /* its lock guards every field above */
+};
+
+struct sim_state {
+  pthread_mutex_t lock;
+  sim_device *devices; /* open devices; the same (index, total) is the same device */
+};
+
+static int sim_load(void **state) {
+  sim_state *s = calloc(1, sizeof *s);
+  if (!s) return gpupart__fail(GPUPART_ENOMEM, "sim: out of host memory");
+  pthread_mutex_init(&s->lock, NULL);
+  *state = s;
+  return GPUPART_OK;
+}
+
+static void sim_unload(void *state) {
+  sim_state *s = state;
+  if (!s) return;
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+static int sim_apply_defaults(const gpupart_sim_desc *in, gpupart_sim_desc *out) {
+  *out = in ? *in : (gpupart_sim_desc){0};
+  if (!out->total_bytes) out->total_bytes = SIM_DEFAULT_TOTAL;
+  if (!out->max_block_bytes || out->max_block_bytes > out->total_bytes)
+    out->max_block_bytes = out->total_bytes;
+  if (!out->min_alignment) out->min_alignment = SIM_DEFAULT_ALIGN;
+  if (!is_pow2(out->min_alignment))
+    return gpupart__fail(GPUPART_EINVAL, "sim: min_alignment %llu is not a power of two",
+                         (unsigned long long)out->min_alignment);
+  return GPUPART_OK;
+}
+
+static void sim_fill_info(const gpupart_sim_desc *d, uint32_t index, uint64_t used,
+                          gpupart_device_info *out) {
+  memset(out, 0, sizeof *out);
+  out->backend = GPUPART_BACKEND_SIM;
+  out->index = index;
+  strcpy(out->name, d->host_backed ? "gpupart simulated device (host-backed)"
+                                   : "gpupart simulated device");
+  strcpy(out->vendor, "gpupart");
+  out->uuid[0] = (uint8_t)index;
+  out->uuid[15] = 0x5a;
+  out->total_bytes = d->total_bytes;
+  out->free_bytes = d->total_bytes - used;
+  out->max_block_bytes = d->max_block_bytes;
+  out->min_alignment = d->min_alignment;
+}
+
+/* The simulated backend always has one device (index 0) with the default descriptor;
+ * open accepts any index, since a simulated device exists once it is described. */
+static int sim_enumerate(void *state, gpupart_device_info *out, uint32_t *count) {
+  (void)state;
+  if (out && *count >= 1) {
+    gpupart_sim_desc d;
+    sim_apply_defaults(NULL, &d);
+    sim_fill_info(&d, 0, 0, out);
+  }
+  *count = 1;
+  return GPUPART_OK;
+}
+
+static sim_device *sim_find(sim_state *s, uint32_t index, uint64_t total) {
+  for (sim_device *d = s->devices; d; d = d->next)
+    if (d->index == index && d->desc.total_bytes == total) return d;
+  return NULL;
+}
+
+static int sim_open(void *state, uint32_t index, const void *native_desc, void **out) {
+  sim_state *s = state;
+  gpupart_sim_desc desc;
+  int rc = sim_apply_defaults(native_desc, &desc);
+  if (rc) return rc;
+  pthread_mutex_lock(&s->lock);
+  sim_device *d = sim_find(s, index, desc.total_bytes);
+  if (!d && (d = calloc(1, sizeof *d))) {
+    *d = (sim_device){.next = s->devices, .index = index, .desc = desc,
+                      .next_address = SIM_ADDRESS_BASE, .state = s};
+    s->devices = d;
+  }
+  if (d) d->refs++;
+  pthread_mutex_unlock(&s->lock);
+  if (!d) return gpupart__fail(GPUPART_ENOMEM, "sim: out of host memory");
+  *out = d;
+  return GPUPART_OK;
+}
+
+static void sim_unlink(sim_state *s, sim_device *dev) {
+  for (sim_device **p = &s->devices; *p; p = &(*p)->next)
+    if (*p == dev) {
+      *p = dev->next;
+      return;
+    }
+}
+
+static void sim_close(void *devp) {
+  sim_device *d = devp;
+  sim_state *s = d->state;
+  pthread_mutex_lock(&s->lock);
+  int last = --d->refs == 0;
+  if (last) sim_unlink(s, d);
+  pthread_mutex_unlock(&s->lock);
+  if (last) free(d);
+}
+
+static int sim_info(void *devp, gpupart_device_info *out) {
+  sim_device *d = devp;
+  pthread_mutex_lock(&d->state->lock);
+  sim_fill_info(&d->desc, d->index, d->used, out);
+  pthread_mutex_unlock(&d->state->lock);
+  return GPUPART_OK;
+}
+
+static int sim_mem_info(void *devp, uint64_t *free_bytes, uint64_t *total_bytes) {
+  sim_device *d = devp;
+  pthread_mutex_lock(&d->state->lock);
+  *free_bytes = d->desc.total_bytes - d->used;
+  *total_bytes = d->desc.total_bytes;
+  pthread_mutex_unlock(&d->state->lock);
+  return GPUPART_OK;
+}
+
+/* Why the simulated driver refuses a block of size bytes, or NULL. */
+static const char *sim_refusal(const sim_device *d, uint64_t size) {
+  if (d->desc.fail_block_alloc_at && d->calls == d->desc.fail_block_alloc_at)
+    return "injected failure (fail_block_alloc_at)";
+  if (size > d->desc.max_block_bytes) return "larger than max_block_bytes";
+  if (size > d->desc.total_bytes - d->used) return "out of device memory";
+  if (d->desc.max_blocks && d->blocks >= d->desc.max_blocks) return "max_blocks reached";
+  return NULL;
+}
+
+static int sim_back(sim_device *d, uint64_t size, gpupart_block *out) {
+  if (d->desc.host_backed) {
+    uint64_t a = d->desc.min_alignment < sizeof(void *) ? sizeof(void *) : d->desc.min_alignment;
+    void *p = NULL;
+    if (size > SIZE_MAX || posix_memalign(&p, (size_t)a, (size_t)size))
+      return gpupart__fail(GPUPART_EDEVMEM, "sim: host backing of %llu bytes refused",
+                           (unsigned long long)size);
+    out->native = p;
+    out->device_address = (uint64_t)(uintptr_t)p;
+    return GPUPART_OK;
+  }
+  out->device_address = d->next_address;
+  out->native = (void *)(uintptr_t)d->next_address;
+  d->next_address += size;
+  return GPUPART_OK;
+}
+
+static int sim_block_alloc(void *devp, uint64_t size, gpupart_block *out) {
+  sim_device *d = devp;
+  pthread_mutex_lock(&d->state->lock);
+  d->calls++;
+  const char *why = sim_refusal(d, size);
+  int rc = why ? gpupart__fail(GPUPART_EDEVMEM, "sim: block of %llu bytes refused: %s",
+                               (unsigned long long)size, why)
+               : sim_back(d, size, out);
+  if (rc == GPUPART_OK) {
+    out->size = size;
+    out->backend_data = NULL;
+    d->used += size;
+    d->blocks++;
+  }
+  pthread_mutex_unlock(&d->state->lock);
+  return rc;
+}
+
+static void sim_block_free(void *devp, gpupart_block *block) {
+  sim_device *d = devp;
+  if (d->desc.host_backed) free(block->native);
+  pthread_mutex_lock(&d->state->lock);
+  d->used -= block->size;
+  d->blocks--;
+  pthread_mutex_unlock(&d->state->lock);
+}
+
+const gpupart_backend_ops gpupart__sim_ops = {
+    .abi_version = GPUPART__BACKEND_ABI,
+    .name = "sim",
+    .load = sim_load,
+    .unload = sim_unload,
+    .enumerate = sim_enumerate,
+    .open = sim_open,
+    .close = sim_close,
+    .info = sim_info,
+    .mem_info = sim_mem_info,
+    .block_alloc = sim_block_alloc,
+    .block_free = sim_block_free,
+};

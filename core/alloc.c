@@ -1,0 +1,257 @@
+/* Allocation and free: the fast path (one partition lock, one sub-allocator call), the
+ * growth path, and the OOM sequence of ARCHITECTURE.md, in its order:
+ *   1. release this partition's empty cached blocks and retry;
+ *   2. if the budget or the driver refused: release other partitions' empty blocks, retry;
+ *   3. the reclaim callbacks, the requester's first, then (budget or driver refusals)
+ *      those of partitions above their guarantee, with no gpupart lock held; retry;
+ *   4. fail with ELIMIT or EDEVMEM and a message that says why. */
+#include <inttypes.h>
+
+#include "internal.h"
+
+typedef enum refusal {
+  REFUSED_NONE = 0,
+  REFUSED_LIMIT,  /* the partition's limit: ELIMIT */
+  REFUSED_BUDGET, /* the device budget: ELIMIT */
+  REFUSED_DRIVER, /* the driver: EDEVMEM */
+  REFUSED_HOST,   /* host memory: ENOMEM */
+} refusal;
+
+typedef struct request {
+  uint64_t size, align, tag;
+  uint32_t flags;
+} request;
+
+/* Nonzero while this thread runs a reclaim callback: allocations made inside skip them. */
+static _Thread_local int in_reclaim;
+
+static uint64_t atomic_max(atomic_uint_fast64_t *peak, uint64_t v) {
+  uint64_t cur = atomic_load_explicit(peak, memory_order_relaxed);
+  while (v > cur && !atomic_compare_exchange_weak_explicit(peak, &cur, v, memory_order_relaxed,
+                                                           memory_order_relaxed)) {
+  }
+  return v;
+}
+
+static void account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
+  r->user_size = q->size;
+  r->user_tag = q->tag;
+  gpupart__counters *c = &p->c;
+  c->in_use += q->size;
+  if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
+  c->live_allocations++;
+  c->total_allocations++;
+  uint64_t dev_in_use = atomic_fetch_add_explicit(&p->dev->in_use, q->size, memory_order_relaxed);
+  atomic_max(&p->dev->peak_in_use, dev_in_use + q->size);
+}
+
+/* One attempt under the partition lock: the held blocks, then one new block. */
+static refusal attempt(gpupart_partition *p, const request *q, gpupart__range **out) {
+  gpupart__lock_acquire(&p->lock);
+  gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
+  refusal why = REFUSED_NONE;
+  if (!r) {
+    gpupart__refusal bound = GPUPART__GRANTED;
+    int rc = gpupart__arena_grow(p, q->size, q->align, &bound);
+    if (rc == GPUPART_OK) r = gpupart__arena_try(p, q->size, q->align);
+    why = rc == GPUPART_EDEVMEM   ? REFUSED_DRIVER
+          : rc == GPUPART_ENOMEM  ? REFUSED_HOST
+          : bound == GPUPART__REFUSED_BUDGET ? REFUSED_BUDGET
+                                             : REFUSED_LIMIT;
+  }
+  if (r) account_alloc(p, r, q), why = REFUSED_NONE;
+  gpupart__lock_release(&p->lock);
+  *out = r;
+  return why;
+}
+
+static int reaches_others(refusal why) { return why == REFUSED_BUDGET || why == REFUSED_DRIVER; }
+
+static uint64_t release_own(gpupart_partition *p) {
+  gpupart__lock_acquire(&p->lock);
+  uint64_t released = gpupart__arena_release_empty(p);
+  gpupart__lock_release(&p->lock);
+  return released;
+}
+
+/* Steps 1 and 2. Device slow lock held. */
+static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
+  if (why == REFUSED_HOST) return why;
+  if (release_own(p) && (why = attempt(p, q, out)) == REFUSED_NONE) return why;
+  if (!reaches_others(why)) return why;
+  uint64_t released = 0;
+  gpupart_device *dev = p->dev;
+  for (uint32_t i = 0; i < dev->nparts; i++)
+    if (dev->parts[i] != p) released += release_own(dev->parts[i]);
+  return released ? attempt(p, q, out) : why;
+}
+
+/* The next partition whose callback may run: p itself (first), or one above its
+ * guarantee; its busy flag is taken. Device slow lock held. */
+static gpupart_partition *claim_reclaimer(gpupart_device *dev, gpupart_partition *p, int own, uint32_t *i) {
+  for (; *i < dev->nparts; (*i)++) {
+    gpupart_partition *c = dev->parts[*i];
+    if (!c->reclaim || (own ? c != p : c == p)) continue;
+    gpupart__ledger_figures f;
+    dev->ledger->ops->get(dev->ledger, c->account, &f);
+    if (!own && f.reserved <= f.guarantee) continue;
+    if (!atomic_flag_test_and_set(&c->reclaim_busy)) return (*i)++, c;
+  }
+  return NULL;
+}
+
+/* Runs the callbacks of one round (own, or others) with no lock held. */
+static int run_reclaimers(gpupart_partition *p, int own, uint64_t wanted) {
+  gpupart_device *dev = p->dev;
+  int ran = 0;
+  for (uint32_t i = 0;;) {
+    pthread_mutex_lock(&dev->slow);
+    gpupart_partition *c = claim_reclaimer(dev, p, own, &i);
+    pthread_mutex_unlock(&dev->slow);
+    if (!c) return ran;
+    in_reclaim = 1;
+    c->reclaim(c, wanted, c->reclaim_user);
+    in_reclaim = 0;
+    atomic_flag_clear(&c->reclaim_busy);
+    ran = 1;
+  }
+}
+
+/* Retry after callbacks: what they freed may fit at once, else the emptied blocks go. */
+static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
+  pthread_mutex_lock(&p->dev->slow);
+  refusal again = attempt(p, q, out);
+  if (again != REFUSED_NONE) again = oom_release(p, q, reaches_others(why) ? why : again, out);
+  pthread_mutex_unlock(&p->dev->slow);
+  return again;
+}
+
+/* Step 3. No lock held. */
+static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
+  if (why == REFUSED_HOST || in_reclaim || (q->flags & GPUPART_ALLOC_NO_RECLAIM)) return why;
+  if (run_reclaimers(p, 1, q->size) && (why = retry_after_reclaim(p, q, why, out)) == REFUSED_NONE)
+    return why;
+  if (reaches_others(why) && run_reclaimers(p, 0, q->size))
+    why = retry_after_reclaim(p, q, why, out);
+  return why;
+}
+
+static const char *refusal_text(refusal why) {
+  switch (why) {
+  case REFUSED_LIMIT: return "the partition limit is reached";
+  case REFUSED_BUDGET: return "the device budget (less other partitions' guarantees) is reached";
+  case REFUSED_DRIVER: return "the driver refused a block";
+  default: return "out of host memory";
+  }
+}
+
+/* Step 4: count the failure and say why, naming every figure that explains it. */
+static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal why) {
+  gpupart__ledger_figures f;
+  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
+  gpupart__lock_acquire(&p->lock);
+  if (why != REFUSED_HOST) p->c.failed_allocations++;
+  uint64_t in_use = p->c.in_use, largest = gpupart__tlsf_largest_free(p->arena.tlsf);
+  gpupart__lock_release(&p->lock);
+  gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
+                        : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
+  return gpupart__fail(code,
+                       "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s; limit %" PRIu64
+                       ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
+                       p->name, q->size, q->tag, refusal_text(why), f.limit, in_use, f.reserved, largest);
+}
+
+static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
+  pthread_mutex_lock(&p->dev->slow);
+  refusal why = attempt(p, q, out);
+  if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
+  pthread_mutex_unlock(&p->dev->slow);
+  if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
+  return why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);
+}
+
+static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_desc *d, request *q) {
+  if (!p || !d) return gpupart__fail(GPUPART_EINVAL, "alloc: partition or desc is NULL");
+  if (d->flags & ~GPUPART_ALLOC_NO_RECLAIM)
+    return gpupart__fail(GPUPART_EINVAL, "alloc: unknown flags 0x%x", d->flags);
+  if (!d->size) return gpupart__fail(GPUPART_EINVAL, "alloc: size is 0");
+  if (d->alignment && !is_pow2(d->alignment))
+    return gpupart__fail(GPUPART_EINVAL, "alloc: alignment %" PRIu64 " is not a power of two", d->alignment);
+  const gpupart_device *dev = p->dev;
+  uint64_t align = d->alignment > dev->alignment ? d->alignment : dev->alignment;
+  uint64_t max = dev->info.max_block_bytes, need;
+  if (__builtin_add_overflow(d->size, align - 1, &need) || need > max)
+    return gpupart__fail(GPUPART_EINVAL,
+                         "alloc: %" PRIu64 " bytes at alignment %" PRIu64
+                         " exceed the largest driver allocation of %" PRIu64,
+                         d->size, align, max);
+  *q = (request){.size = d->size, .align = align, .tag = d->tag, .flags = d->flags};
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *desc, gpupart_allocation **out) {
+  if (!out) return gpupart__fail(GPUPART_EINVAL, "alloc: out is NULL");
+  *out = NULL;
+  request q;
+  gpupart_result rc = validate(p, desc, &q);
+  if (rc) return rc;
+  gpupart__lock_acquire(&p->lock);
+  gpupart__range *r = gpupart__arena_try(p, q.size, q.align);
+  if (r) account_alloc(p, r, &q);
+  gpupart__lock_release(&p->lock);
+  if (!r && (rc = alloc_slow(p, &q, &r))) return rc;
+  *out = (gpupart_allocation *)r;
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t alignment, gpupart_allocation **out) {
+  const gpupart_alloc_desc d = {.size = size, .alignment = alignment};
+  return gpupart_alloc_ex(p, &d, out);
+}
+
+static void account_free(gpupart_partition *p, uint64_t size) {
+  p->c.in_use -= size;
+  p->c.live_allocations--;
+  p->c.total_frees++;
+  atomic_fetch_sub_explicit(&p->dev->in_use, size, memory_order_relaxed);
+}
+
+void gpupart_free(gpupart_allocation *a) {
+  if (!a) return;
+  gpupart__range *r = (gpupart__range *)a;
+  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+  gpupart__lock_acquire(&p->lock);
+  if (r->state != GPUPART__RANGE_USED) {
+    p->c.double_frees++;
+    gpupart__lock_release(&p->lock);
+    gpupart__error_set("free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
+    return;
+  }
+  uint64_t size = r->user_size;
+  gpupart__block *b = r->block;
+  if (r->user_ext) p->dev->ops->view_release(p->dev->bdev, r->user_ext);
+  gpupart__tlsf_free(p->arena.tlsf, r);
+  account_free(p, size);
+  gpupart__arena_on_free(p, b);
+  gpupart__lock_release(&p->lock);
+}
+
+gpupart_result gpupart_allocation_get_info(const gpupart_allocation *a, gpupart_allocation_info *out) {
+  if (!a || !out) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: a or out is NULL");
+  const gpupart__range *r = (const gpupart__range *)a;
+  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+  gpupart__lock_acquire(&p->lock);
+  int live = r->state == GPUPART__RANGE_USED;
+  const gpupart__block *b = r->block;
+  gpupart_allocation_info info = {0};
+  if (live)
+    info = (gpupart_allocation_info){p, r->user_size, r->offset, b->size,
+                                     b->drv.device_address ? b->drv.device_address + r->offset : 0,
+                                     b->drv.native};
+  gpupart__lock_release(&p->lock);
+  if (!live) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: %p was freed", (const void *)a);
+  *out = info;
+  return GPUPART_OK;
+}

@@ -1,0 +1,218 @@
+/* The arena: the driver blocks one partition holds and the growth policy that decides
+ * how big the next one is. Blocks grow geometrically from initial_block by the growth
+ * factor up to max_block, so driver calls stay logarithmic in the memory held; a new
+ * block is also at most 1/16 of what the partition already holds, so the unused tail at
+ * the peak stays near 6%; and a request that would not fit twice in the chosen block gets
+ * a block of its own size. Every function here runs with the partition lock held. */
+#include <stdio.h>
+
+#include "internal.h"
+
+#define HELD_FRACTION_SHIFT 4 /* a growth block is at most held / 16 */
+
+static uint64_t round_up(uint64_t v, uint64_t pow2, int *overflow) {
+  uint64_t r;
+  if (__builtin_add_overflow(v, pow2 - 1, &r)) return *overflow = 1, 0;
+  return r & ~(pow2 - 1);
+}
+
+int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev) {
+  *a = (gpupart__arena){0};
+  a->tlsf = gpupart__tlsf_create(dev->alignment, &dev->ctx->mem);
+  return a->tlsf ? GPUPART_OK : GPUPART_ENOMEM;
+}
+
+void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p) {
+  while (a->blocks) gpupart__arena_release_block(p, a->blocks);
+  gpupart__tlsf_destroy(a->tlsf);
+  a->tlsf = NULL;
+}
+
+void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r) {
+  gpupart__block *b = r->block;
+  if (b->live++ == 0) p->arena.empty_bytes -= b->size;
+}
+
+gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align) {
+  gpupart__range *r = gpupart__tlsf_alloc(p->arena.tlsf, size, align);
+  if (r) gpupart__arena_on_alloc(p, r);
+  return r;
+}
+
+/* Bytes a new block must have so that size fits at the given alignment: block bases are
+ * aligned to the device's alignment, so only a stricter alignment needs slack. */
+static uint64_t block_need(const gpupart_device *dev, uint64_t size, uint64_t align, int *overflow) {
+  uint64_t need = round_up(size, dev->alignment, overflow);
+  if (align > dev->alignment && __builtin_add_overflow(need, align - dev->alignment, &need))
+    *overflow = 1;
+  return need;
+}
+
+/* The geometric, held-bounded growth size (before caps). */
+static uint64_t growth_size(const gpupart_partition *p) {
+  const gpupart__growth *g = &p->growth;
+  uint64_t next = g->initial_block;
+  if (p->arena.last_block) {
+    long double scaled = (long double)p->arena.last_block * g->factor;
+    next = scaled >= (long double)g->max_block ? g->max_block : (uint64_t)scaled;
+  }
+  uint64_t bound = p->arena.reserved >> HELD_FRACTION_SHIFT;
+  if (bound < g->initial_block) bound = g->initial_block;
+  if (next > bound) next = bound;
+  return next < g->max_block ? next : g->max_block;
+}
+
+static uint64_t choose_block(const gpupart_partition *p, uint64_t need, int *own_size) {
+  uint64_t g = growth_size(p);
+  *own_size = need > g / 2;
+  return *own_size ? need : g;
+}
+
+static void link_block(gpupart__arena *a, gpupart__block *b) {
+  b->next = a->blocks;
+  if (a->blocks) a->blocks->prev = b;
+  a->blocks = b;
+}
+
+static void unlink_block(gpupart__arena *a, gpupart__block *b) {
+  if (b->prev) b->prev->next = b->next;
+  else a->blocks = b->next;
+  if (b->next) b->next->prev = b->prev;
+}
+
+/* Takes a block of exactly size bytes (already reserved in the ledger) from the driver
+ * and hands it to the sub-allocator. */
+static int add_block(gpupart_partition *p, uint64_t size, int prealloc) {
+  gpupart_device *dev = p->dev;
+  gpupart__block *b = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *b);
+  if (!b) return gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
+  int rc = dev->ops->block_alloc(dev->bdev, size, &b->drv);
+  if (rc == GPUPART_OK) {
+    b->first = gpupart__tlsf_add_block(p->arena.tlsf, b, b->drv.device_address, size);
+    if (!b->first) dev->ops->block_free(dev->bdev, &b->drv);
+    rc = b->first ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
+  }
+  if (rc) return gpupart__host_free(&dev->ctx->mem, b), rc;
+  b->size = size;
+  b->prealloc = prealloc;
+  link_block(&p->arena, b);
+  p->arena.reserved += size;
+  p->arena.empty_bytes += size;
+  if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
+  p->c.driver_allocs++;
+  return GPUPART_OK;
+}
+
+/* Reserves size bytes in the ledger and backs them with one block. */
+static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpupart__refusal *why) {
+  gpupart__ledger *l = p->dev->ledger;
+  *why = l->ops->reserve(l, p->account, size);
+  if (*why != GPUPART__GRANTED) return GPUPART_ELIMIT;
+  int rc = add_block(p, size, prealloc);
+  if (rc) l->ops->release(l, p->account, size);
+  return rc;
+}
+
+/* Caps a chosen block by what the ledger can grant and the backend's largest block. */
+static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t need,
+                          gpupart__refusal *bound) {
+  gpupart__ledger *l = p->dev->ledger;
+  uint64_t grant = l->ops->grantable(l, p->account, bound) & ~(p->dev->granularity - 1);
+  uint64_t max = p->dev->info.max_block_bytes;
+  if (block > max) block = max;
+  if (block > grant) block = grant;
+  return block < need ? 0 : block;
+}
+
+int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why) {
+  int overflow = 0, own;
+  uint64_t need = block_need(p->dev, size, align, &overflow);
+  uint64_t gran = p->dev->granularity;
+  need = round_up(need, gran, &overflow);
+  if (overflow) return gpupart__fail(GPUPART_EINVAL, "size %llu overflows", (unsigned long long)size);
+  uint64_t block = round_up(choose_block(p, need, &own), gran, &overflow);
+  block = cap_block(p, block, need, why);
+  if (!block) return GPUPART_ELIMIT;
+  int rc = reserve_block(p, block, 0, why);
+  if (rc == GPUPART_EDEVMEM && block > need) rc = reserve_block(p, block = need, 0, why);
+  if (rc == GPUPART_OK && !own) p->arena.last_block = block;
+  return rc;
+}
+
+/* Reserves bytes in blocks no larger than max_block (preallocation and its resize).
+ * All or nothing: on failure every block taken here is returned. */
+int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc) {
+  uint64_t max = p->growth.max_block;
+  gpupart__block *mark = p->arena.blocks;
+  gpupart__refusal why = GPUPART__GRANTED;
+  int rc = GPUPART_OK;
+  for (uint64_t left = bytes; left && rc == GPUPART_OK;) {
+    uint64_t chunk = left < max ? left : max;
+    rc = reserve_block(p, chunk, prealloc, &why);
+    left -= rc ? 0 : chunk;
+  }
+  while (rc && p->arena.blocks != mark) gpupart__arena_release_block(p, p->arena.blocks);
+  if (rc == GPUPART_ELIMIT)
+    gpupart__fail(rc, "partition '%s': the budget cannot grant %llu bytes", p->name,
+                  (unsigned long long)bytes);
+  return rc;
+}
+
+void gpupart__arena_release_block(gpupart_partition *p, gpupart__block *b) {
+  gpupart_device *dev = p->dev;
+  gpupart__tlsf_remove_block(p->arena.tlsf, b->first);
+  unlink_block(&p->arena, b);
+  dev->ops->block_free(dev->bdev, &b->drv);
+  dev->ledger->ops->release(dev->ledger, p->account, b->size);
+  p->arena.reserved -= b->size;
+  if (b->live == 0) p->arena.empty_bytes -= b->size;
+  p->c.driver_frees++;
+  gpupart__host_free(&dev->ctx->mem, b);
+}
+
+uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
+  uint64_t released = 0;
+  for (gpupart__block *b = p->arena.blocks, *next; b; b = next) {
+    next = b->next;
+    if (b->live || b->prealloc) continue;
+    released += b->size;
+    gpupart__arena_release_block(p, b);
+  }
+  return released;
+}
+
+/* Called after a range of b was freed: an emptied block goes back to the driver when
+ * the cached empty bytes pass the release threshold. Returns b, or NULL if released. */
+gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b) {
+  if (--b->live) return b;
+  p->arena.empty_bytes += b->size;
+  uint64_t threshold = p->growth.release_threshold;
+  if (!threshold || b->prealloc || p->arena.empty_bytes <= threshold) return b;
+  gpupart__arena_release_block(p, b);
+  return NULL;
+}
+
+static int fail_check(char *why, uint64_t n, const gpupart_partition *p, const char *what) {
+  snprintf(why, n, "partition '%s': %s", p->name, what);
+  return -1;
+}
+
+int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
+  const gpupart__arena *a = &p->arena;
+  if (gpupart__tlsf_check(a->tlsf, why, n)) return -1;
+  uint64_t reserved = 0, empty = 0, live = 0, blocks = 0;
+  for (const gpupart__block *b = a->blocks; b; b = b->next, blocks++) {
+    reserved += b->size, live += b->live;
+    if (!b->live) empty += b->size;
+    if (b->first->offset != 0 || b->first->block != b) return fail_check(why, n, p, "block lost its first range");
+  }
+  gpupart__tlsf_totals t;
+  gpupart__tlsf_get_totals(a->tlsf, &t);
+  if (reserved != a->reserved || t.managed != reserved || t.blocks != blocks)
+    return fail_check(why, n, p, "reserved bytes differ from the blocks held");
+  if (empty != a->empty_bytes) return fail_check(why, n, p, "empty bytes differ from the empty blocks");
+  if (live != p->c.live_allocations || t.used_ranges != live)
+    return fail_check(why, n, p, "live allocations differ from the ranges in use");
+  if (p->c.in_use > t.used) return fail_check(why, n, p, "in_use exceeds the bytes handed out");
+  return 0;
+}

@@ -1,0 +1,125 @@
+/* The context: the library instance that owns the host allocator, the configuration
+ * sources and the loaded backends. Backends are loaded on first use and unloaded with the
+ * context, so a program that never touches Vulkan never opens libvulkan. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define GPUPART__STR2(x) #x
+#define GPUPART__STR(x) GPUPART__STR2(x)
+
+const char *gpupart_version_string(void) {
+  return GPUPART__STR(GPUPART_VERSION_MAJOR) "." GPUPART__STR(GPUPART_VERSION_MINOR) "." GPUPART__STR(
+      GPUPART_VERSION_PATCH);
+}
+
+uint32_t gpupart_version(void) {
+  return GPUPART_VERSION_MAJOR * 10000u + GPUPART_VERSION_MINOR * 100u + GPUPART_VERSION_PATCH;
+}
+
+const char *gpupart_backend_name(gpupart_backend b) {
+  static const char *const names[] = {"auto", "sim", "opencl", "vulkan", "cuda"};
+  return (unsigned)b < sizeof names / sizeof names[0] ? names[b] : "unknown";
+}
+
+char *gpupart__strdup(const gpupart__hostmem *m, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = gpupart__host_calloc(m, 1, n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+static int copy_strings(gpupart_context *ctx, const gpupart_context_desc *d) {
+  ctx->config_path = gpupart__strdup(&ctx->mem, d->config_path);
+  ctx->config_text = gpupart__strdup(&ctx->mem, d->config_text);
+  ctx->ledger_dir = gpupart__strdup(&ctx->mem, d->ledger_dir);
+  return (d->config_path && !ctx->config_path) || (d->config_text && !ctx->config_text) ||
+         (d->ledger_dir && !ctx->ledger_dir);
+}
+
+static void context_free(gpupart_context *ctx) {
+  const gpupart__hostmem mem = ctx->mem;
+  for (int b = 0; b < GPUPART__BACKEND_COUNT; b++)
+    if (ctx->backends[b].state) ctx->backends[b].ops->unload(ctx->backends[b].state);
+  gpupart__host_free(&mem, ctx->config_path);
+  gpupart__host_free(&mem, ctx->config_text);
+  gpupart__host_free(&mem, ctx->ledger_dir);
+  pthread_mutex_destroy(&ctx->lock);
+  gpupart__host_free(&mem, ctx);
+}
+
+static int hostmem_from(const gpupart_context_desc *d, gpupart__hostmem *out) {
+  if (!d->host_alloc != !d->host_free)
+    return gpupart__fail(GPUPART_EINVAL, "context: set both host_alloc and host_free, or neither");
+  *out = d->host_alloc ? (gpupart__hostmem){d->host_alloc, d->host_free, d->host_user}
+                       : *gpupart__hostmem_default();
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_context_create(const gpupart_context_desc *desc, gpupart_context **out) {
+  if (!out) return gpupart__fail(GPUPART_EINVAL, "context_create: out is NULL");
+  *out = NULL;
+  const gpupart_context_desc d = desc ? *desc : (gpupart_context_desc){0};
+  gpupart__hostmem mem;
+  int rc = hostmem_from(&d, &mem);
+  if (rc) return rc;
+  gpupart_context *ctx = gpupart__host_calloc(&mem, 1, sizeof *ctx);
+  if (!ctx) return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");
+  ctx->mem = mem;
+  ctx->flags = d.flags;
+  ctx->log = d.log;
+  ctx->log_user = d.log_user;
+  pthread_mutex_init(&ctx->lock, NULL);
+  for (int b = 0; b < GPUPART__BACKEND_COUNT; b++) ctx->backends[b].ops = gpupart__backend_ops(b);
+  if (copy_strings(ctx, &d)) {
+    context_free(ctx);
+    return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");
+  }
+  *out = ctx;
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_context_destroy(gpupart_context *ctx) {
+  if (!ctx) return GPUPART_OK;
+  pthread_mutex_lock(&ctx->lock);
+  uint32_t open = ctx->open_devices;
+  pthread_mutex_unlock(&ctx->lock);
+  if (open)
+    return gpupart__fail(GPUPART_EBUSY, "context_destroy: %u device(s) still open", open);
+  context_free(ctx);
+  return GPUPART_OK;
+}
+
+static int load_locked(gpupart__loaded_backend *lb, gpupart_backend b) {
+  if (!lb->ops)
+    return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' is not built into this library",
+                         gpupart_backend_name(b));
+  if (!lb->tried) {
+    lb->tried = 1;
+    if (lb->ops->abi_version != GPUPART__BACKEND_ABI)
+      gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' has ABI %u, expected %u", lb->ops->name,
+                    lb->ops->abi_version, GPUPART__BACKEND_ABI), lb->result = GPUPART_ENOBACKEND;
+    else
+      lb->result = lb->ops->load(&lb->state);
+    if (lb->result) snprintf(lb->error, sizeof lb->error, "%s", gpupart_last_error());
+  }
+  if (lb->result) return gpupart__fail(lb->result, "%s", lb->error);
+  return GPUPART_OK;
+}
+
+/* Loads backend b on first use. Later calls return the first load's result, so a missing
+ * driver costs one dlopen per context, not one per call. */
+int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
+                         void **state) {
+  if ((unsigned)b >= GPUPART__BACKEND_COUNT || b == GPUPART_BACKEND_AUTO)
+    return gpupart__fail(GPUPART_EINVAL, "no backend numbered %d", (int)b);
+  pthread_mutex_lock(&ctx->lock);
+  gpupart__loaded_backend *lb = &ctx->backends[b];
+  int rc = load_locked(lb, b);
+  pthread_mutex_unlock(&ctx->lock);
+  if (rc == GPUPART_OK) *ops = lb->ops, *state = lb->state;
+  return rc;
+}

@@ -1,0 +1,130 @@
+/* The core's shared definitions: the structs behind the public handles and the
+ * internal calls between core files. Lock order, outermost first (never take an outer
+ * lock while holding an inner one):
+ *   1. context lock (backend loading, device count)
+ *   2. device slow lock (growth, the OOM sequence, partition list, create/destroy/resize)
+ *   3. partition lock (its arena and counters; the allocation fast path takes only this)
+ *   4. ledger lock (inside the ledger; a leaf)
+ * Reclaim callbacks run with none of them held. */
+#ifndef GPUPART_CORE_INTERNAL_H
+#define GPUPART_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backend.h"
+#include "error.h"
+#include "gpupart.h"
+#include "hostmem.h"
+#include "ledger.h"
+#include "lock.h"
+#include "tlsf.h"
+
+#define GPUPART__BACKEND_COUNT 5
+#define GPUPART__MIB (1ull << 20)
+#define GPUPART__GIB (1ull << 30)
+
+typedef struct gpupart__loaded_backend {
+  const gpupart_backend_ops *ops; /* NULL when not built */
+  void *state;
+  int tried;  /* load attempted */
+  int result; /* load's result */
+  char error[256];
+} gpupart__loaded_backend;
+
+struct gpupart_context {
+  gpupart__hostmem mem;
+  uint32_t flags;
+  gpupart_log_fn log;
+  void *log_user;
+  char *config_path, *config_text, *ledger_dir;
+  pthread_mutex_t lock; /* guards backends[] and open_devices */
+  gpupart__loaded_backend backends[GPUPART__BACKEND_COUNT];
+  uint32_t open_devices;
+};
+
+/* Counters of a partition (or retired into its device when a partition is destroyed). */
+typedef struct gpupart__counters {
+  uint64_t in_use, peak_in_use;
+  uint64_t live_allocations, total_allocations, total_frees;
+  uint64_t driver_allocs, driver_frees, failed_allocations;
+  uint64_t double_frees;
+} gpupart__counters;
+
+/* One driver block held by an arena. */
+typedef struct gpupart__block {
+  gpupart_block drv;
+  uint64_t size;                      /* bytes reserved in the ledger and managed by the tlsf */
+  struct gpupart__block *prev, *next; /* the arena's block list */
+  gpupart__range *first;              /* the range at offset 0 (never merged away) */
+  uint64_t live;                      /* live allocations in the block */
+  int prealloc;                       /* reserved at creation; released only at destroy */
+} gpupart__block;
+
+/* Growth parameters, defaults applied (partition.c). */
+typedef struct gpupart__growth {
+  int prealloc;
+  uint64_t initial_block, max_block;
+  double factor;
+  uint64_t release_threshold;
+} gpupart__growth;
+
+/* The blocks a partition holds and the sub-allocator over them (arena.c). */
+typedef struct gpupart__arena {
+  gpupart__tlsf *tlsf;
+  gpupart__block *blocks;
+  uint64_t reserved, peak_reserved; /* bytes of blocks held */
+  uint64_t empty_bytes;             /* bytes of blocks with no live allocation */
+  uint64_t last_block;              /* size of the last growth block (geometric sequence) */
+} gpupart__arena;
+
+struct gpupart_partition {
+  gpupart_device *dev;
+  char *name;
+  gpupart__lock lock; /* guards arena and counters */
+  gpupart__arena arena;
+  gpupart__counters c;
+  gpupart__growth growth;
+  gpupart__ledger_entry *account;
+  gpupart_reclaim_fn reclaim;
+  void *reclaim_user;
+  atomic_flag reclaim_busy;
+};
+
+struct gpupart_device {
+  gpupart_context *ctx;
+  const gpupart_backend_ops *ops;
+  void *bdev;
+  gpupart_device_info info;
+  uint64_t budget, granularity, alignment;
+  int growth;
+  pthread_mutex_t slow; /* growth, OOM sequence, the partition list */
+  gpupart__ledger *ledger;
+  gpupart_partition **parts;
+  uint32_t nparts, cap, created;
+  gpupart__counters retired; /* counts of destroyed partitions */
+  atomic_uint_fast64_t in_use, peak_in_use;
+};
+
+/* context.c */
+int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
+                         void **state);
+char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
+
+/* arena.c: every function runs with the partition lock held. */
+int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
+void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p);
+gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align);
+int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);
+int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc);
+uint64_t gpupart__arena_release_empty(gpupart_partition *p);
+void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r);
+gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b);
+void gpupart__arena_release_block(gpupart_partition *p, gpupart__block *b);
+int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n);
+
+/* partition.c */
+void gpupart__partition_free(gpupart_partition *p);
+int gpupart__partition_check(const gpupart_partition *p, char *why, uint64_t n);
+
+#endif

@@ -1,0 +1,48 @@
+/* The core's side of the native interop headers: mapping public handles to the backend's
+ * own objects, and the per-allocation view cache (see interop.h). */
+#include "interop.h"
+
+#include "internal.h"
+
+void *gpupart__device_native(const gpupart_device *dev, gpupart_backend b) {
+  if (!dev) return gpupart__fail(GPUPART_EINVAL, "device is NULL"), NULL;
+  if (dev->info.backend != b)
+    return gpupart__fail(GPUPART_EINVAL, "device is a %s device, not %s", gpupart_backend_name(dev->info.backend),
+                         gpupart_backend_name(b)), NULL;
+  return dev->bdev;
+}
+
+/* The partition of a live allocation of backend b, locked; NULL (message set) otherwise. */
+static gpupart_partition *lock_live(const gpupart_allocation *a, gpupart_backend b) {
+  if (!a) return gpupart__fail(GPUPART_EINVAL, "allocation is NULL"), NULL;
+  const gpupart__range *r = (const gpupart__range *)a;
+  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+  if (!gpupart__device_native(p->dev, b)) return NULL;
+  gpupart__lock_acquire(&p->lock);
+  if (r->state == GPUPART__RANGE_USED) return p;
+  gpupart__lock_release(&p->lock);
+  return gpupart__fail(GPUPART_EINVAL, "allocation %p was freed", (const void *)a), NULL;
+}
+
+void *gpupart__allocation_device(const gpupart_allocation *a, gpupart_backend b) {
+  gpupart_partition *p = lock_live(a, b);
+  if (!p) return NULL;
+  gpupart__lock_release(&p->lock);
+  return p->dev->bdev;
+}
+
+void *gpupart__allocation_view(const gpupart_allocation *a, gpupart_backend b, gpupart__view_fn make, void *user) {
+  gpupart_partition *p = lock_live(a, b);
+  if (!p) return NULL;
+  gpupart__range *r = (gpupart__range *)a;
+  if (!r->user_ext) {
+    const gpupart__block *blk = r->block;
+    gpupart_allocation_info info = {p, r->user_size, r->offset, blk->size,
+                                    blk->drv.device_address ? blk->drv.device_address + r->offset : 0,
+                                    blk->drv.native};
+    r->user_ext = make(p->dev->bdev, &info, user);
+  }
+  void *view = r->user_ext;
+  gpupart__lock_release(&p->lock);
+  return view;
+}

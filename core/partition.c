@@ -1,0 +1,268 @@
+/* Partitions: named shares of a device's budget. Creation turns a descriptor (fractions
+ * or bytes, defaults applied in one place) into a ledger account and an arena; resize,
+ * trim and destroy change them. All of it runs under the device's slow lock, so the
+ * partition list and the ledger's view of limits change one partition at a time. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define DEFAULT_INITIAL_BLOCK (2 * GPUPART__MIB)
+#define DEFAULT_MAX_BLOCK GPUPART__GIB
+#define DEFAULT_GROWTH_FACTOR 2.0
+
+/* The limits and policy of a descriptor, resolved against the device. */
+typedef struct resolved {
+  uint64_t limit, guarantee;
+  gpupart__growth growth;
+} resolved;
+
+static int bad_share(double f) { return isnan(f) || f < 0 || f > 1; }
+
+static uint64_t share_of(const gpupart_device *dev, double fraction, uint64_t bytes) {
+  uint64_t v = fraction > 0 ? (uint64_t)((long double)dev->budget * fraction) : bytes;
+  return v & ~(dev->granularity - 1);
+}
+
+static uint64_t round_block(const gpupart_device *dev, uint64_t v, uint64_t def) {
+  uint64_t g = dev->granularity, max = dev->info.max_block_bytes & ~(g - 1);
+  if (!v) v = def;
+  v = v > max ? max : (v + g - 1) & ~(g - 1);
+  return v ? v : g;
+}
+
+static int resolve_growth(const gpupart_device *dev, const gpupart_partition_desc *d, gpupart__growth *g) {
+  if (isnan(d->growth_factor) || (d->growth_factor != 0 && d->growth_factor < 1.0))
+    return gpupart__fail(GPUPART_EINVAL, "partition_create: growth_factor %g is below 1", d->growth_factor);
+  if (d->growth < GPUPART_GROWTH_DEFAULT || d->growth > GPUPART_GROWTH_OFF)
+    return gpupart__fail(GPUPART_EINVAL, "partition_create: growth %d is not a GPUPART_GROWTH_*", d->growth);
+  int growth = d->growth ? d->growth : dev->growth;
+  g->prealloc = growth == GPUPART_GROWTH_OFF;
+  g->max_block = round_block(dev, d->max_block, DEFAULT_MAX_BLOCK);
+  g->initial_block = round_block(dev, d->initial_block, DEFAULT_INITIAL_BLOCK);
+  if (g->initial_block > g->max_block) g->initial_block = g->max_block;
+  g->factor = d->growth_factor ? d->growth_factor : DEFAULT_GROWTH_FACTOR;
+  g->release_threshold = d->release_threshold;
+  return GPUPART_OK;
+}
+
+/* The one place where a partition descriptor's defaults are applied. */
+static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, resolved *out) {
+  if (bad_share(d->fraction) || bad_share(d->guarantee_fraction))
+    return gpupart__fail(GPUPART_EINVAL, "partition_create: a fraction is outside (0, 1]");
+  uint64_t limit = share_of(dev, d->fraction, d->limit ? d->limit : dev->budget);
+  if (!d->fraction && !d->limit) limit = dev->budget;
+  if (!limit)
+    return gpupart__fail(GPUPART_EINVAL, "partition_create: the limit rounds down to 0 at granularity %llu",
+                         (unsigned long long)dev->granularity);
+  if (limit > dev->budget)
+    return gpupart__fail(GPUPART_ELIMIT, "partition_create: limit %llu exceeds the budget %llu",
+                         (unsigned long long)limit, (unsigned long long)dev->budget);
+  uint64_t guarantee = share_of(dev, d->guarantee_fraction, d->guarantee);
+  if (guarantee > limit)
+    return gpupart__fail(GPUPART_EINVAL, "partition_create: guarantee %llu exceeds the limit %llu",
+                         (unsigned long long)guarantee, (unsigned long long)limit);
+  out->limit = limit, out->guarantee = guarantee;
+  return resolve_growth(dev, d, &out->growth);
+}
+
+static gpupart_partition *find_locked(gpupart_device *dev, const char *name) {
+  for (uint32_t i = 0; i < dev->nparts; i++)
+    if (strcmp(dev->parts[i]->name, name) == 0) return dev->parts[i];
+  return NULL;
+}
+
+static int name_partition(gpupart_partition *p, const gpupart_partition_desc *d) {
+  gpupart_device *dev = p->dev;
+  char fallback[24];
+  snprintf(fallback, sizeof fallback, "p%u", dev->created);
+  const char *name = d->name ? d->name : fallback;
+  if (!*name) return gpupart__fail(GPUPART_EINVAL, "partition_create: name is empty");
+  if (find_locked(dev, name))
+    return gpupart__fail(GPUPART_EEXIST, "partition_create: '%s' exists on this device", name);
+  p->name = gpupart__strdup(&dev->ctx->mem, name);
+  return p->name ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
+}
+
+static int append_locked(gpupart_device *dev, gpupart_partition *p) {
+  if (dev->nparts == dev->cap) {
+    uint32_t cap = dev->cap ? dev->cap * 2 : 8;
+    gpupart_partition **parts = gpupart__host_calloc(&dev->ctx->mem, cap, sizeof *parts);
+    if (!parts) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
+    if (dev->nparts) memcpy(parts, dev->parts, dev->nparts * sizeof *parts);
+    gpupart__host_free(&dev->ctx->mem, dev->parts);
+    dev->parts = parts, dev->cap = cap;
+  }
+  dev->parts[dev->nparts++] = p;
+  dev->created++;
+  return GPUPART_OK;
+}
+
+void gpupart__partition_free(gpupart_partition *p) {
+  gpupart_device *dev = p->dev;
+  if (p->arena.tlsf) gpupart__arena_fini(&p->arena, p);
+  if (p->account) dev->ledger->ops->remove(dev->ledger, p->account);
+  gpupart__host_free(&dev->ctx->mem, p->name);
+  gpupart__host_free(&dev->ctx->mem, p);
+}
+
+static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r) {
+  gpupart_device *dev = p->dev;
+  int rc = name_partition(p, d);
+  if (rc) return rc;
+  if (gpupart__arena_init(&p->arena, dev)) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
+  gpupart__tlsf_set_user(p->arena.tlsf, p);
+  rc = dev->ledger->ops->add(dev->ledger, r->limit, r->guarantee, &p->account);
+  if (rc == GPUPART_ELIMIT)
+    return gpupart__fail(rc, "partition_create: guarantee %llu would take the device's guarantees past its budget %llu",
+                         (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
+  if (rc) return gpupart__fail(rc, "partition_create: out of host memory");
+  if (r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
+  return rc ? rc : append_locked(dev, p);
+}
+
+gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
+                                        gpupart_partition **out) {
+  if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
+  *out = NULL;
+  if (!dev) return gpupart__fail(GPUPART_EINVAL, "partition_create: dev is NULL");
+  const gpupart_partition_desc d = desc ? *desc : (gpupart_partition_desc){0};
+  resolved r = {0};
+  int rc = resolve(dev, &d, &r);
+  if (rc) return rc;
+  gpupart_partition *p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
+  if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
+  *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d.reclaim, .reclaim_user = d.reclaim_user};
+  gpupart__lock_init(&p->lock);
+  atomic_flag_clear(&p->reclaim_busy);
+  pthread_mutex_lock(&dev->slow);
+  rc = setup_locked(p, &d, &r);
+  if (rc) gpupart__partition_free(p);
+  pthread_mutex_unlock(&dev->slow);
+  if (rc == GPUPART_OK) *out = p;
+  return rc;
+}
+
+static void retire_counters(gpupart__counters *into, const gpupart__counters *c) {
+  into->total_allocations += c->total_allocations;
+  into->total_frees += c->total_frees;
+  into->driver_allocs += c->driver_allocs;
+  into->driver_frees += c->driver_frees;
+  into->failed_allocations += c->failed_allocations;
+  into->double_frees += c->double_frees;
+}
+
+static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
+  uint32_t i = 0;
+  while (i < dev->nparts && dev->parts[i] != p) i++;
+  if (i == dev->nparts) return gpupart__fail(GPUPART_EINVAL, "partition_destroy: not a partition of its device");
+  memmove(dev->parts + i, dev->parts + i + 1, (dev->nparts - i - 1) * sizeof *dev->parts);
+  dev->nparts--;
+  return GPUPART_OK;
+}
+
+static int destroy_locked(gpupart_device *dev, gpupart_partition *p) {
+  gpupart__lock_acquire(&p->lock);
+  uint64_t live = p->c.live_allocations;
+  gpupart__lock_release(&p->lock);
+  if (live)
+    return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' has %llu live allocation(s)", p->name,
+                         (unsigned long long)live);
+  if (atomic_flag_test_and_set(&p->reclaim_busy))
+    return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' is running its reclaim callback", p->name);
+  int rc = remove_locked(dev, p);
+  if (rc) return atomic_flag_clear(&p->reclaim_busy), rc;
+  gpupart__arena_fini(&p->arena, p); /* counts the final driver frees */
+  retire_counters(&dev->retired, &p->c);
+  gpupart__partition_free(p);
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_partition_destroy(gpupart_partition *p) {
+  if (!p) return GPUPART_OK;
+  gpupart_device *dev = p->dev;
+  pthread_mutex_lock(&dev->slow);
+  int rc = destroy_locked(dev, p);
+  pthread_mutex_unlock(&dev->slow);
+  return rc;
+}
+
+gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name) {
+  if (!dev || !name) return NULL;
+  pthread_mutex_lock(&dev->slow);
+  gpupart_partition *p = find_locked(dev, name);
+  pthread_mutex_unlock(&dev->slow);
+  return p;
+}
+
+uint32_t gpupart_partition_count(const gpupart_device *dev) {
+  if (!dev) return 0;
+  gpupart_device *d = (gpupart_device *)dev;
+  pthread_mutex_lock(&d->slow);
+  uint32_t n = d->nparts;
+  pthread_mutex_unlock(&d->slow);
+  return n;
+}
+
+gpupart_partition *gpupart_partition_at(gpupart_device *dev, uint32_t i) {
+  if (!dev) return NULL;
+  pthread_mutex_lock(&dev->slow);
+  gpupart_partition *p = i < dev->nparts ? dev->parts[i] : NULL;
+  pthread_mutex_unlock(&dev->slow);
+  return p;
+}
+
+const char *gpupart_partition_name(const gpupart_partition *p) { return p ? p->name : NULL; }
+
+gpupart_result gpupart_partition_trim(gpupart_partition *p) {
+  if (!p) return gpupart__fail(GPUPART_EINVAL, "partition_trim: p is NULL");
+  gpupart__lock_acquire(&p->lock);
+  gpupart__arena_release_empty(p);
+  gpupart__lock_release(&p->lock);
+  return GPUPART_OK;
+}
+
+static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_limit) {
+  gpupart__ledger *l = p->dev->ledger;
+  int rc = l->ops->set_limit(l, p->account, new_limit);
+  if (rc) return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu",
+                               p->name, (unsigned long long)new_limit, (unsigned long long)p->dev->budget);
+  if (!p->growth.prealloc) return GPUPART_OK;
+  gpupart__lock_acquire(&p->lock);
+  rc = gpupart__arena_reserve_exact(p, new_limit - old_limit, 1);
+  gpupart__lock_release(&p->lock);
+  if (rc) l->ops->set_limit(l, p->account, old_limit);
+  return rc;
+}
+
+static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
+  gpupart__ledger *l = p->dev->ledger;
+  gpupart__lock_acquire(&p->lock);
+  gpupart__arena_release_empty(p);
+  gpupart__lock_release(&p->lock);
+  int rc = l->ops->set_limit(l, p->account, new_limit);
+  if (rc == GPUPART_EBUSY) {
+    gpupart__ledger_figures f;
+    l->ops->get(l, p->account, &f);
+    return gpupart__fail(rc, "partition_resize: '%s' still holds %llu bytes, above the new limit %llu",
+                         p->name, (unsigned long long)f.reserved, (unsigned long long)new_limit);
+  }
+  return rc;
+}
+
+gpupart_result gpupart_partition_resize(gpupart_partition *p, uint64_t new_limit) {
+  if (!p) return gpupart__fail(GPUPART_EINVAL, "partition_resize: p is NULL");
+  gpupart_device *dev = p->dev;
+  uint64_t limit = new_limit & ~(dev->granularity - 1);
+  if (!limit)
+    return gpupart__fail(GPUPART_EINVAL, "partition_resize: %llu rounds down to 0 at granularity %llu",
+                         (unsigned long long)new_limit, (unsigned long long)dev->granularity);
+  pthread_mutex_lock(&dev->slow);
+  gpupart__ledger_figures f;
+  dev->ledger->ops->get(dev->ledger, p->account, &f);
+  int rc = limit > f.limit ? grow_locked(p, f.limit, limit)
+           : limit < f.limit ? shrink_locked(p, limit) : GPUPART_OK;
+  pthread_mutex_unlock(&dev->slow);
+  return rc;
+}

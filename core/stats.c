@@ -1,0 +1,110 @@
+/* Statistics and the consistency check. Partition figures are read under the partition
+ * lock, so each snapshot is consistent; device figures sum the partitions under the
+ * device's slow lock. The check walks every invariant the allocator promises, so tests
+ * can call it after every random step. */
+#include <stdio.h>
+
+#include "internal.h"
+
+static void add_counters(gpupart_stats *s, const gpupart__counters *c) {
+  s->in_use += c->in_use;
+  s->live_allocations += c->live_allocations;
+  s->total_allocations += c->total_allocations;
+  s->total_frees += c->total_frees;
+  s->driver_allocs += c->driver_allocs;
+  s->driver_frees += c->driver_frees;
+  s->failed_allocations += c->failed_allocations;
+}
+
+/* Partition lock held. */
+static void partition_stats_locked(const gpupart_partition *p, gpupart_stats *s) {
+  gpupart__ledger_figures f;
+  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
+  *s = (gpupart_stats){.limit = f.limit, .guarantee = f.guarantee, .peak_in_use = p->c.peak_in_use,
+                       .reserved = p->arena.reserved, .peak_reserved = p->arena.peak_reserved,
+                       .largest_free = gpupart__tlsf_largest_free(p->arena.tlsf)};
+  add_counters(s, &p->c);
+}
+
+gpupart_result gpupart_partition_get_stats(const gpupart_partition *p, gpupart_stats *out) {
+  if (!p || !out) return gpupart__fail(GPUPART_EINVAL, "partition_get_stats: p or out is NULL");
+  gpupart_partition *m = (gpupart_partition *)p;
+  gpupart__lock_acquire(&m->lock);
+  partition_stats_locked(p, out);
+  gpupart__lock_release(&m->lock);
+  return GPUPART_OK;
+}
+
+void gpupart_partition_reset_peak(gpupart_partition *p) {
+  if (!p) return;
+  gpupart__lock_acquire(&p->lock);
+  p->c.peak_in_use = p->c.in_use;
+  p->arena.peak_reserved = p->arena.reserved;
+  p->dev->ledger->ops->reset_peak(p->dev->ledger, p->account);
+  gpupart__lock_release(&p->lock);
+}
+
+gpupart_result gpupart_device_get_stats(const gpupart_device *dev, gpupart_stats *out) {
+  if (!dev || !out) return gpupart__fail(GPUPART_EINVAL, "device_get_stats: dev or out is NULL");
+  gpupart_device *d = (gpupart_device *)dev;
+  gpupart_stats s = {0};
+  gpupart__ledger_figures t;
+  pthread_mutex_lock(&d->slow);
+  for (uint32_t i = 0; i < d->nparts; i++) {
+    gpupart_partition *p = d->parts[i];
+    gpupart_stats ps;
+    gpupart_partition_get_stats(p, &ps);
+    s.in_use += ps.in_use, s.reserved += ps.reserved, s.live_allocations += ps.live_allocations;
+    s.total_allocations += ps.total_allocations, s.total_frees += ps.total_frees;
+    s.driver_allocs += ps.driver_allocs, s.driver_frees += ps.driver_frees;
+    s.failed_allocations += ps.failed_allocations;
+    if (ps.largest_free > s.largest_free) s.largest_free = ps.largest_free;
+  }
+  add_counters(&s, &d->retired);
+  d->ledger->ops->totals(d->ledger, &t);
+  pthread_mutex_unlock(&d->slow);
+  s.limit = t.limit, s.guarantee = t.guarantee, s.peak_reserved = t.peak_reserved;
+  s.peak_in_use = atomic_load(&d->peak_in_use);
+  *out = s;
+  return GPUPART_OK;
+}
+
+/* Partition lock held: the arena against its counters and its ledger account. */
+static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
+  if (gpupart__arena_check(p, why, n)) return -1;
+  gpupart__ledger_figures f;
+  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
+  if (f.reserved != p->arena.reserved)
+    return snprintf(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
+                    (unsigned long long)f.reserved, (unsigned long long)p->arena.reserved), -1;
+  if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
+    return snprintf(why, n, "partition '%s': a figure exceeds its peak", p->name), -1;
+  if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations)
+    return snprintf(why, n, "partition '%s': allocations minus frees differ from live", p->name), -1;
+  return 0;
+}
+
+static int check_locked(gpupart_device *d, char *why, uint64_t n) {
+  uint64_t in_use = 0;
+  int rc = 0;
+  uint32_t locked = 0;
+  for (; locked < d->nparts; locked++) gpupart__lock_acquire(&d->parts[locked]->lock);
+  for (uint32_t i = 0; i < d->nparts && !rc; i++) {
+    rc = check_partition(d->parts[i], why, n);
+    in_use += d->parts[i]->c.in_use;
+  }
+  if (!rc && in_use != atomic_load(&d->in_use))
+    rc = -1, snprintf(why, n, "device in_use differs from the partitions' sum");
+  while (locked) gpupart__lock_release(&d->parts[--locked]->lock);
+  return rc ? rc : d->ledger->ops->check(d->ledger, why, n);
+}
+
+gpupart_result gpupart_device_check(const gpupart_device *dev) {
+  if (!dev) return gpupart__fail(GPUPART_EINVAL, "device_check: dev is NULL");
+  gpupart_device *d = (gpupart_device *)dev;
+  char why[256] = "";
+  pthread_mutex_lock(&d->slow);
+  int rc = check_locked(d, why, sizeof why);
+  pthread_mutex_unlock(&d->slow);
+  return rc ? gpupart__fail(GPUPART_ECORRUPT, "device_check: %s", why) : GPUPART_OK;
+}

@@ -1,0 +1,102 @@
+/* The offset sub-allocator: a two-level segregated fit (TLSF) allocator over ranges of
+ * driver blocks. It never touches the memory it manages: every range is described by a
+ * host-side node (gpupart__range) taken from a pool that the allocator owns. Allocation
+ * and free are O(1); freed ranges coalesce with their free neighbours at once. One
+ * allocator manages any number of blocks; ranges never span two blocks.
+ *
+ * Not thread-safe: the arena that owns an allocator serialises calls to it. */
+#ifndef GPUPART_CORE_TLSF_H
+#define GPUPART_CORE_TLSF_H
+
+#include <stdint.h>
+
+#include "hostmem.h"
+
+enum {
+  GPUPART__RANGE_DEAD = 0, /* back in the node pool (merged away or never used) */
+  GPUPART__RANGE_FREE = 1, /* a free range, on a free list */
+  GPUPART__RANGE_USED = 2, /* handed out by gpupart__tlsf_alloc */
+};
+
+typedef struct gpupart__tlsf gpupart__tlsf;
+typedef struct gpupart__range gpupart__range;
+typedef struct gpupart__tlsf_block gpupart__tlsf_block; /* internal to tlsf.c */
+
+struct gpupart__range {
+  uint64_t offset;                      /* within the block */
+  uint64_t size;                        /* a multiple of the granule */
+  void *block;                          /* the caller's block cookie given to add_block */
+  gpupart__range *prev_phys, *next_phys; /* neighbours in the same block, by offset */
+  gpupart__range *prev_free, *next_free; /* free-list links, only while FREE */
+  gpupart__tlsf *owner;                 /* set when the node's pool slab is made; never changes */
+  uint32_t state;                       /* GPUPART__RANGE_* */
+  uint32_t list;                        /* free-list index while FREE (internal) */
+  /* Fields the allocator's user owns; the allocator zeroes them when it hands out a node. */
+  uint64_t user_size;
+  uint64_t user_tag;
+  void *user_ext;
+  gpupart__tlsf_block *home; /* internal: the allocator's record of the block (base, size) */
+};
+
+/* Live figures, kept exactly at every call. */
+typedef struct gpupart__tlsf_totals {
+  uint64_t managed;     /* sum of the sizes of all blocks added */
+  uint64_t used;        /* sum of sizes of USED ranges */
+  uint64_t blocks;      /* blocks currently added */
+  uint64_t used_ranges; /* USED ranges */
+  uint64_t free_ranges; /* FREE ranges */
+} gpupart__tlsf_totals;
+
+/* Create an allocator. granule: a power of two >= 1; every range size and offset is a
+ * multiple of it. Returns NULL when out of host memory or granule is invalid. */
+gpupart__tlsf *gpupart__tlsf_create(uint64_t granule, const gpupart__hostmem *mem);
+/* Frees the allocator and every node; blocks are the caller's to free. NULL is a no-op. */
+void gpupart__tlsf_destroy(gpupart__tlsf *t);
+
+/* Adds a block of size bytes (rounded down to the granule; must be >= one granule).
+ * base is the address that offset 0 of the block has (a device address), or 0: alignment
+ * requests apply to base + offset; base must be a multiple of the granule. Returns the
+ * block's single FREE range, or NULL (nothing changed) when out of host memory, when the
+ * size is below one granule, or when base is not a multiple of the granule. */
+gpupart__range *gpupart__tlsf_add_block(gpupart__tlsf *t, void *block, uint64_t base, uint64_t size);
+/* Removes a block that is entirely free: r must be a FREE range with no neighbours
+ * (gpupart__tlsf_block_is_empty(r)). Returns 0, or -1 (nothing changed) otherwise. */
+int gpupart__tlsf_remove_block(gpupart__tlsf *t, gpupart__range *r);
+/* Nonzero when r is the only range of its block and is FREE. */
+int gpupart__tlsf_block_is_empty(const gpupart__range *r);
+
+/* A USED range of at least size bytes (rounded up to the granule) whose base + offset is
+ * a multiple of align (a power of two; 0 or anything below the granule = the granule).
+ * NULL when no free range fits (or size is 0 or overflows when rounded; or align is
+ * not a power of two), with nothing changed, or when out of host memory for a node.
+ * Never NULL for want of a fit while some FREE range holds size + align - granule bytes:
+ * when no size class above the request's own has a range, that one list is walked. */
+gpupart__range *gpupart__tlsf_alloc(gpupart__tlsf *t, uint64_t size, uint64_t align);
+/* Whether a request would fit without allocating anything (same rules as alloc). */
+int gpupart__tlsf_can_alloc(const gpupart__tlsf *t, uint64_t size, uint64_t align);
+/* Frees a USED range; coalesces with free neighbours. Returns the resulting FREE range
+ * (r itself or the node it merged into), or NULL (nothing changed) if r is not USED
+ * or belongs to another allocator. */
+gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r);
+
+/* Size of the largest FREE range (0 if none). O(lists + length of the top list). */
+uint64_t gpupart__tlsf_largest_free(const gpupart__tlsf *t);
+uint64_t gpupart__tlsf_granule(const gpupart__tlsf *t);
+void gpupart__tlsf_get_totals(const gpupart__tlsf *t, gpupart__tlsf_totals *out);
+
+/* Calls fn for each block's first range (offset 0) in an unspecified order; fn may
+ * remove the block it is given. */
+void gpupart__tlsf_foreach_block(gpupart__tlsf *t, void (*fn)(gpupart__range *first, void *ctx), void *ctx);
+
+/* Full walk of every invariant: physical chains cover each block exactly, no two
+ * adjacent FREE ranges, every FREE range on the right list and bitmap bits set exactly
+ * for non-empty lists, totals equal to the walk. Returns 0, or -1 and writes a short
+ * description of the first broken invariant to why (if why_len > 0). */
+int gpupart__tlsf_check(const gpupart__tlsf *t, char *why, uint64_t why_len);
+
+/* A cookie for the allocator's owner, so that a range (through its owner field) leads
+ * back to whoever owns the allocator, even after the range was freed. */
+void gpupart__tlsf_set_user(gpupart__tlsf *t, void *user);
+void *gpupart__tlsf_user(const gpupart__tlsf *t);
+
+#endif

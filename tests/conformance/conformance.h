@@ -1,0 +1,26 @@
+/* The backend conformance suite's view of a backend: how to open its device 0 and how to
+ * move bytes in and out of an allocation through the driver itself, so the suite can
+ * prove that gpupart's ranges are real, disjoint device memory. One adapter per backend
+ * (adapter_sim.c, adapter_opencl.c, ...); the table in adapters.c lists those built. */
+#ifndef GPUPART_TESTS_CONFORMANCE_H
+#define GPUPART_TESTS_CONFORMANCE_H
+
+#include "gpupart.h"
+
+typedef struct conformance_adapter {
+  gpupart_backend backend;
+  /* Opens the backend's first device with base's policy fields (backend and backend_desc
+   * are the adapter's). ENOBACKEND or ENODEV when the driver or device is absent. */
+  gpupart_result (*open)(gpupart_context *ctx, const gpupart_device_desc *base, gpupart_device **out);
+  /* Copies size bytes into / out of the allocation at its offset 0, through the driver. */
+  int (*write)(gpupart_device *dev, const gpupart_allocation *a, const void *data, uint64_t size);
+  int (*read)(gpupart_device *dev, const gpupart_allocation *a, void *data, uint64_t size);
+  /* Optional: opens the device adopting handles the test created itself, runs a short
+   * alloc/write/read cycle, closes, and checks the handles still work. 0 = pass. */
+  int (*adopt_roundtrip)(gpupart_context *ctx, char *why, size_t why_len);
+} conformance_adapter;
+
+/* The adapters this build has, indexed by gpupart_backend; NULL where none. */
+const conformance_adapter *conformance_adapter_for(gpupart_backend b);
+
+#endif

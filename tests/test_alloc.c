@@ -1,0 +1,142 @@
+/* Allocation and free through the public API on the sim backend: the fast path, growth,
+ * alignment, bad input and double frees. */
+#include <string.h>
+
+#include "common.h"
+
+static gpupart_context *ctx;
+static gpupart_device *dev;
+
+static void setup(void) {
+  ctx = test_context();
+  dev = test_sim_device(ctx, NULL, NULL);
+}
+
+static void teardown(void) {
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK, "%s", gpupart_last_error());
+}
+
+TestSuite(alloc, .init = setup, .fini = teardown);
+
+Test(alloc, first_allocation_grows_then_free_keeps_the_block) {
+  gpupart_partition *p = test_partition(dev, "a", 0, 0);
+  gpupart_allocation *a;
+  cr_assert_eq(gpupart_alloc(p, 1000, 0, &a), GPUPART_OK);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.in_use, 1000);
+  cr_expect_eq(s.live_allocations, 1);
+  cr_expect_eq(s.driver_allocs, 1);
+  cr_expect_eq(s.reserved, 2 * MiB);
+  gpupart_free(a);
+  s = test_stats(p);
+  cr_expect_eq(s.in_use, 0);
+  cr_expect_eq(s.peak_in_use, 1000);
+  cr_expect_eq(s.reserved, 2 * MiB, "default keeps empty blocks cached");
+  cr_expect_eq(s.total_frees, 1);
+  test_check(dev);
+}
+
+Test(alloc, allocations_do_not_overlap_and_honour_alignment) {
+  gpupart_partition *p = test_partition(dev, "a", 0, 0);
+  gpupart_allocation *a[64];
+  for (int i = 0; i < 64; i++) {
+    uint64_t align = 1ull << (8 + i % 12);
+    cr_assert_eq(gpupart_alloc(p, 1000 + 977 * i, align, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
+    gpupart_allocation_info info;
+    cr_assert_eq(gpupart_allocation_get_info(a[i], &info), GPUPART_OK);
+    cr_expect_eq(info.device_address % align, 0);
+    cr_expect_eq(info.size, 1000 + 977 * i);
+    cr_expect(info.offset + info.size <= info.block_size);
+    cr_expect_eq(info.partition, p);
+  }
+  for (int i = 0; i < 64; i++)
+    for (int j = i + 1; j < 64; j++) {
+      gpupart_allocation_info x, y;
+      gpupart_allocation_get_info(a[i], &x);
+      gpupart_allocation_get_info(a[j], &y);
+      cr_expect(x.device_address + x.size <= y.device_address || y.device_address + y.size <= x.device_address);
+    }
+  test_check(dev);
+  for (int i = 0; i < 64; i++) gpupart_free(a[i]);
+  test_check(dev);
+}
+
+Test(alloc, bad_input_is_refused_with_nothing_changed) {
+  gpupart_partition *p = test_partition(dev, "a", 0, 0);
+  gpupart_allocation *a = (gpupart_allocation *)&a;
+  cr_expect_eq(gpupart_alloc(NULL, 16, 0, &a), GPUPART_EINVAL);
+  cr_expect_null(a);
+  cr_expect_eq(gpupart_alloc(p, 16, 0, NULL), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc(p, 0, 0, &a), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc(p, 16, 3, &a), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc(p, UINT64_MAX, 0, &a), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc(p, UINT64_MAX - 100, 0, &a), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc(p, 17 * GiB, 0, &a), GPUPART_EINVAL, "above the largest driver block");
+  cr_expect_eq(gpupart_alloc_ex(p, NULL, &a), GPUPART_EINVAL);
+  gpupart_alloc_desc d = {.size = 16, .flags = 0x80};
+  cr_expect_eq(gpupart_alloc_ex(p, &d, &a), GPUPART_EINVAL);
+  cr_expect_neq(strstr(gpupart_last_error(), "flags"), NULL);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.total_allocations, 0);
+  cr_expect_eq(s.failed_allocations, 0);
+  cr_expect_eq(s.driver_allocs, 0);
+  test_check(dev);
+}
+
+Test(alloc, double_free_is_reported_and_changes_nothing) {
+  gpupart_partition *p = test_partition(dev, "a", 0, 0);
+  gpupart_allocation *a, *b;
+  cr_assert_eq(gpupart_alloc(p, 4096, 0, &a), GPUPART_OK);
+  cr_assert_eq(gpupart_alloc(p, 4096, 0, &b), GPUPART_OK);
+  gpupart_free(a);
+  gpupart_stats before = test_stats(p);
+  gpupart_free(a);
+  cr_expect_neq(strstr(gpupart_last_error(), "already freed"), NULL, "%s", gpupart_last_error());
+  gpupart_stats after = test_stats(p);
+  cr_expect_eq(memcmp(&before, &after, sizeof before), 0);
+  gpupart_allocation_info info;
+  cr_expect_eq(gpupart_allocation_get_info(a, &info), GPUPART_EINVAL);
+  test_check(dev);
+  gpupart_free(b);
+  gpupart_free(NULL);
+  test_check(dev);
+}
+
+Test(alloc, tag_appears_in_the_failure_message) {
+  gpupart_partition *p = test_partition(dev, "small", 4 * MiB, 0);
+  gpupart_alloc_desc d = {.size = 8 * MiB, .tag = 4242};
+  gpupart_allocation *a;
+  cr_expect_eq(gpupart_alloc_ex(p, &d, &a), GPUPART_ELIMIT);
+  const char *m = gpupart_last_error();
+  cr_expect_neq(strstr(m, "4242"), NULL, "%s", m);
+  cr_expect_neq(strstr(m, "'small'"), NULL, "%s", m);
+  cr_expect_neq(strstr(m, "limit 4194304"), NULL, "%s", m);
+  cr_expect_eq(test_stats(p).failed_allocations, 1);
+  cr_expect_eq(test_stats(p).driver_allocs, 0, "a refused request makes no driver call");
+}
+
+Test(alloc, host_backed_memory_can_be_written) {
+  gpupart_sim_desc sim = {.total_bytes = 256 * MiB, .host_backed = 1};
+  gpupart_device *hd = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition *p = test_partition(hd, "h", 0, 0);
+  gpupart_allocation *a;
+  cr_assert_eq(gpupart_alloc(p, 1 * MiB, 4096, &a), GPUPART_OK);
+  gpupart_allocation_info info;
+  gpupart_allocation_get_info(a, &info);
+  memset((void *)(uintptr_t)info.device_address, 0xab, info.size);
+  cr_expect_eq(((unsigned char *)(uintptr_t)info.device_address)[info.size - 1], 0xab);
+  gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(hd), GPUPART_OK);
+}
+
+Test(alloc, a_terabyte_device_costs_nothing) {
+  gpupart_sim_desc sim = {.total_bytes = 1ull << 40};
+  gpupart_device *big = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition *p = test_partition(big, "big", 0, 0);
+  gpupart_allocation *a;
+  cr_assert_eq(gpupart_alloc(p, 512 * GiB, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(test_stats(p).reserved, 512 * GiB);
+  gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(big), GPUPART_OK);
+}
