@@ -24,8 +24,10 @@ typedef struct gpupart_block {
 typedef struct gpupart_backend_ops {
   uint32_t abi_version; /* first field, checked at registration */
   const char *name;     /* "sim", "opencl", "vulkan", "cuda" */
-  /* dlopen + symbol lookup. ENOBACKEND (message says which library) if absent. */
-  int (*load)(void **state);
+  /* dlopen + symbol lookup. library: the path the user named (GPUPART_<BACKEND>_LIBRARY),
+   * or NULL for the system's library (e.g. "libOpenCL.so.1", then "libOpenCL.so").
+   * ENOBACKEND (the message names the library and dlerror()) if it cannot be loaded. */
+  int (*load)(const char *library, void **state);
   void (*unload)(void *state);
   /* *count in: capacity of out (ignored when out is NULL); out: devices present. */
   int (*enumerate)(void *state, gpupart_device_info *out, uint32_t *count);

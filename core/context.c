@@ -93,7 +93,16 @@ gpupart_result gpupart_context_destroy(gpupart_context *ctx) {
   return GPUPART_OK;
 }
 
-static int load_locked(gpupart__loaded_backend *lb, gpupart_backend b) {
+/* GPUPART_<BACKEND>_LIBRARY, unless the context ignores the environment. */
+static const char *library_override(const gpupart_context *ctx, gpupart_backend b) {
+  static const char *const vars[] = {NULL, NULL, "GPUPART_OPENCL_LIBRARY", "GPUPART_VULKAN_LIBRARY",
+                                     "GPUPART_CUDA_LIBRARY"};
+  if ((ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) || !vars[b]) return NULL;
+  const char *v = secure_getenv(vars[b]);
+  return v && *v ? v : NULL;
+}
+
+static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
   if (!lb->ops)
     return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' is not built into this library",
                          gpupart_backend_name(b));
@@ -103,7 +112,7 @@ static int load_locked(gpupart__loaded_backend *lb, gpupart_backend b) {
       gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' has ABI %u, expected %u", lb->ops->name,
                     lb->ops->abi_version, GPUPART__BACKEND_ABI), lb->result = GPUPART_ENOBACKEND;
     else
-      lb->result = lb->ops->load(&lb->state);
+      lb->result = lb->ops->load(library_override(ctx, b), &lb->state);
     if (lb->result) snprintf(lb->error, sizeof lb->error, "%s", gpupart_last_error());
   }
   if (lb->result) return gpupart__fail(lb->result, "%s", lb->error);
@@ -118,7 +127,7 @@ int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_
     return gpupart__fail(GPUPART_EINVAL, "no backend numbered %d", (int)b);
   pthread_mutex_lock(&ctx->lock);
   gpupart__loaded_backend *lb = &ctx->backends[b];
-  int rc = load_locked(lb, b);
+  int rc = load_locked(ctx, lb, b);
   pthread_mutex_unlock(&ctx->lock);
   if (rc == GPUPART_OK) *ops = lb->ops, *state = lb->state;
   return rc;

@@ -33,7 +33,8 @@ struct sim_state {
   sim_device *devices; /* open devices; the same (index, total) is the same device */
 };
 
-static int sim_load(void **state) {
+static int sim_load(const char *library, void **state) {
+  (void)library;
   sim_state *s = calloc(1, sizeof *s);
   if (!s) return gpupart__fail(GPUPART_ENOMEM, "sim: out of host memory");
   pthread_mutex_init(&s->lock, NULL);
