@@ -25,14 +25,6 @@ typedef struct request {
 /* Nonzero while this thread runs a reclaim callback: allocations made inside skip them. */
 static _Thread_local int in_reclaim;
 
-static uint64_t atomic_max(atomic_uint_fast64_t *peak, uint64_t v) {
-  uint64_t cur = atomic_load_explicit(peak, memory_order_relaxed);
-  while (v > cur && !atomic_compare_exchange_weak_explicit(peak, &cur, v, memory_order_relaxed,
-                                                           memory_order_relaxed)) {
-  }
-  return v;
-}
-
 static void account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
   r->user_size = q->size;
   r->user_tag = q->tag;
@@ -41,8 +33,8 @@ static void account_alloc(gpupart_partition *p, gpupart__range *r, const request
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
   c->live_allocations++;
   c->total_allocations++;
-  uint64_t dev_in_use = atomic_fetch_add_explicit(&p->dev->in_use, q->size, memory_order_relaxed);
-  atomic_max(&p->dev->peak_in_use, dev_in_use + q->size);
+  atomic_store_explicit(&p->published_in_use, c->in_use, memory_order_relaxed);
+  if (c->in_use > atomic_load_explicit(&p->ceiling, memory_order_relaxed)) gpupart__peak_crossed(p);
 }
 
 /* One attempt under the partition lock: the held blocks, then one new block. */
@@ -215,7 +207,7 @@ static void account_free(gpupart_partition *p, uint64_t size) {
   p->c.in_use -= size;
   p->c.live_allocations--;
   p->c.total_frees++;
-  atomic_fetch_sub_explicit(&p->dev->in_use, size, memory_order_relaxed);
+  atomic_store_explicit(&p->published_in_use, p->c.in_use, memory_order_relaxed);
 }
 
 void gpupart_free(gpupart_allocation *a) {

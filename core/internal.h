@@ -4,7 +4,7 @@
  *   1. context lock (backend loading, device count)
  *   2. device slow lock (growth, the OOM sequence, partition list, create/destroy/resize)
  *   3. partition lock (its arena and counters; the allocation fast path takes only this)
- *   4. ledger lock (inside the ledger; a leaf)
+ *   4. ledger lock (inside the ledger) and the device's peak lock (peak.c): leaves
  * Reclaim callbacks run with none of them held. */
 #ifndef GPUPART_CORE_INTERNAL_H
 #define GPUPART_CORE_INTERNAL_H
@@ -79,6 +79,7 @@ typedef struct gpupart__arena {
 } gpupart__arena;
 
 struct gpupart_partition {
+  char pad_head[64]; /* the lock and counters share no cache line with a neighbour */
   gpupart_device *dev;
   char *name;
   gpupart__lock lock; /* guards arena and counters */
@@ -89,6 +90,9 @@ struct gpupart_partition {
   gpupart_reclaim_fn reclaim;
   void *reclaim_user;
   atomic_flag reclaim_busy;
+  atomic_uint_fast64_t published_in_use; /* c.in_use, for the device's peak (peak.c) */
+  atomic_uint_fast64_t ceiling;          /* crossing it rebalances the device's peak */
+  char pad_tail[64];
 };
 
 struct gpupart_device {
@@ -103,7 +107,8 @@ struct gpupart_device {
   gpupart_partition **parts;
   uint32_t nparts, cap, created;
   gpupart__counters retired; /* counts of destroyed partitions */
-  atomic_uint_fast64_t in_use, peak_in_use;
+  pthread_mutex_t peak_lock;  /* a leaf: peak_in_use, and (with slow) the partition list */
+  uint64_t peak_in_use;
 };
 
 /* context.c */
@@ -122,6 +127,12 @@ void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r);
 gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b);
 void gpupart__arena_release_block(gpupart_partition *p, gpupart__block *b);
 int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n);
+
+/* peak.c */
+void gpupart__peak_crossed(gpupart_partition *p);
+uint64_t gpupart__peak_in_use(gpupart_device *dev);
+void gpupart__peak_list_lock(gpupart_device *dev);
+void gpupart__peak_list_unlock(gpupart_device *dev);
 
 /* partition.c */
 void gpupart__partition_free(gpupart_partition *p);

@@ -64,7 +64,7 @@ gpupart_result gpupart_device_get_stats(const gpupart_device *dev, gpupart_stats
   d->ledger->ops->totals(d->ledger, &t);
   pthread_mutex_unlock(&d->slow);
   s.limit = t.limit, s.guarantee = t.guarantee, s.peak_reserved = t.peak_reserved;
-  s.peak_in_use = atomic_load(&d->peak_in_use);
+  s.peak_in_use = gpupart__peak_in_use(d);
   *out = s;
   return GPUPART_OK;
 }
@@ -93,8 +93,8 @@ static int check_locked(gpupart_device *d, char *why, uint64_t n) {
     rc = check_partition(d->parts[i], why, n);
     in_use += d->parts[i]->c.in_use;
   }
-  if (!rc && in_use != atomic_load(&d->in_use))
-    rc = -1, snprintf(why, n, "device in_use differs from the partitions' sum");
+  if (!rc && in_use > gpupart__peak_in_use(d))
+    rc = -1, snprintf(why, n, "the partitions' in-use bytes exceed the device's peak");
   while (locked) gpupart__lock_release(&d->parts[--locked]->lock);
   return rc ? rc : d->ledger->ops->check(d->ledger, why, n);
 }

@@ -140,3 +140,31 @@ Test(alloc, a_terabyte_device_costs_nothing) {
   gpupart_free(a);
   cr_expect_eq(gpupart_device_close(big), GPUPART_OK);
 }
+
+Test(alloc, device_peak_is_the_peak_of_the_sum_over_partitions) {
+  gpupart_partition *p[3] = {test_partition(dev, "x", 0, 0), test_partition(dev, "y", 0, 0),
+                             test_partition(dev, "z", 0, 0)};
+  gpupart_allocation *live[3][40] = {{0}};
+  uint64_t rng = 0x9e3779b97f4a7c15ull, sum = 0, peak = 0, sizes[3][40] = {{0}};
+  for (int step = 0; step < 4000; step++) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    int k = (int)(rng % 3), slot = (int)((rng >> 8) % 40);
+    if (live[k][slot]) {
+      gpupart_free(live[k][slot]);
+      live[k][slot] = NULL;
+      sum -= sizes[k][slot];
+    } else {
+      sizes[k][slot] = 1 + (rng >> 20) % (3 * MiB);
+      cr_assert_eq(gpupart_alloc(p[k], sizes[k][slot], 0, &live[k][slot]), GPUPART_OK);
+      sum += sizes[k][slot];
+      if (sum > peak) peak = sum;
+    }
+    gpupart_stats s;
+    gpupart_device_get_stats(dev, &s);
+    cr_assert_eq(s.in_use, sum, "step %d", step);
+    cr_assert_eq(s.peak_in_use, peak, "step %d", step);
+  }
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < 40; i++) gpupart_free(live[k][i]);
+  test_check(dev);
+}
