@@ -44,21 +44,24 @@ void gpupart_partition_reset_peak(gpupart_partition *p) {
   gpupart__lock_release(&p->lock);
 }
 
+/* Adds a partition's current figures and counts into device figures. */
+static void add_stats(gpupart_stats *s, const gpupart_stats *ps) {
+  s->in_use += ps->in_use, s->reserved += ps->reserved, s->live_allocations += ps->live_allocations;
+  s->total_allocations += ps->total_allocations, s->total_frees += ps->total_frees;
+  s->driver_allocs += ps->driver_allocs, s->driver_frees += ps->driver_frees;
+  s->failed_allocations += ps->failed_allocations;
+  if (ps->largest_free > s->largest_free) s->largest_free = ps->largest_free;
+}
+
 gpupart_result gpupart_device_get_stats(const gpupart_device *dev, gpupart_stats *out) {
   if (!dev || !out) return gpupart__fail(GPUPART_EINVAL, "device_get_stats: dev or out is NULL");
   gpupart_device *d = (gpupart_device *)dev;
-  gpupart_stats s = {0};
+  gpupart_stats s = {0}, ps;
   gpupart__ledger_figures t;
   pthread_mutex_lock(&d->slow);
   for (uint32_t i = 0; i < d->nparts; i++) {
-    gpupart_partition *p = d->parts[i];
-    gpupart_stats ps;
-    gpupart_partition_get_stats(p, &ps);
-    s.in_use += ps.in_use, s.reserved += ps.reserved, s.live_allocations += ps.live_allocations;
-    s.total_allocations += ps.total_allocations, s.total_frees += ps.total_frees;
-    s.driver_allocs += ps.driver_allocs, s.driver_frees += ps.driver_frees;
-    s.failed_allocations += ps.failed_allocations;
-    if (ps.largest_free > s.largest_free) s.largest_free = ps.largest_free;
+    gpupart_partition_get_stats(d->parts[i], &ps);
+    add_stats(&s, &ps);
   }
   add_counters(&s, &d->retired);
   d->ledger->ops->totals(d->ledger, &t);
