@@ -131,6 +131,10 @@ int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpu
   need = round_up(need, gran, &overflow);
   if (overflow) return gpupart__fail(GPUPART_EINVAL, "size %llu overflows", (unsigned long long)size);
   uint64_t block = round_up(choose_block(p, need, &own), gran, &overflow);
+  if (p->arena.empty_bytes && p->arena.reserved + block > p->arena.peak_reserved) {
+    gpupart__arena_release_empty(p);
+    block = round_up(choose_block(p, need, &own), gran, &overflow);
+  }
   block = cap_block(p, block, need, why);
   if (!block) return GPUPART_ELIMIT;
   int rc = reserve_block(p, block, 0, why);
