@@ -62,9 +62,12 @@ static uint64_t growth_size(const gpupart_partition *p) {
   return next < g->max_block ? next : g->max_block;
 }
 
-static uint64_t choose_block(const gpupart_partition *p, uint64_t need, int *own_size) {
+/* exact: the bytes the request needs; need: exact rounded up to the granularity. The
+ * own-size test looks at exact: rounded, every request below one granule would look as
+ * big as a granule-sized first block, and the geometric sequence would never start. */
+static uint64_t choose_block(const gpupart_partition *p, uint64_t exact, uint64_t need, int *own_size) {
   uint64_t g = growth_size(p);
-  *own_size = need > g / 2;
+  *own_size = exact > g / 2;
   return *own_size ? need : g;
 }
 
@@ -124,22 +127,28 @@ static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t n
   return block < need ? 0 : block;
 }
 
+/* Before growing would set a new reserved peak, the cached empty blocks go: they could
+ * not hold this request, and a new block may fit where several small empty ones did not. */
+static void release_before_peak(gpupart_partition *p, uint64_t block) {
+  if (p->arena.empty_bytes && p->arena.reserved + block > p->arena.peak_reserved)
+    gpupart__arena_release_empty(p);
+}
+
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why) {
   int overflow = 0, own;
-  uint64_t need = block_need(p->dev, size, align, &overflow);
   uint64_t gran = p->dev->granularity;
-  need = round_up(need, gran, &overflow);
+  uint64_t exact = block_need(p->dev, size, align, &overflow);
+  uint64_t need = round_up(exact, gran, &overflow);
   if (overflow) return gpupart__fail(GPUPART_EINVAL, "size %llu overflows", (unsigned long long)size);
-  uint64_t block = round_up(choose_block(p, need, &own), gran, &overflow);
-  if (p->arena.empty_bytes && p->arena.reserved + block > p->arena.peak_reserved) {
-    gpupart__arena_release_empty(p);
-    block = round_up(choose_block(p, need, &own), gran, &overflow);
-  }
+  release_before_peak(p, round_up(choose_block(p, exact, need, &own), gran, &overflow));
+  uint64_t block = round_up(choose_block(p, exact, need, &own), gran, &overflow);
   block = cap_block(p, block, need, why);
   if (!block) return GPUPART_ELIMIT;
   int rc = reserve_block(p, block, 0, why);
   if (rc == GPUPART_EDEVMEM && block > need) rc = reserve_block(p, block = need, 0, why);
-  if (rc == GPUPART_OK && !own) p->arena.last_block = block;
+  /* Own-size blocks advance the sequence too, so a stream of large requests reaches
+   * shared blocks (bounded by held / 16) instead of costing one driver block each. */
+  if (rc == GPUPART_OK && (!own || block > p->arena.last_block)) p->arena.last_block = block;
   return rc;
 }
 
