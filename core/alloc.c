@@ -6,6 +6,7 @@
  *      those of partitions above their guarantee, with no gpupart lock held; retry;
  *   4. fail with ELIMIT or EDEVMEM and a message that says why. */
 #include <inttypes.h>
+#include <stdio.h>
 
 #include "internal.h"
 
@@ -137,8 +138,11 @@ static const char *refusal_text(refusal why) {
   }
 }
 
-/* Step 4: count the failure and say why, naming every figure that explains it. */
+/* Step 4: count the failure and say why, naming every figure that explains it, and for a
+ * driver refusal the backend's own message (with the driver's error code). */
 static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal why) {
+  char driver[256] = "";
+  if (why == REFUSED_DRIVER) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   gpupart__lock_acquire(&p->lock);
@@ -148,9 +152,9 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
                         : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
   return gpupart__fail(code,
-                       "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s; limit %" PRIu64
+                       "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
                        ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
-                       p->name, q->size, q->tag, refusal_text(why), f.limit, in_use, f.reserved, largest);
+                       p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
 }
 
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {

@@ -18,6 +18,15 @@ typedef struct conformance_adapter {
   /* Optional: opens the device adopting handles the test created itself, runs a short
    * alloc/write/read cycle, closes, and checks the handles still work. 0 = pass. */
   int (*adopt_roundtrip)(gpupart_context *ctx, char *why, size_t why_len);
+  /* Optional: opens the backend's first device in a context of its own (*ctx, which the
+   * caller destroys) with the driver instrumented: it refuses every new block while
+   * max_live_blocks blocks are live (0 = never), and driver_bytes works on the device.
+   * On failure the reason is in why. */
+  gpupart_result (*open_instrumented)(gpupart_context **ctx, const gpupart_device_desc *base,
+                                      uint64_t max_live_blocks, gpupart_device **out, char *why, size_t why_len);
+  /* Bytes of device memory that gpupart holds on an instrumented device, as the driver
+   * itself counts them. 0 = success. */
+  int (*driver_bytes)(gpupart_device *dev, uint64_t *bytes);
 } conformance_adapter;
 
 /* The adapters this build has, indexed by gpupart_backend; NULL where none. */

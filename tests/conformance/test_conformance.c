@@ -37,6 +37,29 @@ static fixture open_or_skip(gpupart_backend b, const gpupart_device_desc *base) 
   return f;
 }
 
+/* Opens the backend's device with its driver instrumented (a refusal after
+ * max_live_blocks live blocks, and driver_bytes), or skips when the driver is absent. */
+static fixture open_instrumented_or_skip(gpupart_backend b, const gpupart_device_desc *base, uint64_t max_live_blocks) {
+  fixture probe = open_or_skip(b, NULL);
+  cr_assert_eq(gpupart_device_close(probe.dev), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(probe.ctx), GPUPART_OK);
+  if (!probe.ad->open_instrumented || !probe.ad->driver_bytes)
+    cr_skip_test("%s: the adapter has no instrumented driver", gpupart_backend_name(b));
+  fixture f = {probe.ad, NULL, NULL};
+  gpupart_device_desc none = {0};
+  char why[512] = "";
+  gpupart_result rc = f.ad->open_instrumented(&f.ctx, base ? base : &none, max_live_blocks, &f.dev, why, sizeof why);
+  cr_assert_eq(rc, GPUPART_OK, "%s: instrumented open failed: %s", gpupart_backend_name(b), why);
+  return f;
+}
+
+/* Bytes the driver itself counts as held by gpupart. */
+static uint64_t driver_bytes(const fixture *f) {
+  uint64_t bytes = 0;
+  cr_assert_eq(f->ad->driver_bytes(f->dev, &bytes), 0, "the driver's count is unavailable");
+  return bytes;
+}
+
 static void close_fixture(fixture *f) {
   cr_expect_eq(gpupart_device_check(f->dev), GPUPART_OK, "%s", gpupart_last_error());
   cr_expect_eq(gpupart_device_close(f->dev), GPUPART_OK, "%s", gpupart_last_error());
@@ -183,4 +206,176 @@ ParameterizedTest(gpupart_backend *b, conformance, adopted_handles_stay_the_appl
   char why[512] = "";
   cr_expect_eq(f.ad->adopt_roundtrip(ctx, why, sizeof why), 0, "%s", why);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+ParameterizedTestParameters(conformance, partitions_split_the_budget_by_ratio) {
+  return cr_make_param_array(gpupart_backend, all_backends, sizeof all_backends / sizeof all_backends[0]);
+}
+ParameterizedTest(gpupart_backend *b, conformance, partitions_split_the_budget_by_ratio) {
+  gpupart_device_desc d = {.memory_limit = 256 * MiB};
+  fixture f = open_or_skip(*b, &d);
+  gpupart_partition_desc td = {.name = "train", .fraction = 0.75}, ed = {.name = "eval", .fraction = 0.25};
+  gpupart_partition *train, *eval;
+  cr_assert_eq(gpupart_partition_create(f.dev, &td, &train), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_partition_create(f.dev, &ed, &eval), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(stats_of(train).limit, 192 * MiB);
+  cr_expect_eq(stats_of(eval).limit, 64 * MiB);
+  gpupart_allocation *big, *small;
+  cr_expect_eq(gpupart_alloc(eval, 80 * MiB, 0, &big), GPUPART_ELIMIT, "eval's 25%% cannot hold 80 MiB");
+  cr_expect_eq(stats_of(eval).driver_allocs, 0);
+  cr_assert_eq(gpupart_alloc(train, 80 * MiB, 0, &big), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_alloc(eval, 48 * MiB, 0, &small), GPUPART_OK, "%s", gpupart_last_error());
+  static unsigned char in[2][65536], out[65536];
+  memset(in[0], 0xa1, sizeof in[0]);
+  memset(in[1], 0xb2, sizeof in[1]);
+  cr_assert_eq(f.ad->write(f.dev, big, in[0], sizeof in[0]), 0, "%s", gpupart_last_error());
+  cr_assert_eq(f.ad->write(f.dev, small, in[1], sizeof in[1]), 0, "%s", gpupart_last_error());
+  cr_assert_eq(f.ad->read(f.dev, big, out, sizeof out), 0, "%s", gpupart_last_error());
+  cr_expect_eq(memcmp(out, in[0], sizeof out), 0, "train's allocation lost its bytes");
+  cr_assert_eq(f.ad->read(f.dev, small, out, sizeof out), 0, "%s", gpupart_last_error());
+  cr_expect_eq(memcmp(out, in[1], sizeof out), 0, "eval's allocation lost its bytes");
+  gpupart_free(big);
+  gpupart_free(small);
+  close_fixture(&f);
+}
+
+ParameterizedTestParameters(conformance, guarantee_is_kept_from_other_partitions) {
+  return cr_make_param_array(gpupart_backend, all_backends, sizeof all_backends / sizeof all_backends[0]);
+}
+ParameterizedTest(gpupart_backend *b, conformance, guarantee_is_kept_from_other_partitions) {
+  gpupart_device_desc d = {.memory_limit = 64 * MiB};
+  fixture f = open_or_skip(*b, &d);
+  gpupart_partition_desc sd = {.name = "serve", .guarantee = 32 * MiB};
+  gpupart_partition *serve, *batch = make_partition(f.dev, "batch", 0);
+  cr_assert_eq(gpupart_partition_create(f.dev, &sd, &serve), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_allocation *a, *c, *g;
+  cr_assert_eq(gpupart_alloc(batch, 30 * MiB, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_alloc(batch, 4 * MiB, 0, &c), GPUPART_ELIMIT, "batch may not take serve's guarantee");
+  cr_expect_eq(stats_of(batch).driver_allocs, 1);
+  cr_assert_eq(gpupart_alloc(serve, 32 * MiB, 0, &g), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition_desc xd = {.name = "extra", .guarantee = 40 * MiB};
+  gpupart_partition *x;
+  cr_expect_eq(gpupart_partition_create(f.dev, &xd, &x), GPUPART_ELIMIT, "guarantees may not sum past the budget");
+  cr_expect_null(x);
+  gpupart_free(a);
+  gpupart_free(g);
+  close_fixture(&f);
+}
+
+ParameterizedTestParameters(conformance, alignment_requests_are_honoured_and_ranges_are_disjoint) {
+  return cr_make_param_array(gpupart_backend, all_backends, sizeof all_backends / sizeof all_backends[0]);
+}
+ParameterizedTest(gpupart_backend *b, conformance, alignment_requests_are_honoured_and_ranges_are_disjoint) {
+  fixture f = open_or_skip(*b, NULL);
+  gpupart_partition *p = make_partition(f.dev, "al", 64 * MiB);
+  gpupart_device_info dev;
+  cr_assert_eq(gpupart_device_get_info(f.dev, &dev), GPUPART_OK);
+  enum { N = 8 };
+  static const uint64_t sizes[N] = {1000, 12345, 300000, 5, 4096, 77777, 1, 65536};
+  static const uint64_t aligns[N] = {0, 4096, 65536, 0, MiB, 256, 8192, 0};
+  gpupart_allocation *a[N];
+  static unsigned char buf[300000], back[300000];
+  for (int i = 0; i < N; i++) {
+    cr_assert_eq(gpupart_alloc(p, sizes[i], aligns[i], &a[i]), GPUPART_OK, "%s", gpupart_last_error());
+    gpupart_allocation_info info;
+    cr_assert_eq(gpupart_allocation_get_info(a[i], &info), GPUPART_OK);
+    uint64_t where = info.device_address ? info.device_address : info.offset;
+    if (aligns[i]) cr_expect_eq(where % aligns[i], 0, "allocation %d is not aligned to %llu", i, (unsigned long long)aligns[i]);
+    cr_expect_eq(info.offset % dev.min_alignment, 0, "offsets keep the backend's minimum alignment");
+    memset(buf, 0x30 + i, sizes[i]);
+    cr_assert_eq(f.ad->write(f.dev, a[i], buf, sizes[i]), 0, "%s", gpupart_last_error());
+  }
+  for (int i = 0; i < N; i++) {
+    memset(buf, 0x30 + i, sizes[i]);
+    cr_assert_eq(f.ad->read(f.dev, a[i], back, sizes[i]), 0, "%s", gpupart_last_error());
+    cr_expect_eq(memcmp(buf, back, sizes[i]), 0, "allocation %d was overwritten by another", i);
+  }
+  for (int i = 0; i < N; i++) gpupart_free(a[i]);
+  close_fixture(&f);
+}
+
+ParameterizedTestParameters(conformance, trim_is_seen_by_the_driver) {
+  return cr_make_param_array(gpupart_backend, all_backends, sizeof all_backends / sizeof all_backends[0]);
+}
+ParameterizedTest(gpupart_backend *b, conformance, trim_is_seen_by_the_driver) {
+  fixture f = open_instrumented_or_skip(*b, NULL, 0);
+  gpupart_partition *p = make_partition(f.dev, "t", 64 * MiB);
+  cr_expect_eq(driver_bytes(&f), 0);
+  gpupart_allocation *a[4];
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(gpupart_alloc(p, 3 * MiB, 0, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_stats held = stats_of(p);
+  cr_expect_eq(driver_bytes(&f), held.reserved, "the driver holds what gpupart reserved");
+  for (int i = 0; i < 4; i++) gpupart_free(a[i]);
+  cr_expect_eq(driver_bytes(&f), held.reserved, "empty blocks stay cached until trim");
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK);
+  gpupart_stats s = stats_of(p);
+  cr_expect_eq(driver_bytes(&f), 0, "the driver got every block back");
+  cr_expect_eq(s.reserved, 0);
+  cr_expect_eq(s.driver_frees, s.driver_allocs);
+  close_fixture(&f);
+}
+
+ParameterizedTestParameters(conformance, release_threshold_returns_emptied_blocks_at_once) {
+  return cr_make_param_array(gpupart_backend, all_backends, sizeof all_backends / sizeof all_backends[0]);
+}
+ParameterizedTest(gpupart_backend *b, conformance, release_threshold_returns_emptied_blocks_at_once) {
+  fixture f = open_instrumented_or_skip(*b, NULL, 0);
+  gpupart_partition_desc d = {.name = "r", .limit = 64 * MiB, .release_threshold = 1};
+  gpupart_partition *p;
+  cr_assert_eq(gpupart_partition_create(f.dev, &d, &p), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_allocation *a;
+  cr_assert_eq(gpupart_alloc(p, 3 * MiB, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_geq(driver_bytes(&f), 3 * MiB);
+  gpupart_free(a);
+  cr_expect_eq(driver_bytes(&f), 0, "the emptied block went back to the driver at free");
+  cr_expect_eq(stats_of(p).reserved, 0);
+  close_fixture(&f);
+}
+
+ParameterizedTestParameters(conformance, driver_refusal_is_edevmem_and_obtains_nothing) {
+  return cr_make_param_array(gpupart_backend, all_backends, sizeof all_backends / sizeof all_backends[0]);
+}
+ParameterizedTest(gpupart_backend *b, conformance, driver_refusal_is_edevmem_and_obtains_nothing) {
+  fixture f = open_instrumented_or_skip(*b, NULL, 1);
+  gpupart_partition *p = make_partition(f.dev, "p", 64 * MiB);
+  gpupart_allocation *a, *c;
+  cr_assert_eq(gpupart_alloc(p, 3 * MiB, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_stats before = stats_of(p);
+  uint64_t held = driver_bytes(&f);
+  cr_expect_eq(gpupart_alloc(p, 8 * MiB, 0, &c), GPUPART_EDEVMEM, "the driver refuses a second block");
+  cr_expect_null(c);
+  cr_expect_gt(strlen(gpupart_last_error()), 0);
+  gpupart_stats after = stats_of(p);
+  cr_expect_eq(after.failed_allocations, before.failed_allocations + 1);
+  cr_expect_eq(after.driver_allocs, before.driver_allocs);
+  cr_expect_eq(after.reserved, before.reserved);
+  cr_expect_eq(driver_bytes(&f), held, "a refused request leaves nothing at the driver");
+  gpupart_free(a);
+  cr_assert_eq(gpupart_alloc(p, 8 * MiB, 0, &c), GPUPART_OK,
+               "the OOM sequence returns the cached empty block and retries: %s", gpupart_last_error());
+  cr_expect_eq(stats_of(p).driver_frees, before.driver_frees + 1);
+  gpupart_free(c);
+  close_fixture(&f);
+}
+
+ParameterizedTestParameters(conformance, preallocation_the_driver_cannot_back_leaves_nothing) {
+  return cr_make_param_array(gpupart_backend, all_backends, sizeof all_backends / sizeof all_backends[0]);
+}
+ParameterizedTest(gpupart_backend *b, conformance, preallocation_the_driver_cannot_back_leaves_nothing) {
+  fixture f = open_instrumented_or_skip(*b, NULL, 2);
+  gpupart_partition_desc d = {.name = "pre", .limit = 8 * MiB, .growth = GPUPART_GROWTH_OFF, .max_block = 2 * MiB};
+  gpupart_partition *p;
+  cr_expect_eq(gpupart_partition_create(f.dev, &d, &p), GPUPART_EDEVMEM, "four blocks, the driver gives two");
+  cr_expect_null(p);
+  cr_expect_eq(gpupart_partition_count(f.dev), 0);
+  cr_expect_eq(driver_bytes(&f), 0, "the blocks obtained on the way went back");
+  d.limit = 4 * MiB;
+  cr_assert_eq(gpupart_partition_create(f.dev, &d, &p), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(driver_bytes(&f), 4 * MiB);
+  gpupart_allocation *a;
+  cr_assert_eq(gpupart_alloc(p, MiB, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(stats_of(p).driver_allocs, 2, "no driver call after preallocation");
+  gpupart_free(a);
+  close_fixture(&f);
 }
