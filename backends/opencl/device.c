@@ -84,6 +84,14 @@ static char *info_string(const gpupart__cl_api *cl, cl_device_id d, cl_device_in
   return s;
 }
 
+static char *platform_name(const gpupart__cl_api *cl, cl_platform_id p) {
+  size_t n = 0;
+  if (cl->clGetPlatformInfo(p, CL_PLATFORM_NAME, 0, NULL, &n) != CL_SUCCESS || n == 0) return NULL;
+  char *s = calloc(1, n + 1);
+  if (s && cl->clGetPlatformInfo(p, CL_PLATFORM_NAME, n, s, NULL) != CL_SUCCESS) free(s), s = NULL;
+  return s;
+}
+
 static int has_extension(const char *list, const char *name) {
   size_t n = strlen(name);
   for (const char *p = list; p && (p = strstr(p, name)); p += n)
@@ -146,45 +154,41 @@ static void describe_caps(const gpupart__cl_api *cl, cl_device_id d, caps *c) {
 }
 
 /* The device's name carries its platform's, since one index spans every platform. */
-static int describe(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id d, uint32_t index,
+static void describe(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id d, uint32_t index,
                     gpupart_device_info *out, caps *c) {
   memset(out, 0, sizeof *out);
   out->backend = GPUPART_BACKEND_OPENCL;
   out->index = index;
-  char plat[128] = "", *name = info_string(cl, d, CL_DEVICE_NAME), *vendor = info_string(cl, d, CL_DEVICE_VENDOR);
-  cl->clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof plat - 1, plat, NULL);
-  snprintf(out->name, sizeof out->name, "%s (%s)", name ? name : "unnamed device", plat);
+  char *name = info_string(cl, d, CL_DEVICE_NAME), *vendor = info_string(cl, d, CL_DEVICE_VENDOR);
+  char *plat = platform_name(cl, p);
+  snprintf(out->name, sizeof out->name, "%s (%s)", name ? name : "unnamed device", plat ? plat : "unnamed platform");
   snprintf(out->vendor, sizeof out->vendor, "%s", vendor ? vendor : "");
   free(name);
   free(vendor);
+  free(plat);
   char *ext = info_string(cl, d, CL_DEVICE_EXTENSIONS);
   int amd = 0;
   describe_memory(cl, d, ext, out, &amd);
   free(ext);
   if (c) describe_caps(cl, d, c), c->amd_free = amd;
-  if (out->total_bytes == 0 || out->max_block_bytes == 0)
-    return gpupart__fail(GPUPART_EBACKEND, "opencl: device %u (%s) reports no global memory", index, out->name);
-  return GPUPART_OK;
 }
 
 typedef struct list_walk {
   gpupart_device_info *out;
   uint32_t cap;
-  int rc;
 } list_walk;
 
 static int list_one(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id d, uint32_t index, void *user) {
   list_walk *w = user;
-  if (w->out && index < w->cap) w->rc = describe(cl, p, d, index, &w->out[index], NULL);
-  return w->rc != GPUPART_OK;
+  if (w->out && index < w->cap) describe(cl, p, d, index, &w->out[index], NULL);
+  return 0;
 }
 
 static int ocl_enumerate(void *state, gpupart_device_info *out, uint32_t *count) {
   const gpupart__cl_state *s = state;
-  list_walk w = {out, *count, GPUPART_OK};
+  list_walk w = {out, *count};
   uint32_t n = 0;
   int rc = for_each_device(&s->cl, list_one, &w, &n);
-  if (rc == GPUPART_OK) rc = w.rc;
   if (rc == GPUPART_OK) *count = n;
   return rc;
 }
@@ -270,8 +274,10 @@ static int create_queue(gpupart__cl_device *d, int version) {
 
 static int finish_open(gpupart__cl_device *d, uint32_t flags) {
   caps c;
-  int rc = describe(d->cl, d->platform, d->device, d->info.index, &d->info, &c);
-  if (rc) return rc;
+  describe(d->cl, d->platform, d->device, d->info.index, &d->info, &c);
+  if (d->info.total_bytes == 0 || d->info.max_block_bytes == 0)
+    return gpupart__fail(GPUPART_EBACKEND, "opencl: device %u (%s) reports no global memory or allocation size",
+                         d->info.index, d->info.name);
   d->svm = c.svm && !(flags & GPUPART_OPENCL_NO_SVM);
   d->host_memory = c.host_memory;
   d->amd_free = c.amd_free;
