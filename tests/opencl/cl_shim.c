@@ -116,6 +116,10 @@ SHIM_API cl_int clGetContextInfo(cl_context c, cl_context_info w, size_t n, void
 
 SHIM_API cl_command_queue clCreateCommandQueue(cl_context c, cl_device_id d, cl_command_queue_properties p, cl_int *e) {
   REAL(clCreateCommandQueue, cl_command_queue, (cl_context, cl_device_id, cl_command_queue_properties, cl_int *));
+  if (take(&state.fail_queues)) {
+    if (e) *e = CL_OUT_OF_HOST_MEMORY;
+    return NULL;
+  }
   cl_command_queue q = fn(c, d, p, e);
   if (q) count(&state.queues_created, 1);
   return q;
@@ -124,6 +128,10 @@ SHIM_API cl_command_queue clCreateCommandQueue(cl_context c, cl_device_id d, cl_
 SHIM_API cl_command_queue clCreateCommandQueueWithProperties(cl_context c, cl_device_id d, const cl_queue_properties *p,
                                                              cl_int *e) {
   REAL(clCreateCommandQueueWithProperties, cl_command_queue, (cl_context, cl_device_id, const cl_queue_properties *, cl_int *));
+  if (take(&state.fail_queues)) {
+    if (e) *e = CL_OUT_OF_HOST_MEMORY;
+    return NULL;
+  }
   cl_command_queue q = fn(c, d, p, e);
   if (q) count(&state.queues_created, 1);
   return q;

@@ -66,6 +66,7 @@ typedef struct cl_shim_state {
   uint32_t fail_writes;      /* the next n clEnqueueWriteBuffer calls fail */
   cl_int write_error;        /* ... with this code */
   uint32_t fail_subbuffers;  /* the next n clCreateSubBuffer calls fail (CL_OUT_OF_RESOURCES) */
+  uint32_t fail_queues;      /* the next n command-queue creations fail (CL_OUT_OF_HOST_MEMORY) */
 } cl_shim_state;
 
 /* The shim's path (meson passes it in GPUPART_TEST_OPENCL_SHIM), or NULL. */

@@ -459,6 +459,22 @@ Test(opencl, a_block_the_driver_fails_to_back_is_edevmem_at_alloc) {
   finish(ctx, dev);
 }
 
+Test(opencl, a_device_that_fails_to_open_keeps_nothing) {
+  gpupart_context *ctx;
+  /* A first device loads the shim; it is closed before counting starts. */
+  cr_assert_eq(gpupart_device_close(open_shimmed(&ctx, 0, NULL)), GPUPART_OK);
+  cl_shim_state *s = shim();
+  *s = (cl_shim_state){.fail_queues = 1};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_OPENCL};
+  gpupart_device *dev;
+  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_EBACKEND);
+  cr_expect_null(dev);
+  cr_expect_not_null(strstr(gpupart_last_error(), "command queue"), "%s", gpupart_last_error());
+  cr_expect_eq(s->contexts_created, 1);
+  cr_expect_eq(s->contexts_released, 1, "the context made for the device went back");
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
 Test(opencl, a_failed_sub_buffer_is_reported_and_not_cached) {
   gpupart_context *ctx;
   gpupart_device *dev = open_shimmed(&ctx, 0, NULL);
