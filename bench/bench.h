@@ -100,6 +100,7 @@ gpupart_device *bench_device_open(gpupart_context *ctx, const bench_target *t, c
 
 /* ---- timing.c ---- */
 uint64_t bench_now_ns(void);
+uint64_t bench_thread_cpu_ns(void);
 /* Per-operation timestamps: the TSC on x86-64 (calibrated against CLOCK_MONOTONIC),
  * CLOCK_MONOTONIC elsewhere. */
 void bench_ticks_calibrate(void);
@@ -127,6 +128,7 @@ typedef struct bench_result {
   uint64_t ops;
   double scale;
   double ns_per_op, p50_ns, p99_ns;
+  double cpu_ns_per_op; /* thread CPU time instead of wall time: blind to preemption */
   uint64_t driver_allocs, driver_frees;
   uint64_t peak_in_use, peak_reserved;
   double fragmentation, modeled_driver_ms, driver_calls_per_10k;

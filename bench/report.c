@@ -8,8 +8,8 @@
 #include "bench.h"
 
 void bench_print_header(void) {
-  printf("%-10s %-26s %-10s %7s %8s %8s %9s %7s %7s %9s %10s %10s %6s %10s %6s\n", "backend", "workload",
-         "policy", "ops", "ns/op", "p50_ns", "p99_ns", "drv_alc", "drv_fre", "calls/10k", "peak_use",
+  printf("%-10s %-26s %-10s %7s %8s %7s %7s %8s %7s %7s %9s %10s %10s %6s %10s %6s\n", "backend", "workload",
+         "policy", "ops", "ns/op", "cpu_ns", "p50_ns", "p99_ns", "drv_alc", "drv_fre", "calls/10k", "peak_use",
          "peak_rsv", "frag", "model_ms", "failed");
 }
 
@@ -20,9 +20,9 @@ void bench_print_row(const bench_result *r) {
     printf("%-10s %-26s %-10s  error: %s\n", r->backend, r->workload, r->policy, r->message);
     return;
   }
-  printf("%-10s %-26.26s %-10s %7llu %8.1f %8.0f %9.0f %7llu %7llu %9.1f %8.1fMi %8.1fMi %6.3f %10.1f %6llu\n",
-         r->backend, r->workload, r->policy, (unsigned long long)r->ops, r->ns_per_op, r->p50_ns, r->p99_ns,
-         (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k,
+  printf("%-10s %-26.26s %-10s %7llu %8.1f %7.1f %7.0f %8.0f %7llu %7llu %9.1f %8.1fMi %8.1fMi %6.3f %10.1f %6llu\n",
+         r->backend, r->workload, r->policy, (unsigned long long)r->ops, r->ns_per_op, r->cpu_ns_per_op, r->p50_ns,
+         r->p99_ns, (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k,
          mib(r->peak_in_use), mib(r->peak_reserved), r->fragmentation, r->modeled_driver_ms,
          (unsigned long long)r->failed);
 }
@@ -43,8 +43,9 @@ static void json_row(FILE *f, const bench_result *r) {
   fputs("  {\"backend\": ", f), json_string(f, r->backend);
   fputs(", \"workload\": ", f), json_string(f, r->workload);
   fputs(", \"policy\": ", f), json_string(f, r->policy);
-  fprintf(f, ", \"ops\": %llu, \"scale\": %.6g, \"ns_per_op\": %.3f, \"p50_ns\": %.1f, \"p99_ns\": %.1f",
-          (unsigned long long)r->ops, r->scale, r->ns_per_op, r->p50_ns, r->p99_ns);
+  fprintf(f, ", \"ops\": %llu, \"scale\": %.6g, \"ns_per_op\": %.3f, \"cpu_ns_per_op\": %.3f",
+          (unsigned long long)r->ops, r->scale, r->ns_per_op, r->cpu_ns_per_op);
+  fprintf(f, ", \"p50_ns\": %.1f, \"p99_ns\": %.1f", r->p50_ns, r->p99_ns);
   fprintf(f, ", \"driver_allocs\": %llu, \"driver_frees\": %llu, \"driver_calls_per_10k_ops\": %.3f",
           (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k);
   fprintf(f, ", \"peak_in_use\": %llu, \"peak_reserved\": %llu, \"fragmentation\": %.6f",
@@ -85,14 +86,14 @@ int bench_write_json(const char *path, const bench_result *rows, size_t n) {
 int bench_write_csv(const char *path, const bench_result *rows, size_t n) {
   FILE *f = open_out(path);
   if (!f) return -1;
-  fputs("backend,workload,policy,ops,scale,ns_per_op,p50_ns,p99_ns,driver_allocs,driver_frees,"
+  fputs("backend,workload,policy,ops,scale,ns_per_op,cpu_ns_per_op,p50_ns,p99_ns,driver_allocs,driver_frees,"
         "driver_calls_per_10k_ops,peak_in_use,peak_reserved,fragmentation,modeled_driver_ms,failed,error\n",
         f);
   for (size_t i = 0; i < n; i++) {
     const bench_result *r = &rows[i];
-    fprintf(f, "%s,%s,%s,%llu,%.6g,%.3f,%.1f,%.1f,%llu,%llu,%.3f,%llu,%llu,%.6f,%.3f,%llu,\"%s\"\n", r->backend,
-            r->workload, r->policy, (unsigned long long)r->ops, r->scale, r->ns_per_op, r->p50_ns, r->p99_ns,
-            (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k,
+    fprintf(f, "%s,%s,%s,%llu,%.6g,%.3f,%.3f,%.1f,%.1f,%llu,%llu,%.3f,%llu,%llu,%.6f,%.3f,%llu,\"%s\"\n", r->backend,
+            r->workload, r->policy, (unsigned long long)r->ops, r->scale, r->ns_per_op, r->cpu_ns_per_op, r->p50_ns,
+            r->p99_ns, (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k,
             (unsigned long long)r->peak_in_use, (unsigned long long)r->peak_reserved, r->fragmentation,
             r->modeled_driver_ms, (unsigned long long)r->failed, r->error ? r->message : "");
   }
