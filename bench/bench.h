@@ -1,0 +1,162 @@
+/* gpupart-bench's shared definitions: a workload is an array of preparsed operations
+ * (allocate into a slot, free a slot) so that the timed loops do nothing but call the
+ * allocator; a target is one device of one backend; a policy replays a workload on a
+ * target and yields one result row with every metric of the benchmark contract
+ * (docs/benchmarks.md). Built in, trace-loaded and micro workloads all use these types. */
+#ifndef GPUPART_BENCH_H
+#define GPUPART_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpupart.h"
+
+#define BENCH_MIB (1ull << 20)
+#define BENCH_GIB (1ull << 30)
+#define BENCH_PARTS 3 /* partitions of the "partitions" policy */
+
+/* One operation. size > 0 allocates size bytes into slot; size 0 frees what slot holds.
+ * part is the partition an allocation goes to under the "partitions" policy. */
+typedef struct bench_op {
+  uint64_t size;
+  uint32_t slot;
+  uint32_t part;
+} bench_op;
+
+typedef struct bench_workload {
+  char name[64];
+  bench_op *ops;
+  size_t n, cap;
+  uint32_t slots;    /* slots used: slot indices are below it */
+  uint64_t max_size; /* largest request */
+  double scale;      /* sizes were multiplied by it (1 = as generated) */
+} bench_workload;
+
+/* Builds a workload: slots of freed allocations are reused, so the handle array stays as
+ * small as the live set and the replay touches memory the way an application does. */
+typedef struct bench_builder {
+  bench_workload *w;
+  uint32_t *free_slots;
+  uint32_t nfree, cap_free;
+  uint64_t allocs; /* allocations emitted, for the round-robin partition choice */
+} bench_builder;
+
+/* Deterministic generator (splitmix64): every run replays the same operations. */
+typedef struct bench_rng {
+  uint64_t s;
+} bench_rng;
+
+/* ---- util.c ---- */
+void *bench_xmalloc(size_t n);
+void *bench_xcalloc(size_t n, size_t size);
+void *bench_xrealloc(void *p, size_t n);
+_Noreturn void bench_die(const char *fmt, ...);
+uint64_t bench_rand(bench_rng *r);
+uint64_t bench_uniform(bench_rng *r, uint64_t lo, uint64_t hi); /* inclusive */
+uint64_t bench_log_uniform(bench_rng *r, uint64_t lo, uint64_t hi);
+int bench_chance(bench_rng *r, unsigned percent);
+uint64_t bench_round_up(uint64_t v, uint64_t pow2);
+
+/* ---- workloads.c ---- */
+void bench_builder_init(bench_builder *b, bench_workload *w, const char *name);
+void bench_builder_finish(bench_builder *b);
+uint32_t bench_emit_alloc(bench_builder *b, uint64_t size);
+void bench_emit_free(bench_builder *b, uint32_t slot);
+void bench_workload_free(bench_workload *w);
+/* Highest sum of live request sizes, each rounded up to align, over the first n ops. */
+uint64_t bench_workload_peak(const bench_workload *w, size_t n, uint64_t align);
+/* A copy of w with every size multiplied by factor (at least 1 byte). */
+void bench_workload_scaled(const bench_workload *w, double factor, bench_workload *out);
+/* Names of the built-in workloads, NULL-terminated. */
+const char *const *bench_builtin_names(void);
+/* Generates a built-in workload; 0, or -1 for an unknown name. */
+int bench_builtin(const char *name, bench_workload *out);
+
+/* ---- trace.c ---- */
+/* Loads an .ops or .ops.gz trace; 0, or -1 with a message on stderr. */
+int bench_trace_load(const char *path, bench_workload *out);
+/* The directory of the bundled traces (set at build time). */
+const char *bench_trace_dir(void);
+
+/* ---- targets.c ---- */
+typedef struct bench_target {
+  gpupart_backend backend;
+  uint32_t index;
+  gpupart_sim_desc sim;      /* used when backend is SIM */
+  gpupart_device_info info;  /* as enumerated */
+  uint64_t mem_cap;          /* workloads are scaled to peak below it; 0 = no scaling */
+  size_t ops_cap;            /* default cap on replayed ops; 0 = none */
+} bench_target;
+
+/* Fills up to max targets for which (sim, opencl, vulkan, cuda, or all); returns the
+ * count. Backends that are not built, do not load or have no device are skipped, with
+ * a line on stderr when they were asked for by name. */
+int bench_targets_find(const char *which, bench_target *out, int max);
+const void *bench_target_desc(const bench_target *t);
+/* A context that ignores the environment, so results do not depend on the caller's. */
+gpupart_context *bench_context(void);
+/* Opens the target's device through the public API; NULL with a message on failure. */
+gpupart_device *bench_device_open(gpupart_context *ctx, const bench_target *t, char *err, size_t n);
+
+/* ---- timing.c ---- */
+uint64_t bench_now_ns(void);
+uint64_t bench_thread_cpu_ns(void);
+/* Per-operation timestamps: the TSC on x86-64 (calibrated against CLOCK_MONOTONIC),
+ * CLOCK_MONOTONIC elsewhere. */
+void bench_ticks_calibrate(void);
+double bench_ns_per_tick(void);
+uint64_t bench_tick_overhead(void); /* median cost of an empty timed region, in ticks */
+/* p-th percentile (0..100) of n tick samples, in ns after subtracting the overhead.
+ * Sorts samples. */
+double bench_percentile_ns(uint32_t *samples, size_t n, double p);
+/* Pins the calling thread to one CPU; 0 on success (failure is harmless). */
+int bench_pin_cpu(int cpu);
+
+/* ---- policies.c ---- */
+typedef enum bench_policy {
+  BENCH_DRIVER = 0,
+  BENCH_GROWTH,
+  BENCH_PREALLOC,
+  BENCH_PARTITIONS,
+  BENCH_POLICY_COUNT
+} bench_policy;
+
+const char *bench_policy_name(bench_policy p);
+
+typedef struct bench_result {
+  char backend[32], workload[64], policy[16];
+  uint64_t ops;
+  double scale;
+  double ns_per_op, p50_ns, p99_ns;
+  double cpu_ns_per_op; /* thread CPU time instead of wall time: blind to preemption */
+  uint64_t driver_allocs, driver_frees;
+  uint64_t peak_in_use, peak_reserved;
+  double fragmentation, modeled_driver_ms, driver_calls_per_10k;
+  uint64_t failed;
+  int error;         /* the policy could not be set up on this target */
+  char message[200]; /* why */
+} bench_result;
+
+/* Replays the first n ops of w under policy p on target t: one warm-up, repeat timed
+ * runs (best kept), one per-operation latency pass; every run on a fresh device. */
+void bench_run(const bench_target *t, bench_policy p, const bench_workload *w, size_t n, int repeat,
+               bench_result *out);
+
+/* ---- report.c ---- */
+void bench_print_header(void);
+void bench_print_row(const bench_result *r);
+int bench_write_json(const char *path, const bench_result *rows, size_t n);
+int bench_write_csv(const char *path, const bench_result *rows, size_t n);
+int bench_write_plot(const char *path, const bench_result *rows, size_t n);
+
+/* ---- micro.c ---- */
+typedef struct bench_micro_opts {
+  double scale;    /* 1 = full size; smaller runs fewer operations (smoke tests) */
+  int repeat;      /* best of */
+  const char *json; /* optional: write the figures there */
+  const char *only; /* digits of the benchmarks to run ("24"); NULL = all */
+} bench_micro_opts;
+
+int bench_micro(const bench_micro_opts *o);
+
+#endif

@@ -1,0 +1,71 @@
+/* Targets: the devices the suite runs on. The simulated device is always there (a 64 GiB
+ * one, which costs nothing since no memory backs it); every other backend is used when it
+ * is built, its driver loads and it has a device, so new backends are picked up with no
+ * change here. Real devices get workloads scaled down to a small share of their memory
+ * and a cap on operations, since CPU drivers (PoCL, lavapipe) back blocks with host
+ * memory and the driver policy there is slow. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define SIM_TOTAL (64 * BENCH_GIB)
+#define REAL_MEM_CAP (256 * BENCH_MIB)
+#define REAL_OPS_CAP 20000
+
+gpupart_context *bench_context(void) {
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV};
+  gpupart_context *ctx = NULL;
+  if (gpupart_context_create(&d, &ctx)) bench_die("context_create: %s", gpupart_last_error());
+  return ctx;
+}
+
+const void *bench_target_desc(const bench_target *t) {
+  return t->backend == GPUPART_BACKEND_SIM ? (const void *)&t->sim : NULL;
+}
+
+gpupart_device *bench_device_open(gpupart_context *ctx, const bench_target *t, char *err, size_t n) {
+  gpupart_device_desc d = {.backend = t->backend, .index = t->index, .backend_desc = bench_target_desc(t)};
+  gpupart_device *dev = NULL;
+  gpupart_result rc = gpupart_device_open(ctx, &d, &dev);
+  if (rc) snprintf(err, n, "device_open: %s: %s", gpupart_result_name(rc), gpupart_last_error());
+  return dev;
+}
+
+static void sim_target(bench_target *t) {
+  *t = (bench_target){.backend = GPUPART_BACKEND_SIM};
+  t->sim = (gpupart_sim_desc){.total_bytes = SIM_TOTAL};
+  t->info.backend = GPUPART_BACKEND_SIM;
+  t->info.total_bytes = SIM_TOTAL;
+  t->info.max_block_bytes = SIM_TOTAL;
+  t->info.min_alignment = 256;
+}
+
+/* Device 0 of backend b, if the backend is built, loads and has one. */
+static int real_target(gpupart_context *ctx, gpupart_backend b, int named, bench_target *t) {
+  gpupart_device_info info;
+  uint32_t count = 1;
+  gpupart_result rc = gpupart_enumerate(ctx, b, &info, &count);
+  if (rc || !count) {
+    if (named)
+      fprintf(stderr, "gpupart-bench: backend %s: %s\n", gpupart_backend_name(b),
+              rc ? gpupart_last_error() : "no device");
+    return 0;
+  }
+  *t = (bench_target){.backend = b, .index = 0, .info = info, .ops_cap = REAL_OPS_CAP};
+  t->mem_cap = info.total_bytes / 8 < REAL_MEM_CAP ? info.total_bytes / 8 : REAL_MEM_CAP;
+  return 1;
+}
+
+int bench_targets_find(const char *which, bench_target *out, int max) {
+  static const gpupart_backend real[] = {GPUPART_BACKEND_OPENCL, GPUPART_BACKEND_VULKAN, GPUPART_BACKEND_CUDA};
+  int all = strcmp(which, "all") == 0, n = 0;
+  if ((all || strcmp(which, "sim") == 0) && n < max) sim_target(&out[n++]);
+  gpupart_context *ctx = bench_context();
+  for (size_t i = 0; i < sizeof real / sizeof real[0] && n < max; i++) {
+    int named = strcmp(which, gpupart_backend_name(real[i])) == 0;
+    if (all || named) n += real_target(ctx, real[i], named, &out[n]);
+  }
+  gpupart_context_destroy(ctx);
+  return n;
+}
