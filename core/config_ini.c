@@ -150,7 +150,8 @@ static int set_part_value(gpupart__pspec *p, int k, const char *value, char *err
   const unsigned both = GPUPART__ACCEPT_BYTES | GPUPART__ACCEPT_SHARE;
   gpupart__value v;
   switch (k) {
-  case PK_SIZE: return p->has_size = 1, gpupart__parse_amount(value, both, &p->size, err, n);
+  case PK_SIZE: /* a bad size was reported here: -1 keeps check_partitions quiet about it */
+    return p->has_size = gpupart__parse_amount(value, both, &p->size, err, n) ? -1 : 1, p->has_size < 0 ? -1 : 0;
   case PK_GUARANTEE: return gpupart__parse_amount(value, both, &p->guarantee, err, n);
   case PK_DEVICE: return gpupart__parse_selector(value, &p->dev, err, n);
   case PK_GROWTH:
@@ -273,7 +274,7 @@ static void check_partitions(ini_state *st) {
   char err[GPUPART__ERR_MAX];
   for (uint32_t i = st->first_part; i < st->layer->nparts; i++) {
     const gpupart__pspec *p = &st->layer->parts[i];
-    if (p->src.name != st->name) continue;
+    if (p->src.name != st->name || p->has_size < 0) continue;
     if (!p->has_size) error_at(st, p->src.line, "[partition %s] has no size", p->name);
     else if (gpupart__check_pspec(p, err, sizeof err)) error_at(st, p->src.line, "%s", err);
   }

@@ -132,7 +132,7 @@ typedef struct gpupart__pspec {
   gpupart__selector dev;     /* unset = the default device */
   gpupart__amount size;      /* share of the budget, or bytes */
   gpupart__amount guarantee; /* the same; 0 = none */
-  int has_size;
+  int has_size;               /* 1; 0 while a file section has none; -1 after a bad one */
   int growth;                /* GPUPART_GROWTH_*; DEFAULT = the device's */
   uint64_t release_threshold; /* 0 = the device's */
   gpupart__source src;
