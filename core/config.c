@@ -195,7 +195,9 @@ static int load_file(const gpupart__hostmem *m, gpupart__config *c, const char *
 
 static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart_context_desc *d,
                     gpupart__errors *e) {
-  if (!(d->flags & GPUPART_CONTEXT_IGNORE_ENV) && load_env(&c->env, e)) return -1;
+  if (d->flags & GPUPART_CONTEXT_IGNORE_ENV) /* no variable and no file, as API.md says */
+    return d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e) ? -1 : 0;
+  if (load_env(&c->env, e)) return -1;
   const char *path = d->config_path, *what = "config_path";
   if (!path && c->env.global[GPUPART__OPT_CONFIG].set)
     path = c->env.global[GPUPART__OPT_CONFIG].str, what = "GPUPART_CONFIG";

@@ -53,8 +53,8 @@ typedef struct gpupart__errors {
 
 void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) GPUPART__PRINTF(3, 4);
 
-/* Loads the environment (unless IGNORE_ENV), the file (desc->config_path, else
- * $GPUPART_CONFIG), then desc->config_text. ECONFIG naming the source, the key and what is
+/* Loads the environment, the file (desc->config_path, else $GPUPART_CONFIG), then
+ * desc->config_text; with GPUPART_CONTEXT_IGNORE_ENV only config_text. ECONFIG naming the source, the key and what is
  * wrong (the first error found); ENOMEM. *out is set only on success. */
 int gpupart__config_load(const gpupart__hostmem *m, const gpupart_context_desc *d, gpupart__config **out);
 void gpupart__config_free(const gpupart__hostmem *m, gpupart__config *c);

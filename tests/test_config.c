@@ -507,11 +507,12 @@ Test(config, environment_partitions_replace_the_files_for_that_device) {
   close_all(d0, ctx);
 }
 
-Test(config, ignore_env_ignores_variables_and_gpupart_config_but_not_the_descriptor) {
+Test(config, ignore_env_ignores_variables_and_files_but_not_config_text) {
   setenv("GPUPART_MEMORY_FRACTION", "garbage", 1);
   setenv("GPUPART_CONFIG", "/nonexistent.ini", 1);
   setenv("GPUPART_PARTITIONS", "a:50%", 1);
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_text = "[gpupart]\nheadroom = 2GiB\n"};
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_path = "/nonexistent/either.ini",
+                             .config_text = "[gpupart]\nheadroom = 2GiB\n"};
   gpupart_context *ctx = context_with(&cd);
   gpupart_device *dev = open_sim(ctx, 0);
   cr_expect_eq(gpupart_device_budget(dev), 14 * GiB);
@@ -525,7 +526,7 @@ Test(config, the_file_partition_section_of_config_md) {
                                 "[device sim:0]\nmemory_fraction = 50%\nallow_growth = false\n\n"
                                 "[partition train]\ndevice = sim:0          ; default: the default device\n"
                                 "size = 60%\nguarantee = 40%\n");
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_path = file};
+  gpupart_context_desc cd = {.config_path = file};
   gpupart_context *ctx = context_with(&cd);
   gpupart_device *dev = open_sim(ctx, 0);
   cr_expect_eq(gpupart_device_budget(dev), 8 * GiB);
