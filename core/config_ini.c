@@ -135,10 +135,11 @@ static enum section_kind begin_section(ini_state *st, const char *raw) {
 static int set_option(ini_state *st, const char *key, const char *value, unsigned where, const gpupart__selector *sel) {
   int o = gpupart__option_by_key(key);
   char err[GPUPART__ERR_MAX];
-  if (o < 0 || !(gpupart__options[o].where & where)) {
-    error_at(st, st->line, "unknown key '%s' in [%s]", key, st->section);
-    return 0;
-  }
+  if (o == GPUPART__OPT_PARTITIONS)
+    return error_at(st, st->line, "unknown key '%s' in [%s] (declare partitions as [partition NAME] sections)",
+                    key, st->section), 0;
+  if (o < 0 || !(gpupart__options[o].where & where))
+    return error_at(st, st->line, "unknown key '%s' in [%s]", key, st->section), 0;
   gpupart__source src = {st->name, st->line};
   if (gpupart__layer_set(st->layer, (gpupart__opt)o, sel, value, src, err, sizeof err) == 0) return 1;
   error_at(st, st->line, "%s: %s", gpupart__options[o].key, err);

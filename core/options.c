@@ -314,7 +314,8 @@ static int parse_share(const char *s, double *out, char *err, size_t n) {
 int gpupart__option_parse(gpupart__opt o, const char *text, gpupart__value *out, char *err, size_t n) {
   const gpupart__option *opt = &gpupart__options[o];
   char s[GPUPART__PATH_MAX];
-  if (trimmed(text, strlen(text), s, sizeof s)) return say(err, n, "the value is longer than %d bytes", GPUPART__PATH_MAX - 1);
+  if (trimmed(text, strlen(text), s, sizeof s))
+    return say(err, n, "the value is longer than %d bytes", GPUPART__PATH_MAX - 1);
   *out = (gpupart__value){.set = 1};
   switch (opt->type) {
   case GPUPART__T_PATH:
@@ -355,7 +356,8 @@ void gpupart__option_format(gpupart__opt o, const gpupart__value *v, char *buf, 
 int gpupart__check_name(const char *name, char *err, size_t n) {
   size_t len = strlen(name);
   if (!len) return say(err, n, "a partition name is empty");
-  if (len >= GPUPART__NAME_MAX) return say(err, n, "partition name '%.20s...' is longer than %d characters", name, GPUPART__NAME_MAX - 1);
+  if (len >= GPUPART__NAME_MAX)
+    return say(err, n, "partition name '%.20s...' is longer than %d characters", name, GPUPART__NAME_MAX - 1);
   for (const char *p = name; *p; p++)
     if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
       return say(err, n, "partition name '%s' may hold only letters, digits, '_', '.' and '-'", name);
@@ -364,7 +366,8 @@ int gpupart__check_name(const char *name, char *err, size_t n) {
 
 int gpupart__check_pspec(const gpupart__pspec *p, char *err, size_t n) {
   const gpupart__amount *s = &p->size, *g = &p->guarantee;
-  if (s->is_share ? !(s->share > 0) : !s->bytes) return say(err, n, "partition '%s': the size must be above 0", p->name);
+  if (s->is_share ? !(s->share > 0) : !s->bytes)
+    return say(err, n, "partition '%s': the size must be above 0", p->name);
   if (s->is_share != g->is_share) return 0; /* compared once the budget is known */
   if (s->is_share ? g->share > s->share : g->bytes > s->bytes)
     return say(err, n, "partition '%s': the guarantee is above the size", p->name);
@@ -384,7 +387,8 @@ static int parse_item(const char *s, size_t len, gpupart__pspec *p, char *err, s
   const char *end = s + len, *piece;
   size_t plen;
   next_piece(&s, end, ':', &piece, &plen);
-  if (trimmed(piece, plen, p->name, sizeof p->name)) return say(err, n, "a partition name is longer than %d characters", GPUPART__NAME_MAX - 1);
+  if (trimmed(piece, plen, p->name, sizeof p->name))
+    return say(err, n, "a partition name is longer than %d characters", GPUPART__NAME_MAX - 1);
   if (gpupart__check_name(p->name, err, n)) return -1;
   if (piece + plen == end) return say(err, n, "partition '%s' has no size (name:size[:guarantee])", p->name);
   next_piece(&s, end, ':', &piece, &plen);

@@ -21,7 +21,9 @@ void gpupart__settings_target(const gpupart_context *ctx, const gpupart_device_d
   s->index = (uint32_t)s->v[GPUPART__OPT_DEVICE].u;
 }
 
-static void from_descriptor(gpupart__value *v, uint64_t u) { *v = (gpupart__value){.set = 1, .src = descriptor, .u = u}; }
+static void from_descriptor(gpupart__value *v, uint64_t u) {
+  *v = (gpupart__value){.set = 1, .src = descriptor, .u = u};
+}
 
 static void apply_descriptor(const gpupart_context *ctx, const gpupart_device_desc *d, gpupart__settings *s) {
   gpupart__value *v = s->v;
