@@ -47,6 +47,7 @@ static void context_free(gpupart_context *ctx) {
   gpupart__host_free(&mem, ctx->config_path);
   gpupart__host_free(&mem, ctx->config_text);
   gpupart__host_free(&mem, ctx->ledger_dir);
+  gpupart__config_free(&mem, ctx->cfg);
   pthread_mutex_destroy(&ctx->lock);
   gpupart__host_free(&mem, ctx);
 }
@@ -78,6 +79,8 @@ gpupart_result gpupart_context_create(const gpupart_context_desc *desc, gpupart_
     context_free(ctx);
     return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");
   }
+  rc = gpupart__config_load(&mem, &d, &ctx->cfg);
+  if (rc) return context_free(ctx), rc;
   *out = ctx;
   return GPUPART_OK;
 }
@@ -93,13 +96,14 @@ gpupart_result gpupart_context_destroy(gpupart_context *ctx) {
   return GPUPART_OK;
 }
 
-/* GPUPART_<BACKEND>_LIBRARY, unless the context ignores the environment. */
+/* GPUPART_<BACKEND>_LIBRARY (or its key in the file), else NULL for the system's. */
 static const char *library_override(const gpupart_context *ctx, gpupart_backend b) {
-  static const char *const vars[] = {NULL, NULL, "GPUPART_OPENCL_LIBRARY", "GPUPART_VULKAN_LIBRARY",
-                                     "GPUPART_CUDA_LIBRARY"};
-  if ((ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) || !vars[b]) return NULL;
-  const char *v = secure_getenv(vars[b]);
-  return v && *v ? v : NULL;
+  static const int opts[] = {-1, -1, GPUPART__OPT_OPENCL_LIBRARY, GPUPART__OPT_VULKAN_LIBRARY,
+                             GPUPART__OPT_CUDA_LIBRARY};
+  if (opts[b] < 0) return NULL;
+  gpupart__value v;
+  gpupart__config_get(ctx->cfg, (gpupart__opt)opts[b], GPUPART_BACKEND_AUTO, 0, &v);
+  return v.str;
 }
 
 static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {

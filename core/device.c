@@ -7,8 +7,6 @@
 
 #include "internal.h"
 
-#define DEFAULT_GRANULARITY (2 * GPUPART__MIB)
-
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 static int enumerate_one(gpupart_context *ctx, gpupart_backend b, gpupart_device_info *infos,
@@ -46,17 +44,31 @@ gpupart_result gpupart_enumerate(gpupart_context *ctx, gpupart_backend backend,
   return rc;
 }
 
-/* AUTO: the first backend that loads and has the device. */
-static int choose_backend(gpupart_context *ctx, const gpupart_device_desc *d, gpupart_backend *out) {
-  static const gpupart_backend order[] = {GPUPART_BACKEND_CUDA, GPUPART_BACKEND_VULKAN,
+/* The backends to try, in order: the configured list, or cuda, vulkan, opencl, sim. */
+static uint32_t backend_order(const gpupart__settings *s, gpupart_backend *order) {
+  static const gpupart_backend autos[] = {GPUPART_BACKEND_CUDA, GPUPART_BACKEND_VULKAN,
                                           GPUPART_BACKEND_OPENCL, GPUPART_BACKEND_SIM};
-  if (d->backend != GPUPART_BACKEND_AUTO) return *out = d->backend, GPUPART_OK;
-  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+  const gpupart__value *v = &s->v[GPUPART__OPT_BACKEND];
+  uint32_t n = v->nbackends ? v->nbackends : 4;
+  for (uint32_t i = 0; i < n; i++) order[i] = v->nbackends ? (gpupart_backend)v->backends[i] : autos[i];
+  return n;
+}
+
+/* The first backend of the order that loads and has the device. A single choice is taken
+ * without probing, so that its own error (driver missing, no such device) is the one seen. */
+static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpupart_backend *out) {
+  gpupart_backend order[GPUPART__MAX_BACKENDS];
+  uint32_t n = backend_order(s, order);
+  if (n == 1) return *out = order[0], GPUPART_OK;
+  for (uint32_t i = 0; i < n; i++) {
     uint32_t found = 0;
-    if (enumerate_one(ctx, order[i], NULL, 0, &found) == GPUPART_OK && found > d->index)
+    if (enumerate_one(ctx, order[i], NULL, 0, &found) == GPUPART_OK && found > s->index)
       return *out = order[i], GPUPART_OK;
   }
-  return gpupart__fail(GPUPART_ENODEV, "device_open: no backend has a device %u", d->index);
+  char list[64], where[GPUPART__PATH_MAX + 16];
+  gpupart__option_format(GPUPART__OPT_BACKEND, &s->v[GPUPART__OPT_BACKEND], list, sizeof list);
+  gpupart__source_format(s->v[GPUPART__OPT_BACKEND].src, where, sizeof where);
+  return gpupart__fail(GPUPART_ENODEV, "device_open: no backend of %s (%s) has a device %u", list, where, s->index);
 }
 
 static int check_desc(const gpupart_device_desc *d) {
@@ -75,19 +87,30 @@ static int check_desc(const gpupart_device_desc *d) {
   return GPUPART_OK;
 }
 
+/* A bad descriptor field is EINVAL; a bad configured value is ECONFIG naming its source. */
+static int source_code(const gpupart__value *v, char *where, size_t n) {
+  gpupart__source_format(v->src, where, n);
+  return v->src.name && strcmp(v->src.name, "descriptor") == 0 ? GPUPART_EINVAL : GPUPART_ECONFIG;
+}
+
 /* min(total * fraction, limit) - headroom, rounded down to the granularity. */
-static int compute_budget(gpupart_device *dev, const gpupart_device_desc *d) {
-  double fraction = d->memory_fraction > 0 ? d->memory_fraction : 1.0;
-  uint64_t total = dev->info.total_bytes;
+static int compute_budget(gpupart_device *dev) {
+  const gpupart__value *v = dev->settings.v;
+  double fraction = v[GPUPART__OPT_MEMORY_FRACTION].share;
+  uint64_t total = dev->info.total_bytes, limit = v[GPUPART__OPT_MEMORY_LIMIT].u;
+  uint64_t headroom = v[GPUPART__OPT_HEADROOM].u;
   uint64_t b = fraction >= 1.0 ? total : (uint64_t)((long double)total * fraction);
-  if (d->memory_limit && d->memory_limit < b) b = d->memory_limit;
-  if (d->headroom >= b)
-    return gpupart__fail(GPUPART_EINVAL, "device_open: headroom %llu leaves no budget of %llu bytes",
-                         (unsigned long long)d->headroom, (unsigned long long)b);
-  b = (b - d->headroom) & ~(dev->granularity - 1);
+  char where[GPUPART__PATH_MAX + 16];
+  if (limit && limit < b) b = limit;
+  if (headroom >= b)
+    return gpupart__fail(source_code(&v[GPUPART__OPT_HEADROOM], where, sizeof where),
+                         "device_open: headroom %llu (%s) leaves no budget of %llu bytes",
+                         (unsigned long long)headroom, where, (unsigned long long)b);
+  b = (b - headroom) & ~(dev->granularity - 1);
   if (!b)
-    return gpupart__fail(GPUPART_EINVAL, "device_open: the budget rounds down to 0 at granularity %llu",
-                         (unsigned long long)dev->granularity);
+    return gpupart__fail(source_code(&v[GPUPART__OPT_GRANULARITY], where, sizeof where),
+                         "device_open: the budget rounds down to 0 at granularity %llu (%s)",
+                         (unsigned long long)dev->granularity, where);
   dev->budget = b;
   return GPUPART_OK;
 }
@@ -96,7 +119,14 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
   void *state;
   int rc = gpupart__backend_get(dev->ctx, b, &dev->ops, &state);
   if (rc) return rc;
-  rc = dev->ops->open(state, d->index, d->backend_desc, &dev->bdev);
+  const void *native = d->backend_desc;
+  gpupart_sim_desc sim = {0};
+  if (b == GPUPART_BACKEND_SIM) { /* the configured size, unless the descriptor gives one */
+    if (native) sim = *(const gpupart_sim_desc *)native;
+    sim.total_bytes = dev->settings.v[GPUPART__OPT_SIM_TOTAL].u;
+    native = &sim;
+  }
+  rc = dev->ops->open(state, dev->settings.index, native, &dev->bdev);
   if (rc) return rc;
   rc = dev->ops->info(dev->bdev, &dev->info);
   if (rc == GPUPART_OK && !is_pow2(dev->info.min_alignment))
@@ -107,6 +137,7 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
 
 static void device_free(gpupart_device *dev) {
   const gpupart__hostmem *mem = &dev->ctx->mem;
+  while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]); /* a failed open's */
   if (dev->ledger) dev->ledger->ops->destroy(dev->ledger);
   if (dev->bdev) dev->ops->close(dev->bdev);
   pthread_mutex_destroy(&dev->slow);
@@ -115,22 +146,38 @@ static void device_free(gpupart_device *dev) {
   gpupart__host_free(mem, dev);
 }
 
-static int device_setup(gpupart_device *dev, const gpupart_device_desc *d) {
+static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, int exact) {
+  gpupart__settings *s = &dev->settings;
   gpupart_backend b = GPUPART_BACKEND_AUTO;
-  int rc = choose_backend(dev->ctx, d, &b);
-  if (rc == GPUPART_OK) rc = open_backend(dev, b, d);
+  gpupart__settings_target(dev->ctx, d, exact, s);
+  int rc = choose_backend(dev->ctx, s, &b);
   if (rc) return rc;
-  dev->granularity = d->granularity ? d->granularity : DEFAULT_GRANULARITY;
-  dev->alignment = dev->info.min_alignment;
-  dev->growth = d->growth ? d->growth : GPUPART_GROWTH_ON;
-  rc = compute_budget(dev, d);
-  if (rc) return rc;
-  dev->ledger = gpupart__ledger_local_create(&dev->ctx->mem, dev->budget);
-  return dev->ledger ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
+  gpupart__settings_resolve(dev->ctx, d, b, s);
+  if (s->v[GPUPART__OPT_SHARED].u)
+    return gpupart__fail(GPUPART_ENOTSUP, "device_open: shared ledgers (GPUPART_SHARED) are not implemented yet");
+  return GPUPART_OK;
 }
 
-gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
-                                   gpupart_device **out) {
+static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int exact) {
+  int rc = resolve_settings(dev, d, exact);
+  if (rc == GPUPART_OK) rc = open_backend(dev, dev->settings.backend, d);
+  if (rc) return rc;
+  const gpupart__value *v = dev->settings.v;
+  dev->granularity = v[GPUPART__OPT_GRANULARITY].u;
+  dev->alignment = dev->info.min_alignment;
+  dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
+  dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
+  rc = compute_budget(dev);
+  if (rc) return rc;
+  dev->ledger = gpupart__ledger_local_create(&dev->ctx->mem, dev->budget);
+  if (!dev->ledger) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
+  rc = gpupart__settings_create_partitions(dev);
+  if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
+  return rc;
+}
+
+gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
+                                    gpupart_device **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "device_open: out is NULL");
   *out = NULL;
   if (!ctx) return gpupart__fail(GPUPART_EINVAL, "device_open: ctx is NULL");
@@ -142,13 +189,18 @@ gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupart_device_de
   dev->ctx = ctx;
   pthread_mutex_init(&dev->slow, NULL);
   pthread_mutex_init(&dev->peak_lock, NULL);
-  rc = device_setup(dev, &d);
+  rc = device_setup(dev, &d, exact);
   if (rc) return device_free(dev), rc;
   pthread_mutex_lock(&ctx->lock);
   ctx->open_devices++;
   pthread_mutex_unlock(&ctx->lock);
   *out = dev;
   return GPUPART_OK;
+}
+
+gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
+                                   gpupart_device **out) {
+  return gpupart__device_open(ctx, desc, 0, out);
 }
 
 static uint64_t live_allocations(gpupart_device *dev) {

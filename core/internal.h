@@ -18,6 +18,7 @@
 #include "hostmem.h"
 #include "ledger.h"
 #include "lock.h"
+#include "settings.h"
 #include "tlsf.h"
 
 #define GPUPART__BACKEND_COUNT 5
@@ -38,6 +39,7 @@ struct gpupart_context {
   gpupart_log_fn log;
   void *log_user;
   char *config_path, *config_text, *ledger_dir;
+  gpupart__config *cfg; /* loaded and validated at creation; read-only afterwards */
   pthread_mutex_t lock; /* guards backends[] and open_devices */
   gpupart__loaded_backend backends[GPUPART__BACKEND_COUNT];
   uint32_t open_devices;
@@ -102,6 +104,8 @@ struct gpupart_device {
   gpupart_device_info info;
   uint64_t budget, granularity, alignment;
   int growth;
+  uint64_t release_threshold; /* default of partitions that leave theirs 0 */
+  gpupart__settings settings; /* what the device was opened with, and where each value came from */
   pthread_mutex_t slow; /* growth, OOM sequence, the partition list */
   gpupart__ledger *ledger;
   gpupart_partition **parts;
@@ -115,6 +119,11 @@ struct gpupart_device {
 int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
                          void **state);
 char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
+
+/* device.c: gpupart_device_open, with exact = 1 to open desc->index even when it is 0
+ * (the gpupart command's --device), where the public call lets configuration choose. */
+gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
+                                    gpupart_device **out);
 
 /* arena.c: every function runs with the partition lock held. */
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);

@@ -43,7 +43,7 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
   g->initial_block = round_block(dev, d->initial_block, DEFAULT_INITIAL_BLOCK);
   if (g->initial_block > g->max_block) g->initial_block = g->max_block;
   g->factor = d->growth_factor ? d->growth_factor : DEFAULT_GROWTH_FACTOR;
-  g->release_threshold = d->release_threshold;
+  g->release_threshold = d->release_threshold ? d->release_threshold : dev->release_threshold;
   return GPUPART_OK;
 }
 

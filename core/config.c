@@ -1,0 +1,290 @@
+/* Loading the configuration: the only place that reads the environment (secure_getenv,
+ * so a set-uid program ignores it), and the place that reads the INI file named by the
+ * descriptor or $GPUPART_CONFIG. Values land in two layers (environment, file) with their
+ * sources; lookups for a device walk them in precedence order. A load that finds any error
+ * is thrown away whole, so a context never runs on part of a configuration. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Variables of these prefixes belong to the benchmark and test scripts, not the library. */
+static const char *const foreign_prefixes[] = {"GPUPART_TEST_", "GPUPART_BENCH_"};
+
+void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) {
+  char msg[GPUPART__MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (!e->count) snprintf(e->first, sizeof e->first, "%s", msg);
+  if (line > 0 && (!e->first_line || line < e->first_line)) e->first_line = line;
+  e->count++;
+  if (e->report) e->report(msg, e->user);
+}
+
+void gpupart__source_format(gpupart__source s, char *buf, size_t n) {
+  if (s.line > 0) snprintf(buf, n, "%s:%d", s.name, s.line);
+  else snprintf(buf, n, "%s", s.name ? s.name : "default");
+}
+
+const char *gpupart__layer_strdup(gpupart__layer *l, const char *s) {
+  size_t len = strlen(s) + 1;
+  if (len > sizeof l->pool - l->pool_used) return NULL;
+  char *d = l->pool + l->pool_used;
+  memcpy(d, s, len);
+  l->pool_used += len;
+  return d;
+}
+
+/* The slot for option o on device sel (NULL = layer-wide), or NULL when the layer is full. */
+static gpupart__value *slot(gpupart__layer *l, gpupart__opt o, const gpupart__selector *sel) {
+  if (!sel) return &l->global[o];
+  for (uint32_t i = 0; i < l->ndev; i++) {
+    gpupart__device_value *dv = &l->dev[i];
+    if (dv->opt == o && dv->sel.backend == sel->backend && dv->sel.index == sel->index) return &dv->v;
+  }
+  if (l->ndev == GPUPART__MAX_DEVICE_VALUES) return NULL;
+  l->dev[l->ndev] = (gpupart__device_value){.sel = *sel, .opt = o};
+  return &l->dev[l->ndev++].v;
+}
+
+static int same_source(gpupart__source a, gpupart__source b) {
+  return a.name == b.name || (a.name && b.name && strcmp(a.name, b.name) == 0);
+}
+
+int gpupart__layer_set(gpupart__layer *l, gpupart__opt o, const gpupart__selector *dev, const char *text,
+                       gpupart__source src, char *err, size_t n) {
+  gpupart__value v;
+  if (gpupart__option_parse(o, text, &v, err, n)) return -1;
+  gpupart__value *s = slot(l, o, dev);
+  if (!s) return snprintf(err, n, "more than %d per-device values", GPUPART__MAX_DEVICE_VALUES), -1;
+  if (s->set && same_source(s->src, src)) {
+    char where[GPUPART__PATH_MAX + 16];
+    gpupart__source_format(s->src, where, sizeof where);
+    return snprintf(err, n, "set twice (first at %s)", where), -1;
+  }
+  gpupart__type t = gpupart__options[o].type;
+  if ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) && !(v.str = gpupart__layer_strdup(l, text)))
+    return snprintf(err, n, "the configuration holds more than %d bytes of paths", GPUPART__POOL_SIZE), -1;
+  v.src = src;
+  *s = v;
+  return 0;
+}
+
+/* ---- the environment ------------------------------------------------------------ */
+
+/* One B:I=value or value entry of a variable's per-device form. */
+static int env_entry(gpupart__layer *l, gpupart__opt o, const char *entry, gpupart__source src,
+                     gpupart__errors *e) {
+  char err[GPUPART__ERR_MAX], sel_text[64];
+  const char *eq = strchr(entry, '=');
+  if (!eq) {
+    if (gpupart__layer_set(l, o, NULL, entry, src, err, sizeof err))
+      return gpupart__errors_add(e, 0, "%s: %s", src.name, err), -1;
+    return 0;
+  }
+  gpupart__selector sel;
+  snprintf(sel_text, sizeof sel_text, "%.*s", (int)(eq - entry), entry);
+  if (gpupart__parse_selector(sel_text, &sel, err, sizeof err) ||
+      gpupart__layer_set(l, o, &sel, eq + 1, src, err, sizeof err))
+    return gpupart__errors_add(e, 0, "%s: device '%s': %s", src.name, sel_text, err), -1;
+  return 0;
+}
+
+/* "80%" or "0=50%,cuda:1=0.9" (a bare entry is the value for every other device). */
+static int env_per_device(gpupart__layer *l, gpupart__opt o, const char *text, gpupart__errors *e) {
+  gpupart__source src = {gpupart__options[o].env, 0};
+  char entry[GPUPART__PATH_MAX];
+  const char *p = text;
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len >= sizeof entry) return gpupart__errors_add(e, 0, "%s: an entry is too long", src.name), -1;
+    snprintf(entry, sizeof entry, "%.*s", (int)len, p);
+    if (env_entry(l, o, entry, src, e)) return -1;
+    if (!comma) return 0;
+    p = comma + 1;
+  }
+}
+
+static int env_partitions(gpupart__layer *l, const char *text, gpupart__errors *e) {
+  char err[GPUPART__ERR_MAX];
+  uint32_t before = l->nparts;
+  if (gpupart__parse_partitions(text, l->parts, GPUPART__MAX_PARTS, &l->nparts, err, sizeof err))
+    return gpupart__errors_add(e, 0, "GPUPART_PARTITIONS: %s", err), -1;
+  for (uint32_t i = before; i < l->nparts; i++) l->parts[i].src = (gpupart__source){"GPUPART_PARTITIONS", 0};
+  return 0;
+}
+
+static int env_option(gpupart__layer *l, gpupart__opt o, gpupart__errors *e) {
+  const gpupart__option *opt = &gpupart__options[o];
+  const char *text = secure_getenv(opt->env);
+  if (!text || !*text) return 0; /* `export GPUPART_X=` means unset, as shells write it */
+  if (opt->type == GPUPART__T_PARTITIONS) return env_partitions(l, text, e);
+  if (opt->where & GPUPART__IN_DEVICE) return env_per_device(l, o, text, e);
+  char err[GPUPART__ERR_MAX];
+  if (gpupart__layer_set(l, o, NULL, text, (gpupart__source){opt->env, 0}, err, sizeof err))
+    return gpupart__errors_add(e, 0, "%s: %s", opt->env, err), -1;
+  return 0;
+}
+
+static int is_foreign(const char *name) {
+  for (size_t i = 0; i < sizeof foreign_prefixes / sizeof foreign_prefixes[0]; i++)
+    if (strncmp(name, foreign_prefixes[i], strlen(foreign_prefixes[i])) == 0) return 1;
+  return 0;
+}
+
+/* A misspelt variable would otherwise change nothing, silently. */
+static int env_unknown(gpupart__errors *e) {
+  for (char **v = environ; v && *v; v++) {
+    const char *eq = strchr(*v, '=');
+    char name[128];
+    if (strncmp(*v, "GPUPART_", 8) != 0 || !eq || (size_t)(eq - *v) >= sizeof name) continue;
+    snprintf(name, sizeof name, "%.*s", (int)(eq - *v), *v);
+    if (gpupart__option_by_env(name) >= 0 || is_foreign(name) || !secure_getenv(name)) continue;
+    gpupart__errors_add(e, 0, "%s: unknown variable (see docs/configuration.md for the list)", name);
+    return -1;
+  }
+  return 0;
+}
+
+static int load_env(gpupart__layer *l, gpupart__errors *e) {
+  for (int o = 0; o < GPUPART__OPT_COUNT; o++)
+    if ((gpupart__options[o].where & GPUPART__IN_ENV) && env_option(l, (gpupart__opt)o, e)) return -1;
+  return env_unknown(e);
+}
+
+/* ---- the file ------------------------------------------------------------------- */
+
+static int read_error(const char *what, const char *path, const char *why, gpupart__errors *e) {
+  gpupart__errors_add(e, 0, "%s: cannot read '%s': %s", what, path, why);
+  return -1;
+}
+
+/* Reads the whole file into host memory, so the parser and its line count see exactly the
+ * bytes on disk (a NUL byte would otherwise cut a line short unnoticed). */
+static char *read_file(const gpupart__hostmem *m, const char *what, const char *path, gpupart__errors *e) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return read_error(what, path, strerror(errno), e), NULL;
+  char *buf = gpupart__host_calloc(m, 1, GPUPART__FILE_MAX + 1);
+  size_t len = buf ? fread(buf, 1, GPUPART__FILE_MAX + 1, f) : 0;
+  int failed = !buf || ferror(f), big = len > GPUPART__FILE_MAX;
+  fclose(f);
+  if (!failed && !big && memchr(buf, 0, len) == NULL) return buf;
+  gpupart__host_free(m, buf);
+  read_error(what, path, !buf ? "out of host memory" : big ? "larger than 1 MiB" : failed ? "read error"
+                                                                                 : "it contains a NUL byte", e);
+  return NULL;
+}
+
+static int load_file(const gpupart__hostmem *m, gpupart__config *c, const char *what, const char *path,
+                     gpupart__errors *e) {
+  if (strlen(path) >= sizeof c->file_name) return read_error(what, path, "path too long", e);
+  snprintf(c->file_name, sizeof c->file_name, "%s", path);
+  char *text = read_file(m, what, path, e);
+  if (!text) return -1;
+  int errors = gpupart__ini_parse(&c->file, text, c->file_name, e);
+  gpupart__host_free(m, text);
+  return errors ? -1 : 0;
+}
+
+static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart_context_desc *d,
+                    gpupart__errors *e) {
+  if (d->flags & GPUPART_CONTEXT_IGNORE_ENV) /* no variable and no file, as API.md says */
+    return d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e) ? -1 : 0;
+  if (load_env(&c->env, e)) return -1;
+  const char *path = d->config_path, *what = "config_path";
+  if (!path && c->env.global[GPUPART__OPT_CONFIG].set)
+    path = c->env.global[GPUPART__OPT_CONFIG].str, what = "GPUPART_CONFIG";
+  if (path && load_file(m, c, what, path, e)) return -1;
+  if (d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e)) return -1;
+  return 0;
+}
+
+int gpupart__config_load(const gpupart__hostmem *m, const gpupart_context_desc *d, gpupart__config **out) {
+  gpupart__config *c = gpupart__host_calloc(m, 1, sizeof *c);
+  if (!c) return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");
+  gpupart__errors e = {0};
+  if (load_all(m, c, d, &e)) {
+    gpupart__host_free(m, c);
+    if (e.count > 1) return gpupart__fail(GPUPART_ECONFIG, "%s (and %d more errors)", e.first, e.count - 1);
+    return gpupart__fail(GPUPART_ECONFIG, "%s", e.first);
+  }
+  *out = c;
+  return GPUPART_OK;
+}
+
+void gpupart__config_free(const gpupart__hostmem *m, gpupart__config *c) { gpupart__host_free(m, c); }
+
+int gpupart__config_check_file(const char *path, gpupart__report_fn report, void *user) {
+  const gpupart__hostmem *m = gpupart__hostmem_default();
+  gpupart__config *c = gpupart__host_calloc(m, 1, sizeof *c);
+  gpupart__errors e = {.report = report, .user = user};
+  if (!c) gpupart__errors_add(&e, 0, "%s: out of host memory", path);
+  else load_file(m, c, path, path, &e);
+  gpupart__host_free(m, c);
+  return e.count;
+}
+
+/* ---- lookups -------------------------------------------------------------------- */
+
+static const gpupart__value *layer_get(const gpupart__layer *l, gpupart__opt o, gpupart_backend b, uint32_t index) {
+  const gpupart__value *best = NULL;
+  int rank = 0;
+  for (uint32_t i = 0; b != GPUPART_BACKEND_AUTO && i < l->ndev; i++) {
+    const gpupart__device_value *dv = &l->dev[i];
+    int r = gpupart__selector_rank(&dv->sel);
+    if (dv->opt == o && r > rank && gpupart__selector_matches(&dv->sel, b, index)) best = &dv->v, rank = r;
+  }
+  if (best) return best;
+  return l->global[o].set ? &l->global[o] : NULL;
+}
+
+void gpupart__config_get(const gpupart__config *c, gpupart__opt o, gpupart_backend b, uint32_t index,
+                         gpupart__value *out) {
+  const gpupart__value *v = layer_get(&c->env, o, b, index);
+  if (!v) v = layer_get(&c->file, o, b, index);
+  if (v) {
+    *out = *v;
+    return;
+  }
+  const gpupart__option *opt = &gpupart__options[o];
+  char err[GPUPART__ERR_MAX];
+  *out = (gpupart__value){0};
+  if (opt->def && gpupart__option_parse(o, opt->def, out, err, sizeof err) == 0 &&
+      (opt->type == GPUPART__T_PATH || opt->type == GPUPART__T_DIR))
+    out->str = opt->def;
+  out->src = (gpupart__source){"default", 0};
+}
+
+static int backend_allowed(const gpupart__config *c, gpupart_backend b) {
+  gpupart__value list;
+  gpupart__config_get(c, GPUPART__OPT_BACKEND, GPUPART_BACKEND_AUTO, 0, &list);
+  for (uint32_t i = 0; i < list.nbackends; i++)
+    if (list.backends[i] == b) return 1;
+  return list.nbackends == 0;
+}
+
+static uint32_t layer_partitions(const gpupart__config *c, const gpupart__layer *l, gpupart_backend b,
+                                 uint32_t index, const gpupart__pspec **out, uint32_t cap) {
+  gpupart__value def;
+  gpupart__config_get(c, GPUPART__OPT_DEVICE, GPUPART_BACKEND_AUTO, 0, &def);
+  int is_default = def.u == index && backend_allowed(c, b);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < l->nparts && n < cap; i++) {
+    const gpupart__pspec *p = &l->parts[i];
+    if (p->dev.set ? gpupart__selector_matches(&p->dev, b, index) : is_default) out[n++] = p;
+  }
+  return n;
+}
+
+uint32_t gpupart__config_partitions(const gpupart__config *c, gpupart_backend b, uint32_t index,
+                                    const gpupart__pspec **out, uint32_t cap) {
+  uint32_t n = layer_partitions(c, &c->env, b, index, out, cap);
+  return n ? n : layer_partitions(c, &c->file, b, index, out, cap);
+}

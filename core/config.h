@@ -1,0 +1,89 @@
+/* The configuration a context loads when it is created: the GPUPART_* variables and the
+ * INI file (plus the descriptor's config_text), each kept as a layer of values with the
+ * source of every one, so a device can later ask for "the effective value of this option
+ * for cuda:1" and say where it came from. Loading validates everything, so a bad value
+ * fails gpupart_context_create and nothing is half-applied; device open only reads. */
+#ifndef GPUPART_CORE_CONFIG_H
+#define GPUPART_CORE_CONFIG_H
+
+#include "error.h"
+#include "hostmem.h"
+#include "options.h"
+
+#define GPUPART__MAX_DEVICE_VALUES 64 /* per-device values one layer may hold */
+#define GPUPART__POOL_SIZE 8192       /* bytes of strings (paths) one layer may hold */
+#define GPUPART__MSG_MAX 512          /* one error line: source, key, what is wrong */
+#define GPUPART__FILE_MAX (1u << 20)  /* the largest configuration file read */
+
+/* One value that applies to one device (a [device B:I] section, or B:I=value). */
+typedef struct gpupart__device_value {
+  gpupart__selector sel;
+  gpupart__opt opt;
+  gpupart__value v;
+} gpupart__device_value;
+
+/* What one kind of source declares: the environment, or the file followed by the
+ * descriptor's config_text (which replaces the file's values key by key). */
+typedef struct gpupart__layer {
+  gpupart__value global[GPUPART__OPT_COUNT];
+  gpupart__device_value dev[GPUPART__MAX_DEVICE_VALUES];
+  uint32_t ndev;
+  gpupart__pspec parts[GPUPART__MAX_PARTS]; /* in declaration order */
+  uint32_t nparts;
+  char pool[GPUPART__POOL_SIZE]; /* the strings that values point to */
+  size_t pool_used;
+} gpupart__layer;
+
+typedef struct gpupart__config {
+  gpupart__layer env, file;
+  char file_name[GPUPART__PATH_MAX]; /* the file read; file sources point here */
+} gpupart__config;
+
+/* Receives each error line of a check, e.g. "a.ini:3: unknown key 'memroy_fraction'". */
+typedef void (*gpupart__report_fn)(const char *message, void *user);
+
+/* Collects the errors of one load: the first is kept for gpupart_last_error. */
+typedef struct gpupart__errors {
+  gpupart__report_fn report; /* NULL = keep the first only */
+  void *user;
+  int count;
+  int first_line; /* line of the earliest file error, 0 = none */
+  char first[GPUPART__MSG_MAX];
+} gpupart__errors;
+
+void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) GPUPART__PRINTF(3, 4);
+
+/* Loads the environment, the file (desc->config_path, else $GPUPART_CONFIG), then
+ * desc->config_text; with GPUPART_CONTEXT_IGNORE_ENV only config_text. ECONFIG naming the source, the key and what is
+ * wrong (the first error found); ENOMEM. *out is set only on success. */
+int gpupart__config_load(const gpupart__hostmem *m, const gpupart_context_desc *d, gpupart__config **out);
+void gpupart__config_free(const gpupart__hostmem *m, gpupart__config *c);
+
+/* Checks one INI file on its own, reporting every error; returns how many there were. */
+int gpupart__config_check_file(const char *path, gpupart__report_fn report, void *user);
+
+/* Sets option o in layer l from text (dev NULL = the layer-wide value). A value the same
+ * source set before is an error; one from an earlier source is replaced. 0 or -1 + err. */
+int gpupart__layer_set(gpupart__layer *l, gpupart__opt o, const gpupart__selector *dev, const char *text,
+                       gpupart__source src, char *err, size_t n);
+/* Copies s into the layer's pool; NULL when it is full. */
+const char *gpupart__layer_strdup(gpupart__layer *l, const char *s);
+
+/* Parses INI text into layer l, naming it name in messages. Returns the number of errors
+ * added to e. */
+int gpupart__ini_parse(gpupart__layer *l, const char *text, const char *name, gpupart__errors *e);
+
+/* The effective value of option o for device (b, index): environment (that device, then
+ * its index, then every device) > file (likewise) > default. b AUTO = layer-wide only. */
+void gpupart__config_get(const gpupart__config *c, gpupart__opt o, gpupart_backend b, uint32_t index,
+                         gpupart__value *out);
+/* The partitions declared for device (b, index), from the highest layer that declares any:
+ * those naming the device, and those naming none when index is the configured default
+ * device's and b a backend the configured list allows. Returns how many were written. */
+uint32_t gpupart__config_partitions(const gpupart__config *c, gpupart_backend b, uint32_t index,
+                                    const gpupart__pspec **out, uint32_t cap);
+
+/* "name:line", or "name" when the source has no line. */
+void gpupart__source_format(gpupart__source s, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""The gpupart command tested as users run it: real processes, real environment variables
+and files, exit codes, JSON parsed (duplicate keys rejected), and error messages that name
+the file and line. Usage: test_cli.py PATH/TO/gpupart"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+GIB = 1 << 30
+MIB = 1 << 20
+failures = []
+
+
+def run(*args, env=None):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+    base.update(env or {})
+    p = subprocess.run([GPUPART, *args], env=base, capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    dup = {k for k in keys if keys.count(k) > 1}
+    if dup:
+        raise ValueError(f"duplicate JSON keys {sorted(dup)}")
+    return dict(pairs)
+
+
+def parse_json(text):
+    return json.loads(text, object_pairs_hook=no_duplicates)
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        failures.append(f"{what}\n{detail}")
+
+
+def expect_rc(args, rc_wanted, env=None, what=None):
+    rc, out, err = run(*args, env=env)
+    check(rc == rc_wanted, f"{what or ' '.join(args)}: exit {rc}, wanted {rc_wanted}", f"stdout:\n{out}\nstderr:\n{err}")
+    return out, err
+
+
+def write_file(text):
+    f = tempfile.NamedTemporaryFile("w", suffix=".ini", delete=False)
+    f.write(text)
+    f.close()
+    return f.name
+
+
+def test_version_and_help():
+    out, _ = expect_rc(["--version"], 0)
+    check(re.match(r"gpupart \d+\.\d+\.\d+ \(library \d+\.\d+\.\d+\)", out), "--version format", out)
+    check("sim" in out, "--version lists the backends built", out)
+    out, _ = expect_rc(["--help"], 0)
+    for word in ("devices", "config", "check-config", "exit status", "GPUPART_CONFIG"):
+        check(word in out, f"--help mentions {word}", out)
+    for cmd in ("devices", "config", "check-config"):
+        out, _ = expect_rc([cmd, "--help"], 0)
+        check(out.startswith(f"usage: gpupart {cmd}"), f"{cmd} --help", out)
+
+
+def test_bad_usage_is_exit_2():
+    expect_rc([], 2, what="no command")
+    _, err = expect_rc(["frobnicate"], 2)
+    check("unknown command 'frobnicate'" in err, "unknown command message", err)
+    expect_rc(["devices", "--bogus"], 2)
+    _, err = expect_rc(["devices", "--backend", "nosuch"], 2)
+    check("unknown backend 'nosuch'" in err, "unknown backend message", err)
+    expect_rc(["devices", "--backend"], 2, what="devices --backend without a value")
+    expect_rc(["config", "--device", "gpu:0"], 2)
+    expect_rc(["config", "extra"], 2)
+    expect_rc(["check-config"], 2)
+    expect_rc(["check-config", "a.ini", "b.ini"], 2)
+    expect_rc(["check-config", "--strict"], 2)
+
+
+def test_devices():
+    out, _ = expect_rc(["devices", "--backend", "sim", "--json"], 0)
+    devices = parse_json(out)["devices"]
+    check(len(devices) == 1, "one sim device", out)
+    d = devices[0]
+    for key in ("backend", "index", "name", "vendor", "total", "free", "max_block"):
+        check(key in d, f"devices --json has {key}", out)
+    check(d["backend"] == "sim" and d["index"] == 0 and d["total"] == 16 * GIB, "sim device fields", out)
+    out, _ = expect_rc(["devices", "--backend=sim"], 0)
+    check(out.splitlines()[0].split()[:3] == ["BACKEND", "INDEX", "NAME"], "devices table header", out)
+    check(re.search(r"^sim\s+0\s+gpupart simulated device", out, re.M), "devices table row", out)
+
+
+def test_devices_of_every_backend_present():
+    rc, out, err = run("devices", "--json")
+    devices = parse_json(out)["devices"]
+    check(rc == (0 if devices else 1), f"devices exits {rc} with {len(devices)} devices", err)
+    check(all(d["backend"] != "sim" for d in devices), "sim is listed only when named", out)
+    if not devices:
+        check("no device found" in err, "devices says none were found", err)
+
+
+def test_config_json_from_the_environment():
+    env = {"GPUPART_MEMORY_FRACTION": "50%", "GPUPART_PARTITIONS": "train:60%:40%,eval:30%,scratch:256MiB"}
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+    c = parse_json(out)
+    budget = 8 * GIB
+    check(c["backend"] == "sim" and c["index"] == 0 and c["budget"] == budget, "config backend/index/budget", out)
+    check(c["memory_fraction"] == 0.5 and c["granularity"] == 2 * MIB and c["allow_growth"] is True,
+          "config options", out)
+    check(c["memory_limit"] is None and c["release_threshold"] is None, "none is null", out)
+    src = c["sources"]
+    check(src["memory_fraction"] == "GPUPART_MEMORY_FRACTION" and src["granularity"] == "default", "sources", out)
+    check(src["backend"] == "descriptor" and src["index"] == "descriptor", "--device is the descriptor", out)
+    parts = c["partitions"]
+    check([p["name"] for p in parts] == ["train", "eval", "scratch"], "partition order", out)
+    share = lambda f: int(budget * f) & ~(2 * MIB - 1)
+    check(parts[0]["limit"] == share(0.6) and parts[0]["guarantee"] == share(0.4), "train limit/guarantee", out)
+    check(parts[1]["limit"] == share(0.3) and parts[1]["guarantee"] == 0, "eval", out)
+    check(parts[2]["limit"] == 256 * MIB, "scratch", out)
+    check(all(p["source"] == "GPUPART_PARTITIONS" for p in parts), "partition sources", out)
+
+
+def test_config_names_file_lines():
+    path = write_file("[gpupart]\nbackend = sim\nmemory_fraction = 25%\n\n"
+                      "[partition train]\nsize = 50%\nguarantee = 1GiB\n")
+    try:
+        out, _ = expect_rc(["config", "--json"], 0, env={"GPUPART_CONFIG": path})
+        c = parse_json(out)
+        check(c["budget"] == 4 * GIB, "budget from the file", out)
+        check(c["sources"]["memory_fraction"] == f"{path}:3", "value source is FILE:LINE", out)
+        check(c["sources"]["backend"] == f"{path}:2", "backend source", out)
+        check(c["sources"]["config"] == "GPUPART_CONFIG", "config source", out)
+        check(c["partitions"] == [{"name": "train", "limit": 2 * GIB, "guarantee": GIB, "allow_growth": True,
+                                   "source": f"{path}:5"}], "partition from the file", out)
+        out, _ = expect_rc(["config"], 0, env={"GPUPART_CONFIG": path})
+        check(re.search(r"^memory_fraction\s+0.25\s+" + re.escape(f"{path}:3") + "$", out, re.M), "text output", out)
+        check(re.search(r"^budget\s+4294967296 bytes \(4 GiB\)", out, re.M), "text budget", out)
+        check(re.search(r"^train\s+2147483648\s+1073741824\s+on\s+" + re.escape(f"{path}:5"), out, re.M),
+              "text partition row", out)
+    finally:
+        os.unlink(path)
+
+
+def test_config_errors_are_exit_1_naming_file_and_line():
+    path = write_file("[gpupart]\nbackend = sim\nmemroy_fraction = 50%\n")
+    try:
+        _, err = expect_rc(["config"], 1, env={"GPUPART_CONFIG": path})
+        check(f"{path}:3: unknown key 'memroy_fraction'" in err, "config names FILE:LINE and key", err)
+        _, err = expect_rc(["devices", "--backend", "sim"], 1, env={"GPUPART_CONFIG": path})
+        check(f"{path}:3:" in err, "devices also refuses a bad configuration", err)
+    finally:
+        os.unlink(path)
+    _, err = expect_rc(["config", "--device", "sim:0"], 1, env={"GPUPART_MEMORY_FRACTION": "150%"})
+    check("GPUPART_MEMORY_FRACTION: '150%' is above 100%" in err, "variable errors name the variable", err)
+    _, err = expect_rc(["config", "--device", "sim:0"], 1, env={"GPUPART_SHARED": "1"})
+    check("not implemented" in err, "shared is refused", err)
+    _, err = expect_rc(["config", "--device", "sim:0"], 1,
+                       env={"GPUPART_PARTITIONS": "a:60%:60%,b:60%:60%"})
+    check("GPUPART_PARTITIONS: partition 'b'" in err and "GPUPART_ECONFIG" in err, "partition error", err)
+
+
+def test_config_device_selection():
+    env = {"GPUPART_BACKEND": "sim", "GPUPART_DEVICE": "2"}
+    out, _ = expect_rc(["config", "--json"], 0, env=env)
+    c = parse_json(out)
+    check(c["index"] == 2 and c["sources"]["index"] == "GPUPART_DEVICE", "GPUPART_DEVICE picks the index", out)
+    check(c["sources"]["backend"] == "GPUPART_BACKEND", "GPUPART_BACKEND is the source", out)
+    out, _ = expect_rc(["config", "--json", "--device", "sim:0"], 0, env=env)
+    check(parse_json(out)["index"] == 0, "--device sim:0 means index 0 even with GPUPART_DEVICE", out)
+    rc, _, _ = run("devices", "--backend", "cuda")
+    if rc != 0:
+        expect_rc(["config", "--device", "cuda:0"], 1, what="config on a missing backend")
+
+
+def test_check_config():
+    good = write_file("[gpupart]\nbackend = vulkan, opencl\nmemory_fraction = 90%\n\n"
+                      "[device cuda:0]\nmemory_fraction = 50%\nallow_growth = false\n\n"
+                      "[partition train]\ndevice = cuda:0 ; comment\nsize = 60%\nguarantee = 40%\n")
+    bad = write_file("[gpupart]\nmemroy_fraction = 50%\ngranularity = 3MiB\n[partiton x]\nsize = 1\n"
+                     "[partition y]\nguarantee = 10%\n")
+    try:
+        out, _ = expect_rc(["check-config", good], 0)
+        check(out.strip() == f"{good}: ok", "check-config ok line", out)
+        _, err = expect_rc(["check-config", bad], 1)
+        lines = [l for l in err.splitlines() if re.match(re.escape(bad) + r":\d+: ", l)]
+        check(len(lines) == 4, f"check-config reports 4 FILE:LINE lines, got {len(lines)}", err)
+        for n, text in ((2, "unknown key 'memroy_fraction'"), (3, "not a power of two"),
+                        (4, "unknown section [partiton x]"), (6, "[partition y] has no size")):
+            check(any(l.startswith(f"{bad}:{n}: ") and text in l for l in lines), f"line {n}: {text}", err)
+        check(f"{bad}: 4 errors" in err, "error count", err)
+    finally:
+        os.unlink(good)
+        os.unlink(bad)
+    _, err = expect_rc(["check-config", "/nonexistent/gpupart.ini"], 1)
+    check("/nonexistent/gpupart.ini" in err and "No such file" in err, "unreadable file", err)
+
+
+def main():
+    global GPUPART
+    GPUPART = os.path.abspath(sys.argv[1])
+    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
+    for t in tests:
+        before = len(failures)
+        try:
+            t()
+        except Exception as e:  # a crash of one test must not hide the others
+            failures.append(f"{t.__name__} raised {e!r}")
+        print(f"{'ok  ' if len(failures) == before else 'FAIL'} {t.__name__}")
+    for f in failures:
+        print(f"FAILED: {f}", file=sys.stderr)
+    print(f"{len(tests)} tests, {len(failures)} failed checks")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

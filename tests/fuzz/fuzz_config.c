@@ -1,0 +1,81 @@
+/* libFuzzer target for the configuration parsers. The first byte chooses what the rest of
+ * the input is fed to: INI text (through gpupart_context_create and a device open, so
+ * partitions declared by the text are created too), the amount parser, the partition
+ * spec parser, or one GPUPART_* variable (the second byte picks which). Any crash, sanitizer
+ * report or leak is a finding; parse errors are expected and ignored. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpupart.h"
+#include "options.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Opening a device runs the settings and creates the partitions the text declares. The
+ * descriptor fixes the device's size and growth, so a configured 16 EiB device with
+ * preallocation cannot turn into billions of simulated blocks. */
+static void open_device(gpupart_context *ctx) {
+  gpupart_sim_desc sim = {.total_bytes = 64ull << 30};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .growth = GPUPART_GROWTH_ON};
+  gpupart_device *dev;
+  if (gpupart_device_open(ctx, &d, &dev) != GPUPART_OK) return;
+  if (gpupart_device_check(dev) != GPUPART_OK) abort();
+  if (gpupart_device_close(dev) != GPUPART_OK) abort();
+}
+
+static void fuzz_ini(const char *text) {
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_text = text};
+  gpupart_context *ctx;
+  if (gpupart_context_create(&cd, &ctx) != GPUPART_OK) return;
+  open_device(ctx);
+  if (gpupart_context_destroy(ctx) != GPUPART_OK) abort();
+}
+
+static void fuzz_amount(const char *text) {
+  char err[GPUPART__ERR_MAX];
+  gpupart__amount a;
+  gpupart__value v;
+  gpupart__selector sel;
+  for (unsigned accept = 1; accept <= 3; accept++)
+    if (gpupart__parse_amount(text, accept, &a, err, sizeof err) == 0 && a.is_share && !(a.share >= 0 && a.share <= 1))
+      abort();
+  for (int o = 0; o < GPUPART__OPT_COUNT; o++)
+    if (gpupart__options[o].type != GPUPART__T_PARTITIONS) gpupart__option_parse((gpupart__opt)o, text, &v, err, sizeof err);
+  gpupart__parse_selector(text, &sel, err, sizeof err);
+}
+
+static void fuzz_partitions(const char *text) {
+  static gpupart__pspec specs[GPUPART__MAX_PARTS];
+  char err[GPUPART__ERR_MAX];
+  uint32_t n = 0;
+  if (gpupart__parse_partitions(text, specs, GPUPART__MAX_PARTS, &n, err, sizeof err) != 0 && n != 0) abort();
+}
+
+static void fuzz_variable(uint8_t which, const char *text) {
+  const gpupart__option *o = &gpupart__options[which % GPUPART__OPT_COUNT];
+  if (o->type == GPUPART__T_PATH && which % GPUPART__OPT_COUNT == GPUPART__OPT_CONFIG) return; /* no file reads */
+  setenv(o->env, text, 1);
+  gpupart_context *ctx;
+  if (gpupart_context_create(NULL, &ctx) == GPUPART_OK) {
+    open_device(ctx);
+    gpupart_context_destroy(ctx);
+  }
+  unsetenv(o->env);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 2) return 0;
+  char *text = malloc(size - 1);
+  if (!text) return 0;
+  memcpy(text, data + 2, size - 2);
+  text[size - 2] = 0;
+  switch (data[0] % 4) {
+  case 0: fuzz_ini(text); break;
+  case 1: fuzz_amount(text); break;
+  case 2: fuzz_partitions(text); break;
+  default: fuzz_variable(data[1], text); break;
+  }
+  free(text);
+  return 0;
+}

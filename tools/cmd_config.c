@@ -1,0 +1,172 @@
+/* gpupart config: opens a device the way a program would (same configuration, same
+ * precedence, same partitions) and prints what it was opened with: the budget, the
+ * policy, each configured partition's limit and guarantee in bytes, and the source of
+ * every value. It reads the device's settings through the core's internal header, since
+ * the public API deliberately has no call that exposes sources. */
+#include <string.h>
+
+#include "cli.h"
+#include "internal.h"
+
+static const char help[] =
+    "usage: gpupart config [--json] [--device BACKEND:INDEX]\n"
+    "\n"
+    "Opens a device as a program using gpupart would, and prints the effective policy:\n"
+    "the budget, growth, granularity and the other options, and each configured\n"
+    "partition's limit and guarantee in bytes, with the source of each value (a variable,\n"
+    "FILE:LINE, descriptor or default).\n"
+    "\n"
+    "  --device B:I  this device, e.g. cuda:0 or sim:0; default: the device a program\n"
+    "                opening the default device gets (GPUPART_BACKEND, GPUPART_DEVICE)\n"
+    "  --json        one JSON object with at least backend, index, budget and\n"
+    "                partitions [{name, limit, guarantee}], plus the options and a\n"
+    "                \"sources\" object naming where each option came from\n"
+    "\n"
+    "exit status: 0 success, 1 bad configuration or no such device, 2 bad usage\n";
+
+static const gpupart__opt shown[] = {
+    GPUPART__OPT_BACKEND,   GPUPART__OPT_DEVICE,      GPUPART__OPT_ALLOW_GROWTH,      GPUPART__OPT_MEMORY_FRACTION,
+    GPUPART__OPT_MEMORY_LIMIT, GPUPART__OPT_HEADROOM, GPUPART__OPT_GRANULARITY,       GPUPART__OPT_RELEASE_THRESHOLD,
+    GPUPART__OPT_SHARED,    GPUPART__OPT_LEDGER_DIR,  GPUPART__OPT_SIM_TOTAL,         GPUPART__OPT_VERBOSE,
+    GPUPART__OPT_CONFIG,    GPUPART__OPT_CUDA_LIBRARY, GPUPART__OPT_OPENCL_LIBRARY,   GPUPART__OPT_VULKAN_LIBRARY,
+};
+#define NSHOWN (sizeof shown / sizeof shown[0])
+
+static void source_text(gpupart__source s, char *buf, size_t n) { gpupart__source_format(s, buf, n); }
+
+/* An option's value as JSON: numbers for bytes and indexes, null for none. */
+static void json_value(gpupart__opt o, const gpupart__value *v) {
+  char text[GPUPART__PATH_MAX];
+  gpupart__type t = gpupart__options[o].type;
+  gpupart__option_format(o, v, text, sizeof text);
+  if (t == GPUPART__T_BOOL || t == GPUPART__T_SHARE) printf("%s", text);
+  else if ((t == GPUPART__T_LIMIT && !v->u) || ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) && !v->str))
+    printf("null");
+  else if (t == GPUPART__T_PATH || t == GPUPART__T_DIR || t == GPUPART__T_BACKENDS) json_string(stdout, text);
+  else printf("%llu", (unsigned long long)v->u);
+}
+
+/* The JSON name of an option: the chosen backend and index are top-level fields, so the
+ * backend option (a preference list) is "backend_preference" and the device's source is
+ * listed under "index". */
+static const char *json_key(gpupart__opt o, int for_source) {
+  if (o == GPUPART__OPT_BACKEND) return for_source ? "backend" : "backend_preference";
+  if (o == GPUPART__OPT_DEVICE) return "index";
+  return gpupart__options[o].key;
+}
+
+static void json_options(const gpupart__settings *s) {
+  char src[GPUPART__PATH_MAX + 16];
+  for (size_t i = 0; i < NSHOWN; i++) {
+    if (shown[i] == GPUPART__OPT_DEVICE) continue;
+    printf(",\n  \"%s\": ", json_key(shown[i], 0));
+    json_value(shown[i], &s->v[shown[i]]);
+  }
+  printf(",\n  \"sources\": {");
+  for (size_t i = 0; i < NSHOWN; i++) {
+    source_text(s->v[shown[i]].src, src, sizeof src);
+    printf("%s\"%s\": ", i ? ", " : "", json_key(shown[i], 1));
+    json_string(stdout, src);
+  }
+  printf("}");
+}
+
+static void json_partition(gpupart_device *dev, uint32_t i) {
+  gpupart_partition *p = gpupart_partition_at(dev, i);
+  gpupart_stats st = {0};
+  char src[GPUPART__PATH_MAX + 16];
+  gpupart_partition_get_stats(p, &st);
+  source_text(dev->settings.parts[i]->src, src, sizeof src);
+  printf("%s\n    {\"name\": ", i ? "," : "");
+  json_string(stdout, gpupart_partition_name(p));
+  printf(", \"limit\": %llu, \"guarantee\": %llu, \"allow_growth\": %s, \"source\": ",
+         (unsigned long long)st.limit, (unsigned long long)st.guarantee, p->growth.prealloc ? "false" : "true");
+  json_string(stdout, src);
+  printf("}");
+}
+
+static void print_json(gpupart_device *dev) {
+  printf("{\n  \"backend\": \"%s\",\n  \"index\": %u,\n  \"name\": ", gpupart_backend_name(dev->info.backend),
+         dev->info.index);
+  json_string(stdout, dev->info.name);
+  printf(",\n  \"total\": %llu,\n  \"budget\": %llu", (unsigned long long)dev->info.total_bytes,
+         (unsigned long long)dev->budget);
+  json_options(&dev->settings);
+  printf(",\n  \"partitions\": [");
+  for (uint32_t i = 0; i < dev->settings.nparts; i++) json_partition(dev, i);
+  printf("%s]\n}\n", dev->settings.nparts ? "\n  " : "");
+}
+
+static void print_options(const gpupart__settings *s) {
+  char value[GPUPART__PATH_MAX], src[GPUPART__PATH_MAX + 16];
+  printf("\n%-18s %-20s %s\n", "OPTION", "VALUE", "SOURCE");
+  for (size_t i = 0; i < NSHOWN; i++) {
+    gpupart__option_format(shown[i], &s->v[shown[i]], value, sizeof value);
+    source_text(s->v[shown[i]].src, src, sizeof src);
+    printf("%-18s %-20s %s\n", gpupart__options[shown[i]].key, value, src);
+  }
+}
+
+static void print_partitions(gpupart_device *dev) {
+  char src[GPUPART__PATH_MAX + 16];
+  if (!dev->settings.nparts) {
+    printf("\npartitions: none configured\n");
+    return;
+  }
+  printf("\n%-20s %16s %16s %-7s %s\n", "PARTITION", "LIMIT", "GUARANTEE", "GROWTH", "SOURCE");
+  for (uint32_t i = 0; i < dev->settings.nparts; i++) {
+    gpupart_partition *p = gpupart_partition_at(dev, i);
+    gpupart_stats st = {0};
+    gpupart_partition_get_stats(p, &st);
+    source_text(dev->settings.parts[i]->src, src, sizeof src);
+    printf("%-20s %16llu %16llu %-7s %s\n", gpupart_partition_name(p), (unsigned long long)st.limit,
+           (unsigned long long)st.guarantee, p->growth.prealloc ? "off" : "on", src);
+  }
+}
+
+static void print_text(gpupart_device *dev) {
+  char total[32], budget[32];
+  human_bytes(dev->info.total_bytes, total, sizeof total);
+  human_bytes(dev->budget, budget, sizeof budget);
+  printf("device   %s:%u  %s\n", gpupart_backend_name(dev->info.backend), dev->info.index, dev->info.name);
+  printf("total    %llu bytes (%s)\n", (unsigned long long)dev->info.total_bytes, total);
+  printf("budget   %llu bytes (%s)\n", (unsigned long long)dev->budget, budget);
+  print_options(&dev->settings);
+  print_partitions(dev);
+}
+
+static int parse_args(int argc, char **argv, int *json, gpupart_device_desc *d, int *exact) {
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    int r;
+    if ((r = cli_option(argc, argv, &i, "--json", 0, &v)) > 0) *json = 1;
+    else if (!r && (r = cli_option(argc, argv, &i, "--device", 1, &v)) > 0) {
+      gpupart__selector sel;
+      char err[GPUPART__ERR_MAX];
+      if (gpupart__parse_selector(v, &sel, err, sizeof err)) return cli_usage_error("config", "--device: %s", err);
+      d->backend = sel.backend, d->index = sel.index, *exact = 1;
+    }
+    if (r < 0) return EXIT_USAGE;
+    if (!r) return cli_usage_error("config", "unknown argument '%s'", argv[i]);
+  }
+  return EXIT_OK;
+}
+
+int cmd_config(int argc, char **argv) {
+  int json = 0, exact = 0;
+  gpupart_device_desc desc = {0};
+  if (cli_wants_help(argc, argv)) return fputs(help, stdout), EXIT_OK;
+  int rc = parse_args(argc, argv, &json, &desc, &exact);
+  if (rc) return rc;
+  gpupart_context *ctx;
+  gpupart_device *dev;
+  gpupart_result r = cli_context(&ctx);
+  if (r) return cli_failure("configuration", r);
+  r = gpupart__device_open(ctx, &desc, exact, &dev);
+  if (r) return rc = cli_failure("device", r), gpupart_context_destroy(ctx), rc;
+  if (json) print_json(dev);
+  else print_text(dev);
+  gpupart_device_close(dev);
+  gpupart_context_destroy(ctx);
+  return EXIT_OK;
+}

@@ -1,0 +1,104 @@
+/* The gpupart command: shows the GPUs gpupart sees and the memory policy it would apply to
+ * them, and checks configuration files, so a deployment can be verified before the
+ * program that uses the library starts. This file holds main, the top-level help and the
+ * helpers the commands share; each command is in its own cmd_*.c file. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cli.h"
+
+static const char usage[] =
+    "usage: gpupart [--help] [--version] COMMAND [ARGS]\n"
+    "\n"
+    "Shows the GPUs gpupart sees and the memory policy it applies to them.\n"
+    "\n"
+    "commands:\n"
+    "  devices [--json] [--backend NAME]   every device of every backend present\n"
+    "  config [--json] [--device B:I]      the effective policy for a device, and where\n"
+    "                                      each value came from\n"
+    "  check-config FILE                   validate a configuration file\n"
+    "\n"
+    "'gpupart COMMAND --help' describes one command. The policy comes from the GPUPART_*\n"
+    "environment variables and the INI file that GPUPART_CONFIG names (see gpupart(1) and\n"
+    "docs/configuration.md).\n"
+    "\n"
+    "exit status: 0 success, 1 a checked failure (bad configuration, no device),\n"
+    "             2 bad usage\n";
+
+int cli_wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+  return 0;
+}
+
+int cli_option(int argc, char **argv, int *i, const char *name, int takes_value, const char **value) {
+  size_t n = strlen(name);
+  const char *a = argv[*i];
+  *value = NULL;
+  if (strncmp(a, name, n) != 0 || (a[n] != 0 && !(takes_value && a[n] == '='))) return 0;
+  if (!takes_value) return 1;
+  if (a[n] == '=') return *value = a + n + 1, 1;
+  if (*i + 1 >= argc) return fprintf(stderr, "gpupart: %s needs a value\n", name), -1;
+  *value = argv[++*i];
+  return 1;
+}
+
+int cli_usage_error(const char *command, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "gpupart %s: ", command);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n(see 'gpupart %s --help')\n", command);
+  return EXIT_USAGE;
+}
+
+int cli_failure(const char *what, gpupart_result rc) {
+  fprintf(stderr, "gpupart: %s: %s (%s)\n", what, gpupart_last_error(), gpupart_result_name(rc));
+  return EXIT_CHECKED;
+}
+
+gpupart_result cli_context(gpupart_context **out) { return gpupart_context_create(NULL, out); }
+
+void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+    else fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
+void human_bytes(uint64_t bytes, char *buf, size_t n) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024 && u < 6) v /= 1024, u++;
+  if (u == 0 || v == (double)(uint64_t)v) snprintf(buf, n, "%.0f %s", v, units[u]);
+  else snprintf(buf, n, "%.1f %s", v, units[u]);
+}
+
+static int version(void) {
+  printf("gpupart %s (library %s)\nbackends built:", GPUPART_TOOL_VERSION, gpupart_version_string());
+  for (int b = GPUPART_BACKEND_SIM; b <= GPUPART_BACKEND_CUDA; b++)
+    if (gpupart__backend_ops((gpupart_backend)b)) printf(" %s", gpupart_backend_name((gpupart_backend)b));
+  printf("\n");
+  return EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+  static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+  } commands[] = {{"devices", cmd_devices}, {"config", cmd_config}, {"check-config", cmd_check_config}};
+  if (argc < 2) return fputs(usage, stderr), EXIT_USAGE;
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(usage, stdout), EXIT_OK;
+  if (strcmp(argv[1], "--version") == 0) return version();
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "gpupart: unknown command '%s'\n\n%s", argv[1], usage);
+  return EXIT_USAGE;
+}
