@@ -8,9 +8,9 @@
 #include "bench.h"
 
 void bench_print_header(void) {
-  printf("%-10s %-26s %-10s %7s %8s %7s %7s %8s %7s %7s %9s %10s %10s %6s %10s %6s\n", "backend", "workload",
+  printf("%-10s %-26s %-10s %7s %8s %7s %7s %8s %7s %7s %9s %10s %10s %6s %6s %10s %6s\n", "backend", "workload",
          "policy", "ops", "ns/op", "cpu_ns", "p50_ns", "p99_ns", "drv_alc", "drv_fre", "calls/10k", "peak_use",
-         "peak_rsv", "frag", "model_ms", "failed");
+         "peak_rsv", "frag", "floor", "model_ms", "failed");
 }
 
 static double mib(uint64_t b) { return (double)b / (double)BENCH_MIB; }
@@ -20,10 +20,10 @@ void bench_print_row(const bench_result *r) {
     printf("%-10s %-26s %-10s  error: %s\n", r->backend, r->workload, r->policy, r->message);
     return;
   }
-  printf("%-10s %-26.26s %-10s %7llu %8.1f %7.1f %7.0f %8.0f %7llu %7llu %9.1f %8.1fMi %8.1fMi %6.3f %10.1f %6llu\n",
+  printf("%-10s %-26.26s %-10s %7llu %8.1f %7.1f %7.0f %8.0f %7llu %7llu %9.1f %8.1fMi %8.1fMi %6.3f %6.3f %10.1f %6llu\n",
          r->backend, r->workload, r->policy, (unsigned long long)r->ops, r->ns_per_op, r->cpu_ns_per_op, r->p50_ns,
          r->p99_ns, (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k,
-         mib(r->peak_in_use), mib(r->peak_reserved), r->fragmentation, r->modeled_driver_ms,
+         mib(r->peak_in_use), mib(r->peak_reserved), r->fragmentation, r->floor_fragmentation, r->modeled_driver_ms,
          (unsigned long long)r->failed);
 }
 
@@ -50,6 +50,8 @@ static void json_row(FILE *f, const bench_result *r) {
           (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k);
   fprintf(f, ", \"peak_in_use\": %llu, \"peak_reserved\": %llu, \"fragmentation\": %.6f",
           (unsigned long long)r->peak_in_use, (unsigned long long)r->peak_reserved, r->fragmentation);
+  fprintf(f, ", \"floor_reserved\": %llu, \"floor_fragmentation\": %.6f", (unsigned long long)r->floor_reserved,
+          r->floor_fragmentation);
   fprintf(f, ", \"modeled_driver_ms\": %.3f, \"failed\": %llu, \"error\": ", r->modeled_driver_ms,
           (unsigned long long)r->failed);
   if (r->error) json_string(f, r->message);
@@ -87,15 +89,16 @@ int bench_write_csv(const char *path, const bench_result *rows, size_t n) {
   FILE *f = open_out(path);
   if (!f) return -1;
   fputs("backend,workload,policy,ops,scale,ns_per_op,cpu_ns_per_op,p50_ns,p99_ns,driver_allocs,driver_frees,"
-        "driver_calls_per_10k_ops,peak_in_use,peak_reserved,fragmentation,modeled_driver_ms,failed,error\n",
+        "driver_calls_per_10k_ops,peak_in_use,peak_reserved,fragmentation,floor_reserved,floor_fragmentation,"
+        "modeled_driver_ms,failed,error\n",
         f);
   for (size_t i = 0; i < n; i++) {
     const bench_result *r = &rows[i];
-    fprintf(f, "%s,%s,%s,%llu,%.6g,%.3f,%.3f,%.1f,%.1f,%llu,%llu,%.3f,%llu,%llu,%.6f,%.3f,%llu,\"%s\"\n", r->backend,
+    fprintf(f, "%s,%s,%s,%llu,%.6g,%.3f,%.3f,%.1f,%.1f,%llu,%llu,%.3f,%llu,%llu,%.6f,%llu,%.6f,%.3f,%llu,\"%s\"\n", r->backend,
             r->workload, r->policy, (unsigned long long)r->ops, r->scale, r->ns_per_op, r->cpu_ns_per_op, r->p50_ns,
             r->p99_ns, (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k,
             (unsigned long long)r->peak_in_use, (unsigned long long)r->peak_reserved, r->fragmentation,
-            r->modeled_driver_ms, (unsigned long long)r->failed, r->error ? r->message : "");
+            (unsigned long long)r->floor_reserved, r->floor_fragmentation, r->modeled_driver_ms, (unsigned long long)r->failed, r->error ? r->message : "");
   }
   return close_checked(f, path);
 }

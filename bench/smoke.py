@@ -8,7 +8,7 @@ import sys
 import tempfile
 
 FIELDS = ["backend", "workload", "policy", "ns_per_op", "p50_ns", "p99_ns", "driver_allocs",
-          "driver_frees", "peak_in_use", "peak_reserved", "fragmentation", "modeled_driver_ms",
+          "driver_frees", "peak_in_use", "peak_reserved", "fragmentation", "floor_reserved", "floor_fragmentation", "modeled_driver_ms",
           "failed"]
 POLICIES = {"driver", "growth", "prealloc", "partitions"}
 
