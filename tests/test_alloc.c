@@ -46,7 +46,7 @@ Test(alloc, allocations_do_not_overlap_and_honour_alignment) {
     gpupart_allocation_info info;
     cr_assert_eq(gpupart_allocation_get_info(a[i], &info), GPUPART_OK);
     cr_expect_eq(info.device_address % align, 0);
-    cr_expect_eq(info.size, 1000 + 977 * i);
+    cr_expect_eq(info.size, (uint64_t)(1000 + 977 * i));
     cr_expect(info.offset + info.size <= info.block_size);
     cr_expect_eq(info.partition, p);
   }
