@@ -113,12 +113,17 @@ static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpup
   return rc;
 }
 
+/* The driver's largest allocation in whole driver granules (backends take only those). */
+static uint64_t largest_block(const gpupart_device *dev) {
+  return dev->info.max_block_bytes & ~(dev->alignment - 1);
+}
+
 /* Caps a chosen block by what the ledger can grant and the backend's largest block. */
 static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t need,
                           gpupart__refusal *bound) {
   gpupart__ledger *l = p->dev->ledger;
   uint64_t grant = l->ops->grantable(l, p->account, bound) & ~(p->dev->granularity - 1);
-  uint64_t max = p->dev->info.max_block_bytes;
+  uint64_t max = largest_block(p->dev);
   if (block > max) block = max;
   if (block > grant) block = grant;
   return block < need ? 0 : block;
@@ -126,11 +131,14 @@ static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t n
 
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why) {
   int overflow = 0, own;
-  uint64_t need = block_need(p->dev, size, align, &overflow);
-  uint64_t gran = p->dev->granularity;
-  need = round_up(need, gran, &overflow);
+  uint64_t fit = block_need(p->dev, size, align, &overflow);
+  uint64_t gran = p->dev->granularity, max = largest_block(p->dev);
+  /* The own-size rule looks at the request itself: rounded up to the granularity first,
+   * every small request would seem too big to fit twice and the sequence would never grow. */
+  uint64_t block = round_up(choose_block(p, fit, &own), gran, &overflow);
+  uint64_t need = round_up(fit, gran, &overflow);
   if (overflow) return gpupart__fail(GPUPART_EINVAL, "size %llu overflows", (unsigned long long)size);
-  uint64_t block = round_up(choose_block(p, need, &own), gran, &overflow);
+  if (need > max) need = max; /* rounding never asks past the driver's largest (fit <= max) */
   block = cap_block(p, block, need, why);
   if (!block) return GPUPART_ELIMIT;
   int rc = reserve_block(p, block, 0, why);
