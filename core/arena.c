@@ -148,21 +148,24 @@ int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpu
 }
 
 /* Reserves bytes in blocks no larger than max_block (preallocation and its resize).
- * All or nothing: on failure every block taken here is returned. */
+ * The ledger grants the whole amount before the driver is called, so a refusal (ELIMIT)
+ * makes no driver call. All or nothing: on failure every block taken here is returned. */
 int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc) {
-  uint64_t max = p->growth.max_block;
+  gpupart__ledger *l = p->dev->ledger;
+  if (l->ops->reserve(l, p->account, bytes) != GPUPART__GRANTED)
+    return gpupart__fail(GPUPART_ELIMIT, "partition '%s': the budget cannot grant %llu bytes", p->name,
+                         (unsigned long long)bytes);
+  uint64_t max = p->growth.max_block, left = bytes;
   gpupart__block *mark = p->arena.blocks;
-  gpupart__refusal why = GPUPART__GRANTED;
   int rc = GPUPART_OK;
-  for (uint64_t left = bytes; left && rc == GPUPART_OK;) {
+  while (left && rc == GPUPART_OK) {
     uint64_t chunk = left < max ? left : max;
-    rc = reserve_block(p, chunk, prealloc, &why);
+    rc = add_block(p, chunk, prealloc);
     left -= rc ? 0 : chunk;
   }
-  while (rc && p->arena.blocks != mark) gpupart__arena_release_block(p, p->arena.blocks);
-  if (rc == GPUPART_ELIMIT)
-    gpupart__fail(rc, "partition '%s': the budget cannot grant %llu bytes", p->name,
-                  (unsigned long long)bytes);
+  if (rc == GPUPART_OK) return rc;
+  l->ops->release(l, p->account, left); /* each block releases its own bytes below */
+  while (p->arena.blocks != mark) gpupart__arena_release_block(p, p->arena.blocks);
   return rc;
 }
 
