@@ -121,6 +121,9 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d) {
   if (rc) return rc;
   dev->granularity = d->granularity ? d->granularity : DEFAULT_GRANULARITY;
   dev->alignment = dev->info.min_alignment;
+  /* Blocks and limits are whole multiples of the granularity, and the driver hands out
+   * only whole multiples of its alignment: a finer granularity is raised to it. */
+  if (dev->granularity < dev->alignment) dev->granularity = dev->alignment;
   dev->growth = d->growth ? d->growth : GPUPART_GROWTH_ON;
   rc = compute_budget(dev, d);
   if (rc) return rc;
