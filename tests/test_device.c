@@ -315,7 +315,8 @@ static int run_with_host_allocations(long n) {
       gpupart_allocation *a[40] = {0};
       rc = gpupart_partition_create(dev, NULL, &p);
       for (int i = 0; i < 40 && rc == GPUPART_OK; i++) rc = gpupart_alloc(p, 4096 + (uint64_t)i * 100000, 0, &a[i]);
-      gpupart_partition_desc pd = {.name = "pre", .limit = 64 * MiB, .max_block = 8 * MiB, .growth = GPUPART_GROWTH_OFF};
+      gpupart_partition_desc pd = {.name = "pre", .limit = 64 * MiB, .max_block = 8 * MiB,
+                                   .growth = GPUPART_GROWTH_OFF};
       if (rc == GPUPART_OK) rc = gpupart_partition_create(dev, &pd, &q);
       done = rc == GPUPART_OK;
       test_check(dev);

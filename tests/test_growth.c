@@ -309,3 +309,20 @@ Test(growth, a_strict_alignment_gets_a_block_with_room_for_it) {
   test_check(env.dev);
   for (int i = 0; i < 4; i++) gpupart_free(a[i]);
 }
+
+Test(growth, a_request_of_exactly_the_largest_allocation_fits) {
+  /* Block bases are aligned to the device, so a request of the driver's largest block
+   * (a Vulkan maxMemoryAllocationSize, say) needs no slack at the default alignment. */
+  gpupart_sim_desc sim = {.total_bytes = 64 * MiB, .max_block_bytes = 16 * MiB};
+  sim_env e = open_env(&sim, NULL);
+  gpupart_partition *p = test_partition(e.dev, "a", 0, 0);
+  gpupart_allocation *a = alloc_ok(p, 16 * MiB), *b = alloc_ok(p, 16 * MiB - 100), *x;
+  cr_expect_eq(info_of(a).block_size, 16 * MiB);
+  cr_expect_eq(gpupart_alloc(p, 16 * MiB + 1, 0, &x), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc(p, 16 * MiB, 256, &x), GPUPART_OK, "the device's own alignment: %s", gpupart_last_error());
+  gpupart_free(x);
+  cr_expect_eq(gpupart_alloc(p, 16 * MiB, 512, &x), GPUPART_EINVAL, "a stricter alignment needs slack");
+  gpupart_free(a);
+  gpupart_free(b);
+  close_env(&e);
+}

@@ -463,7 +463,7 @@ static void expect_model(const model *m) {
   cr_assert_eq(d.peak_in_use, m->dev_peak);
   cr_assert_geq(d.peak_reserved, d.reserved);
   cr_assert_leq(d.peak_reserved, m->budget);
-  cr_assert_leq(floors, m->budget, "every guarantee stays available: sum of max(reserved, guarantee) within the budget");
+  cr_assert_leq(floors, m->budget, "every guarantee stays available: sum of max(reserved, guarantee) <= budget");
   expect_no_overlap(m);
   test_check(m->dev);
 }

@@ -132,8 +132,8 @@ Test(oom, the_requesters_callback_runs_before_others) {
   stash(&cb, b, 30 * MiB);
   gpupart_allocation *x = alloc_ok(a, 20 * MiB); /* 14 MiB left: a's own 20 MiB must go */
   cr_expect_str_eq(rec.log, "a", "only a's callback ran");
-  cr_expect(ca.wanted >= 6 * MiB && ca.wanted <= 20 * MiB, "bytes_wanted %llu: between the budget's shortfall and the request",
-            (unsigned long long)ca.wanted);
+  cr_expect(ca.wanted >= 6 * MiB && ca.wanted <= 20 * MiB,
+            "bytes_wanted %llu: between the budget's shortfall and the request", (unsigned long long)ca.wanted);
   cr_expect_eq(ca.count, 0);
   cr_expect_eq(cb.count, 1, "b kept its cache");
   cr_expect_eq(test_stats(a).driver_allocs, 1, "the freed block was reused, no new driver call");
