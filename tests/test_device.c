@@ -96,6 +96,28 @@ Test(device, granularity_below_the_device_alignment_is_raised_to_it) {
   close_env(&e);
 }
 
+Test(device, a_device_alignment_above_the_granularity_works) {
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB, .min_alignment = 4 * MiB};
+  gpupart_device_desc d = {.headroom = 3 * MiB};
+  sim_env e = open_env(&sim, &d);
+  cr_expect_eq(gpupart_device_budget(e.dev), 1 * GiB - 4 * MiB, "rounded down to the device's 4 MiB");
+  gpupart_partition *p = test_partition(e.dev, "a", 22 * MiB, 0);
+  cr_expect_eq(test_stats(p).limit, 20 * MiB);
+  gpupart_allocation *a = alloc_ok(p, 1000), *b = alloc_ok(p, 5 * MiB), *c = alloc_ok(p, 1000), *x;
+  cr_expect_eq(info_of(a).block_size, 4 * MiB);
+  cr_expect_eq(info_of(b).block_size, 8 * MiB);
+  cr_expect_eq(info_of(b).device_address % (4 * MiB), 0);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.reserved, 16 * MiB, "every allocation takes whole 4 MiB granules");
+  cr_expect_eq(s.largest_free, 0);
+  cr_expect_eq(gpupart_alloc(p, 5 * MiB, 0, &x), GPUPART_ELIMIT);
+  gpupart_free(c);
+  test_check(e.dev);
+  gpupart_free(a);
+  gpupart_free(b);
+  close_env(&e);
+}
+
 Test(device, memory_fraction_outside_zero_one_is_refused) {
   const double bad[] = {-0.1, 1.01, 2.0, NAN, INFINITY, -INFINITY};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -79,6 +79,16 @@ Test(partition, default_names_follow_creation_order) {
   cr_expect_str_eq(gpupart_partition_name(p3), "p3", "a destroyed partition's name is not handed out again");
 }
 
+Test(partition, an_unnamed_partition_never_clashes_with_a_callers_name) {
+  test_partition(env.dev, "p1", 0, 0);
+  gpupart_partition *p = make_partition(env.dev, NULL);
+  cr_expect_str_eq(gpupart_partition_name(p), "p2", "p1 was taken by the caller: the next free number");
+  gpupart_partition *q = make_partition(env.dev, NULL);
+  cr_expect_str_eq(gpupart_partition_name(q), "p3");
+  gpupart_partition_desc d = {.name = "p3"};
+  cr_expect_eq(create_rc(&d), GPUPART_EEXIST, "a caller's name still must be unique");
+}
+
 Test(partition, fraction_outside_zero_one_is_einval) {
   const double bad[] = {-0.5, 1.5, NAN, INFINITY};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
