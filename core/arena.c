@@ -116,12 +116,17 @@ static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpup
   return rc;
 }
 
+/* The driver's largest allocation in whole driver granules (backends take only those). */
+static uint64_t largest_block(const gpupart_device *dev) {
+  return dev->info.max_block_bytes & ~(dev->alignment - 1);
+}
+
 /* Caps a chosen block by what the ledger can grant and the backend's largest block. */
 static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t need,
                           gpupart__refusal *bound) {
   gpupart__ledger *l = p->dev->ledger;
   uint64_t grant = l->ops->grantable(l, p->account, bound) & ~(p->dev->granularity - 1);
-  uint64_t max = p->dev->info.max_block_bytes;
+  uint64_t max = largest_block(p->dev);
   if (block > max) block = max;
   if (block > grant) block = grant;
   return block < need ? 0 : block;
@@ -136,38 +141,43 @@ static void release_before_peak(gpupart_partition *p, uint64_t block) {
 
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why) {
   int overflow = 0, own;
-  uint64_t gran = p->dev->granularity;
+  uint64_t gran = p->dev->granularity, max = largest_block(p->dev);
   uint64_t exact = block_need(p->dev, size, align, &overflow);
   uint64_t need = round_up(exact, gran, &overflow);
   if (overflow) return gpupart__fail(GPUPART_EINVAL, "size %llu overflows", (unsigned long long)size);
+  if (need > max) need = max; /* rounding never asks past the driver's largest (exact <= max) */
   release_before_peak(p, round_up(choose_block(p, exact, need, &own), gran, &overflow));
+  uint64_t step = round_up(growth_size(p), gran, &overflow);
   uint64_t block = round_up(choose_block(p, exact, need, &own), gran, &overflow);
   block = cap_block(p, block, need, why);
   if (!block) return GPUPART_ELIMIT;
   int rc = reserve_block(p, block, 0, why);
   if (rc == GPUPART_EDEVMEM && block > need) rc = reserve_block(p, block = need, 0, why);
-  /* Own-size blocks advance the sequence too, so a stream of large requests reaches
-   * shared blocks (bounded by held / 16) instead of costing one driver block each. */
-  if (rc == GPUPART_OK && (!own || block > p->arena.last_block)) p->arena.last_block = block;
+  /* An own-size block counts as one step of the sequence (the step it replaced), so a
+   * stream of large requests reaches shared blocks instead of costing one block each. */
+  if (rc == GPUPART_OK) p->arena.last_block = own ? step : block;
   return rc;
 }
 
 /* Reserves bytes in blocks no larger than max_block (preallocation and its resize).
- * All or nothing: on failure every block taken here is returned. */
+ * The ledger grants the whole amount before the driver is called, so a refusal (ELIMIT)
+ * makes no driver call. All or nothing: on failure every block taken here is returned. */
 int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc) {
-  uint64_t max = p->growth.max_block;
+  gpupart__ledger *l = p->dev->ledger;
+  if (l->ops->reserve(l, p->account, bytes) != GPUPART__GRANTED)
+    return gpupart__fail(GPUPART_ELIMIT, "partition '%s': the budget cannot grant %llu bytes", p->name,
+                         (unsigned long long)bytes);
+  uint64_t max = p->growth.max_block, left = bytes;
   gpupart__block *mark = p->arena.blocks;
-  gpupart__refusal why = GPUPART__GRANTED;
   int rc = GPUPART_OK;
-  for (uint64_t left = bytes; left && rc == GPUPART_OK;) {
+  while (left && rc == GPUPART_OK) {
     uint64_t chunk = left < max ? left : max;
-    rc = reserve_block(p, chunk, prealloc, &why);
+    rc = add_block(p, chunk, prealloc);
     left -= rc ? 0 : chunk;
   }
-  while (rc && p->arena.blocks != mark) gpupart__arena_release_block(p, p->arena.blocks);
-  if (rc == GPUPART_ELIMIT)
-    gpupart__fail(rc, "partition '%s': the budget cannot grant %llu bytes", p->name,
-                  (unsigned long long)bytes);
+  if (rc == GPUPART_OK) return rc;
+  l->ops->release(l, p->account, left); /* each block releases its own bytes below */
+  while (p->arena.blocks != mark) gpupart__arena_release_block(p, p->arena.blocks);
   return rc;
 }
 

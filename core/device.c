@@ -93,6 +93,18 @@ static int source_code(const gpupart__value *v, char *where, size_t n) {
   return v->src.name && strcmp(v->src.name, "descriptor") == 0 ? GPUPART_EINVAL : GPUPART_ECONFIG;
 }
 
+/* A budget of zero is the configuration's fault (ECONFIG) when one of the values that
+ * make it came from the environment or a file, else the descriptor's (EINVAL). */
+static int empty_budget_code(const gpupart__value *v) {
+  static const int opts[] = {GPUPART__OPT_MEMORY_FRACTION, GPUPART__OPT_MEMORY_LIMIT, GPUPART__OPT_HEADROOM,
+                             GPUPART__OPT_GRANULARITY};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+    const char *name = v[opts[i]].src.name;
+    if (name && strcmp(name, "descriptor") && strcmp(name, "default")) return GPUPART_ECONFIG;
+  }
+  return GPUPART_EINVAL;
+}
+
 /* min(total * fraction, limit) - headroom, rounded down to the granularity. */
 static int compute_budget(gpupart_device *dev) {
   const gpupart__value *v = dev->settings.v;
@@ -107,9 +119,9 @@ static int compute_budget(gpupart_device *dev) {
                          "device_open: headroom %llu (%s) leaves no budget of %llu bytes",
                          (unsigned long long)headroom, where, (unsigned long long)b);
   b = (b - headroom) & ~(dev->granularity - 1);
+  gpupart__source_format(v[GPUPART__OPT_GRANULARITY].src, where, sizeof where);
   if (!b)
-    return gpupart__fail(source_code(&v[GPUPART__OPT_GRANULARITY], where, sizeof where),
-                         "device_open: the budget rounds down to 0 at granularity %llu (%s)",
+    return gpupart__fail(empty_budget_code(v), "device_open: the budget rounds down to 0 at granularity %llu (%s)",
                          (unsigned long long)dev->granularity, where);
   dev->budget = b;
   return GPUPART_OK;
@@ -165,6 +177,9 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   const gpupart__value *v = dev->settings.v;
   dev->granularity = v[GPUPART__OPT_GRANULARITY].u;
   dev->alignment = dev->info.min_alignment;
+  /* Blocks and limits are whole multiples of the granularity, and the driver hands out
+   * only whole multiples of its alignment: a finer granularity is raised to it. */
+  if (dev->granularity < dev->alignment) dev->granularity = dev->alignment;
   dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
   dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
   rc = compute_budget(dev);

@@ -73,10 +73,18 @@ static gpupart_partition *find_locked(gpupart_device *dev, const char *name) {
   return NULL;
 }
 
+/* p<N>, N the position in creation order; should the caller have given that name to an
+ * earlier partition, the next free N, so that a partition left unnamed never clashes. */
+static void default_name(gpupart_device *dev, char *out, size_t n) {
+  uint32_t i = dev->created;
+  do snprintf(out, n, "p%u", i++);
+  while (find_locked(dev, out));
+}
+
 static int name_partition(gpupart_partition *p, const gpupart_partition_desc *d) {
   gpupart_device *dev = p->dev;
   char fallback[24];
-  snprintf(fallback, sizeof fallback, "p%u", dev->created);
+  if (!d->name) default_name(dev, fallback, sizeof fallback);
   const char *name = d->name ? d->name : fallback;
   if (!*name) return gpupart__fail(GPUPART_EINVAL, "partition_create: name is empty");
   if (find_locked(dev, name))

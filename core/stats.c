@@ -82,6 +82,8 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
                     (unsigned long long)f.reserved, (unsigned long long)p->arena.reserved), -1;
   if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
     return snprintf(why, n, "partition '%s': a figure exceeds its peak", p->name), -1;
+  if (atomic_load(&p->published_in_use) != p->c.in_use)
+    return snprintf(why, n, "partition '%s': in_use differs from what the device's peak sees", p->name), -1;
   if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations)
     return snprintf(why, n, "partition '%s': allocations minus frees differ from live", p->name), -1;
   return 0;

@@ -1,0 +1,246 @@
+/* The ledger interface (core/ledger.h) through its in-process implementation: accounts
+ * with limits and guarantees, reservations against the limit and against the budget less
+ * other partitions' unused guarantees, set_limit's codes and clamping, figures and
+ * peaks, the invariant check, and many threads reserving at once. Budgets are in MiB. */
+#include <pthread.h>
+
+#include "common.h"
+#include "ledger.h"
+
+static gpupart__ledger *L;
+
+static void setup(void) {
+  L = gpupart__ledger_local_create(gpupart__hostmem_default(), 100 * MiB);
+  cr_assert_not_null(L);
+}
+
+static void teardown(void) {
+  char why[128] = "";
+  cr_expect_eq(L->ops->check(L, why, sizeof why), 0, "%s", why);
+  L->ops->destroy(L);
+}
+
+TestSuite(ledger, .init = setup, .fini = teardown);
+
+static gpupart__ledger_entry *account(uint64_t limit, uint64_t guarantee) {
+  gpupart__ledger_entry *e = NULL;
+  cr_assert_eq(L->ops->add(L, limit * MiB, guarantee * MiB, &e), GPUPART_OK);
+  cr_assert_not_null(e);
+  return e;
+}
+
+static gpupart__refusal reserve(gpupart__ledger_entry *e, uint64_t mib) { return L->ops->reserve(L, e, mib * MiB); }
+
+static gpupart__ledger_figures figures(const gpupart__ledger_entry *e) {
+  gpupart__ledger_figures f;
+  L->ops->get(L, e, &f);
+  return f;
+}
+
+static gpupart__ledger_figures totals(void) {
+  gpupart__ledger_figures f;
+  L->ops->totals(L, &f);
+  return f;
+}
+
+static uint64_t grantable(gpupart__ledger_entry *e, gpupart__refusal *bound) {
+  return L->ops->grantable(L, e, bound) / MiB;
+}
+
+static void release_all(gpupart__ledger_entry *e) { L->ops->release(L, e, figures(e).reserved); }
+
+Test(ledger, a_reservation_within_the_limit_is_granted) {
+  gpupart__ledger_entry *e = account(60, 0);
+  cr_expect_eq(reserve(e, 50), GPUPART__GRANTED);
+  cr_expect_eq(reserve(e, 10), GPUPART__GRANTED, "up to the limit exactly");
+  cr_expect_eq(reserve(e, 1), GPUPART__REFUSED_LIMIT);
+  cr_expect_eq(figures(e).reserved, 60 * MiB, "a refusal reserves nothing");
+  L->ops->release(L, e, 20 * MiB);
+  cr_expect_eq(figures(e).reserved, 40 * MiB);
+  cr_expect_eq(totals().reserved, 40 * MiB);
+  release_all(e);
+  L->ops->remove(L, e);
+}
+
+Test(ledger, the_budget_refuses_what_limits_would_allow) {
+  gpupart__ledger_entry *a = account(80, 0), *b = account(80, 0);
+  cr_expect_eq(reserve(a, 70), GPUPART__GRANTED);
+  cr_expect_eq(reserve(b, 31), GPUPART__REFUSED_BUDGET);
+  cr_expect_eq(reserve(b, 30), GPUPART__GRANTED);
+  cr_expect_eq(totals().reserved, 100 * MiB);
+  release_all(a);
+  release_all(b);
+}
+
+Test(ledger, add_refuses_a_limit_above_the_budget_and_guarantees_past_it) {
+  gpupart__ledger_entry *e = (gpupart__ledger_entry *)&e;
+  cr_expect_eq(L->ops->add(L, 101 * MiB, 0, &e), GPUPART_ELIMIT);
+  cr_expect_null(e);
+  account(100, 60);
+  cr_expect_eq(L->ops->add(L, 100 * MiB, 41 * MiB, &e), GPUPART_ELIMIT);
+  account(50, 40);
+  cr_expect_eq(totals().guarantee, 100 * MiB, "guarantees may sum to the budget exactly");
+  cr_expect_eq(L->ops->add(L, 10 * MiB, 1, &e), GPUPART_ELIMIT, "not one byte past it");
+  account(100, 0);
+}
+
+Test(ledger, other_partitions_unused_guarantees_are_held_back) {
+  gpupart__ledger_entry *g = account(100, 40), *o = account(100, 0);
+  gpupart__refusal bound;
+  cr_expect_eq(grantable(o, &bound), 60);
+  cr_expect_eq(bound, GPUPART__REFUSED_BUDGET);
+  cr_expect_eq(reserve(o, 61), GPUPART__REFUSED_BUDGET);
+  cr_expect_eq(reserve(g, 30), GPUPART__GRANTED);
+  cr_expect_eq(grantable(o, &bound), 60, "g's reserved bytes come out of its guarantee");
+  cr_expect_eq(reserve(g, 20), GPUPART__GRANTED);
+  cr_expect_eq(grantable(o, &bound), 50, "beyond its guarantee g borrows like anyone");
+  cr_expect_eq(reserve(o, 50), GPUPART__GRANTED);
+  L->ops->release(L, g, 50 * MiB);
+  cr_expect_eq(grantable(o, &bound), 10, "g's guarantee is held back again once it lets go");
+  cr_expect_eq(grantable(g, &bound), 50, "and g can have its floor back");
+  release_all(o);
+}
+
+Test(ledger, a_partitions_own_guarantee_never_limits_it) {
+  gpupart__ledger_entry *g = account(100, 70);
+  account(100, 30);
+  gpupart__refusal bound;
+  cr_expect_eq(grantable(g, &bound), 70);
+  cr_expect_eq(reserve(g, 70), GPUPART__GRANTED);
+  cr_expect_eq(reserve(g, 1), GPUPART__REFUSED_BUDGET, "the other guarantee is not g's to take");
+  release_all(g);
+}
+
+Test(ledger, grantable_names_the_rule_that_binds) {
+  gpupart__ledger_entry *a = account(30, 0), *b = account(100, 0);
+  gpupart__refusal bound;
+  cr_expect_eq(grantable(a, &bound), 30);
+  cr_expect_eq(bound, GPUPART__REFUSED_LIMIT);
+  cr_expect_eq(reserve(b, 80), GPUPART__GRANTED);
+  cr_expect_eq(grantable(a, &bound), 20);
+  cr_expect_eq(bound, GPUPART__REFUSED_BUDGET);
+  cr_expect_eq(reserve(a, 21), GPUPART__REFUSED_BUDGET);
+  cr_expect_eq(reserve(a, 20), GPUPART__GRANTED);
+  cr_expect_eq(grantable(a, &bound), 0);
+  release_all(a);
+  release_all(b);
+}
+
+Test(ledger, set_limit_grows_within_the_budget) {
+  gpupart__ledger_entry *e = account(40, 20);
+  cr_expect_eq(L->ops->set_limit(L, e, 100 * MiB), GPUPART_OK);
+  cr_expect_eq(figures(e).limit, 100 * MiB);
+  cr_expect_eq(L->ops->set_limit(L, e, 101 * MiB), GPUPART_ELIMIT);
+  gpupart__ledger_figures f = figures(e);
+  cr_expect_eq(f.limit, 100 * MiB, "nothing changed");
+  cr_expect_eq(f.guarantee, 20 * MiB);
+}
+
+Test(ledger, set_limit_below_what_is_reserved_is_busy) {
+  gpupart__ledger_entry *e = account(100, 50);
+  cr_expect_eq(reserve(e, 30), GPUPART__GRANTED);
+  cr_expect_eq(L->ops->set_limit(L, e, 20 * MiB), GPUPART_EBUSY);
+  gpupart__ledger_figures f = figures(e);
+  cr_expect_eq(f.limit, 100 * MiB);
+  cr_expect_eq(f.guarantee, 50 * MiB);
+  cr_expect_eq(L->ops->set_limit(L, e, 30 * MiB), GPUPART_OK, "exactly what is reserved");
+  release_all(e);
+}
+
+Test(ledger, set_limit_clamps_the_guarantee_and_frees_what_it_held_back) {
+  gpupart__ledger_entry *g = account(100, 60), *o = account(100, 0);
+  gpupart__refusal bound;
+  cr_expect_eq(grantable(o, &bound), 40);
+  cr_expect_eq(L->ops->set_limit(L, g, 20 * MiB), GPUPART_OK);
+  gpupart__ledger_figures f = figures(g);
+  cr_expect_eq(f.limit, 20 * MiB);
+  cr_expect_eq(f.guarantee, 20 * MiB);
+  cr_expect_eq(totals().guarantee, 20 * MiB);
+  cr_expect_eq(grantable(o, &bound), 80);
+  cr_expect_eq(L->ops->set_limit(L, g, 100 * MiB), GPUPART_OK);
+  cr_expect_eq(figures(g).guarantee, 20 * MiB, "a clamped guarantee stays clamped");
+}
+
+Test(ledger, removing_an_account_returns_its_guarantee) {
+  gpupart__ledger_entry *g = account(100, 70), *o = account(100, 0);
+  gpupart__refusal bound;
+  cr_expect_eq(grantable(o, &bound), 30);
+  L->ops->remove(L, g);
+  cr_expect_eq(grantable(o, &bound), 100);
+  cr_expect_eq(totals().guarantee, 0);
+  account(100, 100);
+}
+
+Test(ledger, peaks_follow_reservations_and_reset_per_account) {
+  gpupart__ledger_entry *a = account(100, 0), *b = account(100, 0);
+  reserve(a, 40);
+  reserve(b, 30);
+  L->ops->release(L, a, 40 * MiB);
+  reserve(b, 20);
+  gpupart__ledger_figures fa = figures(a), fb = figures(b), t = totals();
+  cr_expect_eq(fa.peak_reserved, 40 * MiB);
+  cr_expect_eq(fb.peak_reserved, 50 * MiB);
+  cr_expect_eq(t.peak_reserved, 70 * MiB, "the device's peak is the highest sum");
+  cr_expect_eq(t.reserved, 50 * MiB);
+  cr_expect_eq(t.limit, 100 * MiB, "totals report the budget as the limit");
+  L->ops->reset_peak(L, a);
+  cr_expect_eq(figures(a).peak_reserved, 0);
+  cr_expect_eq(figures(b).peak_reserved, 50 * MiB, "only that account's peak");
+  cr_expect_eq(totals().peak_reserved, 70 * MiB);
+  release_all(b);
+}
+
+Test(ledger, check_reports_a_broken_account) {
+  gpupart__ledger_entry *e = account(10, 0);
+  reserve(e, 5);
+  char why[128] = "";
+  cr_expect_eq(L->ops->check(L, why, sizeof why), 0, "%s", why);
+  L->ops->release(L, e, 6 * MiB); /* a release of more than was reserved wraps the account */
+  cr_expect_eq(L->ops->check(L, why, sizeof why), -1);
+  cr_expect_neq(strstr(why, "above its limit"), NULL, "%s", why);
+  L->ops->release(L, e, (uint64_t)0 - 1 * MiB); /* put it back: 5 - 6 + 1 = 0 */
+  cr_expect_eq(figures(e).reserved, 0);
+}
+
+/* Each thread reserves and releases random amounts on its own account. */
+typedef struct worker {
+  gpupart__ledger_entry *e;
+  uint64_t seed, held, refusals;
+} worker;
+
+static void *churn(void *arg) {
+  worker *w = arg;
+  for (int i = 0; i < 20000; i++) {
+    w->seed = w->seed * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t amount = ((w->seed >> 33) % 8 + 1) * MiB;
+    if ((w->seed >> 20) & 1) {
+      if (L->ops->reserve(L, w->e, amount) == GPUPART__GRANTED) w->held += amount;
+      else w->refusals++;
+    } else if (w->held >= amount) {
+      L->ops->release(L, w->e, amount);
+      w->held -= amount;
+    }
+  }
+  return NULL;
+}
+
+Test(ledger, many_threads_never_reserve_past_the_budget_or_a_guarantee) {
+  enum { N = 6 };
+  worker w[N];
+  pthread_t t[N];
+  for (int i = 0; i < N; i++) w[i] = (worker){.e = account(60, i == 0 ? 30 : 0), .seed = (uint64_t)i + 1};
+  for (int i = 0; i < N; i++) pthread_create(&t[i], NULL, churn, &w[i]);
+  for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+  uint64_t sum = 0, refusals = 0, others = 0;
+  for (int i = 0; i < N; i++) {
+    cr_expect_eq(figures(w[i].e).reserved, w[i].held);
+    sum += w[i].held, refusals += w[i].refusals;
+    if (i) others += w[i].held;
+  }
+  cr_expect_eq(totals().reserved, sum);
+  cr_expect_leq(totals().peak_reserved, 100 * MiB);
+  cr_expect_gt(refusals, 0, "the budget was contended");
+  cr_expect_leq(others + (w[0].held > 30 * MiB ? w[0].held : 30 * MiB), 100 * MiB,
+                "the others never took the guaranteed account's floor");
+  for (int i = 0; i < N; i++) release_all(w[i].e);
+}
