@@ -27,6 +27,10 @@ typedef struct conformance_adapter {
   /* Bytes of device memory that gpupart holds on an instrumented device, as the driver
    * itself counts them. 0 = success. */
   int (*driver_bytes)(gpupart_device *dev, uint64_t *bytes);
+  /* Optional: called after the device that open returned was closed, to destroy what
+   * open created for it (e.g. adopted native handles) and report errors the driver
+   * side found meanwhile (e.g. Vulkan validation errors). 0 = pass. */
+  int (*release)(char *why, size_t why_len);
 } conformance_adapter;
 
 /* The adapters this build has, indexed by gpupart_backend; NULL where none. */

@@ -63,6 +63,8 @@ static uint64_t driver_bytes(const fixture *f) {
 static void close_fixture(fixture *f) {
   cr_expect_eq(gpupart_device_check(f->dev), GPUPART_OK, "%s", gpupart_last_error());
   cr_expect_eq(gpupart_device_close(f->dev), GPUPART_OK, "%s", gpupart_last_error());
+  char why[256] = "";
+  if (f->ad->release) cr_expect_eq(f->ad->release(why, sizeof why), 0, "%s", why);
   cr_expect_eq(gpupart_context_destroy(f->ctx), GPUPART_OK, "%s", gpupart_last_error());
 }
 

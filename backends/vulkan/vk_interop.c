@@ -1,0 +1,174 @@
+/* The public gpupart_vulkan_* calls (include/gpupart_vulkan.h) and the backend's ops
+ * table. Buffers made for an allocation live in its core-cached "view": a small record
+ * made on first use under the partition lock, holding where the allocation is and the
+ * buffers created for it (one per usage asked for), released by gpupart_free through
+ * view_release. Each buffer is checked against its own memory requirements (memory
+ * type, offset alignment, size within the allocation's range) before it is bound. */
+#include <stdlib.h>
+
+#include "interop.h"
+#include "vk_internal.h"
+
+typedef struct vk_buffer_node {
+  struct vk_buffer_node *next;
+  VkBufferUsageFlags usage;
+  VkBuffer buffer;
+} vk_buffer_node;
+
+typedef struct vk_view {
+  pthread_mutex_t lock; /* guards buffers: create_buffer may run on several threads */
+  gpupart__vk_device *dev;
+  VkDeviceMemory memory;
+  uint64_t offset, size;
+  uint64_t room; /* bytes from offset that belong to the allocation (size rounded up) */
+  void *host;    /* mapped address of byte 0, or NULL */
+  vk_buffer_node *buffers;
+} vk_view;
+
+static void *make_view(void *backend_dev, const gpupart_allocation_info *info, void *user) {
+  (void)user;
+  gpupart__vk_device *d = backend_dev;
+  vk_view *v = calloc(1, sizeof *v);
+  if (!v) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory"), NULL;
+  pthread_mutex_init(&v->lock, NULL);
+  v->dev = d;
+  v->memory = (VkDeviceMemory)info->native_block;
+  v->offset = info->offset, v->size = info->size;
+  v->room = (info->size + d->alignment - 1) & ~(d->alignment - 1);
+  if (v->room > info->block_size - info->offset) v->room = info->block_size - info->offset;
+  unsigned char *mapped = gpupart__vk_block_host(d, v->memory);
+  v->host = mapped ? mapped + info->offset : NULL;
+  return v;
+}
+
+static void view_release(void *devp, void *view) {
+  gpupart__vk_device *d = devp;
+  vk_view *v = view;
+  for (vk_buffer_node *n = v->buffers, *next; n; n = next) {
+    next = n->next;
+    d->dfn.DestroyBuffer(d->device, n->buffer, NULL);
+    free(n);
+  }
+  pthread_mutex_destroy(&v->lock);
+  free(v);
+}
+
+static gpupart__vk_device *device_of(const gpupart_device *dev) {
+  return gpupart__device_native(dev, GPUPART_BACKEND_VULKAN);
+}
+
+VkInstance gpupart_vulkan_instance(const gpupart_device *dev) {
+  const gpupart__vk_device *d = device_of(dev);
+  return d ? d->instance : VK_NULL_HANDLE;
+}
+
+VkPhysicalDevice gpupart_vulkan_physical_device(const gpupart_device *dev) {
+  const gpupart__vk_device *d = device_of(dev);
+  return d ? d->physical : VK_NULL_HANDLE;
+}
+
+VkDevice gpupart_vulkan_device(const gpupart_device *dev) {
+  const gpupart__vk_device *d = device_of(dev);
+  return d ? d->device : VK_NULL_HANDLE;
+}
+
+uint32_t gpupart_vulkan_queue_family(const gpupart_device *dev) {
+  const gpupart__vk_device *d = device_of(dev);
+  return d ? d->queue_family : UINT32_MAX;
+}
+
+gpupart_result gpupart_vulkan_memory_type(const gpupart_device *dev, uint32_t *type_index,
+                                          VkMemoryPropertyFlags *flags) {
+  if (!type_index || !flags) return gpupart__fail(GPUPART_EINVAL, "vulkan_memory_type: an output is NULL");
+  *type_index = UINT32_MAX, *flags = 0;
+  const gpupart__vk_device *d = device_of(dev);
+  if (!d) return GPUPART_EINVAL;
+  *type_index = d->type_index, *flags = d->type_flags;
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, VkDeviceMemory *memory, VkDeviceSize *offset) {
+  if (!memory || !offset) return gpupart__fail(GPUPART_EINVAL, "vulkan_memory: an output is NULL");
+  *memory = VK_NULL_HANDLE, *offset = 0;
+  if (!gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN)) return GPUPART_EINVAL;
+  gpupart_allocation_info info;
+  gpupart_result rc = gpupart_allocation_get_info(a, &info);
+  if (rc) return rc;
+  *memory = (VkDeviceMemory)info.native_block, *offset = info.offset;
+  return GPUPART_OK;
+}
+
+void *gpupart_vulkan_host_pointer(const gpupart_allocation *a) {
+  const vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
+  return v ? v->host : NULL;
+}
+
+/* Checks a new buffer's requirements against the allocation, then binds it. */
+static int bind(const vk_view *v, VkBuffer b) {
+  gpupart__vk_device *d = v->dev;
+  VkMemoryRequirements req;
+  d->dfn.GetBufferMemoryRequirements(d->device, b, &req);
+  if (!(req.memoryTypeBits & (1u << d->type_index)) || v->offset % req.alignment || req.size > v->room)
+    return gpupart__fail(GPUPART_ENOTSUP,
+                         "vulkan: the buffer needs %llu bytes at alignment %llu in types 0x%x; the allocation has %llu "
+                         "bytes at offset %llu of type %u (allocate with that alignment)",
+                         (unsigned long long)req.size, (unsigned long long)req.alignment, req.memoryTypeBits,
+                         (unsigned long long)v->room, (unsigned long long)v->offset, d->type_index);
+  VkResult r = d->dfn.BindBufferMemory(d->device, b, v->memory, v->offset);
+  return r == VK_SUCCESS ? GPUPART_OK : gpupart__vk_fail(r, "vkBindBufferMemory");
+}
+
+static int new_buffer(vk_view *v, VkBufferUsageFlags usage, VkBuffer *out) {
+  gpupart__vk_device *d = v->dev;
+  vk_buffer_node *n = calloc(1, sizeof *n);
+  if (!n) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");
+  VkBufferCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = v->size, .usage = usage,
+                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  VkResult r = d->dfn.CreateBuffer(d->device, &ci, NULL, &n->buffer);
+  int rc = r == VK_SUCCESS ? bind(v, n->buffer) : gpupart__vk_fail(r, "vkCreateBuffer");
+  if (rc) {
+    if (r == VK_SUCCESS) d->dfn.DestroyBuffer(d->device, n->buffer, NULL);
+    return free(n), rc;
+  }
+  n->usage = usage;
+  n->next = v->buffers;
+  v->buffers = n;
+  *out = n->buffer;
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBufferUsageFlags usage, VkBuffer *out) {
+  if (!out) return gpupart__fail(GPUPART_EINVAL, "vulkan_create_buffer: out is NULL");
+  *out = VK_NULL_HANDLE;
+  if (!usage) return gpupart__fail(GPUPART_EINVAL, "vulkan_create_buffer: usage is 0");
+  const gpupart__vk_device *d = gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN);
+  if (!d) return GPUPART_EINVAL;
+  if (usage & ~d->usages)
+    return gpupart__fail(GPUPART_ENOTSUP, "vulkan_create_buffer: usage bits 0x%x are not supported here (supported: 0x%x)",
+                         usage & ~d->usages, d->usages);
+  vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
+  if (!v) return GPUPART_ENOMEM;
+  pthread_mutex_lock(&v->lock);
+  const vk_buffer_node *n = v->buffers;
+  while (n && (n->usage & usage) != usage) n = n->next;
+  VkBuffer b = n ? n->buffer : VK_NULL_HANDLE;
+  int rc = n ? GPUPART_OK : new_buffer(v, usage, &b);
+  pthread_mutex_unlock(&v->lock);
+  if (rc == GPUPART_OK) *out = b;
+  return rc;
+}
+
+const gpupart_backend_ops gpupart__vulkan_ops = {
+    .abi_version = GPUPART__BACKEND_ABI,
+    .name = "vulkan",
+    .load = gpupart__vk_load,
+    .unload = gpupart__vk_unload,
+    .enumerate = gpupart__vk_enumerate,
+    .open = gpupart__vk_open,
+    .close = gpupart__vk_close,
+    .info = gpupart__vk_info,
+    .mem_info = gpupart__vk_mem_info,
+    .block_alloc = gpupart__vk_block_alloc,
+    .block_free = gpupart__vk_block_free,
+    .view_release = view_release,
+};

@@ -1,0 +1,100 @@
+/* gpupart_vulkan.h: the Vulkan side of gpupart. Adopt the application's instance,
+ * physical device and device (gpupart_vulkan_desc as gpupart_device_desc.backend_desc),
+ * or let gpupart create its own; then place buffers in partitioned memory with
+ * gpupart_vulkan_create_buffer, or bind anything else at gpupart_vulkan_memory.
+ * Usable only where libgpupart was built with its Vulkan backend; libvulkan itself is
+ * loaded at run time (GPUPART_VULKAN_LIBRARY names another loader).
+ *
+ * Ownership, in the order things are created:
+ *  1. Adopted handles stay the application's: gpupart never destroys them, and they must
+ *     outlive every gpupart device opened on them. Without a desc (or with instance NULL)
+ *     gpupart creates an instance (one per context) and a device (one per
+ *     gpupart_device_open), and destroys them at context destroy and device close.
+ *  2. Each gpupart block is one vkAllocateMemory allocation of the device's memory type;
+ *     host-visible types are mapped once, persistently, when the block is allocated.
+ *  3. Buffers made by gpupart_vulkan_create_buffer belong to their allocation and are
+ *     destroyed by gpupart_free; the application must not destroy them, and must not use
+ *     them (nor anything it bound at gpupart_vulkan_memory) after the free. */
+#ifndef GPUPART_VULKAN_H
+#define GPUPART_VULKAN_H
+
+#include <vulkan/vulkan.h>
+
+#include "gpupart.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Handles to adopt, passed as gpupart_device_desc.backend_desc with backend VULKAN
+ * (gpupart_device_desc.index is then ignored). Adopt all three handles or none: with
+ * instance NULL gpupart creates its own and only memory_type_index is read.
+ * Requirements on adopted handles: the instance was created with apiVersion 1.1 or
+ * later; physical_device is one of the instance's; device was created from it.
+ * gpupart checks the first two and what it can of the third (Vulkan has no query from a
+ * VkDevice to its physical device). */
+typedef struct gpupart_vulkan_desc {
+  VkInstance instance;
+  VkPhysicalDevice physical_device;
+  VkDevice device;
+  PFN_vkGetInstanceProcAddr get_instance_proc_addr; /* NULL = from the loaded libvulkan */
+  /* The memory type whose heap this gpupart device partitions. UINT32_MAX = pick a
+   * device-local type (the one on the largest device-local heap that can back buffers).
+   * Note that a zero-initialised desc asks for type 0: set UINT32_MAX for the pick. An
+   * index out of range, or a type that cannot back buffers, is GPUPART_EINVAL. */
+  uint32_t memory_type_index;
+  /* Adoption only: nonzero when the application enabled the bufferDeviceAddress feature
+   * on device. Blocks are then allocated with VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT,
+   * gpupart_allocation_info.device_address is the buffer device address of the
+   * allocation, and create_buffer accepts VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT.
+   * A device gpupart creates enables the feature wherever the device has it. */
+  uint32_t buffer_device_address;
+} gpupart_vulkan_desc;
+
+/* The handles behind a gpupart device opened through the Vulkan backend (adopted or
+ * gpupart's own); VK_NULL_HANDLE, with gpupart_last_error set, for NULL or a device of
+ * another backend. Own handles are valid until gpupart_device_close (the device) or
+ * gpupart_context_destroy (the instance). */
+GPUPART_API VkInstance gpupart_vulkan_instance(const gpupart_device *dev);
+GPUPART_API VkPhysicalDevice gpupart_vulkan_physical_device(const gpupart_device *dev);
+GPUPART_API VkDevice gpupart_vulkan_device(const gpupart_device *dev);
+/* The queue family of the one queue (index 0) that gpupart created on its own device: a
+ * compute-capable family where there is one. UINT32_MAX for an adopted device (the
+ * application knows its queues), NULL, or a device of another backend. */
+GPUPART_API uint32_t gpupart_vulkan_queue_family(const gpupart_device *dev);
+/* The memory type index and its property flags that dev partitions. EINVAL for NULL or
+ * a device of another backend. */
+GPUPART_API gpupart_result gpupart_vulkan_memory_type(const gpupart_device *dev, uint32_t *type_index,
+                                                      VkMemoryPropertyFlags *flags);
+
+/* Where allocation a lives: its block's VkDeviceMemory and a's offset in it (a multiple
+ * of the device's min_alignment, or of the alignment asked for). The allocation may use
+ * its requested size from there; bind images with vkBindImageMemory only if their
+ * memory requirements fit that size, alignment and memory type. EINVAL for NULL, a
+ * freed allocation, or one of another backend; outputs are then VK_NULL_HANDLE and 0. */
+GPUPART_API gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, VkDeviceMemory *memory,
+                                                 VkDeviceSize *offset);
+
+/* A VkBuffer of a's requested size, with the given usage, bound at a's memory and offset.
+ * Made on the first call for a usage (a later call whose usage is a subset of an earlier
+ * one returns that buffer), owned by the allocation and destroyed by gpupart_free.
+ * Supported usage bits: TRANSFER_SRC/DST, UNIFORM/STORAGE (TEXEL) BUFFER, INDEX, VERTEX,
+ * INDIRECT, and SHADER_DEVICE_ADDRESS where the device has buffer device address.
+ * Errors: EINVAL (NULL, freed, another backend, usage 0), ENOTSUP (a usage bit outside
+ * the list, or a buffer whose memory requirements the allocation cannot meet: the
+ * message says which), EBACKEND or ENOMEM (the driver's code in the message). */
+GPUPART_API gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBufferUsageFlags usage,
+                                                        VkBuffer *out);
+
+/* The host address of a's first byte when the device's memory type is HOST_VISIBLE (the
+ * block stays mapped while it is held), else NULL. For a type without HOST_COHERENT the
+ * application flushes and invalidates the range itself: offsets and sizes rounded to
+ * the device's min_alignment are multiples of nonCoherentAtomSize. NULL (message set)
+ * for NULL, freed, or another backend. */
+GPUPART_API void *gpupart_vulkan_host_pointer(const gpupart_allocation *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUPART_VULKAN_H */

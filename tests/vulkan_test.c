@@ -1,0 +1,253 @@
+/* The Vulkan test application (see vulkan_test.h): validation made mandatory, an
+ * instance and device of our own for gpupart to adopt, and byte moves through the
+ * driver (staging buffer + vkCmdCopyBuffer). */
+#include "vulkan_test.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VALIDATION "VK_LAYER_KHRONOS_validation"
+
+/* One instance per test process, never destroyed, so that the loader never dlcloses the
+ * driver or the layer: lavapipe keeps a process-lifetime allocation (made once, under
+ * pthread_once, while an instance is created) that unloading would orphan, and
+ * LeakSanitizer would report it as a leak of the test. Reachable through this static,
+ * the instance is no leak either. Nothing else in the process uses it. */
+static VkInstance pinned;
+
+static void pin_drivers(void) {
+  if (pinned) return;
+  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_1};
+  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
+  if (vkCreateInstance(&ci, NULL, &pinned) != VK_SUCCESS) pinned = VK_NULL_HANDLE; /* no driver: nothing to pin */
+}
+
+void vkt_require_validation(void) {
+  uint32_t n = 0;
+  cr_assert_eq(vkEnumerateInstanceLayerProperties(&n, NULL), VK_SUCCESS);
+  VkLayerProperties *layers = calloc(n ? n : 1, sizeof *layers);
+  cr_assert_not_null(layers);
+  cr_assert_geq(vkEnumerateInstanceLayerProperties(&n, layers), VK_SUCCESS);
+  int found = 0;
+  for (uint32_t i = 0; i < n; i++) found |= strcmp(layers[i].layerName, VALIDATION) == 0;
+  free(layers);
+  cr_assert(found, "the Vulkan validation layer " VALIDATION " is not installed; every Vulkan test requires it "
+                   "(Debian: vulkan-validationlayers, installed by scripts/deps)");
+  setenv("VK_INSTANCE_LAYERS", VALIDATION, 1);
+  setenv("VK_LAYER_SETTINGS_PATH", GPUPART_TEST_LAYER_SETTINGS, 1);
+  pin_drivers();
+}
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT types,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+  (void)types;
+  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+    ++*(int *)user;
+    fprintf(stderr, "validation error: %s\n", data->pMessage);
+  }
+  return VK_FALSE;
+}
+
+static int fail(char *why, size_t n, const char *call, VkResult r) {
+  snprintf(why, n, "%s failed: %d", call, (int)r);
+  return -1;
+}
+
+static int make_instance(vkt_env *e, char *why, size_t n) {
+  VkDebugUtilsMessengerCreateInfoEXT mi = {
+      .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+      .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+      .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+      .pfnUserCallback = on_message, .pUserData = &e->errors};
+  const char *layers[] = {VALIDATION}, *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "gpupart tests",
+                           .apiVersion = VK_API_VERSION_1_2};
+  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pNext = &mi, .pApplicationInfo = &app,
+                             .enabledLayerCount = 1, .ppEnabledLayerNames = layers,
+                             .enabledExtensionCount = 1, .ppEnabledExtensionNames = ext};
+  VkResult r = vkCreateInstance(&ci, NULL, &e->instance);
+  if (r != VK_SUCCESS) return e->instance = VK_NULL_HANDLE, r == VK_ERROR_INCOMPATIBLE_DRIVER ? 1 : fail(why, n, "vkCreateInstance", r);
+  PFN_vkCreateDebugUtilsMessengerEXT create =
+      (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance, "vkCreateDebugUtilsMessengerEXT");
+  r = create(e->instance, &mi, NULL, &e->messenger);
+  return r == VK_SUCCESS ? 0 : fail(why, n, "vkCreateDebugUtilsMessengerEXT", r);
+}
+
+static uint32_t compute_family(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
+  VkQueueFamilyProperties q[16];
+  if (n > 16) n = 16;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
+  for (uint32_t i = 0; i < n; i++)
+    if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return i;
+  return 0;
+}
+
+static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
+  uint32_t count = 1;
+  VkResult r = vkEnumeratePhysicalDevices(e->instance, &count, &e->physical);
+  if (r < VK_SUCCESS) return fail(why, n, "vkEnumeratePhysicalDevices", r);
+  if (!count) return 1;
+  VkPhysicalDeviceBufferDeviceAddressFeatures bda = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES};
+  VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &bda};
+  vkGetPhysicalDeviceFeatures2(e->physical, &f);
+  e->bda = want_bda && bda.bufferDeviceAddress;
+  bda = (VkPhysicalDeviceBufferDeviceAddressFeatures){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES,
+                                                     .bufferDeviceAddress = VK_TRUE};
+  float priority = 1.0f;
+  e->family = compute_family(e->physical);
+  VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = e->family,
+                               .queueCount = 1, .pQueuePriorities = &priority};
+  VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = e->bda ? &bda : NULL,
+                           .queueCreateInfoCount = 1, .pQueueCreateInfos = &q};
+  if ((r = vkCreateDevice(e->physical, &ci, NULL, &e->device)) != VK_SUCCESS)
+    return e->device = VK_NULL_HANDLE, fail(why, n, "vkCreateDevice", r);
+  vkGetDeviceQueue(e->device, e->family, 0, &e->queue);
+  VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = e->family};
+  r = vkCreateCommandPool(e->device, &pi, NULL, &e->pool);
+  return r == VK_SUCCESS ? 0 : fail(why, n, "vkCreateCommandPool", r);
+}
+
+int vkt_env_create(vkt_env *e, int want_bda, char *why, size_t why_len) {
+  memset(e, 0, sizeof *e);
+  int rc = make_instance(e, why, why_len);
+  if (rc == 0) rc = make_device(e, want_bda, why, why_len);
+  if (rc) vkt_env_destroy(e);
+  return rc;
+}
+
+int vkt_env_destroy(vkt_env *e) {
+  if (e->pool) vkDestroyCommandPool(e->device, e->pool, NULL);
+  if (e->device) vkDestroyDevice(e->device, NULL);
+  if (e->messenger) {
+    PFN_vkDestroyDebugUtilsMessengerEXT destroy =
+        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance, "vkDestroyDebugUtilsMessengerEXT");
+    destroy(e->instance, e->messenger, NULL);
+  }
+  if (e->instance) vkDestroyInstance(e->instance, NULL);
+  int errors = e->errors;
+  memset(e, 0, sizeof *e);
+  return errors;
+}
+
+gpupart_vulkan_desc vkt_desc(const vkt_env *e) {
+  return (gpupart_vulkan_desc){.instance = e->instance, .physical_device = e->physical, .device = e->device,
+                               .memory_type_index = UINT32_MAX, .buffer_device_address = (uint32_t)e->bda};
+}
+
+/* A host-visible, coherent staging buffer of size bytes, mapped. */
+typedef struct staging {
+  VkBuffer buffer;
+  VkDeviceMemory memory;
+  void *host;
+} staging;
+
+static int staging_type(VkPhysicalDevice pd, uint32_t allowed) {
+  VkPhysicalDeviceMemoryProperties mem;
+  vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  for (uint32_t i = 0; i < mem.memoryTypeCount; i++)
+    if ((allowed & (1u << i)) && (mem.memoryTypes[i].propertyFlags & want) == want) return (int)i;
+  return -1;
+}
+
+static int staging_make(vkt_env *e, uint64_t size, staging *s, char *why, size_t n) {
+  memset(s, 0, sizeof *s);
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size,
+                           .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+  VkResult r = vkCreateBuffer(e->device, &bi, NULL, &s->buffer);
+  if (r != VK_SUCCESS) return fail(why, n, "vkCreateBuffer (staging)", r);
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(e->device, s->buffer, &req);
+  int type = staging_type(e->physical, req.memoryTypeBits);
+  if (type < 0) return snprintf(why, n, "no host-visible coherent memory type"), -1;
+  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
+                             .memoryTypeIndex = (uint32_t)type};
+  if ((r = vkAllocateMemory(e->device, &ai, NULL, &s->memory)) != VK_SUCCESS) return fail(why, n, "vkAllocateMemory", r);
+  if ((r = vkBindBufferMemory(e->device, s->buffer, s->memory, 0)) != VK_SUCCESS) return fail(why, n, "vkBindBufferMemory", r);
+  r = vkMapMemory(e->device, s->memory, 0, VK_WHOLE_SIZE, 0, &s->host);
+  return r == VK_SUCCESS ? 0 : fail(why, n, "vkMapMemory", r);
+}
+
+static void staging_free(vkt_env *e, staging *s) {
+  if (s->host) vkUnmapMemory(e->device, s->memory);
+  if (s->buffer) vkDestroyBuffer(e->device, s->buffer, NULL);
+  if (s->memory) vkFreeMemory(e->device, s->memory, NULL);
+}
+
+/* Records src -> dst, with barriers that make earlier transfers visible to the copy and
+ * the copy visible to the host, submits it and waits. */
+static int copy_buffers(VkDevice d, VkQueue q, VkCommandPool pool, VkBuffer src, VkBuffer dst, uint64_t size,
+                        char *why, size_t n) {
+  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
+                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+  VkCommandBuffer cb;
+  VkResult r = vkAllocateCommandBuffers(d, &ai, &cb);
+  if (r != VK_SUCCESS) return fail(why, n, "vkAllocateCommandBuffers", r);
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  vkBeginCommandBuffer(cb, &bi);
+  VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
+  VkBufferCopy region = {.size = size};
+  vkCmdCopyBuffer(cb, src, dst, 1, &region);
+  VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &after, 0, NULL, 0, NULL);
+  vkEndCommandBuffer(cb);
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
+  r = vkQueueSubmit(q, 1, &si, VK_NULL_HANDLE);
+  if (r == VK_SUCCESS) r = vkQueueWaitIdle(q);
+  vkFreeCommandBuffers(d, pool, 1, &cb);
+  return r == VK_SUCCESS ? 0 : fail(why, n, "vkQueueSubmit/vkQueueWaitIdle", r);
+}
+
+static int gpupart_buffer(const gpupart_allocation *a, VkBuffer *b, char *why, size_t n) {
+  gpupart_result rc = gpupart_vulkan_create_buffer(a, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, b);
+  if (rc) snprintf(why, n, "gpupart_vulkan_create_buffer: %s", gpupart_last_error());
+  return rc ? -1 : 0;
+}
+
+int vkt_write(vkt_env *e, const gpupart_allocation *a, const void *data, uint64_t size, char *why, size_t why_len) {
+  staging s = {0};
+  VkBuffer dst;
+  int rc = gpupart_buffer(a, &dst, why, why_len);
+  if (rc == 0) rc = staging_make(e, size, &s, why, why_len);
+  if (rc == 0) {
+    memcpy(s.host, data, size);
+    rc = copy_buffers(e->device, e->queue, e->pool, s.buffer, dst, size, why, why_len);
+  }
+  if (s.buffer || s.memory) staging_free(e, &s);
+  return rc;
+}
+
+int vkt_read(vkt_env *e, const gpupart_allocation *a, void *data, uint64_t size, char *why, size_t why_len) {
+  staging s = {0};
+  VkBuffer src;
+  int rc = gpupart_buffer(a, &src, why, why_len);
+  if (rc == 0) rc = staging_make(e, size, &s, why, why_len);
+  if (rc == 0) rc = copy_buffers(e->device, e->queue, e->pool, src, s.buffer, size, why, why_len);
+  if (rc == 0) memcpy(data, s.host, size);
+  if (s.buffer || s.memory) staging_free(e, &s);
+  return rc;
+}
+
+int vkt_copy(VkDevice d, uint32_t family, const gpupart_allocation *src, const gpupart_allocation *dst, uint64_t size,
+             char *why, size_t why_len) {
+  VkBuffer from, to;
+  if (gpupart_buffer(src, &from, why, why_len) || gpupart_buffer(dst, &to, why, why_len)) return -1;
+  VkQueue q;
+  vkGetDeviceQueue(d, family, 0, &q);
+  VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = family};
+  VkCommandPool pool;
+  VkResult r = vkCreateCommandPool(d, &pi, NULL, &pool);
+  if (r != VK_SUCCESS) return fail(why, why_len, "vkCreateCommandPool", r);
+  int rc = copy_buffers(d, q, pool, from, to, size, why, why_len);
+  vkDestroyCommandPool(d, pool, NULL);
+  return rc;
+}
