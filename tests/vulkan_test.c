@@ -10,20 +10,6 @@
 
 #define VALIDATION "VK_LAYER_KHRONOS_validation"
 
-/* One instance per test process, never destroyed, so that the loader never dlcloses the
- * driver or the layer: lavapipe keeps a process-lifetime allocation (made once, under
- * pthread_once, while an instance is created) that unloading would orphan, and
- * LeakSanitizer would report it as a leak of the test. Reachable through this static,
- * the instance is no leak either. Nothing else in the process uses it. */
-static VkInstance pinned;
-
-static void pin_drivers(void) {
-  if (pinned) return;
-  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_1};
-  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
-  if (vkCreateInstance(&ci, NULL, &pinned) != VK_SUCCESS) pinned = VK_NULL_HANDLE; /* no driver: nothing to pin */
-}
-
 void vkt_require_validation(void) {
   uint32_t n = 0;
   cr_assert_eq(vkEnumerateInstanceLayerProperties(&n, NULL), VK_SUCCESS);
@@ -37,7 +23,6 @@ void vkt_require_validation(void) {
                    "(Debian: vulkan-validationlayers, installed by scripts/deps)");
   setenv("VK_INSTANCE_LAYERS", VALIDATION, 1);
   setenv("VK_LAYER_SETTINGS_PATH", GPUPART_TEST_LAYER_SETTINGS, 1);
-  pin_drivers();
 }
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,

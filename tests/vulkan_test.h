@@ -13,9 +13,7 @@
  *  - Instances made here also enable the layer explicitly and count errors in a
  *    VK_EXT_debug_utils messenger, so a run where the settings file is not honoured
  *    still fails, at vkt_env_destroy.
- * A missing layer fails the test (scripts/deps installs vulkan-validationlayers).
- * It also keeps one instance alive for the life of the test process, so that the
- * drivers stay loaded (see pin_drivers in vulkan_test.c: LeakSanitizer and lavapipe). */
+ * A missing layer fails the test (scripts/deps installs vulkan-validationlayers). */
 #ifndef GPUPART_TESTS_VULKAN_TEST_H
 #define GPUPART_TESTS_VULKAN_TEST_H
 

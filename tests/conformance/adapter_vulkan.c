@@ -4,7 +4,10 @@
  * adapter's on one VkDevice, and release() destroys that device after gpupart closed:
  * anything gpupart left on it (a buffer, a block) is a validation error there. Bytes
  * move through the driver: a staging buffer and vkCmdCopyBuffer into a buffer that
- * gpupart_vulkan_create_buffer bound at the allocation. */
+ * gpupart_vulkan_create_buffer bound at the allocation. The instrumented driver is the
+ * application's own vkGetInstanceProcAddr, which gpupart_vulkan_desc lets it inject (as
+ * volk does): it hands gpupart a vkAllocateMemory that counts live bytes and refuses
+ * past a number of live blocks, and the matching vkFreeMemory. */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,12 +17,67 @@
 static vkt_env env; /* one adopted device at a time: each test opens, closes, releases */
 static int env_live;
 
-static gpupart_result vk_open(gpupart_context *ctx, const gpupart_device_desc *base, gpupart_device **out) {
+/* The instrumented driver's count of what gpupart holds. */
+#define SHIM_MAX 8192
+static struct {
+  uint64_t max_live; /* refuse new blocks while this many are live; 0 = never */
+  uint64_t live, bytes;
+  struct {
+    VkDeviceMemory memory;
+    VkDeviceSize size;
+  } blocks[SHIM_MAX];
+} shim;
+
+static VKAPI_ATTR VkResult VKAPI_CALL shim_allocate(VkDevice device, const VkMemoryAllocateInfo *info,
+                                                    const VkAllocationCallbacks *cb, VkDeviceMemory *memory) {
+  if ((shim.max_live && shim.live >= shim.max_live) || shim.live == SHIM_MAX) return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+  VkResult r = vkAllocateMemory(device, info, cb, memory);
+  if (r != VK_SUCCESS) return r;
+  shim.blocks[shim.live].memory = *memory;
+  shim.blocks[shim.live++].size = info->allocationSize;
+  shim.bytes += info->allocationSize;
+  return r;
+}
+
+static VKAPI_ATTR void VKAPI_CALL shim_free(VkDevice device, VkDeviceMemory memory, const VkAllocationCallbacks *cb) {
+  for (uint64_t i = 0; i < shim.live; i++)
+    if (shim.blocks[i].memory == memory) {
+      shim.bytes -= shim.blocks[i].size;
+      shim.blocks[i] = shim.blocks[--shim.live];
+      break;
+    }
+  vkFreeMemory(device, memory, cb);
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL shim_device_proc(VkDevice device, const char *name) {
+  if (strcmp(name, "vkAllocateMemory") == 0) return (PFN_vkVoidFunction)shim_allocate;
+  if (strcmp(name, "vkFreeMemory") == 0) return (PFN_vkVoidFunction)shim_free;
+  return vkGetDeviceProcAddr(device, name);
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL shim_instance_proc(VkInstance instance, const char *name) {
+  if (strcmp(name, "vkGetDeviceProcAddr") == 0) return (PFN_vkVoidFunction)shim_device_proc;
+  return vkGetInstanceProcAddr(instance, name);
+}
+
+/* Destroys the adopted device of an earlier open that was closed without release()
+ * (the suite's probe before an instrumented open does that). */
+static int drop_env(void) {
+  if (!env_live) return 0;
+  env_live = 0;
+  int errors = vkt_env_destroy(&env);
+  if (errors) fprintf(stderr, "adapter_vulkan: %d validation error(s) on the previous device\n", errors);
+  return errors;
+}
+
+/* Opens a device adopting a fresh env; gipa NULL = the loader's own. */
+static gpupart_result adopt_fresh(gpupart_context *ctx, const gpupart_device_desc *base, PFN_vkGetInstanceProcAddr gipa,
+                                  gpupart_device **out) {
   vkt_require_validation();
   gpupart_device_desc d = *base;
   d.backend = GPUPART_BACKEND_VULKAN;
   char why[256] = "";
-  if (env_live) return GPUPART_EBUSY;
+  if (drop_env()) return GPUPART_EBACKEND;
   int rc = vkt_env_create(&env, 1, why, sizeof why);
   if (rc == 1) return gpupart_device_open(ctx, &d, out); /* no device: gpupart says why (ENODEV) */
   if (rc) {
@@ -27,11 +85,35 @@ static gpupart_result vk_open(gpupart_context *ctx, const gpupart_device_desc *b
     return GPUPART_EBACKEND;
   }
   gpupart_vulkan_desc v = vkt_desc(&env);
+  v.get_instance_proc_addr = gipa;
   d.backend_desc = &v;
   gpupart_result r = gpupart_device_open(ctx, &d, out);
   if (r) vkt_env_destroy(&env);
   else env_live = 1;
   return r;
+}
+
+static gpupart_result vk_open(gpupart_context *ctx, const gpupart_device_desc *base, gpupart_device **out) {
+  return adopt_fresh(ctx, base, NULL, out);
+}
+
+static gpupart_result vk_open_instrumented(gpupart_context **ctx, const gpupart_device_desc *base,
+                                           uint64_t max_live_blocks, gpupart_device **out, char *why, size_t n) {
+  *out = NULL;
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV};
+  gpupart_result rc = gpupart_context_create(&cd, ctx);
+  if (rc) return snprintf(why, n, "context: %s", gpupart_last_error()), rc;
+  memset(&shim, 0, sizeof shim);
+  shim.max_live = max_live_blocks;
+  rc = adopt_fresh(*ctx, base, shim_instance_proc, out);
+  if (rc) snprintf(why, n, "%s", gpupart_last_error());
+  return rc;
+}
+
+static int vk_driver_bytes(gpupart_device *dev, uint64_t *bytes) {
+  (void)dev;
+  *bytes = shim.bytes;
+  return 0;
 }
 
 static int vk_release(char *why, size_t why_len) {
@@ -116,4 +198,6 @@ const conformance_adapter conformance_vulkan = {.backend = GPUPART_BACKEND_VULKA
                                                 .write = vk_write,
                                                 .read = vk_read,
                                                 .adopt_roundtrip = vk_adopt_roundtrip,
+                                                .open_instrumented = vk_open_instrumented,
+                                                .driver_bytes = vk_driver_bytes,
                                                 .release = vk_release};
