@@ -22,13 +22,16 @@ static int has_extension(const gpupart__vk_ifns *ifn, VkPhysicalDevice pd, const
 
 /* Physical-device queries need Vulkan 1.1 on both sides; the extension structures are
  * chained only where the version or the extension provides them, so the validation
- * layer sees only valid chains. */
+ * layer sees only valid chains. instance_version 0: an adopted instance, whose version
+ * gpupart cannot know (1.1 or later is required of it); then only the device's
+ * extensions vouch for newer structures. */
 int gpupart__vk_facts_get(const gpupart__vk_ifns *ifn, VkPhysicalDevice pd, uint32_t instance_version,
                           gpupart__vk_facts *f) {
   memset(f, 0, sizeof *f);
   VkPhysicalDeviceProperties base;
   ifn->GetPhysicalDeviceProperties(pd, &base);
-  uint32_t version = base.apiVersion < instance_version ? base.apiVersion : instance_version;
+  uint32_t version = instance_version && instance_version < base.apiVersion ? instance_version : base.apiVersion;
+  int known = instance_version != 0;
   if (version < VK_API_VERSION_1_1)
     return gpupart__fail(GPUPART_ENOTSUP, "vulkan: '%s' supports Vulkan %u.%u; gpupart needs 1.1", base.deviceName,
                          VK_API_VERSION_MAJOR(version), VK_API_VERSION_MINOR(version));
@@ -36,12 +39,14 @@ int gpupart__vk_facts_get(const gpupart__vk_ifns *ifn, VkPhysicalDevice pd, uint
   f->id = (VkPhysicalDeviceIDProperties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, .pNext = &f->m3};
   f->m3 = (VkPhysicalDeviceMaintenance3Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   f->m4 = (VkPhysicalDeviceMaintenance4Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
-  if (version >= VK_API_VERSION_1_3) f->m3.pNext = &f->m4;
+  if ((known && version >= VK_API_VERSION_1_3) || has_extension(ifn, pd, VK_KHR_MAINTENANCE_4_EXTENSION_NAME))
+    f->m3.pNext = &f->m4;
   ifn->GetPhysicalDeviceProperties2(pd, &f->props);
   f->props.properties.apiVersion = version; /* the effective version from here on */
   ifn->GetPhysicalDeviceMemoryProperties(pd, &f->mem);
   f->budget_ext = has_extension(ifn, pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
-  f->bda_ext = version >= VK_API_VERSION_1_2 || has_extension(ifn, pd, VK_KHR_BUFFER_DEVICE_ADDRESS_EXTENSION_NAME);
+  f->bda_ext = (known && version >= VK_API_VERSION_1_2) ||
+               has_extension(ifn, pd, VK_KHR_BUFFER_DEVICE_ADDRESS_EXTENSION_NAME);
   return GPUPART_OK;
 }
 
@@ -178,7 +183,7 @@ static int open_adopted(gpupart__vk_device *d, const gpupart_vulkan_desc *v, gpu
     return gpupart__fail(GPUPART_EINVAL, "vulkan: physical_device %p is not one of instance %p's devices",
                          (void *)v->physical_device, (void *)v->instance);
   *index = (uint32_t)at;
-  if ((rc = gpupart__vk_facts_get(&d->ifn, d->physical, VK_API_VERSION_1_3, f))) return rc;
+  if ((rc = gpupart__vk_facts_get(&d->ifn, d->physical, 0, f))) return rc;
   d->api_version = f->props.properties.apiVersion;
   if (v->buffer_device_address && !f->bda_ext)
     return gpupart__fail(GPUPART_EINVAL, "vulkan: buffer_device_address is set, but the physical device has none");

@@ -114,10 +114,13 @@ int gpupart__vk_load_device(gpupart__vk_device *d, int bda) {
 #undef GPUPART_VK_LOAD_D
   d->dfn.GetBufferDeviceAddress = NULL;
   if (!bda) return GPUPART_OK;
-  const char *name = d->api_version >= VK_API_VERSION_1_2 ? "vkGetBufferDeviceAddress" : "vkGetBufferDeviceAddressKHR";
-  d->dfn.GetBufferDeviceAddress = (PFN_vkGetBufferDeviceAddress)gdpa(d->device, name);
+  /* Core since 1.2; the KHR name where the device enabled the extension instead. */
+  d->dfn.GetBufferDeviceAddress = (PFN_vkGetBufferDeviceAddress)gdpa(d->device, "vkGetBufferDeviceAddress");
   if (!d->dfn.GetBufferDeviceAddress)
-    return gpupart__fail(GPUPART_EINVAL, "vulkan: buffer device address asked for, but the device has no %s", name);
+    d->dfn.GetBufferDeviceAddress = (PFN_vkGetBufferDeviceAddress)gdpa(d->device, "vkGetBufferDeviceAddressKHR");
+  if (!d->dfn.GetBufferDeviceAddress)
+    return gpupart__fail(GPUPART_EINVAL, "vulkan: buffer device address asked for, but the device has no "
+                                         "vkGetBufferDeviceAddress");
   return GPUPART_OK;
 }
 
