@@ -10,13 +10,18 @@
 
 #include "internal.h"
 
-typedef enum refusal {
+/* Why an attempt failed: one of these, or a negative gpupart_result (EBACKEND, ...) that
+ * no step of the OOM sequence can help and that is passed on as it is. */
+typedef int refusal;
+enum {
   REFUSED_NONE = 0,
   REFUSED_LIMIT,  /* the partition's limit: ELIMIT */
   REFUSED_BUDGET, /* the device budget: ELIMIT */
   REFUSED_DRIVER, /* the driver: EDEVMEM */
   REFUSED_HOST,   /* host memory: ENOMEM */
-} refusal;
+};
+
+static int is_final(refusal why) { return why == REFUSED_HOST || why < 0; }
 
 typedef struct request {
   uint64_t size, align, tag;
@@ -26,9 +31,17 @@ typedef struct request {
 /* Nonzero while this thread runs a reclaim callback: allocations made inside skip them. */
 static _Thread_local int in_reclaim;
 
-static void account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
-  r->user_size = q->size;
-  r->user_tag = q->tag;
+/* Partition lock held. Wraps range r in a record and counts it; NULL (the range given
+ * back) when out of host memory for the record. */
+static gpupart__record *account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
+  gpupart__record *rec = gpupart__record_take(&p->records);
+  if (!rec) {
+    gpupart__block *b = r->block;
+    gpupart__tlsf_free(p->arena.tlsf, r);
+    gpupart__arena_on_free(p, b);
+    return NULL;
+  }
+  rec->range = r, rec->size = q->size, rec->tag = q->tag;
   gpupart__counters *c = &p->c;
   c->in_use += q->size;
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
@@ -36,25 +49,31 @@ static void account_alloc(gpupart_partition *p, gpupart__range *r, const request
   c->total_allocations++;
   atomic_store_explicit(&p->published_in_use, c->in_use, memory_order_relaxed);
   if (c->in_use > atomic_load_explicit(&p->ceiling, memory_order_relaxed)) gpupart__peak_crossed(p);
+  return rec;
+}
+
+/* What the growth path's result means for the OOM sequence. */
+static refusal refusal_of(int rc, gpupart__refusal bound) {
+  if (rc == GPUPART_EDEVMEM) return REFUSED_DRIVER;
+  if (rc == GPUPART_ENOMEM) return REFUSED_HOST;
+  if (rc == GPUPART_ELIMIT) return bound == GPUPART__REFUSED_BUDGET ? REFUSED_BUDGET : REFUSED_LIMIT;
+  return rc; /* another failure (EBACKEND, ...): passed on as it is */
 }
 
 /* One attempt under the partition lock: the held blocks, then one new block. */
-static refusal attempt(gpupart_partition *p, const request *q, gpupart__range **out) {
+static refusal attempt(gpupart_partition *p, const request *q, gpupart__record **out) {
   gpupart__lock_acquire(&p->lock);
   gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
   refusal why = REFUSED_NONE;
   if (!r) {
     gpupart__refusal bound = GPUPART__GRANTED;
     int rc = gpupart__arena_grow(p, q->size, q->align, &bound);
-    if (rc == GPUPART_OK) r = gpupart__arena_try(p, q->size, q->align);
-    why = rc == GPUPART_EDEVMEM   ? REFUSED_DRIVER
-          : rc == GPUPART_ENOMEM  ? REFUSED_HOST
-          : bound == GPUPART__REFUSED_BUDGET ? REFUSED_BUDGET
-                                             : REFUSED_LIMIT;
+    if (rc == GPUPART_OK && !(r = gpupart__arena_try(p, q->size, q->align))) rc = GPUPART_ENOMEM;
+    why = refusal_of(rc, bound);
   }
-  if (r) account_alloc(p, r, q), why = REFUSED_NONE;
+  *out = r ? account_alloc(p, r, q) : NULL;
+  if (r && !*out) why = REFUSED_HOST;
   gpupart__lock_release(&p->lock);
-  *out = r;
   return why;
 }
 
@@ -68,8 +87,8 @@ static uint64_t release_own(gpupart_partition *p) {
 }
 
 /* Steps 1 and 2. Device slow lock held. */
-static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
-  if (why == REFUSED_HOST) return why;
+static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__record **out) {
+  if (is_final(why)) return why;
   if (release_own(p) && (why = attempt(p, q, out)) == REFUSED_NONE) return why;
   if (!reaches_others(why)) return why;
   uint64_t released = 0;
@@ -111,7 +130,7 @@ static int run_reclaimers(gpupart_partition *p, int own, uint64_t wanted) {
 }
 
 /* Retry after callbacks: what they freed may fit at once, else the emptied blocks go. */
-static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
+static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__record **out) {
   pthread_mutex_lock(&p->dev->slow);
   refusal again = attempt(p, q, out);
   if (again != REFUSED_NONE) again = oom_release(p, q, reaches_others(why) ? why : again, out);
@@ -120,8 +139,8 @@ static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refus
 }
 
 /* Step 3. No lock held. */
-static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
-  if (why == REFUSED_HOST || in_reclaim || (q->flags & GPUPART_ALLOC_NO_RECLAIM)) return why;
+static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__record **out) {
+  if (is_final(why) || in_reclaim || (q->flags & GPUPART_ALLOC_NO_RECLAIM)) return why;
   if (run_reclaimers(p, 1, q->size) && (why = retry_after_reclaim(p, q, why, out)) == REFUSED_NONE)
     return why;
   if (reaches_others(why) && run_reclaimers(p, 0, q->size))
@@ -142,7 +161,10 @@ static const char *refusal_text(refusal why) {
  * driver refusal the backend's own message (with the driver's error code). */
 static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal why) {
   char driver[256] = "";
-  if (why == REFUSED_DRIVER) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
+  if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
+  if (why < 0)
+    return gpupart__fail(why, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s", p->name,
+                         q->size, q->tag, gpupart_result_str(why), driver);
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   gpupart__lock_acquire(&p->lock);
@@ -157,7 +179,7 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
                        p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
 }
 
-static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
+static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__record **out) {
   pthread_mutex_lock(&p->dev->slow);
   refusal why = attempt(p, q, out);
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
@@ -204,10 +226,11 @@ gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *
   if (rc) return rc;
   gpupart__lock_acquire(&p->lock);
   gpupart__range *r = gpupart__arena_try(p, q.size, q.align);
-  if (r) account_alloc(p, r, &q);
+  gpupart__record *rec = r ? account_alloc(p, r, &q) : NULL;
   gpupart__lock_release(&p->lock);
-  if (!r && (rc = alloc_slow(p, &q, &r))) return rc;
-  *out = (gpupart_allocation *)r;
+  if (r && !rec) return gpupart__fail(GPUPART_ENOMEM, "alloc: out of host memory for a record");
+  if (!rec && (rc = alloc_slow(p, &q, &rec))) return rc;
+  *out = (gpupart_allocation *)rec;
   return GPUPART_OK;
 }
 
@@ -225,36 +248,40 @@ static void account_free(gpupart_partition *p, uint64_t size) {
 
 void gpupart_free(gpupart_allocation *a) {
   if (!a) return;
-  gpupart__range *r = (gpupart__range *)a;
-  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+  gpupart__record *rec = (gpupart__record *)a;
+  gpupart_partition *p = rec->owner;
   gpupart__lock_acquire(&p->lock);
-  if (r->state != GPUPART__RANGE_USED) {
+  if (rec->state != GPUPART__RECORD_LIVE) {
     p->c.double_frees++;
     gpupart__lock_release(&p->lock);
     gpupart__error_set("free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
     return;
   }
-  uint64_t size = r->user_size;
+  gpupart__range *r = rec->range;
   gpupart__block *b = r->block;
-  if (r->user_ext) p->dev->ops->view_release(p->dev->bdev, r->user_ext);
+  if (rec->view) p->dev->ops->view_release(p->dev->bdev, rec->view);
   gpupart__tlsf_free(p->arena.tlsf, r);
-  account_free(p, size);
+  account_free(p, rec->size);
+  gpupart__record_put(&p->records, rec);
   gpupart__arena_on_free(p, b);
   gpupart__lock_release(&p->lock);
 }
 
+void gpupart__record_info(const gpupart__record *rec, gpupart_allocation_info *out) {
+  const gpupart__range *r = rec->range;
+  const gpupart__block *b = r->block;
+  *out = (gpupart_allocation_info){rec->owner, rec->size, r->offset, b->size,
+                                   b->drv.device_address ? b->drv.device_address + r->offset : 0, b->drv.native};
+}
+
 gpupart_result gpupart_allocation_get_info(const gpupart_allocation *a, gpupart_allocation_info *out) {
   if (!a || !out) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: a or out is NULL");
-  const gpupart__range *r = (const gpupart__range *)a;
-  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+  const gpupart__record *rec = (const gpupart__record *)a;
+  gpupart_partition *p = rec->owner;
   gpupart__lock_acquire(&p->lock);
-  int live = r->state == GPUPART__RANGE_USED;
-  const gpupart__block *b = r->block;
+  int live = rec->state == GPUPART__RECORD_LIVE;
   gpupart_allocation_info info = {0};
-  if (live)
-    info = (gpupart_allocation_info){p, r->user_size, r->offset, b->size,
-                                     b->drv.device_address ? b->drv.device_address + r->offset : 0,
-                                     b->drv.native};
+  if (live) gpupart__record_info(rec, &info);
   gpupart__lock_release(&p->lock);
   if (!live) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: %p was freed", (const void *)a);
   *out = info;

@@ -18,6 +18,7 @@
 #include "hostmem.h"
 #include "ledger.h"
 #include "lock.h"
+#include "record.h"
 #include "settings.h"
 #include "tlsf.h"
 
@@ -86,6 +87,7 @@ struct gpupart_partition {
   char *name;
   gpupart__lock lock; /* guards arena and counters */
   gpupart__arena arena;
+  gpupart__record_pool records; /* the allocations' handles */
   gpupart__counters c;
   gpupart__growth growth;
   gpupart__ledger_entry *account;
@@ -142,6 +144,9 @@ void gpupart__peak_crossed(gpupart_partition *p);
 uint64_t gpupart__peak_in_use(gpupart_device *dev);
 void gpupart__peak_list_lock(gpupart_device *dev);
 void gpupart__peak_list_unlock(gpupart_device *dev);
+
+/* alloc.c: describes a live record (partition lock held). */
+void gpupart__record_info(const gpupart__record *rec, gpupart_allocation_info *out);
 
 /* partition.c */
 void gpupart__partition_free(gpupart_partition *p);

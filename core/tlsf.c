@@ -42,7 +42,6 @@ struct gpupart__tlsf {
   gpupart__tlsf_block *blocks;
   gpupart__tlsf_totals totals;
   gpupart__range sink; /* takes the writes meant for a missing list neighbour */
-  void *user;          /* the owner's cookie (the partition), see gpupart__tlsf_user */
 };
 
 /* A request after validation: sizes in bytes, all multiples of the granule. */
@@ -217,9 +216,6 @@ static gpupart__range *find_fit(const gpupart__tlsf *t, const request *q) {
 
 static void mark_used(gpupart__tlsf *t, gpupart__range *r) {
   r->state = GPUPART__RANGE_USED;
-  r->user_size = 0;
-  r->user_tag = 0;
-  r->user_ext = NULL;
   t->totals.used += r->size;
   t->totals.used_ranges++;
 }
@@ -504,7 +500,3 @@ int gpupart__tlsf_check(const gpupart__tlsf *t, char *why, uint64_t why_len) {
   if (why_len > 0) why[0] = '\0';
   return 0;
 }
-
-void gpupart__tlsf_set_user(gpupart__tlsf *t, void *user) { t->user = user; }
-
-void *gpupart__tlsf_user(const gpupart__tlsf *t) { return t->user; }

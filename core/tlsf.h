@@ -31,10 +31,6 @@ struct gpupart__range {
   gpupart__tlsf *owner;                 /* set when the node's pool slab is made; never changes */
   uint32_t state;                       /* GPUPART__RANGE_* */
   uint32_t list;                        /* free-list index while FREE (internal) */
-  /* Fields the allocator's user owns; the allocator zeroes them when it hands out a node. */
-  uint64_t user_size;
-  uint64_t user_tag;
-  void *user_ext;
   gpupart__tlsf_block *home; /* internal: the allocator's record of the block (base, size) */
 };
 
@@ -93,10 +89,5 @@ void gpupart__tlsf_foreach_block(gpupart__tlsf *t, void (*fn)(gpupart__range *fi
  * for non-empty lists, totals equal to the walk. Returns 0, or -1 and writes a short
  * description of the first broken invariant to why (if why_len > 0). */
 int gpupart__tlsf_check(const gpupart__tlsf *t, char *why, uint64_t why_len);
-
-/* A cookie for the allocator's owner, so that a range (through its owner field) leads
- * back to whoever owns the allocator, even after the range was freed. */
-void gpupart__tlsf_set_user(gpupart__tlsf *t, void *user);
-void *gpupart__tlsf_user(const gpupart__tlsf *t);
 
 #endif

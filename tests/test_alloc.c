@@ -168,3 +168,28 @@ Test(alloc, device_peak_is_the_peak_of_the_sum_over_partitions) {
     for (int i = 0; i < 40; i++) gpupart_free(live[k][i]);
   test_check(dev);
 }
+
+Test(alloc, a_stale_handle_freed_again_never_frees_a_newer_allocation) {
+  gpupart_partition *p = test_partition(dev, "a", 0, 0);
+  gpupart_allocation *x, *a, *b[100], *held[510];
+  for (int i = 0; i < 510; i++) /* 512 records in use: the pool is empty, and reuse must still wait */
+    cr_assert_eq(gpupart_alloc(p, 512, 0, &held[i]), GPUPART_OK);
+  cr_assert_eq(gpupart_alloc(p, 4096, 0, &x), GPUPART_OK);
+  cr_assert_eq(gpupart_alloc(p, 4096, 0, &a), GPUPART_OK);
+  gpupart_free(a);
+  for (int i = 0; i < 100; i++) {
+    cr_assert_eq(gpupart_alloc(p, 4096 + 256 * (uint64_t)i, 0, &b[i]), GPUPART_OK);
+    cr_expect_neq(b[i], a, "a freed record is reused only after many others");
+  }
+  gpupart_stats before = test_stats(p);
+  gpupart_free(a);
+  cr_expect_neq(strstr(gpupart_last_error(), "already freed"), NULL, "%s", gpupart_last_error());
+  gpupart_stats after = test_stats(p);
+  cr_expect_eq(memcmp(&before, &after, sizeof before), 0, "accounting unchanged");
+  gpupart_allocation_info info;
+  for (int i = 0; i < 100; i++) cr_expect_eq(gpupart_allocation_get_info(b[i], &info), GPUPART_OK);
+  for (int i = 0; i < 100; i++) gpupart_free(b[i]);
+  for (int i = 0; i < 510; i++) gpupart_free(held[i]);
+  gpupart_free(x);
+  test_check(dev);
+}

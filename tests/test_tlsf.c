@@ -124,21 +124,6 @@ Test(tlsf, add_block_rounds_down_and_refuses_bad_blocks) {
   gpupart__tlsf_destroy(t);
 }
 
-Test(tlsf, user_fields_are_zeroed_when_a_range_is_handed_out) {
-  gpupart__tlsf *t = make(256);
-  gpupart__range *first = gpupart__tlsf_add_block(t, &block_cookie, 0, MiB);
-  gpupart__range *r = gpupart__tlsf_alloc(t, MiB, 0);
-  cr_assert_eq(r, first, "whole block");
-  r->user_size = 7;
-  r->user_tag = 8;
-  r->user_ext = &block_cookie;
-  gpupart__tlsf_free(t, r);
-  r = gpupart__tlsf_alloc(t, 512, 0);
-  cr_assert_eq(r, first, "same node again");
-  cr_assert(r->user_size == 0 && r->user_tag == 0 && r->user_ext == NULL, "user fields zeroed");
-  gpupart__tlsf_destroy(t);
-}
-
 /* ---- alignment ---- */
 
 Test(tlsf, alignment_applies_to_base_plus_offset_with_an_unaligned_base) {
@@ -576,7 +561,6 @@ static void check_new_range(model *m, const gpupart__range *r, uint64_t size, ui
   uint64_t g = m->g, want = (size + g - 1) / g * g;
   mblock *b = r->block;
   REQUIRE(r->owner == m->t && r->state == GPUPART__RANGE_USED, "bad new range");
-  REQUIRE(r->user_size == 0 && r->user_tag == 0 && r->user_ext == NULL, "user fields not zeroed");
   REQUIRE(r->size == want, "size %llu, want %llu", (unsigned long long)r->size, (unsigned long long)want);
   REQUIRE(b >= m->blocks && b < m->blocks + M_BLOCKS && b->first, "range of an unknown block");
   REQUIRE(r->offset % g == 0, "offset not a granule multiple");
@@ -604,9 +588,6 @@ static void do_alloc(model *m) {
   memset(b->map + l->at, 1, l->n);
   b->live++;
   m->used += l->n;
-  r->user_size = size; /* dirty the user's fields: a reused node must come back zeroed */
-  r->user_tag = align + 1;
-  r->user_ext = r;
 }
 
 static void free_live(model *m, uint32_t i) {
