@@ -48,6 +48,7 @@ static gpupart__record *account_alloc(gpupart_partition *p, gpupart__range *r, c
   c->live_allocations++;
   c->total_allocations++;
   atomic_store_explicit(&p->published_in_use, c->in_use, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in peak.c's rebalance */
   if (c->in_use > atomic_load_explicit(&p->ceiling, memory_order_relaxed)) gpupart__peak_crossed(p);
   return rec;
 }

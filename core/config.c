@@ -57,6 +57,14 @@ static int same_source(gpupart__source a, gpupart__source b) {
   return a.name == b.name || (a.name && b.name && strcmp(a.name, b.name) == 0);
 }
 
+/* text without surrounding white space, as the option parser read it. */
+static const char *trim_copy(const char *text, char *buf, size_t n) {
+  size_t b = strspn(text, " \t\r\n"), e = strlen(text);
+  while (e > b && strchr(" \t\r\n", text[e - 1])) e--;
+  snprintf(buf, n, "%.*s", (int)(e - b), text + b);
+  return buf;
+}
+
 int gpupart__layer_set(gpupart__layer *l, gpupart__opt o, const gpupart__selector *dev, const char *text,
                        gpupart__source src, char *err, size_t n) {
   gpupart__value v;
@@ -69,7 +77,9 @@ int gpupart__layer_set(gpupart__layer *l, gpupart__opt o, const gpupart__selecto
     return snprintf(err, n, "set twice (first at %s)", where), -1;
   }
   gpupart__type t = gpupart__options[o].type;
-  if ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) && !(v.str = gpupart__layer_strdup(l, text)))
+  char path[GPUPART__PATH_MAX];
+  if ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) &&
+      !(v.str = gpupart__layer_strdup(l, trim_copy(text, path, sizeof path))))
     return snprintf(err, n, "the configuration holds more than %d bytes of paths", GPUPART__POOL_SIZE), -1;
   v.src = src;
   *s = v;

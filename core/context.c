@@ -64,6 +64,8 @@ gpupart_result gpupart_context_create(const gpupart_context_desc *desc, gpupart_
   if (!out) return gpupart__fail(GPUPART_EINVAL, "context_create: out is NULL");
   *out = NULL;
   const gpupart_context_desc d = desc ? *desc : (gpupart_context_desc){0};
+  if (d.flags & ~GPUPART_CONTEXT_IGNORE_ENV)
+    return gpupart__fail(GPUPART_EINVAL, "context_create: unknown flags 0x%x", d.flags);
   gpupart__hostmem mem;
   int rc = hostmem_from(&d, &mem);
   if (rc) return rc;

@@ -319,7 +319,7 @@ int gpupart__option_parse(gpupart__opt o, const char *text, gpupart__value *out,
   *out = (gpupart__value){.set = 1};
   switch (opt->type) {
   case GPUPART__T_PATH:
-  case GPUPART__T_DIR: return parse_path(opt, text, err, n);
+  case GPUPART__T_DIR: return parse_path(opt, s, err, n);
   case GPUPART__T_BACKENDS: return parse_backends(s, out, err, n);
   case GPUPART__T_INDEX: {
     uint32_t i = 0;

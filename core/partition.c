@@ -136,6 +136,23 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
   return rc ? rc : append_locked(dev, p);
 }
 
+static void retire_counters(gpupart__counters *into, const gpupart__counters *c) {
+  into->total_allocations += c->total_allocations;
+  into->total_frees += c->total_frees;
+  into->driver_allocs += c->driver_allocs;
+  into->driver_frees += c->driver_frees;
+  into->failed_allocations += c->failed_allocations;
+  into->double_frees += c->double_frees;
+}
+
+/* A creation that failed may have called the driver (a preallocation it could not
+ * finish): those calls stay in the device's counts. Device slow lock held. */
+static void discard_locked(gpupart_device *dev, gpupart_partition *p) {
+  if (p->arena.tlsf) gpupart__arena_fini(&p->arena, p);
+  retire_counters(&dev->retired, &p->c);
+  gpupart__partition_free(p);
+}
+
 gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
                                         gpupart_partition **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
@@ -152,20 +169,12 @@ gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_parti
   atomic_flag_clear(&p->reclaim_busy);
   pthread_mutex_lock(&dev->slow);
   rc = setup_locked(p, &d, &r);
-  if (rc) gpupart__partition_free(p);
+  if (rc) discard_locked(dev, p);
   pthread_mutex_unlock(&dev->slow);
   if (rc == GPUPART_OK) *out = p;
   return rc;
 }
 
-static void retire_counters(gpupart__counters *into, const gpupart__counters *c) {
-  into->total_allocations += c->total_allocations;
-  into->total_frees += c->total_frees;
-  into->driver_allocs += c->driver_allocs;
-  into->driver_frees += c->driver_frees;
-  into->failed_allocations += c->failed_allocations;
-  into->double_frees += c->double_frees;
-}
 
 static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
   uint32_t i = 0;

@@ -7,10 +7,14 @@
  * partition stays under its ceiling the sum cannot pass the peak, so nothing needs
  * doing; the allocation that crosses its partition's ceiling takes the peak lock, sums
  * the published figures, raises the peak if the sum passed it, and shares the remaining
- * slack out as new ceilings. With one thread this is exact; with several it is as exact
- * as a sum of concurrently changing figures can be. The peak lock is a leaf: it is taken
- * under a partition lock and never takes another lock. */
+ * slack out as new ceilings. A fence on each side (see rebalance_locked) keeps this exact
+ * with several threads too, unless partitions change faster than MAX_ROUNDS walks can
+ * follow. The peak lock is a leaf: taken under a partition lock, it never takes another. */
 #include "internal.h"
+
+/* Partitions that keep allocating while the slack is shared make the walk repeat; the
+ * bound keeps a storm of allocations from holding the peak lock forever. */
+#define MAX_ROUNDS 64
 
 static uint64_t published_sum(const gpupart_device *dev) {
   uint64_t sum = 0;
@@ -19,8 +23,8 @@ static uint64_t published_sum(const gpupart_device *dev) {
   return sum;
 }
 
-/* Peak lock held. */
-static void rebalance_locked(gpupart_device *dev) {
+/* Peak lock held. One pass: raise the peak to the published sum, share out the slack. */
+static void share_slack(gpupart_device *dev) {
   uint64_t sum = published_sum(dev);
   if (sum > dev->peak_in_use) dev->peak_in_use = sum;
   uint64_t share = dev->nparts ? (dev->peak_in_use - sum) / dev->nparts : 0;
@@ -29,6 +33,28 @@ static void rebalance_locked(gpupart_device *dev) {
     uint64_t used = atomic_load_explicit(&q->published_in_use, memory_order_relaxed);
     atomic_store_explicit(&q->ceiling, used + share, memory_order_relaxed);
   }
+}
+
+/* Nonzero when some partition's published figure is above its new ceiling: it changed
+ * while the slack was shared, and its own check may have read the old ceiling. */
+static int overtaken(const gpupart_device *dev) {
+  for (uint32_t i = 0; i < dev->nparts; i++) {
+    const gpupart_partition *q = dev->parts[i];
+    if (atomic_load_explicit(&q->published_in_use, memory_order_relaxed) >
+        atomic_load_explicit(&q->ceiling, memory_order_relaxed))
+      return 1;
+  }
+  return 0;
+}
+
+/* The fence pairs with the one after an allocation publishes its figure (alloc.c): either
+ * that allocation sees the new ceiling (and crosses it), or this walk sees its figure. */
+static void rebalance_locked(gpupart_device *dev) {
+  int rounds = 0;
+  do {
+    share_slack(dev);
+    atomic_thread_fence(memory_order_seq_cst);
+  } while (overtaken(dev) && ++rounds < MAX_ROUNDS);
 }
 
 void gpupart__peak_crossed(gpupart_partition *p) {

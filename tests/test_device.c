@@ -360,3 +360,40 @@ Test(device, running_out_of_host_memory_is_enomem_and_leaks_nothing) {
   cr_log_info("the whole sequence needs %ld host allocations", n);
   cr_expect_gt(n, 5, "the sequence needs host memory at several steps");
 }
+
+Test(device, unknown_context_flags_are_invalid) {
+  gpupart_context_desc d = {.flags = 0x80};
+  gpupart_context *ctx = (gpupart_context *)&d;
+  cr_expect_eq(gpupart_context_create(&d, &ctx), GPUPART_EINVAL);
+  cr_expect_null(ctx);
+  cr_expect(message_has("flags"), "%s", gpupart_last_error());
+}
+
+Test(device, a_sim_device_reopened_with_other_settings_is_refused) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 256 * MiB};
+  gpupart_device *a = test_sim_device(ctx, &sim, NULL), *b = NULL;
+  gpupart_sim_desc other = {.total_bytes = 256 * MiB, .host_backed = 1};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &other};
+  cr_expect_eq(gpupart_device_open(ctx, &d, &b), GPUPART_EINVAL);
+  cr_expect(message_has("other settings"), "%s", gpupart_last_error());
+  gpupart_device *same = test_sim_device(ctx, &sim, NULL);
+  cr_expect_eq(gpupart_device_close(same), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(device, a_failed_preallocation_keeps_its_driver_calls_in_the_device_counts) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB, .fail_block_alloc_at = 3};
+  gpupart_device *dev = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition_desc pd = {.name = "pre", .limit = 512 * MiB, .growth = GPUPART_GROWTH_OFF, .max_block = 128 * MiB};
+  gpupart_partition *p = NULL;
+  cr_expect_eq(gpupart_partition_create(dev, &pd, &p), GPUPART_EDEVMEM);
+  gpupart_stats s = dev_stats(dev);
+  cr_expect_eq(s.driver_allocs, 2, "two blocks were taken before the third was refused");
+  cr_expect_eq(s.driver_frees, 2, "and both were given back");
+  cr_expect_eq(s.reserved, 0);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}

@@ -98,23 +98,35 @@ static sim_device *sim_find(sim_state *s, uint32_t index, uint64_t total) {
   return NULL;
 }
 
+/* The device (index, total) once; opening it again with other knobs is an error, since
+ * they describe the same device. Lock held. */
+static int sim_attach(sim_state *s, uint32_t index, const gpupart_sim_desc *desc, sim_device **out) {
+  sim_device *d = sim_find(s, index, desc->total_bytes);
+  if (d && memcmp(&d->desc, desc, sizeof *desc))
+    return gpupart__fail(GPUPART_EINVAL, "sim: device %u of %llu bytes is open with other settings", index,
+                         (unsigned long long)desc->total_bytes);
+  if (!d && (d = calloc(1, sizeof *d))) {
+    *d = (sim_device){.next = s->devices, .index = index, .desc = *desc,
+                      .next_address = SIM_ADDRESS_BASE, .state = s};
+    s->devices = d;
+  }
+  if (!d) return gpupart__fail(GPUPART_ENOMEM, "sim: out of host memory");
+  d->refs++;
+  *out = d;
+  return GPUPART_OK;
+}
+
 static int sim_open(void *state, uint32_t index, const void *native_desc, void **out) {
   sim_state *s = state;
   gpupart_sim_desc desc;
   int rc = sim_apply_defaults(native_desc, &desc);
   if (rc) return rc;
+  sim_device *d = NULL;
   pthread_mutex_lock(&s->lock);
-  sim_device *d = sim_find(s, index, desc.total_bytes);
-  if (!d && (d = calloc(1, sizeof *d))) {
-    *d = (sim_device){.next = s->devices, .index = index, .desc = desc,
-                      .next_address = SIM_ADDRESS_BASE, .state = s};
-    s->devices = d;
-  }
-  if (d) d->refs++;
+  rc = sim_attach(s, index, &desc, &d);
   pthread_mutex_unlock(&s->lock);
-  if (!d) return gpupart__fail(GPUPART_ENOMEM, "sim: out of host memory");
-  *out = d;
-  return GPUPART_OK;
+  if (rc == GPUPART_OK) *out = d;
+  return rc;
 }
 
 static void sim_unlink(sim_state *s, sim_device *dev) {
