@@ -250,8 +250,10 @@ typedef struct gpupart_partition_desc {
   uint64_t max_block;         /* 0 = 1 GiB, capped by the backend's max_block_bytes */
   double growth_factor;       /* 0 = 2.0; at least 1.0 */
   uint64_t release_threshold; /* empty cached blocks kept beyond it go back to the driver when
-                                 an allocation is freed; 0 = keep them all until trim or the OOM
-                                 sequence; 1 = release every emptied block at once */
+                                 an allocation is freed; 0 = keep them all until trim, the OOM
+                                 sequence, or a growth that would otherwise raise the partition's
+                                 reserved peak while they sit unused; 1 = release every emptied
+                                 block at once */
   gpupart_reclaim_fn reclaim; /* optional: asked to free memory in the OOM sequence */
   void *reclaim_user;         /* passed to reclaim */
 } gpupart_partition_desc;
@@ -308,9 +310,9 @@ typedef struct gpupart_alloc_desc {
 /* gpupart_alloc with flags and a tag. Errors as gpupart_alloc, plus EINVAL for unknown flags. */
 GPUPART_API gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                             gpupart_allocation **out);
-/* Frees an allocation. NULL is a no-op. A handle freed twice is reported through
- * gpupart_last_error and otherwise ignored (accounting unchanged), as long as its
- * partition still exists. */
+/* Frees an allocation. NULL is a no-op. A handle freed a second time before 128 later
+ * frees of its partition is reported through gpupart_last_error and otherwise ignored
+ * (accounting unchanged); the partition must still exist. */
 GPUPART_API void gpupart_free(gpupart_allocation *a);
 
 typedef struct gpupart_allocation_info {
