@@ -31,17 +31,9 @@ typedef struct request {
 /* Nonzero while this thread runs a reclaim callback: allocations made inside skip them. */
 static _Thread_local int in_reclaim;
 
-/* Partition lock held. Wraps range r in a record and counts it; NULL (the range given
- * back) when out of host memory for the record. */
-static gpupart__record *account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
-  gpupart__record *rec = gpupart__record_take(&p->records);
-  if (!rec) {
-    gpupart__block *b = r->block;
-    gpupart__tlsf_free(p->arena.tlsf, r);
-    gpupart__arena_on_free(p, b);
-    return NULL;
-  }
-  rec->range = r, rec->size = q->size, rec->tag = q->tag;
+/* Partition lock held. Counts the range r handed out for q; r is the handle. */
+static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
+  r->user_size = q->size, r->user_tag = q->tag;
   gpupart__counters *c = &p->c;
   c->in_use += q->size;
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
@@ -50,7 +42,7 @@ static gpupart__record *account_alloc(gpupart_partition *p, gpupart__range *r, c
   atomic_store_explicit(&p->published_in_use, c->in_use, memory_order_relaxed);
   atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in peak.c's rebalance */
   if (c->in_use > atomic_load_explicit(&p->ceiling, memory_order_relaxed)) gpupart__peak_crossed(p);
-  return rec;
+  return r;
 }
 
 /* What the growth path's result means for the OOM sequence. */
@@ -62,7 +54,7 @@ static refusal refusal_of(int rc, gpupart__refusal bound) {
 }
 
 /* One attempt under the partition lock: the held blocks, then one new block. */
-static refusal attempt(gpupart_partition *p, const request *q, gpupart__record **out) {
+static refusal attempt(gpupart_partition *p, const request *q, gpupart__range **out) {
   gpupart__lock_acquire(&p->lock);
   gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
   refusal why = REFUSED_NONE;
@@ -73,7 +65,6 @@ static refusal attempt(gpupart_partition *p, const request *q, gpupart__record *
     why = refusal_of(rc, bound);
   }
   *out = r ? account_alloc(p, r, q) : NULL;
-  if (r && !*out) why = REFUSED_HOST;
   gpupart__lock_release(&p->lock);
   return why;
 }
@@ -88,7 +79,7 @@ static uint64_t release_own(gpupart_partition *p) {
 }
 
 /* Steps 1 and 2. Device slow lock held. */
-static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__record **out) {
+static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   if (is_final(why)) return why;
   if (release_own(p) && (why = attempt(p, q, out)) == REFUSED_NONE) return why;
   if (!reaches_others(why)) return why;
@@ -131,7 +122,7 @@ static int run_reclaimers(gpupart_partition *p, int own, uint64_t wanted) {
 }
 
 /* Retry after callbacks: what they freed may fit at once, else the emptied blocks go. */
-static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__record **out) {
+static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   pthread_mutex_lock(&p->dev->slow);
   refusal again = attempt(p, q, out);
   if (again != REFUSED_NONE) again = oom_release(p, q, reaches_others(why) ? why : again, out);
@@ -140,7 +131,7 @@ static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refus
 }
 
 /* Step 3. No lock held. */
-static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__record **out) {
+static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   if (is_final(why) || in_reclaim || (q->flags & GPUPART_ALLOC_NO_RECLAIM)) return why;
   if (run_reclaimers(p, 1, q->size) && (why = retry_after_reclaim(p, q, why, out)) == REFUSED_NONE)
     return why;
@@ -180,7 +171,7 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
                        p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
 }
 
-static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__record **out) {
+static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
   pthread_mutex_lock(&p->dev->slow);
   refusal why = attempt(p, q, out);
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
@@ -227,11 +218,10 @@ gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *
   if (rc) return rc;
   gpupart__lock_acquire(&p->lock);
   gpupart__range *r = gpupart__arena_try(p, q.size, q.align);
-  gpupart__record *rec = r ? account_alloc(p, r, &q) : NULL;
+  if (r) account_alloc(p, r, &q);
   gpupart__lock_release(&p->lock);
-  if (r && !rec) return gpupart__fail(GPUPART_ENOMEM, "alloc: out of host memory for a record");
-  if (!rec && (rc = alloc_slow(p, &q, &rec))) return rc;
-  *out = (gpupart_allocation *)rec;
+  if (!r && (rc = alloc_slow(p, &q, &r))) return rc;
+  *out = (gpupart_allocation *)r;
   return GPUPART_OK;
 }
 
@@ -249,40 +239,38 @@ static void account_free(gpupart_partition *p, uint64_t size) {
 
 void gpupart_free(gpupart_allocation *a) {
   if (!a) return;
-  gpupart__record *rec = (gpupart__record *)a;
-  gpupart_partition *p = rec->owner;
+  gpupart__range *r = (gpupart__range *)a;
+  gpupart_partition *p = gpupart__tlsf_user(r->owner);
   gpupart__lock_acquire(&p->lock);
-  if (rec->state != GPUPART__RECORD_LIVE) {
+  if (r->state != GPUPART__RANGE_USED) {
     p->c.double_frees++;
     gpupart__lock_release(&p->lock);
     gpupart__error_set("free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
     return;
   }
-  gpupart__range *r = rec->range;
   gpupart__block *b = r->block;
-  if (rec->view) p->dev->ops->view_release(p->dev->bdev, rec->view);
+  uint64_t size = r->user_size;
+  if (r->user_ext) p->dev->ops->view_release(p->dev->bdev, r->user_ext);
   gpupart__tlsf_free(p->arena.tlsf, r);
-  account_free(p, rec->size);
-  gpupart__record_put(&p->records, rec);
+  account_free(p, size);
   gpupart__arena_on_free(p, b);
   gpupart__lock_release(&p->lock);
 }
 
-void gpupart__record_info(const gpupart__record *rec, gpupart_allocation_info *out) {
-  const gpupart__range *r = rec->range;
+void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out) {
   const gpupart__block *b = r->block;
-  *out = (gpupart_allocation_info){rec->owner, rec->size, r->offset, b->size,
+  *out = (gpupart_allocation_info){(gpupart_partition *)p, r->user_size, r->offset, b->size,
                                    b->drv.device_address ? b->drv.device_address + r->offset : 0, b->drv.native};
 }
 
 gpupart_result gpupart_allocation_get_info(const gpupart_allocation *a, gpupart_allocation_info *out) {
   if (!a || !out) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: a or out is NULL");
-  const gpupart__record *rec = (const gpupart__record *)a;
-  gpupart_partition *p = rec->owner;
+  const gpupart__range *r = (const gpupart__range *)a;
+  gpupart_partition *p = gpupart__tlsf_user(r->owner);
   gpupart__lock_acquire(&p->lock);
-  int live = rec->state == GPUPART__RECORD_LIVE;
+  int live = r->state == GPUPART__RANGE_USED;
   gpupart_allocation_info info = {0};
-  if (live) gpupart__record_info(rec, &info);
+  if (live) gpupart__range_info(p, r, &info);
   gpupart__lock_release(&p->lock);
   if (!live) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: %p was freed", (const void *)a);
   *out = info;

@@ -91,9 +91,10 @@ static int add_block(gpupart_partition *p, uint64_t size, int prealloc) {
   if (!b) return gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
   int rc = dev->ops->block_alloc(dev->bdev, size, &b->drv);
   if (rc == GPUPART_OK) {
-    b->first = gpupart__tlsf_add_block(p->arena.tlsf, b, b->drv.device_address, size);
-    if (!b->first) dev->ops->block_free(dev->bdev, &b->drv);
-    rc = b->first ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
+    gpupart__range *first = gpupart__tlsf_add_block(p->arena.tlsf, b, b->drv.device_address, size);
+    if (first) b->home = first->home;
+    else dev->ops->block_free(dev->bdev, &b->drv);
+    rc = first ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
   }
   if (rc) return gpupart__host_free(&dev->ctx->mem, b), rc;
   b->size = size;
@@ -183,7 +184,7 @@ int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int preal
 
 void gpupart__arena_release_block(gpupart_partition *p, gpupart__block *b) {
   gpupart_device *dev = p->dev;
-  gpupart__tlsf_remove_block(p->arena.tlsf, b->first);
+  gpupart__tlsf_remove_block(p->arena.tlsf, gpupart__tlsf_block_first(b->home));
   unlink_block(&p->arena, b);
   dev->ops->block_free(dev->bdev, &b->drv);
   dev->ledger->ops->release(dev->ledger, p->account, b->size);
@@ -227,7 +228,8 @@ int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
   for (const gpupart__block *b = a->blocks; b; b = b->next, blocks++) {
     reserved += b->size, live += b->live;
     if (!b->live) empty += b->size;
-    if (b->first->offset != 0 || b->first->block != b) return fail_check(why, n, p, "block lost its first range");
+    const gpupart__range *first = gpupart__tlsf_block_first(b->home);
+    if (first->offset != 0 || first->block != b) return fail_check(why, n, p, "block lost its first range");
   }
   gpupart__tlsf_totals t;
   gpupart__tlsf_get_totals(a->tlsf, &t);

@@ -18,7 +18,6 @@
 #include "hostmem.h"
 #include "ledger.h"
 #include "lock.h"
-#include "record.h"
 #include "settings.h"
 #include "tlsf.h"
 
@@ -59,7 +58,7 @@ typedef struct gpupart__block {
   gpupart_block drv;
   uint64_t size;                      /* bytes reserved in the ledger and managed by the tlsf */
   struct gpupart__block *prev, *next; /* the arena's block list */
-  gpupart__range *first;              /* the range at offset 0 (never merged away) */
+  gpupart__tlsf_block *home;          /* the sub-allocator's record of it (its first range) */
   uint64_t live;                      /* live allocations in the block */
   int prealloc;                       /* reserved at creation; released only at destroy */
 } gpupart__block;
@@ -87,7 +86,6 @@ struct gpupart_partition {
   char *name;
   gpupart__lock lock; /* guards arena and counters */
   gpupart__arena arena;
-  gpupart__record_pool records; /* the allocations' handles */
   gpupart__counters c;
   gpupart__growth growth;
   gpupart__ledger_entry *account;
@@ -145,8 +143,8 @@ uint64_t gpupart__peak_in_use(gpupart_device *dev);
 void gpupart__peak_list_lock(gpupart_device *dev);
 void gpupart__peak_list_unlock(gpupart_device *dev);
 
-/* alloc.c: describes a live record (partition lock held). */
-void gpupart__record_info(const gpupart__record *rec, gpupart_allocation_info *out);
+/* alloc.c: describes a live allocation's range (partition lock held). */
+void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out);
 
 /* partition.c */
 void gpupart__partition_free(gpupart_partition *p);

@@ -115,7 +115,6 @@ static int append_locked(gpupart_device *dev, gpupart_partition *p) {
 void gpupart__partition_free(gpupart_partition *p) {
   gpupart_device *dev = p->dev;
   if (p->arena.tlsf) gpupart__arena_fini(&p->arena, p);
-  gpupart__record_pool_fini(&p->records);
   if (p->account) dev->ledger->ops->remove(dev->ledger, p->account);
   gpupart__host_free(&dev->ctx->mem, p->name);
   gpupart__host_free(&dev->ctx->mem, p);
@@ -126,7 +125,7 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
   int rc = name_partition(p, d);
   if (rc) return rc;
   if (gpupart__arena_init(&p->arena, dev)) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
-  gpupart__record_pool_init(&p->records, &dev->ctx->mem, p);
+  gpupart__tlsf_set_user(p->arena.tlsf, p);
   rc = dev->ledger->ops->add(dev->ledger, r->limit, r->guarantee, &p->account);
   if (rc == GPUPART_ELIMIT)
     return gpupart__fail(rc, "partition_create: guarantee %llu would take the device's guarantees past its budget %llu",

@@ -3,8 +3,10 @@
  * level: log2; second level: SL_COUNT equal slices of that power of two), with one bitmap
  * per level so finding a non-empty list is a couple of bit scans. Every range is a host
  * node from slabs that live until the allocator is destroyed, so a stale handle can
- * always be read safely: a freed node is FREE or DEAD, never USED, until it is reused.
- * Merging keeps the lower node, so a block's offset-0 node lives as long as the block. */
+ * always be read safely. A freed USED node never becomes a FREE range itself: a fresh
+ * node takes its place and it waits, DEAD, in a quarantine of the QUARANTINE most recently
+ * freed handles, so that freeing a stale handle again finds it DEAD instead of freeing a
+ * newer allocation. Each block's record keeps its offset-0 node (first) up to date. */
 #include "tlsf.h"
 
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #define FL_COUNT (64u - SL_LOG2 + 1u) /* sizes up to 2^64 - 1 granules */
 #define LIST_COUNT (FL_COUNT * SL_COUNT)
 #define SLAB_NODES 256u
+#define QUARANTINE 128u
 
 typedef struct slab slab;
 struct slab {
@@ -36,8 +39,11 @@ struct gpupart__tlsf {
   uint32_t sl_map[FL_COUNT];
   uint64_t fl_map;
   gpupart__range *heads[LIST_COUNT];
-  gpupart__range *pool; /* DEAD nodes, linked through next_free */
+  gpupart__range *pool; /* DEAD nodes ready for reuse (a stack), linked through next_free */
   uint64_t pool_count;
+  gpupart__range *q_head, *q_tail; /* the quarantine: recently retired DEAD nodes, oldest first */
+  uint64_t quarantined;
+  void *user;
   slab *slabs;
   gpupart__tlsf_block *blocks;
   gpupart__tlsf_totals totals;
@@ -132,23 +138,47 @@ static int grow_pool(gpupart__tlsf *t) {
 /* Makes sure n nodes can be taken, so that a call fails before it changes anything. */
 static int reserve_nodes(gpupart__tlsf *t, uint64_t n) {
   while (t->pool_count < n)
-    if (!grow_pool(t)) return 0;
+    if (!grow_pool(t)) return t->pool_count + t->quarantined >= n; /* the quarantine, as a last resort */
   return 1;
+}
+
+static gpupart__range *unquarantine(gpupart__tlsf *t) {
+  gpupart__range *n = t->q_head;
+  t->q_head = n->next_free;
+  if (!t->q_head) t->q_tail = NULL;
+  t->quarantined--;
+  return n;
 }
 
 /* The caller sets every field but owner; state stays DEAD until it does. */
 static gpupart__range *take_node(gpupart__tlsf *t) {
+  if (!t->pool_count) return unquarantine(t);
   gpupart__range *n = t->pool;
   t->pool = n->next_free;
   t->pool_count--;
   return n;
 }
 
-static void put_node(gpupart__tlsf *t, gpupart__range *n) {
-  n->state = GPUPART__RANGE_DEAD;
+static void push_pool(gpupart__tlsf *t, gpupart__range *n) {
   n->next_free = t->pool;
   t->pool = n;
   t->pool_count++;
+}
+
+static void put_node(gpupart__tlsf *t, gpupart__range *n) {
+  n->state = GPUPART__RANGE_DEAD;
+  push_pool(t, n);
+}
+
+/* A freed handle waits in the quarantine; the oldest then goes onto the stack, where
+ * reuse finds it still warm in the cache. */
+static void retire_handle(gpupart__tlsf *t, gpupart__range *n) {
+  n->state = GPUPART__RANGE_DEAD;
+  n->next_free = NULL;
+  if (t->q_tail) t->q_tail->next_free = n;
+  else t->q_head = n;
+  t->q_tail = n;
+  if (++t->quarantined > QUARANTINE) push_pool(t, unquarantine(t));
 }
 
 /* ---- physical chain ---- */
@@ -168,12 +198,14 @@ static gpupart__range *split(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
   return n;
 }
 
-/* Folds hi, the physical successor of lo, into lo and returns hi to the pool. */
+/* Folds hi, the physical successor of lo, into lo; hi goes back to the pool, or to the
+ * quarantine when it is a freed handle. */
 static void absorb(gpupart__tlsf *t, gpupart__range *lo, gpupart__range *hi) {
   lo->size += hi->size;
   lo->next_phys = hi->next_phys;
   if (lo->next_phys) lo->next_phys->prev_phys = lo;
-  put_node(t, hi);
+  if (hi->state == GPUPART__RANGE_USED) retire_handle(t, hi);
+  else put_node(t, hi);
 }
 
 /* ---- allocation ---- */
@@ -216,6 +248,9 @@ static gpupart__range *find_fit(const gpupart__tlsf *t, const request *q) {
 
 static void mark_used(gpupart__tlsf *t, gpupart__range *r) {
   r->state = GPUPART__RANGE_USED;
+  r->user_size = 0;
+  r->user_tag = 0;
+  r->user_ext = NULL;
   t->totals.used += r->size;
   t->totals.used_ranges++;
 }
@@ -248,6 +283,20 @@ int gpupart__tlsf_can_alloc(const gpupart__tlsf *t, uint64_t size, uint64_t alig
   return make_request(t, size, align, &q) && find_fit(t, &q) != NULL;
 }
 
+/* A fresh node takes r's place in its block and r retires to the quarantine. Without
+ * host memory for a fresh node, r stays (the double-free check then weakens, nothing else). */
+static gpupart__range *replace(gpupart__tlsf *t, gpupart__range *r) {
+  if (!reserve_nodes(t, 1)) return r;
+  gpupart__range *f = take_node(t);
+  f->offset = r->offset, f->size = r->size, f->block = r->block, f->home = r->home;
+  f->prev_phys = r->prev_phys, f->next_phys = r->next_phys;
+  if (f->prev_phys) f->prev_phys->next_phys = f;
+  else f->home->first = f;
+  if (f->next_phys) f->next_phys->prev_phys = f;
+  retire_handle(t, r);
+  return f;
+}
+
 gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r) {
   if (!r || r->owner != t || r->state != GPUPART__RANGE_USED) return NULL;
   gpupart__range *p = r->prev_phys, *n = r->next_phys;
@@ -257,6 +306,8 @@ gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r) {
     remove_free(t, p);
     absorb(t, p, r);
     r = p;
+  } else {
+    r = replace(t, r);
   }
   if (n && n->state == GPUPART__RANGE_FREE) {
     remove_free(t, n);
@@ -469,15 +520,23 @@ static int check_lists(walk *w) {
 }
 
 /* Every node of every slab is in a chain or in the pool, so none has leaked. */
+/* Walks one list of DEAD nodes that should hold count of them. */
+static int check_dead_list(walk *w, const gpupart__range *head, uint64_t count, const char *what) {
+  uint64_t seen = 0;
+  for (const gpupart__range *n = head; n; n = n->next_free) {
+    if (seen++ >= count) return fail(w, what, count);
+    if (n->owner != w->t || n->state != GPUPART__RANGE_DEAD) return fail(w, "live node in the pool", seen);
+  }
+  return seen == count ? 0 : fail(w, what, seen);
+}
+
 static int check_pool(walk *w) {
   const gpupart__tlsf *t = w->t;
-  uint64_t pooled = 0, slabs = 0;
-  for (const gpupart__range *n = t->pool; n; n = n->next_free) {
-    if (pooled++ >= t->pool_count) return fail(w, "pool longer than counted", t->pool_count);
-    if (n->owner != t || n->state != GPUPART__RANGE_DEAD) return fail(w, "live node in the pool", pooled);
-  }
+  uint64_t slabs = 0, pooled = t->pool_count + t->quarantined;
+  if (check_dead_list(w, t->pool, t->pool_count, "pool length differs from its count") ||
+      check_dead_list(w, t->q_head, t->quarantined, "quarantine length differs from its count"))
+    return -1;
   for (const slab *s = t->slabs; s; s = s->next) slabs++;
-  if (pooled != t->pool_count) return fail(w, "pool shorter than counted", pooled);
   if (slabs * SLAB_NODES != pooled + t->totals.used_ranges + t->totals.free_ranges)
     return fail(w, "nodes leaked or counted twice; slabs", slabs);
   return 0;
@@ -500,3 +559,9 @@ int gpupart__tlsf_check(const gpupart__tlsf *t, char *why, uint64_t why_len) {
   if (why_len > 0) why[0] = '\0';
   return 0;
 }
+
+gpupart__range *gpupart__tlsf_block_first(const gpupart__tlsf_block *home) { return home->first; }
+
+void gpupart__tlsf_set_user(gpupart__tlsf *t, void *user) { t->user = user; }
+
+void *gpupart__tlsf_user(const gpupart__tlsf *t) { return t->user; }

@@ -31,6 +31,10 @@ struct gpupart__range {
   gpupart__tlsf *owner;                 /* set when the node's pool slab is made; never changes */
   uint32_t state;                       /* GPUPART__RANGE_* */
   uint32_t list;                        /* free-list index while FREE (internal) */
+  /* Fields the allocator's user owns; the allocator zeroes them when it hands out a node. */
+  uint64_t user_size;
+  uint64_t user_tag;
+  void *user_ext;
   gpupart__tlsf_block *home; /* internal: the allocator's record of the block (base, size) */
 };
 
@@ -70,9 +74,11 @@ int gpupart__tlsf_block_is_empty(const gpupart__range *r);
 gpupart__range *gpupart__tlsf_alloc(gpupart__tlsf *t, uint64_t size, uint64_t align);
 /* Whether a request would fit without allocating anything (same rules as alloc). */
 int gpupart__tlsf_can_alloc(const gpupart__tlsf *t, uint64_t size, uint64_t align);
-/* Frees a USED range; coalesces with free neighbours. Returns the resulting FREE range
- * (r itself or the node it merged into), or NULL (nothing changed) if r is not USED
- * or belongs to another allocator. */
+/* Frees a USED range; coalesces with free neighbours. r itself retires (DEAD, into the
+ * quarantine) and never becomes a FREE range, so a second free of r returns NULL until r
+ * is reused, which takes at least QUARANTINE (128) later frees. Returns the
+ * resulting FREE range, or NULL (nothing changed) if r is not USED or belongs to another
+ * allocator. */
 gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r);
 
 /* Size of the largest FREE range (0 if none). O(lists + length of the top list). */
@@ -89,5 +95,15 @@ void gpupart__tlsf_foreach_block(gpupart__tlsf *t, void (*fn)(gpupart__range *fi
  * for non-empty lists, totals equal to the walk. Returns 0, or -1 and writes a short
  * description of the first broken invariant to why (if why_len > 0). */
 int gpupart__tlsf_check(const gpupart__tlsf *t, char *why, uint64_t why_len);
+
+/* The range at offset 0 of the block that home describes (r->home of any of its ranges):
+ * the node that remove_block takes once the block is empty. It changes as ranges are
+ * freed, so callers keep home, not the node. */
+gpupart__range *gpupart__tlsf_block_first(const gpupart__tlsf_block *home);
+
+/* A cookie for the allocator's owner, so that a range (through its owner field) leads
+ * back to whoever owns the allocator, even after the range was freed. */
+void gpupart__tlsf_set_user(gpupart__tlsf *t, void *user);
+void *gpupart__tlsf_user(const gpupart__tlsf *t);
 
 #endif

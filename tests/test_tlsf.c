@@ -78,7 +78,8 @@ Test(tlsf, alloc_then_free_restores_an_empty_block) {
   cr_assert(!gpupart__tlsf_block_is_empty(first), "block in use");
   expect_totals(t, MiB, 1024, 1, 1, 1);
   gpupart__range *f = gpupart__tlsf_free(t, r);
-  cr_assert_eq(f, first, "free merges into the block's first node");
+  cr_assert_eq(f, gpupart__tlsf_block_first(f->home), "the free range is the block's first node");
+  cr_assert_eq(r->state, GPUPART__RANGE_DEAD, "the freed node retired: it never becomes the free range");
   cr_assert(gpupart__tlsf_block_is_empty(f), "block empty again");
   expect_totals(t, MiB, 0, 1, 0, 1);
   gpupart__tlsf_destroy(t);
@@ -179,32 +180,38 @@ Test(tlsf, free_coalesces_with_both_neighbours) {
   gpupart__range *d = gpupart__tlsf_alloc(t, KiB, 0);
   cr_assert_eq(a, first, "a is the first node");
   expect_totals(t, 64 * KiB, 4 * KiB, 1, 4, 1);
-  cr_assert_eq(gpupart__tlsf_free(t, a), a, "a alone");
-  cr_assert_eq(gpupart__tlsf_free(t, c), c, "c alone (d is used)");
+  gpupart__range *fa = gpupart__tlsf_free(t, a);
+  cr_assert(fa && fa != a && fa->offset == 0 && fa->size == KiB, "a alone: a fresh node takes its place");
+  cr_assert_eq(a->state, GPUPART__RANGE_DEAD, "a retired");
+  cr_assert_eq(gpupart__tlsf_block_first(fa->home), fa, "the block's first node follows");
+  gpupart__range *fc = gpupart__tlsf_free(t, c);
+  cr_assert(fc && fc != c && fc->size == KiB, "c alone (d is used)");
   expect_totals(t, 64 * KiB, 2 * KiB, 1, 2, 3);
-  cr_assert_eq(gpupart__tlsf_free(t, b), a, "b merges into a and absorbs c");
+  cr_assert_eq(gpupart__tlsf_free(t, b), fa, "b merges into a's range and absorbs c's");
   cr_assert_eq(b->state, GPUPART__RANGE_DEAD, "b is dead");
-  cr_assert_eq(c->state, GPUPART__RANGE_DEAD, "c is dead");
-  cr_assert_eq(a->size, 3 * KiB, "a spans a, b, c");
-  cr_assert_eq(a->next_phys, d, "d follows");
+  cr_assert_eq(fc->state, GPUPART__RANGE_DEAD, "c's range is dead");
+  cr_assert_eq(fa->size, 3 * KiB, "one range spans a, b, c");
+  cr_assert_eq(fa->next_phys, d, "d follows");
   expect_totals(t, 64 * KiB, KiB, 1, 1, 2);
-  cr_assert_eq(gpupart__tlsf_free(t, d), a, "d merges both ways");
-  cr_assert(gpupart__tlsf_block_is_empty(a), "block empty");
+  cr_assert_eq(gpupart__tlsf_free(t, d), fa, "d merges both ways");
+  cr_assert(gpupart__tlsf_block_is_empty(fa), "block empty");
   expect_totals(t, 64 * KiB, 0, 1, 0, 1);
   gpupart__tlsf_destroy(t);
 }
 
-Test(tlsf, free_keeps_the_lower_node_when_merging_with_the_next) {
+Test(tlsf, a_freed_node_retires_and_a_fresh_one_absorbs_the_next) {
   gpupart__tlsf *t = make(16);
   gpupart__tlsf_add_block(t, &block_cookie, 0, 4096);
   gpupart__range *a = gpupart__tlsf_alloc(t, 16, 0);
   gpupart__range *b = gpupart__tlsf_alloc(t, 16, 0);
   gpupart__range *rest = b->next_phys;
   cr_assert(a && b && a->next_phys == b, "a then b");
-  cr_assert_eq(gpupart__tlsf_free(t, b), b, "b survives, the remainder is absorbed");
+  gpupart__range *fb = gpupart__tlsf_free(t, b);
+  cr_assert(fb && fb != b && fb->offset == 16, "b's place is taken by a fresh node, which absorbs the remainder");
+  cr_assert_eq(b->state, GPUPART__RANGE_DEAD, "b retired");
   cr_assert_eq(rest->state, GPUPART__RANGE_DEAD, "remainder dead");
   cr_assert_eq(rest->owner, t, "dead nodes keep their owner");
-  cr_assert_eq(b->size, 4096 - 16, "b spans the rest");
+  cr_assert_eq(fb->size, 4096 - 16, "the free range spans the rest");
   expect_totals(t, 4096, 16, 1, 1, 1);
   gpupart__tlsf_destroy(t);
 }
@@ -288,6 +295,7 @@ Test(tlsf, remove_block_only_when_empty) {
   cr_assert_eq(gpupart__tlsf_remove_block(t, NULL), -1, "NULL");
   expect_totals(t, MiB, KiB, 1, 1, 1);
   gpupart__tlsf_free(t, r);
+  first = gpupart__tlsf_block_first(first->home); /* the free range that now covers the block */
   gpupart__tlsf *u = make(256);
   cr_assert_eq(gpupart__tlsf_remove_block(u, first), -1, "another allocator's block");
   gpupart__tlsf_destroy(u);
@@ -414,7 +422,7 @@ Test(tlsf, huge_blocks_and_granules_work) {
   expect_totals(t, 1ull << 63, (1ull << 50) + 3, 1, 2, 2);
   gpupart__tlsf_free(t, a);
   gpupart__tlsf_free(t, b);
-  cr_assert(gpupart__tlsf_block_is_empty(first), "empty");
+  cr_assert(gpupart__tlsf_block_is_empty(gpupart__tlsf_block_first(first->home)), "empty");
   gpupart__tlsf_destroy(t);
   t = make(GiB);
   gpupart__tlsf_add_block(t, &block_cookie, 0, 1ull << 62);
@@ -475,7 +483,8 @@ Test(tlsf, out_of_host_memory_changes_nothing) {
 #define M_LIVE (M_BLOCKS * M_UNITS)
 
 typedef struct mblock {
-  gpupart__range *first; /* NULL when this slot holds no block */
+  gpupart__range *first; /* the first range when added; NULL when this slot holds no block */
+  gpupart__tlsf_block *home; /* the block's record: its first range now */
   uint64_t base;
   uint32_t units;
   uint32_t live;
@@ -622,7 +631,7 @@ static void do_add(model *m) {
   gpupart__range *first = gpupart__tlsf_add_block(m->t, b, base, units * m->g + below(m, m->g));
   REQUIRE(first && first->state == GPUPART__RANGE_FREE && first->offset == 0, "add_block failed");
   REQUIRE(first->size == units * m->g && gpupart__tlsf_block_is_empty(first), "new block's range is wrong");
-  *b = (mblock){.first = first, .base = base, .units = units};
+  *b = (mblock){.first = first, .home = first->home, .base = base, .units = units};
   m->managed += units;
 }
 
@@ -632,8 +641,9 @@ static void do_remove(model *m, int drain) {
   for (uint32_t i = m->nlive; drain && i-- > 0;)
     if (m->live[i].b == b) free_live(m, i);
   int empty = b->live == 0;
-  REQUIRE(gpupart__tlsf_block_is_empty(b->first) == empty, "block_is_empty disagrees with the model");
-  int rc = gpupart__tlsf_remove_block(m->t, b->first);
+  gpupart__range *first = gpupart__tlsf_block_first(b->home);
+  REQUIRE(gpupart__tlsf_block_is_empty(first) == empty, "block_is_empty disagrees with the model");
+  int rc = gpupart__tlsf_remove_block(m->t, first);
   REQUIRE(rc == (empty ? 0 : -1), "remove_block returned %d, block live %u", rc, b->live);
   if (!empty) return;
   m->managed -= b->units;
@@ -647,7 +657,7 @@ static void compare_chains(model *m) {
   for (int i = 0; i < M_BLOCKS; i++) {
     const mblock *b = &m->blocks[i];
     if (!b->first) continue;
-    for (const gpupart__range *r = b->first; r; r = r->next_phys) {
+    for (const gpupart__range *r = gpupart__tlsf_block_first(b->home); r; r = r->next_phys) {
       uint8_t want = r->state == GPUPART__RANGE_USED;
       for (uint64_t u = r->offset / m->g; u < (r->offset + r->size) / m->g; u++)
         REQUIRE(b->map[u] == want, "chain and model differ at granule %llu", (unsigned long long)u);
@@ -694,7 +704,8 @@ static void run_differential(uint64_t seed, uint64_t granule, int small, int ste
   while (m.nlive) free_live(&m, m.nlive - 1);
   full_check(&m);
   for (int i = 0; i < M_BLOCKS; i++)
-    if (m.blocks[i].first) REQUIRE(gpupart__tlsf_remove_block(m.t, m.blocks[i].first) == 0, "final remove");
+    if (m.blocks[i].first)
+      REQUIRE(gpupart__tlsf_remove_block(m.t, gpupart__tlsf_block_first(m.blocks[i].home)) == 0, "final remove");
   expect_totals(m.t, 0, 0, 0, 0, 0);
   gpupart__tlsf_destroy(m.t);
 }
@@ -709,3 +720,22 @@ Test(tlsf, differential_granule_256) { run_differential(4, 256, 0, DIFF_STEPS); 
 Test(tlsf, differential_granule_4096) { run_differential(5, 4096, 0, DIFF_STEPS); }
 Test(tlsf, differential_granule_1gib) { run_differential(6, GiB, 0, DIFF_STEPS); }
 Test(tlsf, differential_small_ranges_granule_32) { run_differential(7, 32, 1, DIFF_STEPS); }
+
+Test(tlsf, a_freed_node_is_not_reused_before_the_quarantine_passes) {
+  gpupart__tlsf *t = make(256);
+  gpupart__tlsf_add_block(t, &block_cookie, 0, MiB);
+  gpupart__range *stale = gpupart__tlsf_alloc(t, KiB, 0);
+  cr_assert_not_null(gpupart__tlsf_free(t, stale));
+  for (int i = 0; i < 127; i++) { /* 127 more frees: the quarantine holds 128 */
+    gpupart__range *r = gpupart__tlsf_alloc(t, KiB * (uint64_t)(1 + i % 3), 0);
+    cr_assert_neq(r, stale, "a retired node came back after %d frees", i);
+    cr_assert_not_null(gpupart__tlsf_free(t, r));
+  }
+  gpupart__tlsf_totals before = totals_of(t);
+  cr_assert_null(gpupart__tlsf_free(t, stale), "the stale node is still DEAD");
+  gpupart__tlsf_totals after = totals_of(t);
+  cr_assert_eq(memcmp(&before, &after, sizeof before), 0, "nothing changed");
+  char why[128];
+  cr_assert_eq(gpupart__tlsf_check(t, why, sizeof why), 0, "%s", why);
+  gpupart__tlsf_destroy(t);
+}
