@@ -147,7 +147,8 @@ gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBuffe
     return gpupart__fail(GPUPART_ENOTSUP, "vulkan_create_buffer: usage bits 0x%x are not supported here (supported: 0x%x)",
                          usage & ~d->usages, d->usages);
   vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
-  if (!v) return GPUPART_ENOMEM;
+  /* NULL: freed meanwhile (EINVAL, message set by the check) or out of host memory. */
+  if (!v) return gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN) ? GPUPART_ENOMEM : GPUPART_EINVAL;
   pthread_mutex_lock(&v->lock);
   const vk_buffer_node *n = v->buffers;
   while (n && (n->usage & usage) != usage) n = n->next;
