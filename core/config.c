@@ -5,6 +5,7 @@
  * is thrown away whole, so a context never runs on part of a configuration. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,8 +60,9 @@ static int same_source(gpupart__source a, gpupart__source b) {
 
 /* text without surrounding white space, as the option parser read it. */
 static const char *trim_copy(const char *text, char *buf, size_t n) {
-  size_t b = strspn(text, " \t\r\n"), e = strlen(text);
-  while (e > b && strchr(" \t\r\n", text[e - 1])) e--;
+  size_t b = 0, e = strlen(text);
+  while (b < e && isspace((unsigned char)text[b])) b++;
+  while (e > b && isspace((unsigned char)text[e - 1])) e--;
   snprintf(buf, n, "%.*s", (int)(e - b), text + b);
   return buf;
 }

@@ -94,6 +94,7 @@ struct gpupart_partition {
   atomic_flag reclaim_busy;
   atomic_uint_fast64_t published_in_use; /* c.in_use, for the device's peak (peak.c) */
   atomic_uint_fast64_t ceiling;          /* crossing it rebalances the device's peak */
+  uint64_t peak_snapshot;                /* published_in_use as the last rebalance read it (peak lock) */
   char pad_tail[64];
 };
 

@@ -16,23 +16,20 @@
  * bound keeps a storm of allocations from holding the peak lock forever. */
 #define MAX_ROUNDS 64
 
-static uint64_t published_sum(const gpupart_device *dev) {
-  uint64_t sum = 0;
-  for (uint32_t i = 0; i < dev->nparts; i++)
-    sum += atomic_load_explicit(&dev->parts[i]->published_in_use, memory_order_relaxed);
-  return sum;
-}
-
-/* Peak lock held. One pass: raise the peak to the published sum, share out the slack. */
+/* Peak lock held. One pass: read every partition's figure once, raise the peak to their
+ * sum, and give each partition its figure as read plus an equal share of the slack (one
+ * read per partition, so the ceilings never add up to more than the peak). */
 static void share_slack(gpupart_device *dev) {
-  uint64_t sum = published_sum(dev);
-  if (sum > dev->peak_in_use) dev->peak_in_use = sum;
-  uint64_t share = dev->nparts ? (dev->peak_in_use - sum) / dev->nparts : 0;
+  uint64_t sum = 0;
   for (uint32_t i = 0; i < dev->nparts; i++) {
     gpupart_partition *q = dev->parts[i];
-    uint64_t used = atomic_load_explicit(&q->published_in_use, memory_order_relaxed);
-    atomic_store_explicit(&q->ceiling, used + share, memory_order_relaxed);
+    q->peak_snapshot = atomic_load_explicit(&q->published_in_use, memory_order_relaxed);
+    sum += q->peak_snapshot;
   }
+  if (sum > dev->peak_in_use) dev->peak_in_use = sum;
+  uint64_t share = dev->nparts ? (dev->peak_in_use - sum) / dev->nparts : 0;
+  for (uint32_t i = 0; i < dev->nparts; i++)
+    atomic_store_explicit(&dev->parts[i]->ceiling, dev->parts[i]->peak_snapshot + share, memory_order_relaxed);
 }
 
 /* Nonzero when some partition's published figure is above its new ceiling: it changed

@@ -519,7 +519,6 @@ static int check_lists(walk *w) {
   return 0;
 }
 
-/* Every node of every slab is in a chain or in the pool, so none has leaked. */
 /* Walks one list of DEAD nodes that should hold count of them. */
 static int check_dead_list(walk *w, const gpupart__range *head, uint64_t count, const char *what) {
   uint64_t seen = 0;
@@ -530,9 +529,11 @@ static int check_dead_list(walk *w, const gpupart__range *head, uint64_t count, 
   return seen == count ? 0 : fail(w, what, seen);
 }
 
+/* Every node of every slab is in a chain, the stack or the quarantine: none has leaked. */
 static int check_pool(walk *w) {
   const gpupart__tlsf *t = w->t;
   uint64_t slabs = 0, pooled = t->pool_count + t->quarantined;
+  if (t->quarantined > QUARANTINE) return fail(w, "quarantine longer than its bound", t->quarantined);
   if (check_dead_list(w, t->pool, t->pool_count, "pool length differs from its count") ||
       check_dead_list(w, t->q_head, t->quarantined, "quarantine length differs from its count"))
     return -1;

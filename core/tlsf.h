@@ -76,7 +76,8 @@ gpupart__range *gpupart__tlsf_alloc(gpupart__tlsf *t, uint64_t size, uint64_t al
 int gpupart__tlsf_can_alloc(const gpupart__tlsf *t, uint64_t size, uint64_t align);
 /* Frees a USED range; coalesces with free neighbours. r itself retires (DEAD, into the
  * quarantine) and never becomes a FREE range, so a second free of r returns NULL until r
- * is reused, which takes at least QUARANTINE (128) later frees. Returns the
+ * is reused, which takes at least QUARANTINE (128) later frees while host memory lasts
+ * (out of host memory, nodes come from the quarantine early). Returns the
  * resulting FREE range, or NULL (nothing changed) if r is not USED or belongs to another
  * allocator. */
 gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r);

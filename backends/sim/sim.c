@@ -98,11 +98,17 @@ static sim_device *sim_find(sim_state *s, uint32_t index, uint64_t total) {
   return NULL;
 }
 
+static int same_settings(const gpupart_sim_desc *a, const gpupart_sim_desc *b) {
+  return a->total_bytes == b->total_bytes && a->max_block_bytes == b->max_block_bytes &&
+         a->min_alignment == b->min_alignment && a->max_blocks == b->max_blocks &&
+         a->fail_block_alloc_at == b->fail_block_alloc_at && a->host_backed == b->host_backed;
+}
+
 /* The device (index, total) once; opening it again with other knobs is an error, since
  * they describe the same device. Lock held. */
 static int sim_attach(sim_state *s, uint32_t index, const gpupart_sim_desc *desc, sim_device **out) {
   sim_device *d = sim_find(s, index, desc->total_bytes);
-  if (d && memcmp(&d->desc, desc, sizeof *desc))
+  if (d && !same_settings(&d->desc, desc))
     return gpupart__fail(GPUPART_EINVAL, "sim: device %u of %llu bytes is open with other settings", index,
                          (unsigned long long)desc->total_bytes);
   if (!d && (d = calloc(1, sizeof *d))) {
