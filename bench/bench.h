@@ -63,8 +63,9 @@ void bench_builder_finish(bench_builder *b);
 uint32_t bench_emit_alloc(bench_builder *b, uint64_t size);
 void bench_emit_free(bench_builder *b, uint32_t slot);
 void bench_workload_free(bench_workload *w);
-/* floor.c: the smallest single-block arena that serves w's first n operations. */
-uint64_t bench_floor_bytes(const bench_workload *w, size_t n);
+/* floor.c: the smallest single-block arena that serves w's first n operations with
+ * every range aligned to align (a power of two; the target's min_alignment). */
+uint64_t bench_floor_bytes(const bench_workload *w, size_t n, uint64_t align);
 /* Highest sum of live request sizes, each rounded up to align, over the first n ops. */
 uint64_t bench_workload_peak(const bench_workload *w, size_t n, uint64_t align);
 /* A copy of w with every size multiplied by factor (at least 1 byte). */

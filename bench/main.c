@@ -158,7 +158,7 @@ static size_t run_all(const options *o, const bench_target *t, int nt, const wor
       bench_workload tmp = {0};
       size_t n;
       const bench_workload *w = fit(&t[i], o, &l->w[k], &tmp, &n);
-      uint64_t floor = bench_floor_bytes(w, n);
+      uint64_t floor = bench_floor_bytes(w, n, t[i].info.min_alignment ? t[i].info.min_alignment : 256);
       for (int p = 0; p < BENCH_POLICY_COUNT; p++) {
         if (!(o->policies & (1u << p))) continue;
         bench_run(&t[i], (bench_policy)p, w, n, o->repeat, &rows[nr]);
