@@ -45,7 +45,9 @@ GPUPART_API cl_device_id gpupart_opencl_device(const gpupart_device *dev);
 /* A sub-buffer covering exactly the allocation (origin = its offset in the block, size
  * = the size requested), created on first use, cached, and released by gpupart_free.
  * NULL, with the reason (and the driver's error code) in gpupart_last_error, for NULL,
- * a freed allocation, an allocation of another backend, or a driver failure. */
+ * a freed allocation, an allocation of another backend, or a driver failure. It is made
+ * and released under the partition's lock: a destructor callback the application sets on
+ * it must not call into gpupart for the same partition. */
 GPUPART_API cl_mem gpupart_opencl_buffer(const gpupart_allocation *a);
 
 #ifdef __cplusplus

@@ -82,7 +82,10 @@ GPUPART_API gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, Vk
  * INDIRECT, and SHADER_DEVICE_ADDRESS where the device has buffer device address.
  * Errors: EINVAL (NULL, freed, another backend, usage 0), ENOTSUP (a usage bit outside
  * the list, or a buffer whose memory requirements the allocation cannot meet: the
- * message says which), EBACKEND or ENOMEM (the driver's code in the message). */
+ * message says which), EDEVMEM (the driver is out of device memory for the buffer object),
+ * EBACKEND or ENOMEM (the driver's code in the message). The buffer is made and later
+ * destroyed under the partition's lock: callbacks the application hangs on it must not
+ * call into gpupart for the same partition. */
 GPUPART_API gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBufferUsageFlags usage,
                                                         VkBuffer *out);
 

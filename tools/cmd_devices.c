@@ -56,9 +56,12 @@ static gpupart_result list(gpupart_context *ctx, gpupart_backend b, gpupart_devi
   *n = 0;
   gpupart_result rc = gpupart_enumerate(ctx, b, NULL, n);
   if (rc || !*n) return rc;
-  *out = calloc(*n, sizeof **out);
+  uint32_t cap = *n;
+  *out = calloc(cap, sizeof **out);
   if (!*out) return GPUPART_ENOMEM;
-  return gpupart_enumerate(ctx, b, *out, n);
+  rc = gpupart_enumerate(ctx, b, *out, n);
+  if (*n > cap) *n = cap; /* a device appeared between the two calls: list what fits */
+  return rc;
 }
 
 static int parse_args(int argc, char **argv, int *json, gpupart_backend *b) {

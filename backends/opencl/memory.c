@@ -3,6 +3,7 @@
  * clSetKernelArgSVMPointer), the sub-buffer that exposes one allocation, and the public
  * interop functions of gpupart_opencl.h. */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "opencl.h" /* first: it sets CL_TARGET_OPENCL_VERSION */
 #include "gpupart_opencl.h"
@@ -70,12 +71,40 @@ int gpupart__cl_block_alloc(void *devp, uint64_t size, gpupart_block *out) {
   return GPUPART_OK;
 }
 
-/* The buffer goes first: OpenCL requires a buffer made from an SVM pointer to be
- * released before the pointer is freed. */
+/* What the destructor of an SVM-backed block frees, once the driver is done with it. */
+typedef struct svm_release {
+  void(CL_API_CALL *svm_free)(cl_context, void *);
+  cl_context context;
+  void *svm;
+} svm_release;
+
+static void CL_CALLBACK free_svm_when_destroyed(cl_mem mem, void *user) {
+  (void)mem;
+  svm_release *r = user;
+  r->svm_free(r->context, r->svm);
+  free(r);
+}
+
+/* An SVM pointer may be freed only once the buffer made from it is destroyed, which can
+ * be later than this release (queued commands, or a sub-buffer the application retained):
+ * the spec's destructor callback frees it then. Without that entry point, or without
+ * host memory for the callback's record, the pointer is freed right after the release. */
+static int free_svm_later(const gpupart__cl_device *d, cl_mem mem, void *svm) {
+  svm_release *r = d->cl->clSetMemObjectDestructorCallback ? malloc(sizeof *r) : NULL;
+  if (!r) return 0;
+  *r = (svm_release){d->cl->clSVMFree, d->context, svm};
+  if (d->cl->clSetMemObjectDestructorCallback(mem, free_svm_when_destroyed, r) == CL_SUCCESS) return 1;
+  free(r);
+  return 0;
+}
+
 void gpupart__cl_block_free(void *devp, gpupart_block *block) {
   const gpupart__cl_device *d = devp;
-  d->cl->clReleaseMemObject((cl_mem)block->native);
-  if (block->backend_data) d->cl->clSVMFree(d->context, block->backend_data);
+  cl_mem mem = (cl_mem)block->native;
+  void *svm = block->backend_data;
+  int later = svm && free_svm_later(d, mem, svm);
+  d->cl->clReleaseMemObject(mem);
+  if (svm && !later) d->cl->clSVMFree(d->context, svm);
 }
 
 /* Every offset is a multiple of the base-address alignment (the device's min_alignment),

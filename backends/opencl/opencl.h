@@ -44,7 +44,8 @@
   X(clCreateCommandQueueWithProperties, cl_command_queue,                                          \
     (cl_context, cl_device_id, const cl_queue_properties *, cl_int *))                              \
   X(clSVMAlloc, void *, (cl_context, cl_svm_mem_flags, size_t, cl_uint))                            \
-  X(clSVMFree, void, (cl_context, void *))
+  X(clSVMFree, void, (cl_context, void *))                                                          \
+  X(clSetMemObjectDestructorCallback, cl_int, (cl_mem, void(CL_CALLBACK *)(cl_mem, void *), void *))
 
 typedef struct gpupart__cl_api {
 #define GPUPART__CL_FIELD(name, ret, params) ret(CL_API_CALL *name) params;

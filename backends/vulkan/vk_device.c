@@ -130,7 +130,7 @@ void gpupart__vk_close(void *devp) {
   gpupart__vk_device *d = devp;
   if (!d) return;
   if (d->shared) gpupart__vk_shared_detach(d);
-  if (d->owns_device && d->device) d->dfn.DestroyDevice(d->device, NULL);
+  if (d->owns_device && d->device && d->dfn.DestroyDevice) d->dfn.DestroyDevice(d->device, NULL);
   pthread_mutex_destroy(&d->lock);
   free(d);
 }

@@ -87,7 +87,7 @@ int gpupart__vk_load(const char *library, void **state) {
 void gpupart__vk_unload(void *state) {
   gpupart__vk_state *s = state;
   if (!s) return;
-  if (s->instance) s->ifn.DestroyInstance(s->instance, NULL);
+  if (s->instance && s->ifn.DestroyInstance) s->ifn.DestroyInstance(s->instance, NULL);
   pthread_mutex_destroy(&s->lock);
   dlclose(s->lib);
   free(s);
@@ -142,6 +142,7 @@ static int create_instance(gpupart__vk_state *s) {
                            .apiVersion = version};
   VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
   VkResult r = s->CreateInstance(&ci, NULL, &s->instance);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) s->instance = VK_NULL_HANDLE; /* undefined on failure */
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
     return gpupart__fail(GPUPART_ENODEV, "vulkan: the loader found no Vulkan driver (VK_ERROR_INCOMPATIBLE_DRIVER)");
   if (r != VK_SUCCESS) return s->instance = VK_NULL_HANDLE, gpupart__vk_fail(r, "vkCreateInstance");
