@@ -233,12 +233,39 @@ int gpupart__config_load(const gpupart__hostmem *m, const gpupart_context_desc *
 
 void gpupart__config_free(const gpupart__hostmem *m, gpupart__config *c) { gpupart__host_free(m, c); }
 
+static int same_device(const gpupart__selector *a, const gpupart__selector *b) {
+  return a->set == b->set && (!a->set || (a->backend == b->backend && a->index == b->index));
+}
+
+/* Guarantees given as shares of one device's budget can be judged without a device:
+ * shares above 100%, or 100% with bytes on top, can never open. Reported at the
+ * partition that passes the line. */
+static void check_guarantee_sums(const gpupart__layer *l, const char *path, gpupart__errors *e) {
+  for (uint32_t i = 0; i < l->nparts; i++) {
+    double share = 0;
+    uint64_t bytes = 0;
+    for (uint32_t j = 0; j <= i; j++) {
+      const gpupart__pspec *p = &l->parts[j];
+      if (!same_device(&p->dev, &l->parts[i].dev)) continue;
+      if (p->guarantee.is_share) share += p->guarantee.share;
+      else bytes += p->guarantee.bytes;
+    }
+    const gpupart__pspec *p = &l->parts[i];
+    int last_added = p->guarantee.is_share ? p->guarantee.share > 0 : p->guarantee.bytes > 0;
+    if (last_added && (share > 1.0 + 1e-9 || (share >= 1.0 - 1e-9 && bytes))) {
+      gpupart__errors_add(e, p->src.line, "%s:%d: partition '%s': the guarantees on its device add up to more than the budget",
+                          path, p->src.line, p->name);
+      return;
+    }
+  }
+}
+
 int gpupart__config_check_file(const char *path, gpupart__report_fn report, void *user) {
   const gpupart__hostmem *m = gpupart__hostmem_default();
   gpupart__config *c = gpupart__host_calloc(m, 1, sizeof *c);
   gpupart__errors e = {.report = report, .user = user};
   if (!c) gpupart__errors_add(&e, 0, "%s: out of host memory", path);
-  else load_file(m, c, path, path, &e);
+  else if (!load_file(m, c, path, path, &e)) check_guarantee_sums(&c->file, path, &e);
   gpupart__host_free(m, c);
   return e.count;
 }

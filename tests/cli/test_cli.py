@@ -196,6 +196,22 @@ def test_check_config():
     check("/nonexistent/gpupart.ini" in err and "No such file" in err, "unreadable file", err)
 
 
+def test_check_config_sums_guarantees_per_device():
+    over = write_file("[partition a]\nsize = 60%\nguarantee = 60%\n\n[partition b]\nsize = 60%\nguarantee = 60%\n")
+    full = write_file("[partition a]\nsize = 100%\nguarantee = 100%\n[partition b]\nsize = 5GiB\nguarantee = 1GiB\n")
+    fits = write_file("[partition a]\nsize = 60%\nguarantee = 40%\n[partition b]\nsize = 60%\nguarantee = 60%\n"
+                      "[partition c]\ndevice = opencl:0\nsize = 90%\nguarantee = 90%\n")
+    try:
+        _, err = expect_rc(["check-config", over], 1)
+        check(f"{over}:5: partition 'b'" in err and "add up to more than the budget" in err, "60% + 60%", err)
+        _, err = expect_rc(["check-config", full], 1)
+        check(f"{full}:4: partition 'b'" in err, "100% plus bytes", err)
+        expect_rc(["check-config", fits], 0)
+    finally:
+        for f in (over, full, fits):
+            os.unlink(f)
+
+
 def main():
     global GPUPART
     GPUPART = os.path.abspath(sys.argv[1])
