@@ -153,9 +153,10 @@ static const char *refusal_text(refusal why) {
  * driver refusal the backend's own message (with the driver's error code). */
 static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal why) {
   char driver[256] = "";
+  int64_t native = why == REFUSED_DRIVER || why < 0 ? gpupart_last_native_error() : 0; /* passed on */
   if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   if (why < 0)
-    return gpupart__fail(why, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s", p->name,
+    return gpupart__fail_native(why, native, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s", p->name,
                          q->size, q->tag, gpupart_result_str(why), driver);
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
@@ -165,7 +166,7 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   gpupart__lock_release(&p->lock);
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
                         : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
-  return gpupart__fail(code,
+  return gpupart__fail_native(code, native,
                        "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
                        ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
                        p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);

@@ -83,20 +83,47 @@ static void unlink_block(gpupart__arena *a, gpupart__block *b) {
   if (b->next) b->next->prev = b->prev;
 }
 
-/* Takes a block of exactly size bytes (already reserved in the ledger) from the driver
- * and hands it to the sub-allocator. */
+/* The driver may allocate more than asked (block.size): the extra bytes are accounted
+ * too, so they are reserved in the ledger now. A size below the request or off the
+ * alignment breaks the contract (EBACKEND); an extra the ledger cannot grant is ELIMIT.
+ * Either way the block goes back to the driver. */
+static int account_actual(gpupart_partition *p, uint64_t asked, gpupart_block *drv) {
+  gpupart_device *dev = p->dev;
+  int rc = GPUPART_OK;
+  if (drv->size < asked || (drv->size & (dev->alignment - 1)))
+    rc = gpupart__fail(GPUPART_EBACKEND, "partition '%s': backend '%s' returned a block of %llu bytes for %llu",
+                       p->name, dev->ops->name, (unsigned long long)drv->size, (unsigned long long)asked);
+  else if (drv->size > asked && dev->ledger->ops->reserve(dev->ledger, p->account, drv->size - asked) != GPUPART__GRANTED)
+    rc = gpupart__fail(GPUPART_ELIMIT, "partition '%s': the driver allocated %llu bytes for %llu and the budget "
+                       "cannot grant the %llu more", p->name, (unsigned long long)drv->size,
+                       (unsigned long long)asked, (unsigned long long)(drv->size - asked));
+  if (rc) dev->ops->block_free(dev->bdev, drv);
+  return rc;
+}
+
+/* Undoes account_actual for a block the sub-allocator could not take. */
+static void give_back(gpupart_partition *p, uint64_t asked, gpupart_block *drv) {
+  gpupart_device *dev = p->dev;
+  if (drv->size > asked) dev->ledger->ops->release(dev->ledger, p->account, drv->size - asked);
+  dev->ops->block_free(dev->bdev, drv);
+}
+
+/* Takes a block of at least size bytes (size already reserved in the ledger, and the
+ * driver's extra reserved here) from the driver and hands it to the sub-allocator. */
 static int add_block(gpupart_partition *p, uint64_t size, int prealloc) {
   gpupart_device *dev = p->dev;
   gpupart__block *b = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *b);
   if (!b) return gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
   int rc = dev->ops->block_alloc(dev->bdev, size, &b->drv);
+  if (rc == GPUPART_OK) rc = account_actual(p, size, &b->drv);
   if (rc == GPUPART_OK) {
-    gpupart__range *first = gpupart__tlsf_add_block(p->arena.tlsf, b, b->drv.device_address, size);
+    gpupart__range *first = gpupart__tlsf_add_block(p->arena.tlsf, b, b->drv.device_address, b->drv.size);
     if (first) b->home = first->home;
-    else dev->ops->block_free(dev->bdev, &b->drv);
+    else give_back(p, size, &b->drv);
     rc = first ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
   }
   if (rc) return gpupart__host_free(&dev->ctx->mem, b), rc;
+  size = b->drv.size;
   b->size = size;
   b->prealloc = prealloc;
   link_block(&p->arena, b);

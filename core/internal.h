@@ -17,11 +17,11 @@
 #include "gpupart.h"
 #include "hostmem.h"
 #include "ledger.h"
+#include "registry.h"
 #include "lock.h"
 #include "settings.h"
 #include "tlsf.h"
 
-#define GPUPART__BACKEND_COUNT 5
 #define GPUPART__MIB (1ull << 20)
 #define GPUPART__GIB (1ull << 30)
 
@@ -30,11 +30,13 @@ typedef struct gpupart__loaded_backend {
   void *state;
   int tried;  /* load attempted */
   int result; /* load's result */
+  int64_t native; /* and its driver code */
   char error[256];
 } gpupart__loaded_backend;
 
 struct gpupart_context {
   gpupart__hostmem mem;
+  gpupart__backend_env env; /* lent to every backend at load: env.mem = &mem */
   uint32_t flags;
   gpupart_log_fn log;
   void *log_user;
