@@ -127,6 +127,9 @@ char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
  * (the gpupart command's --device), where the public call lets configuration choose. */
 gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
                                     gpupart_device **out);
+/* Calls the backend's optional trim (its driver-side caches) under the device's slow
+ * lock; OK where the backend has none. No lock held by the caller. */
+int gpupart__device_trim_backend(gpupart_device *dev);
 
 /* arena.c: every function runs with the partition lock held. */
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
