@@ -156,8 +156,8 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   int64_t native = why == REFUSED_DRIVER || why < 0 ? gpupart_last_native_error() : 0; /* passed on */
   if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   if (why < 0)
-    return gpupart__fail_native(why, native, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s", p->name,
-                         q->size, q->tag, gpupart_result_str(why), driver);
+    return gpupart__fail_native(why, native, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s",
+                                p->name, q->size, q->tag, gpupart_result_str(why), driver);
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   gpupart__lock_acquire(&p->lock);
@@ -167,9 +167,9 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
                         : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
   return gpupart__fail_native(code, native,
-                       "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
-                       ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
-                       p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
+                              "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
+                              ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
+                              p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
 }
 
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {

@@ -105,7 +105,8 @@ static int parse_args(int argc, char **argv, int *json, gpupart_backend *b) {
     if ((r = cli_option(argc, argv, &i, "--json", 0, &v)) > 0) *json = 1;
     else if (!r && (r = cli_option(argc, argv, &i, "--backend", 1, &v)) > 0) {
       int id = gpupart__backend_from_name(v);
-      if (id < 0 && strcmp(v, "auto") != 0) return cli_usage_error("devices", "unknown backend '%s' (use %s)", v, names());
+      if (id < 0 && strcmp(v, "auto") != 0)
+        return cli_usage_error("devices", "unknown backend '%s' (use %s)", v, names());
       *b = id < 0 ? GPUPART_BACKEND_AUTO : (gpupart_backend)id;
     }
     if (r < 0) return EXIT_USAGE;

@@ -87,7 +87,8 @@ static char *platform_name(const gpupart__cl_api *cl, cl_platform_id p) {
   size_t n = 0;
   if (cl->clGetPlatformInfo(p, CL_PLATFORM_NAME, 0, NULL, &n) != CL_SUCCESS || n == 0) return NULL;
   char *s = gpupart__host_calloc(cl->mem, 1, n + 1);
-  if (s && cl->clGetPlatformInfo(p, CL_PLATFORM_NAME, n, s, NULL) != CL_SUCCESS) gpupart__host_free(cl->mem, s), s = NULL;
+  if (s && cl->clGetPlatformInfo(p, CL_PLATFORM_NAME, n, s, NULL) != CL_SUCCESS)
+    gpupart__host_free(cl->mem, s), s = NULL;
   return s;
 }
 

@@ -57,8 +57,8 @@ static void sim_unload(void *state) {
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 static int check_pow2(const char *what, uint64_t v) {
-  return !v || is_pow2(v) ? GPUPART_OK
-                          : gpupart__fail(GPUPART_EINVAL, "sim: %s %llu is not a power of two", what, (unsigned long long)v);
+  if (!v || is_pow2(v)) return GPUPART_OK;
+  return gpupart__fail(GPUPART_EINVAL, "sim: %s %llu is not a power of two", what, (unsigned long long)v);
 }
 
 /* in: size bytes of the caller's descriptor (0 = all of this library's), or NULL. */

@@ -42,7 +42,8 @@ int gpupart__vk_facts_get(const gpupart__vk_state *s, const gpupart__vk_ifns *if
   f->m4 = (VkPhysicalDeviceMaintenance4Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
   if ((known && version >= VK_API_VERSION_1_3) || has_extension(s, ifn, pd, VK_KHR_MAINTENANCE_4_EXTENSION_NAME))
     f->m3.pNext = &f->m4;
-  f->pci = (VkPhysicalDevicePCIBusInfoPropertiesEXT){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
+  f->pci = (VkPhysicalDevicePCIBusInfoPropertiesEXT){
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
   f->pci_ext = has_extension(s, ifn, pd, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
   if (f->pci_ext) f->pci.pNext = f->m3.pNext, f->m3.pNext = &f->pci;
   ifn->GetPhysicalDeviceProperties2(pd, &f->props);

@@ -144,7 +144,8 @@ static int create_instance(gpupart__vk_state *s) {
   VkResult r = s->CreateInstance(&ci, NULL, &s->instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) s->instance = VK_NULL_HANDLE; /* undefined on failure */
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-    return gpupart__fail_native(GPUPART_ENODEV, r, "vulkan: the loader found no Vulkan driver (VK_ERROR_INCOMPATIBLE_DRIVER)");
+    return gpupart__fail_native(GPUPART_ENODEV, r,
+                                "vulkan: the loader found no Vulkan driver (VK_ERROR_INCOMPATIBLE_DRIVER)");
   if (r != VK_SUCCESS) return s->instance = VK_NULL_HANDLE, gpupart__vk_fail(r, "vkCreateInstance");
   s->instance_version = version;
   int rc = gpupart__vk_load_instance(s, s->instance, NULL, &s->ifn);
