@@ -81,12 +81,16 @@ static uint64_t release_own(gpupart_partition *p) {
 /* Steps 1 and 2. Device slow lock held. */
 static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   if (is_final(why)) return why;
-  if (release_own(p) && (why = attempt(p, q, out)) == REFUSED_NONE) return why;
+  if (release_own(p)) {
+    gpupart__device_trim_locked(p->dev); /* the backend's own caches go too */
+    if ((why = attempt(p, q, out)) == REFUSED_NONE) return why;
+  }
   if (!reaches_others(why)) return why;
   uint64_t released = 0;
   gpupart_device *dev = p->dev;
   for (uint32_t i = 0; i < dev->nparts; i++)
     if (dev->parts[i] != p) released += release_own(dev->parts[i]);
+  if (released) gpupart__device_trim_locked(dev);
   return released ? attempt(p, q, out) : why;
 }
 

@@ -273,11 +273,15 @@ gpupart_result gpupart_device_get_info(const gpupart_device *dev, gpupart_device
 
 uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? dev->budget : 0; }
 
-int gpupart__device_trim_backend(gpupart_device *dev) {
+int gpupart__device_trim_locked(gpupart_device *dev) {
   int (*trim)(void *) = GPUPART__BACKEND_OP(dev->ops, trim);
-  if (!trim) return GPUPART_OK; /* the backend keeps no driver-side caches */
+  return trim ? trim(dev->bdev) : GPUPART_OK; /* none: the backend keeps no driver-side caches */
+}
+
+int gpupart__device_trim_backend(gpupart_device *dev) {
+  if (!GPUPART__BACKEND_OP(dev->ops, trim)) return GPUPART_OK;
   pthread_mutex_lock(&dev->slow);
-  int rc = trim(dev->bdev);
+  int rc = gpupart__device_trim_locked(dev);
   pthread_mutex_unlock(&dev->slow);
   return rc;
 }

@@ -130,6 +130,8 @@ gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_d
 /* Calls the backend's optional trim (its driver-side caches) under the device's slow
  * lock; OK where the backend has none. No lock held by the caller. */
 int gpupart__device_trim_backend(gpupart_device *dev);
+/* The same with the device's slow lock already held (the OOM sequence). */
+int gpupart__device_trim_locked(gpupart_device *dev);
 
 /* arena.c: every function runs with the partition lock held. */
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
