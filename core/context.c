@@ -98,14 +98,29 @@ gpupart_result gpupart_context_destroy(gpupart_context *ctx) {
   return GPUPART_OK;
 }
 
-/* GPUPART_<BACKEND>_LIBRARY (or its key in the file), else NULL for the system's. */
-static const char *library_override(const gpupart_context *ctx, gpupart_backend b) {
+/* GPUPART_<BACKEND>_LIBRARY (or its key in the file), else NULL for the system's; src
+ * names where it was set ("GPUPART_VULKAN_LIBRARY=/x") for a load error. */
+static const char *library_override(const gpupart_context *ctx, gpupart_backend b, char *src, size_t n) {
   static const int opts[] = {-1, -1, GPUPART__OPT_OPENCL_LIBRARY, GPUPART__OPT_VULKAN_LIBRARY,
                              GPUPART__OPT_CUDA_LIBRARY};
-  if (opts[b] < 0) return NULL;
-  gpupart__value v;
-  gpupart__config_get(ctx->cfg, (gpupart__opt)opts[b], GPUPART_BACKEND_AUTO, 0, &v);
+  gpupart__value v = {0};
+  if (opts[b] >= 0) gpupart__config_get(ctx->cfg, (gpupart__opt)opts[b], GPUPART_BACKEND_AUTO, 0, &v);
+  if (!v.str) return NULL;
+  char where[GPUPART__PATH_MAX + 16];
+  gpupart__source_format(v.src, where, sizeof where);
+  if (v.src.line) snprintf(src, n, "%s = %s (%s): ", gpupart__options[opts[b]].key, GPUPART__ECHO(v.str), GPUPART__ECHO(where));
+  else snprintf(src, n, "%s=%s: ", GPUPART__ECHO(where), GPUPART__ECHO(v.str));
   return v.str;
+}
+
+static int load_one(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
+  char src[2 * GPUPART__ECHO_MAX + 16] = "";
+  const char *library = library_override(ctx, b, src, sizeof src);
+  int rc = lb->ops->load(library, &lb->state);
+  const char *why = gpupart_last_error();
+  int named = library && (strstr(why, "_LIBRARY") || strstr(why, "_library")); /* the backend says it already */
+  if (rc) snprintf(lb->error, sizeof lb->error, "%s%s", named ? "" : src, why);
+  return rc;
 }
 
 static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
@@ -118,8 +133,8 @@ static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupar
       gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' has ABI %u, expected %u", lb->ops->name,
                     lb->ops->abi_version, GPUPART__BACKEND_ABI), lb->result = GPUPART_ENOBACKEND;
     else
-      lb->result = lb->ops->load(library_override(ctx, b), &lb->state);
-    if (lb->result) snprintf(lb->error, sizeof lb->error, "%s", gpupart_last_error());
+      lb->result = load_one(ctx, lb, b);
+    if (lb->result && !lb->error[0]) snprintf(lb->error, sizeof lb->error, "%s", gpupart_last_error());
   }
   if (lb->result) return gpupart__fail(lb->result, "%s", lb->error);
   return GPUPART_OK;
@@ -130,7 +145,7 @@ static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupar
 int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
                          void **state) {
   if ((unsigned)b >= GPUPART__BACKEND_COUNT || b == GPUPART_BACKEND_AUTO)
-    return gpupart__fail(GPUPART_EINVAL, "no backend numbered %d", (int)b);
+    return gpupart__fail(GPUPART_EINVAL, "unknown backend %d (use a GPUPART_BACKEND_*)", (int)b);
   pthread_mutex_lock(&ctx->lock);
   gpupart__loaded_backend *lb = &ctx->backends[b];
   int rc = load_locked(ctx, lb, b);

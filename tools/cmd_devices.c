@@ -18,6 +18,9 @@ static const char help[] =
     "                  \"vendor\", \"total\", \"free\", \"max_block\"}]}, sizes in bytes,\n"
     "                  free null where the driver cannot tell\n"
     "\n"
+    "Without --backend, each backend passed over is named on standard error with the\n"
+    "reason (driver missing, a GPUPART_*_LIBRARY that cannot be opened, ...).\n"
+    "\n"
     "exit status: 0 devices found, 1 none found or the backend is missing, 2 bad usage\n";
 
 static void print_json(const gpupart_device_info *d, uint32_t n) {
@@ -64,6 +67,17 @@ static gpupart_result list(gpupart_context *ctx, gpupart_backend b, gpupart_devi
   return rc;
 }
 
+/* With every backend listed, one line per backend passed over and why (driver missing,
+ * a GPUPART_*_LIBRARY that cannot be opened, ...), so "no device found" is explained. */
+static void say_skipped(gpupart_context *ctx) {
+  static const gpupart_backend order[] = {GPUPART_BACKEND_CUDA, GPUPART_BACKEND_VULKAN, GPUPART_BACKEND_OPENCL};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    uint32_t n = 0;
+    if (gpupart_enumerate(ctx, order[i], NULL, &n) != GPUPART_OK)
+      fprintf(stderr, "gpupart: skipped %s: %s\n", gpupart_backend_name(order[i]), gpupart_last_error());
+  }
+}
+
 static int parse_args(int argc, char **argv, int *json, gpupart_backend *b) {
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -93,6 +107,7 @@ int cmd_devices(int argc, char **argv) {
   gpupart_device_info *infos;
   uint32_t n;
   r = list(ctx, b, &infos, &n);
+  if (!r && b == GPUPART_BACKEND_AUTO) say_skipped(ctx);
   gpupart_context_destroy(ctx);
   if (r) return free(infos), cli_failure("devices", r);
   if (json) print_json(infos, n);
