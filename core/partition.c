@@ -88,7 +88,7 @@ static int name_partition(gpupart_partition *p, const gpupart_partition_desc *d)
   const char *name = d->name ? d->name : fallback;
   if (!*name) return gpupart__fail(GPUPART_EINVAL, "partition_create: name is empty");
   if (find_locked(dev, name))
-    return gpupart__fail(GPUPART_EEXIST, "partition_create: '%s' exists on this device", name);
+    return gpupart__fail(GPUPART_EEXIST, "partition_create: '%s' exists on this device", GPUPART__ECHO(name));
   p->name = gpupart__strdup(&dev->ctx->mem, name);
   return p->name ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
 }
