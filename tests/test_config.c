@@ -1,5 +1,5 @@
 /* Configuration end to end (core/config.c, core/config_ini.c, core/settings.c): every row
- * of CONFIG.md through real variables and files, the precedence descriptor > environment >
+ * of docs/configuration.md through real variables and files, the precedence descriptor > environment >
  * file > default, errors that name their source, key and line, and that nothing is
  * half-applied. Criterion runs each test in its own process, so setenv stays local. */
 #include <stdio.h>
@@ -101,7 +101,7 @@ static uint64_t share(uint64_t budget, double f, uint64_t granularity) {
   return (uint64_t)((long double)budget * f) & ~(granularity - 1);
 }
 
-/* ---- every row of CONFIG.md ----------------------------------------------------- */
+/* ---- every row of docs/configuration.md ------------------------------------------------ */
 
 Test(config, gpupart_config_names_the_file) {
   setenv("GPUPART_CONFIG", write_file("[gpupart]\nbackend = sim\nmemory_fraction = 25%\n"), 1);

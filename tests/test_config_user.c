@@ -441,3 +441,27 @@ Test(config_user, check_config_sums_preallocated_sizes) {
   cr_expect_eq(check_text("[partition a]\nsize = 70%\nallow_growth = false\n[partition b]\nsize = 70%\n"), 0, "%s",
                reported);
 }
+
+/* ---- the sim backend's sharing, as docs/backends.md states it ----------------------- */
+
+static uint64_t free_bytes(gpupart_device *dev) {
+  gpupart_device_info info;
+  cr_assert_eq(gpupart_device_get_info(dev, &info), GPUPART_OK);
+  return info.free_bytes;
+}
+
+Test(config_user, sim_devices_share_memory_within_a_context_not_across_contexts) {
+  gpupart_context *c1 = test_context(), *c2 = test_context();
+  gpupart_device *a = open_sim(c1, 0), *b = open_sim(c1, 0), *other = open_sim(c2, 0);
+  gpupart_partition *p = test_partition(a, "p", 64 * MiB, 0);
+  gpupart_allocation *x = NULL;
+  cr_assert_eq(gpupart_alloc(p, 64 * MiB, 0, &x), GPUPART_OK);
+  cr_expect_eq(free_bytes(b), 16 * GiB - 64 * MiB, "the same device in one context");
+  cr_expect_eq(free_bytes(other), 16 * GiB, "another context's sim device is its own");
+  gpupart_free(x);
+  gpupart_device_close(other);
+  gpupart_device_close(b);
+  gpupart_device_close(a);
+  gpupart_context_destroy(c2);
+  gpupart_context_destroy(c1);
+}
