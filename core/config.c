@@ -123,8 +123,8 @@ static int env_per_device(gpupart__layer *l, gpupart__opt o, const char *text, g
   char entry[GPUPART__PATH_MAX];
   const char *p = text;
   if (decimal_comma(text) && gpupart__options[o].type != GPUPART__T_BOOL)
-    return gpupart__errors_add(e, 0, "%s: '%s' has a decimal comma: write a decimal point (',' separates per-device entries)",
-                               src.name, GPUPART__ECHO(text)), -1;
+    return gpupart__errors_add(e, 0, "%s: '%s' has a decimal comma: write a decimal point "
+                               "(',' separates per-device entries)", src.name, GPUPART__ECHO(text)), -1;
   for (;;) {
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
@@ -278,11 +278,10 @@ static FILE *open_regular(const char *what, const char *path, gpupart__errors *e
   struct stat st;
   char why[96];
   if (fd < 0) return read_error(what, path, strerror(errno), e), NULL;
-  if (fstat(fd, &st)) return snprintf(why, sizeof why, "%s", strerror(errno)), close(fd), read_error(what, path, why, e), NULL;
-  if (!S_ISREG(st.st_mode)) {
-    snprintf(why, sizeof why, "it is %s, not a regular file", file_kind(st.st_mode));
-    return close(fd), read_error(what, path, why, e), NULL;
-  }
+  if (fstat(fd, &st)) snprintf(why, sizeof why, "%s", strerror(errno));
+  else if (!S_ISREG(st.st_mode)) snprintf(why, sizeof why, "it is %s, not a regular file", file_kind(st.st_mode));
+  else why[0] = 0;
+  if (why[0]) return close(fd), read_error(what, path, why, e), NULL;
   FILE *f = fdopen(fd, "rb");
   if (!f) close(fd), read_error(what, path, strerror(errno), e);
   return f;
@@ -373,15 +372,17 @@ static void never_applies(file_view *f, const gpupart__selector *sel, int line, 
                       f->l->global[GPUPART__OPT_BACKEND].src.line, gpupart_backend_name(sel->backend));
 }
 
+/* One report per [device B:I] section: its first value names it. */
+static int first_of_section(const gpupart__layer *l, uint32_t i) {
+  for (uint32_t j = 0; j < i; j++)
+    if (l->dev[j].sel.backend == l->dev[i].sel.backend && l->dev[j].sel.index == l->dev[i].sel.index) return 0;
+  return 1;
+}
+
 static void check_never_applies(file_view *f) {
-  int last = 0;
-  for (uint32_t i = 0; i < f->l->ndev; i++) /* one report per [device] section */
-    if (f->l->dev[i].v.src.line && f->l->dev[i].sel.backend && !file_allows(f, f->l->dev[i].sel.backend)) {
-      int line = f->l->dev[i].v.src.line;
-      if (line < last) continue;
-      never_applies(f, &f->l->dev[i].sel, line, "a [device] section's value");
-      last = INT32_MAX; /* the rest of that section says the same */
-    }
+  for (uint32_t i = 0; i < f->l->ndev; i++)
+    if (first_of_section(f->l, i))
+      never_applies(f, &f->l->dev[i].sel, f->l->dev[i].v.src.line, "a [device] section's value");
   for (uint32_t i = 0; i < f->l->nparts; i++) {
     char what[GPUPART__NAME_MAX + 16];
     snprintf(what, sizeof what, "partition '%s'", f->l->parts[i].name);

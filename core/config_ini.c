@@ -231,7 +231,8 @@ static int header_tail_bad(ini_state *st, const char *tail) {
   if (!*tail || *tail == '\n' || *tail == ';' || *tail == '#') return 0;
   char text[GPUPART__PATH_MAX];
   snprintf(text, sizeof text, "%.*s", (int)strcspn(tail, "\n"), tail);
-  error_at(st, st->line, "text after ']' on a section line: '%s' (write each key on its own line)", GPUPART__ECHO(text));
+  error_at(st, st->line, "text after ']' on a section line: '%s' (write each key on its own line)",
+           GPUPART__ECHO(text));
   return 1;
 }
 

@@ -108,7 +108,8 @@ static const char *library_override(const gpupart_context *ctx, gpupart_backend 
   if (!v.str) return NULL;
   char where[GPUPART__PATH_MAX + 16];
   gpupart__source_format(v.src, where, sizeof where);
-  if (v.src.line) snprintf(src, n, "%s = %s (%s): ", gpupart__options[opts[b]].key, GPUPART__ECHO(v.str), GPUPART__ECHO(where));
+  if (v.src.line)
+    snprintf(src, n, "%s = %s (%s): ", gpupart__options[opts[b]].key, GPUPART__ECHO(v.str), GPUPART__ECHO(where));
   else snprintf(src, n, "%s=%s: ", GPUPART__ECHO(where), GPUPART__ECHO(v.str));
   return v.str;
 }

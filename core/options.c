@@ -153,7 +153,8 @@ static int parse_decimal(const char **s, const char *text, decimal *d, char *err
   d->frac = 0, d->scale = 1;
   if (!d->dot) return 0;
   (*s)++;
-  if (!isdigit((unsigned char)**s)) return say(err, n, "'%s' has no digits after the decimal point", GPUPART__ECHO(text));
+  if (!isdigit((unsigned char)**s))
+    return say(err, n, "'%s' has no digits after the decimal point", GPUPART__ECHO(text));
   parse_frac(s, d);
   return 0;
 }
@@ -186,7 +187,8 @@ static int scale_bytes(const decimal *d, uint64_t mult, uint64_t *out) {
 static int to_share(const decimal *d, double divisor, const char *text, double *out, char *err, size_t n) {
   long double v = ((long double)d->whole + (long double)d->frac / (long double)d->scale) / divisor;
   if (v > 1.0L)
-    return say(err, n, "'%s' is above %s", GPUPART__ECHO(text), divisor > 1 ? "100%" : "1 (a share is at most 1.0 or 100%)");
+    return say(err, n, "'%s' is above %s", GPUPART__ECHO(text),
+               divisor > 1 ? "100%" : "1 (a share is at most 1.0 or 100%)");
   *out = (double)v;
   return 0;
 }
@@ -195,7 +197,8 @@ static int amount_bytes(const decimal *d, const char *unit_text, const char *tex
                         gpupart__amount *out, char *err, size_t n) {
   const unit *u = *unit_text ? find_unit(unit_text) : &units[0];
   if (!u)
-    return say(err, n, "'%s' has an unknown unit '%s' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)", GPUPART__ECHO(text),
+    return say(err, n, "'%s' has an unknown unit '%s' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)",
+               GPUPART__ECHO(text),
                unit_text);
   if (!(accept & GPUPART__ACCEPT_BYTES))
     return say(err, n, "'%s' is bytes, but a share is expected (0.6 or 60%%)", GPUPART__ECHO(text));

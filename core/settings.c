@@ -95,9 +95,10 @@ static int below_granularity(const gpupart_device *dev, const input *in) {
   if (in->v) gpupart__source_format(in->v->src, where, sizeof where);
   else snprintf(where, sizeof where, "the driver");
   gpupart__source_format(gran->src, gwhere, sizeof gwhere);
-  return gpupart__fail(blame_code(in->v, gran), "device_open: %s leaves %llu bytes (%s), below the granularity %llu (%s): the budget would be 0",
-                       in->what, (unsigned long long)in->bytes, GPUPART__ECHO(where), (unsigned long long)dev->granularity,
-                       GPUPART__ECHO(gwhere));
+  return gpupart__fail(blame_code(in->v, gran),
+                       "device_open: %s leaves %llu bytes (%s), below the granularity %llu (%s): the budget would be 0",
+                       in->what, (unsigned long long)in->bytes, GPUPART__ECHO(where),
+                       (unsigned long long)dev->granularity, GPUPART__ECHO(gwhere));
 }
 
 /* min(total * fraction, limit) - headroom, rounded down to the granularity. */
@@ -148,8 +149,8 @@ static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
   gpupart__source_format(p->src, where, sizeof where);
   snprintf(why, sizeof why, "%s", gpupart_last_error());
   if (rc == GPUPART_EINVAL || rc == GPUPART_ELIMIT || rc == GPUPART_EEXIST) rc = GPUPART_ECONFIG;
-  return gpupart__fail(rc, "%s: partition '%s' on %s:%u: %s", where, p->name, gpupart_backend_name(dev->info.backend),
-                       dev->info.index, why);
+  return gpupart__fail(rc, "%s: partition '%s' on %s:%u: %s", GPUPART__ECHO(where), p->name,
+                       gpupart_backend_name(dev->info.backend), dev->info.index, why);
 }
 
 int gpupart__settings_create_partitions(gpupart_device *dev) {
@@ -175,7 +176,8 @@ void gpupart__settings_adopted(gpupart_partition *p, const gpupart_partition_des
   char where[GPUPART__PATH_MAX + 16], line[GPUPART__PATH_MAX + 320];
   gpupart_partition_get_stats(p, &st);
   configured_source(p, where, sizeof where);
-  int same = st.limit == limit && st.guarantee == guarantee && (d->growth == 0 || (d->growth == GPUPART_GROWTH_OFF) == p->growth.prealloc);
+  int same_growth = d->growth == GPUPART_GROWTH_DEFAULT || (d->growth == GPUPART_GROWTH_OFF) == p->growth.prealloc;
+  int same = st.limit == limit && st.guarantee == guarantee && same_growth;
   snprintf(line, sizeof line, "partition_create: '%s' is declared by the configuration (%s): the configured partition "
            "is returned, with its limit %llu and guarantee %llu bytes%s", p->name, GPUPART__ECHO(where),
            (unsigned long long)st.limit, (unsigned long long)st.guarantee,

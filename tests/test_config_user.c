@@ -424,6 +424,8 @@ Test(config_user, check_config_refuses_sections_for_an_excluded_backend) {
                              "vulkan,opencl (line 2) excludes cuda"), "%s", reported);
   cr_expect(strstr(reported, ":8: partition 'train' on cuda:0 can never apply"), "%s", reported);
   cr_expect_eq(check_text("[gpupart]\nbackend = cuda, vulkan\n[device cuda:0]\nheadroom = 1GiB\n"), 0, "%s", reported);
+  cr_expect_eq(check_text("[gpupart]\nbackend = sim\n[device cuda:0]\nheadroom = 1GiB\ngranularity = 4MiB\n"
+                          "[device opencl:1]\nheadroom = 1GiB\n"), 2, "one report per section:\n%s", reported);
 }
 
 Test(config_user, check_config_sums_guarantees_however_the_device_is_written) {
