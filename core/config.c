@@ -7,10 +7,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Variables of these prefixes belong to the benchmark and test scripts, not the library. */
@@ -104,8 +107,14 @@ static int env_entry(gpupart__layer *l, gpupart__opt o, const char *entry, gpupa
   snprintf(sel_text, sizeof sel_text, "%.*s", (int)(eq - entry), entry);
   if (gpupart__parse_selector(sel_text, &sel, err, sizeof err) ||
       gpupart__layer_set(l, o, &sel, eq + 1, src, err, sizeof err))
-    return gpupart__errors_add(e, 0, "%s: device '%s': %s", src.name, sel_text, err), -1;
+    return gpupart__errors_add(e, 0, "%s: device '%s': %s", src.name, GPUPART__ECHO(sel_text), err), -1;
   return 0;
+}
+
+/* "0,5": digits, one comma, digits and nothing else is a decimal comma, not two entries. */
+static int decimal_comma(const char *t) {
+  size_t a = strspn(t, "0123456789"), b = a && t[a] == ',' ? strspn(t + a + 1, "0123456789") : 0;
+  return b && !t[a + 1 + b];
 }
 
 /* "80%" or "0=50%,cuda:1=0.9" (a bare entry is the value for every other device). */
@@ -113,6 +122,9 @@ static int env_per_device(gpupart__layer *l, gpupart__opt o, const char *text, g
   gpupart__source src = {gpupart__options[o].env, 0};
   char entry[GPUPART__PATH_MAX];
   const char *p = text;
+  if (decimal_comma(text) && gpupart__options[o].type != GPUPART__T_BOOL)
+    return gpupart__errors_add(e, 0, "%s: '%s' has a decimal comma: write a decimal point "
+                               "(',' separates per-device entries)", src.name, GPUPART__ECHO(text)), -1;
   for (;;) {
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
@@ -151,38 +163,135 @@ static int is_foreign(const char *name) {
   return 0;
 }
 
-/* A misspelt variable would otherwise change nothing, silently. */
+/* A misspelt variable would otherwise change nothing, silently: every name is judged,
+ * however long (a name past any known one is unknown; its echo is shortened). A
+ * set-user-ID program reads no variable (secure_getenv), so it judges none either. */
 static int env_unknown(gpupart__errors *e) {
+  if (getauxval(AT_SECURE)) return 0;
   for (char **v = environ; v && *v; v++) {
     const char *eq = strchr(*v, '=');
-    char name[128];
-    if (strncmp(*v, "GPUPART_", 8) != 0 || !eq || (size_t)(eq - *v) >= sizeof name) continue;
-    snprintf(name, sizeof name, "%.*s", (int)(eq - *v), *v);
-    if (gpupart__option_by_env(name) >= 0 || is_foreign(name) || !secure_getenv(name)) continue;
-    gpupart__errors_add(e, 0, "%s: unknown variable (see docs/configuration.md for the list)", name);
+    char name[64];
+    if (strncmp(*v, "GPUPART_", 8) != 0 || !eq) continue;
+    size_t len = (size_t)(eq - *v);
+    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), *v);
+    if (len < sizeof name && (gpupart__option_by_env(name) >= 0 || is_foreign(name))) continue;
+    char full[GPUPART__PATH_MAX];
+    snprintf(full, sizeof full, "%.*s", (int)(len < sizeof full ? len : sizeof full - 1), *v);
+    gpupart__errors_add(e, 0, "%s: unknown variable (see docs/configuration.md for the list)", GPUPART__ECHO(full));
     return -1;
   }
   return 0;
 }
 
-static int load_env(gpupart__layer *l, gpupart__errors *e) {
+/* ---- other frameworks' variables, and changes after the read ------------------------ */
+
+static int falsy(const char *v) {
+  return !strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off");
+}
+
+/* What gpupart calls the setting that variable name = value asks another framework for. */
+static void foreign_hint(const char *name, const char *value, char *hint, size_t n) {
+  if (!strcmp(name, "TF_FORCE_GPU_ALLOW_GROWTH"))
+    snprintf(hint, n, "GPUPART_ALLOW_GROWTH=%s", falsy(value) ? "false" : "true");
+  else if (!strcmp(name, "XLA_PYTHON_CLIENT_PREALLOCATE"))
+    snprintf(hint, n, "GPUPART_ALLOW_GROWTH=%s", falsy(value) ? "true" : "false");
+  else if (!strcmp(name, "XLA_PYTHON_CLIENT_MEM_FRACTION") || !strcmp(name, "XLA_CLIENT_MEM_FRACTION"))
+    snprintf(hint, n, "GPUPART_MEMORY_FRACTION=%s", GPUPART__ECHO(value));
+  else if (!strcmp(name, "XLA_PYTHON_CLIENT_ALLOCATOR") && !strcmp(value, "platform"))
+    snprintf(hint, n, "GPUPART_RELEASE_THRESHOLD=1");
+  else if (!strcmp(name, "PYTORCH_CUDA_ALLOC_CONF"))
+    snprintf(hint, n, "no one-to-one equivalent: GPUPART_RELEASE_THRESHOLD, GPUPART_GRANULARITY, "
+                      "GPUPART_ALLOW_GROWTH (docs/configuration.md)");
+  else snprintf(hint, n, "no gpupart equivalent");
+}
+
+static int is_other_framework(const char *name) {
+  return !strncmp(name, "TF_FORCE_GPU_ALLOW_GROWTH=", 26) || !strncmp(name, "XLA_PYTHON_CLIENT_", 18) ||
+         !strncmp(name, "XLA_CLIENT_MEM_FRACTION=", 24) || !strncmp(name, "PYTORCH_CUDA_ALLOC_CONF=", 24);
+}
+
+/* Notes (never applies) the memory variables of TensorFlow, JAX and PyTorch. */
+static void env_foreign(gpupart__config *c) {
+  for (char **v = environ; v && *v && c->nforeign < GPUPART__MAX_FOREIGN; v++) {
+    const char *eq = strchr(*v, '=');
+    if (!eq || !is_other_framework(*v)) continue;
+    gpupart__foreign *f = &c->foreign[c->nforeign++];
+    char name[GPUPART__PATH_MAX];
+    size_t len = (size_t)(eq - *v);
+    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), *v);
+    snprintf(f->name, sizeof f->name, "%s", GPUPART__ECHO(name));
+    snprintf(f->value, sizeof f->value, "%s", GPUPART__ECHO(eq + 1));
+    foreign_hint(name, eq + 1, f->hint, sizeof f->hint);
+  }
+}
+
+/* FNV-1a of a variable's value; 0 is kept for "unset". */
+static uint64_t value_hash(const char *v) {
+  uint64_t h = 1469598103934665603ull;
+  if (!v || !*v) return 0;
+  for (; *v; v++) h = (h ^ (unsigned char)*v) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+static void env_snapshot(gpupart__config *c) {
+  c->env_read = 1;
+  for (int o = 0; o < GPUPART__OPT_COUNT; o++) c->env_hash[o] = value_hash(secure_getenv(gpupart__options[o].env));
+}
+
+int gpupart__config_env_changed(const gpupart__config *c, char *buf, size_t n) {
+  int count = 0;
+  size_t used = 0;
+  if (n) buf[0] = 0;
+  for (int o = 0; c->env_read && o < GPUPART__OPT_COUNT; o++) {
+    const char *name = gpupart__options[o].env;
+    if (value_hash(secure_getenv(name)) == c->env_hash[o]) continue;
+    if (used < n) used += (size_t)snprintf(buf + used, n - used, "%s%s", count ? ", " : "", name);
+    count++;
+  }
+  return count;
+}
+
+static int load_env(gpupart__config *c, gpupart__errors *e) {
+  env_snapshot(c);
+  env_foreign(c);
   for (int o = 0; o < GPUPART__OPT_COUNT; o++)
-    if ((gpupart__options[o].where & GPUPART__IN_ENV) && env_option(l, (gpupart__opt)o, e)) return -1;
+    if ((gpupart__options[o].where & GPUPART__IN_ENV) && env_option(&c->env, (gpupart__opt)o, e)) return -1;
   return env_unknown(e);
 }
 
 /* ---- the file ------------------------------------------------------------------- */
 
 static int read_error(const char *what, const char *path, const char *why, gpupart__errors *e) {
-  gpupart__errors_add(e, 0, "%s: cannot read '%s': %s", what, path, why);
+  gpupart__errors_add(e, 0, "%s: cannot read '%s': %s", what, GPUPART__ECHO(path), why);
   return -1;
+}
+
+static const char *file_kind(mode_t m) {
+  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "something else";
+}
+
+/* Opens path for reading without ever blocking (a FIFO with no writer would block an
+ * ordinary open forever), and refuses anything but a regular file. */
+static FILE *open_regular(const char *what, const char *path, gpupart__errors *e) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  struct stat st;
+  char why[96];
+  if (fd < 0) return read_error(what, path, strerror(errno), e), NULL;
+  if (fstat(fd, &st)) snprintf(why, sizeof why, "%s", strerror(errno));
+  else if (!S_ISREG(st.st_mode)) snprintf(why, sizeof why, "it is %s, not a regular file", file_kind(st.st_mode));
+  else why[0] = 0;
+  if (why[0]) return close(fd), read_error(what, path, why, e), NULL;
+  FILE *f = fdopen(fd, "rb");
+  if (!f) close(fd), read_error(what, path, strerror(errno), e);
+  return f;
 }
 
 /* Reads the whole file into host memory, so the parser and its line count see exactly the
  * bytes on disk (a NUL byte would otherwise cut a line short unnoticed). */
 static char *read_file(const gpupart__hostmem *m, const char *what, const char *path, gpupart__errors *e) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return read_error(what, path, strerror(errno), e), NULL;
+  FILE *f = open_regular(what, path, e);
+  if (!f) return NULL;
   char *buf = gpupart__host_calloc(m, 1, GPUPART__FILE_MAX + 1);
   size_t len = buf ? fread(buf, 1, GPUPART__FILE_MAX + 1, f) : 0;
   int failed = !buf || ferror(f), big = len > GPUPART__FILE_MAX;
@@ -196,7 +305,7 @@ static char *read_file(const gpupart__hostmem *m, const char *what, const char *
 
 static int load_file(const gpupart__hostmem *m, gpupart__config *c, const char *what, const char *path,
                      gpupart__errors *e) {
-  if (strlen(path) >= sizeof c->file_name) return read_error(what, path, "path too long", e);
+  if (strlen(path) >= sizeof c->file_name) return read_error(what, path, "the path is too long", e);
   snprintf(c->file_name, sizeof c->file_name, "%s", path);
   char *text = read_file(m, what, path, e);
   if (!text) return -1;
@@ -207,9 +316,9 @@ static int load_file(const gpupart__hostmem *m, gpupart__config *c, const char *
 
 static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart_context_desc *d,
                     gpupart__errors *e) {
-  if (d->flags & GPUPART_CONTEXT_IGNORE_ENV) /* no variable and no file, as API.md says */
+  if (d->flags & GPUPART_CONTEXT_IGNORE_ENV) /* no variable and no file (include/gpupart.h) */
     return d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e) ? -1 : 0;
-  if (load_env(&c->env, e)) return -1;
+  if (load_env(c, e)) return -1;
   const char *path = d->config_path, *what = "config_path";
   if (!path && c->env.global[GPUPART__OPT_CONFIG].set)
     path = c->env.global[GPUPART__OPT_CONFIG].str, what = "GPUPART_CONFIG";
@@ -224,7 +333,8 @@ int gpupart__config_load(const gpupart__hostmem *m, const gpupart_context_desc *
   gpupart__errors e = {0};
   if (load_all(m, c, d, &e)) {
     gpupart__host_free(m, c);
-    if (e.count > 1) return gpupart__fail(GPUPART_ECONFIG, "%s (and %d more errors)", e.first, e.count - 1);
+    if (e.count > 1)
+      return gpupart__fail(GPUPART_ECONFIG, "%s (and %d more error%s)", e.first, e.count - 1, e.count > 2 ? "s" : "");
     return gpupart__fail(GPUPART_ECONFIG, "%s", e.first);
   }
   *out = c;
@@ -233,39 +343,116 @@ int gpupart__config_load(const gpupart__hostmem *m, const gpupart_context_desc *
 
 void gpupart__config_free(const gpupart__hostmem *m, gpupart__config *c) { gpupart__host_free(m, c); }
 
-static int same_device(const gpupart__selector *a, const gpupart__selector *b) {
-  return a->set == b->set && (!a->set || (a->backend == b->backend && a->index == b->index));
+/* ---- judging a file as a whole (check-config) -------------------------------------- */
+
+static const gpupart__value *layer_get(const gpupart__layer *l, gpupart__opt o, gpupart_backend b, uint32_t index);
+
+/* What check-config knows of the file: its own backend list and default device. */
+typedef struct file_view {
+  const gpupart__layer *l;
+  const char *path;
+  gpupart__errors *e;
+  unsigned char reported[GPUPART__MAX_PARTS]; /* a partition is judged once */
+} file_view;
+
+static int file_allows(const file_view *f, gpupart_backend b) {
+  const gpupart__value *v = &f->l->global[GPUPART__OPT_BACKEND];
+  for (uint32_t i = 0; v->set && i < v->nbackends; i++)
+    if (v->backends[i] == b) return 1;
+  return !v->set || !v->nbackends;
 }
 
-/* Guarantees given as shares of one device's budget can be judged without a device:
- * shares above 100%, or 100% with bytes on top, can never open. Reported at the
- * partition that passes the line. */
-static void check_guarantee_sums(const gpupart__layer *l, const char *path, gpupart__errors *e) {
-  for (uint32_t i = 0; i < l->nparts; i++) {
-    double share = 0;
-    uint64_t bytes = 0;
-    for (uint32_t j = 0; j <= i; j++) {
-      const gpupart__pspec *p = &l->parts[j];
-      if (!same_device(&p->dev, &l->parts[i].dev)) continue;
-      if (p->guarantee.is_share) share += p->guarantee.share;
-      else bytes += p->guarantee.bytes;
-    }
-    const gpupart__pspec *p = &l->parts[i];
-    int last_added = p->guarantee.is_share ? p->guarantee.share > 0 : p->guarantee.bytes > 0;
-    if (last_added && (share > 1.0 + 1e-9 || (share >= 1.0 - 1e-9 && bytes))) {
-      gpupart__errors_add(e, p->src.line, "%s:%d: partition '%s': the guarantees on its device add up to more than the budget",
-                          path, p->src.line, p->name);
-      return;
-    }
+/* A [device B:I] section or a partition's device = B:I on a backend the list excludes. */
+static void never_applies(file_view *f, const gpupart__selector *sel, int line, const char *what) {
+  if (!sel->set || sel->backend == GPUPART_BACKEND_AUTO || file_allows(f, sel->backend)) return;
+  char list[64];
+  gpupart__option_format(GPUPART__OPT_BACKEND, &f->l->global[GPUPART__OPT_BACKEND], list, sizeof list);
+  gpupart__errors_add(f->e, line, "%s:%d: %s on %s:%u can never apply: this file's backend = %s (line %d) excludes %s",
+                      GPUPART__ECHO(f->path), line, what, gpupart_backend_name(sel->backend), sel->index, list,
+                      f->l->global[GPUPART__OPT_BACKEND].src.line, gpupart_backend_name(sel->backend));
+}
+
+/* One report per [device B:I] section: its first value names it. */
+static int first_of_section(const gpupart__layer *l, uint32_t i) {
+  for (uint32_t j = 0; j < i; j++)
+    if (l->dev[j].sel.backend == l->dev[i].sel.backend && l->dev[j].sel.index == l->dev[i].sel.index) return 0;
+  return 1;
+}
+
+static void check_never_applies(file_view *f) {
+  for (uint32_t i = 0; i < f->l->ndev; i++)
+    if (first_of_section(f->l, i))
+      never_applies(f, &f->l->dev[i].sel, f->l->dev[i].v.src.line, "a [device] section's value");
+  for (uint32_t i = 0; i < f->l->nparts; i++) {
+    char what[GPUPART__NAME_MAX + 16];
+    snprintf(what, sizeof what, "partition '%s'", f->l->parts[i].name);
+    never_applies(f, &f->l->parts[i].dev, f->l->parts[i].src.line, what);
   }
+}
+
+/* Whether partition p is created on device (b, index): its own device, or none and this
+ * is the file's default device (the first of its visible list) on a backend it allows. */
+static int lands_on(const file_view *f, const gpupart__pspec *p, gpupart_backend b, uint32_t index) {
+  const gpupart__value *d = &f->l->global[GPUPART__OPT_DEVICE];
+  uint32_t def = d->set && d->nvisible ? d->visible[0] : 0;
+  return p->dev.set ? gpupart__selector_matches(&p->dev, b, index) : index == def && file_allows(f, b);
+}
+
+static int preallocates(const file_view *f, const gpupart__pspec *p, gpupart_backend b, uint32_t index) {
+  if (p->growth) return p->growth == GPUPART_GROWTH_OFF;
+  const gpupart__value *v = layer_get(f->l, GPUPART__OPT_ALLOW_GROWTH, b, index);
+  return v && !v->u;
+}
+
+/* Adds amount a to the running sums; 1 when they now pass the budget. */
+static int adds_past(double *share, uint64_t *bytes, const gpupart__amount *a) {
+  if (a->is_share) *share += a->share;
+  else *bytes += a->bytes;
+  int added = a->is_share ? a->share > 0 : a->bytes > 0;
+  return added && (*share > 1.0 + 1e-9 || (*share >= 1.0 - 1e-9 && *bytes));
+}
+
+/* Sums guarantees, and the sizes of preallocated partitions, on device (b, index): shares
+ * above 100%, or 100% with bytes on top, can never open. Reported at the partition that
+ * passes the line, once per partition. */
+static void check_device_sums(file_view *f, gpupart_backend b, uint32_t index) {
+  double gs = 0, ps = 0;
+  uint64_t gb = 0, pb = 0;
+  for (uint32_t i = 0; i < f->l->nparts; i++) {
+    const gpupart__pspec *p = &f->l->parts[i];
+    if (!lands_on(f, p, b, index)) continue;
+    int g = adds_past(&gs, &gb, &p->guarantee);
+    int s = preallocates(f, p, b, index) && adds_past(&ps, &pb, &p->size);
+    if ((!g && !s) || f->reported[i]) continue;
+    f->reported[i] = 1;
+    gpupart__errors_add(f->e, p->src.line, "%s:%d: partition '%s': the %s on %s:%u add up to more than the budget",
+                        GPUPART__ECHO(f->path), p->src.line, p->name,
+                        g ? "guarantees" : "sizes of the preallocated partitions (allow_growth = false)",
+                        gpupart_backend_name(b), index);
+  }
+}
+
+/* Every device the file can name: each backend, at each index it mentions. */
+static void check_sums(file_view *f) {
+  uint32_t idx[2 * GPUPART__MAX_PARTS + GPUPART__MAX_DEVICE_VALUES + 1], n = 0;
+  const gpupart__value *d = &f->l->global[GPUPART__OPT_DEVICE];
+  idx[n++] = d->set && d->nvisible ? d->visible[0] : 0;
+  for (uint32_t i = 0; i < f->l->nparts; i++)
+    if (f->l->parts[i].dev.set) idx[n++] = f->l->parts[i].dev.index;
+  for (uint32_t i = 0; i < n; i++)
+    for (int b = GPUPART_BACKEND_SIM; b <= GPUPART_BACKEND_CUDA; b++) check_device_sums(f, (gpupart_backend)b, idx[i]);
 }
 
 int gpupart__config_check_file(const char *path, gpupart__report_fn report, void *user) {
   const gpupart__hostmem *m = gpupart__hostmem_default();
   gpupart__config *c = gpupart__host_calloc(m, 1, sizeof *c);
   gpupart__errors e = {.report = report, .user = user};
-  if (!c) gpupart__errors_add(&e, 0, "%s: out of host memory", path);
-  else if (!load_file(m, c, path, path, &e)) check_guarantee_sums(&c->file, path, &e);
+  if (!c) gpupart__errors_add(&e, 0, "%s: out of host memory", GPUPART__ECHO(path));
+  else if (!load_file(m, c, path, path, &e)) {
+    file_view f = {.l = &c->file, .path = path, .e = &e};
+    check_never_applies(&f);
+    check_sums(&f);
+  }
   gpupart__host_free(m, c);
   return e.count;
 }
@@ -313,7 +500,7 @@ static uint32_t layer_partitions(const gpupart__config *c, const gpupart__layer 
                                  uint32_t index, const gpupart__pspec **out, uint32_t cap) {
   gpupart__value def;
   gpupart__config_get(c, GPUPART__OPT_DEVICE, GPUPART_BACKEND_AUTO, 0, &def);
-  int is_default = def.u == index && backend_allowed(c, b);
+  int is_default = (def.nvisible ? def.visible[0] : 0) == index && backend_allowed(c, b);
   uint32_t n = 0;
   for (uint32_t i = 0; i < l->nparts && n < cap; i++) {
     const gpupart__pspec *p = &l->parts[i];

@@ -34,9 +34,22 @@ typedef struct gpupart__layer {
   size_t pool_used;
 } gpupart__layer;
 
+/* A variable of another framework seen in the environment (TF_FORCE_GPU_ALLOW_GROWTH,
+ * XLA_PYTHON_CLIENT_*, PYTORCH_CUDA_ALLOC_CONF): reported with its gpupart equivalent,
+ * never applied. name and value are shortened and escaped for display. */
+typedef struct gpupart__foreign {
+  char name[GPUPART__ECHO_MAX], value[GPUPART__ECHO_MAX];
+  char hint[192];
+} gpupart__foreign;
+#define GPUPART__MAX_FOREIGN 8
+
 typedef struct gpupart__config {
   gpupart__layer env, file;
   char file_name[GPUPART__PATH_MAX]; /* the file read; file sources point here */
+  int env_read;                       /* the variables were read (no IGNORE_ENV) */
+  uint64_t env_hash[GPUPART__OPT_COUNT]; /* each known variable as read: 0 unset, else a hash */
+  gpupart__foreign foreign[GPUPART__MAX_FOREIGN];
+  uint32_t nforeign;
 } gpupart__config;
 
 /* Receives each error line of a check, e.g. "a.ini:3: unknown key 'memroy_fraction'". */
@@ -59,7 +72,15 @@ void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) GPU
 int gpupart__config_load(const gpupart__hostmem *m, const gpupart_context_desc *d, gpupart__config **out);
 void gpupart__config_free(const gpupart__hostmem *m, gpupart__config *c);
 
-/* Checks one INI file on its own, reporting every error; returns how many there were. */
+/* The known GPUPART_* variables whose value now differs from the one the context read
+ * when it was created, as "GPUPART_A, GPUPART_B" in buf; returns how many. */
+int gpupart__config_env_changed(const gpupart__config *c, char *buf, size_t n);
+
+/* Checks one INI file on its own, reporting every error; returns how many there were.
+ * Beyond what loading checks, it judges the file as a whole: sections and partitions
+ * for a backend its own backend list excludes, and, per device (a partition without a
+ * device, `device = 0` and `device = sim:0` can all land on sim:0), guarantees or
+ * preallocated sizes given as shares that add up to more than the budget. */
 int gpupart__config_check_file(const char *path, gpupart__report_fn report, void *user);
 
 /* Sets option o in layer l from text (dev NULL = the layer-wide value). A value the same
@@ -78,8 +99,9 @@ int gpupart__ini_parse(gpupart__layer *l, const char *text, const char *name, gp
 void gpupart__config_get(const gpupart__config *c, gpupart__opt o, gpupart_backend b, uint32_t index,
                          gpupart__value *out);
 /* The partitions declared for device (b, index), from the highest layer that declares any:
- * those naming the device, and those naming none when index is the configured default
- * device's and b a backend the configured list allows. Returns how many were written. */
+ * those naming the device, and those naming none when index is the default device's (the
+ * first visible one, GPUPART_DEVICE) and b a backend the configured list allows. Returns
+ * how many were written. */
 uint32_t gpupart__config_partitions(const gpupart__config *c, gpupart_backend b, uint32_t index,
                                     const gpupart__pspec **out, uint32_t cap);
 

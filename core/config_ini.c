@@ -28,13 +28,13 @@ typedef struct ini_state {
   const char *text;
   size_t pos;
   int line, header_line, header_keys;
-  char header[96]; /* the section name of the last header line */
+  char header[128]; /* the section name of the last header line (inih itself is given "[s]") */
   int header_bad;  /* the last header line has no ']' (reported) */
   int in_key;      /* a key came after the last header: indented lines now continue it */
   int continuation, expect, handled;
   /* the handler: the section being filled */
   int section_line;
-  char section[96];
+  char section[128];
   enum section_kind kind;
   gpupart__selector sel;
   gpupart__pspec *part;
@@ -50,7 +50,7 @@ static void error_at(ini_state *st, int line, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  gpupart__errors_add(st->e, line, "%s:%d: %s", st->name, line, msg);
+  gpupart__errors_add(st->e, line, "%s:%d: %s", GPUPART__ECHO(st->name), line, msg);
   if (line > 0 && (!st->first_error_line || line < st->first_error_line)) st->first_error_line = line;
   st->errors++;
 }
@@ -114,15 +114,14 @@ static void unknown_section(ini_state *st, const char *section) {
   error_at(st, st->header_line, "unknown section [%s] (use [gpupart], [device B:I] or [partition NAME])", section);
 }
 
-static enum section_kind begin_section(ini_state *st, const char *raw) {
+/* The section of the last header line. inih is handed "[s]" for every header (its own
+ * buffer would cut names past 49 characters), so the name is the one the reader kept. */
+static enum section_kind begin_section(ini_state *st) {
   const char *rest = "";
   char err[GPUPART__ERR_MAX];
-  trim_copy(raw, strlen(raw), st->section, sizeof st->section);
+  trim_copy(st->header, strlen(st->header), st->section, sizeof st->section);
   if (!st->header_line) return SEC_NONE;
   if (st->header_bad) return SEC_BAD;
-  if (strcmp(raw, st->header) != 0) /* inih cut it short */
-    return error_at(st, st->header_line, "the section name '%.20s...' is longer than %zu characters", raw,
-                    strlen(raw)), SEC_BAD;
   enum section_kind k = classify(st->section, &rest);
   if (k == SEC_BAD) return unknown_section(st, st->section), SEC_BAD;
   if (k == SEC_DEVICE && gpupart__parse_selector(rest, &st->sel, err, sizeof err))
@@ -192,6 +191,7 @@ static int set_key(ini_state *st, const char *key, const char *value) {
 
 static int on_key(void *user, const char *section, const char *key, const char *value) {
   ini_state *st = user;
+  (void)section; /* always "s": see begin_section */
   st->handled = 1;
   st->header_keys++;
   if (st->continuation)
@@ -199,7 +199,7 @@ static int on_key(void *user, const char *section, const char *key, const char *
   st->in_key = 1;
   if (st->section_line != st->header_line || st->kind == SEC_NONE) {
     st->section_line = st->header_line;
-    st->kind = begin_section(st, section);
+    st->kind = begin_section(st);
   }
   return set_key(st, key, value);
 }
@@ -209,7 +209,7 @@ static int on_key(void *user, const char *section, const char *key, const char *
 /* A header with no key under it: inih never calls back for it, but an empty
  * [partition NAME], a misspelt section or a bad device must not pass unnoticed. */
 static void check_empty_header(ini_state *st) {
-  char section[96], err[GPUPART__ERR_MAX];
+  char section[128], err[GPUPART__ERR_MAX];
   const char *rest;
   if (!st->header_line || st->header_keys || st->header_bad) return;
   trim_copy(st->header, strlen(st->header), section, sizeof section);
@@ -224,28 +224,47 @@ static void check_empty_header(ini_state *st) {
   }
 }
 
+/* What follows a header's ']': only blanks or a comment, else a key written on the
+ * header's line would be dropped in silence. */
+static int header_tail_bad(ini_state *st, const char *tail) {
+  tail += strspn(tail, " \t");
+  if (!*tail || *tail == '\n' || *tail == ';' || *tail == '#') return 0;
+  char text[GPUPART__PATH_MAX];
+  snprintf(text, sizeof text, "%.*s", (int)strcspn(tail, "\n"), tail);
+  error_at(st, st->line, "text after ']' on a section line: '%s' (write each key on its own line)",
+           GPUPART__ECHO(text));
+  return 1;
+}
+
 /* A header line, as inih reads it: the name runs to ']' (or to an inline comment). */
 static void begin_header(ini_state *st, const char *p) {
   check_empty_header(st);
   st->header_line = st->line, st->header_keys = 0, st->in_key = 0;
-  size_t len = strcspn(p + 1, "]\r\n");
+  size_t len = strcspn(p + 1, "]\n");
   const char *comment = strstr(p + 1, " ;");
   if (comment && (size_t)(comment - p - 1) < len) len = (size_t)(comment - p - 1);
   snprintf(st->header, sizeof st->header, "%.*s", (int)len, p + 1);
   st->header_bad = p[1 + len] != ']';
   if (st->header_bad) error_at(st, st->line, "the section header has no ']'");
+  else if (len >= sizeof st->header) {
+    st->header_bad = 1;
+    error_at(st, st->line, "the section name '%s' is longer than %zu characters", GPUPART__ECHO(st->header),
+             sizeof st->header - 1);
+  } else st->header_bad = header_tail_bad(st, p + 2 + len);
 }
 
 /* Classifies the line just read as inih will treat it. */
-static void classify_line(ini_state *st, const char *line) {
+static void classify_line(ini_state *st, char *line) {
   if (st->line == 1 && strncmp(line, "\xEF\xBB\xBF", 3) == 0) line += 3;
-  const char *p = line;
+  char *p = line;
   while (*p == ' ' || *p == '\t') p++;
-  int blank = !*p || *p == '\r' || *p == '\n' || *p == ';' || *p == '#';
+  int blank = !*p || *p == '\n' || *p == ';' || *p == '#';
   st->continuation = !blank && p > line && st->in_key;
   st->expect = !blank && (st->continuation || *p != '[');
   st->handled = 0;
-  if (!st->expect && !blank) begin_header(st, p);
+  if (st->expect || blank) return;
+  begin_header(st, p);
+  strcpy(line, "[s]\n"); /* the line buffer holds at least a header's 3 characters and more */
 }
 
 static char *read_line(char *buf, int size, void *stream) {
@@ -254,16 +273,17 @@ static char *read_line(char *buf, int size, void *stream) {
     error_at(st, st->line, "expected 'key = value', '[section]' or a comment");
   st->expect = 0;
   if (!st->text[st->pos]) return NULL;
-  const char *s = st->text + st->pos, *nl = strchr(s, '\n');
-  size_t len = nl ? (size_t)(nl - s) + 1 : strlen(s);
-  st->pos += len;
+  /* A line ends at LF, CR LF or a lone CR (old Mac files); inih is handed it ending in LF. */
+  const char *s = st->text + st->pos;
+  size_t len = strcspn(s, "\r\n");
+  st->pos += len + (s[len] == '\r' && s[len + 1] == '\n' ? 2 : s[len] ? 1 : 0);
   st->line++;
-  if (len + 1 > (size_t)size) {
+  if (len + 2 > (size_t)size) {
     error_at(st, st->line, "the line is longer than %d characters", size - 3);
     snprintf(buf, (size_t)size, "\n");
   } else {
     memcpy(buf, s, len);
-    buf[len] = 0;
+    memcpy(buf + len, "\n", 2);
   }
   classify_line(st, buf);
   return buf;

@@ -102,13 +102,19 @@ gpupart_result gpupart_context_destroy(gpupart_context *ctx) {
   return GPUPART_OK;
 }
 
-/* GPUPART_<BACKEND>_LIBRARY (or its key in the file), else NULL for the system's. */
-static const char *library_override(const gpupart_context *ctx, gpupart_backend b) {
+/* GPUPART_<BACKEND>_LIBRARY (or its key in the file), else NULL for the system's; src
+ * names where it was set ("GPUPART_VULKAN_LIBRARY=/x") for a load error. */
+static const char *library_override(const gpupart_context *ctx, gpupart_backend b, char *src, size_t n) {
   static const int opts[] = {-1, -1, GPUPART__OPT_OPENCL_LIBRARY, GPUPART__OPT_VULKAN_LIBRARY,
                              GPUPART__OPT_CUDA_LIBRARY};
-  if (opts[b] < 0) return NULL;
-  gpupart__value v;
-  gpupart__config_get(ctx->cfg, (gpupart__opt)opts[b], GPUPART_BACKEND_AUTO, 0, &v);
+  gpupart__value v = {0};
+  if (opts[b] >= 0) gpupart__config_get(ctx->cfg, (gpupart__opt)opts[b], GPUPART_BACKEND_AUTO, 0, &v);
+  if (!v.str) return NULL;
+  char where[GPUPART__PATH_MAX + 16];
+  gpupart__source_format(v.src, where, sizeof where);
+  if (v.src.line)
+    snprintf(src, n, "%s = %s (%s): ", gpupart__options[opts[b]].key, GPUPART__ECHO(v.str), GPUPART__ECHO(where));
+  else snprintf(src, n, "%s=%s: ", GPUPART__ECHO(where), GPUPART__ECHO(v.str));
   return v.str;
 }
 
@@ -125,6 +131,16 @@ static int check_table(const gpupart_backend_ops *o, gpupart_backend b) {
   return GPUPART_OK;
 }
 
+static int load_one(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
+  char src[2 * GPUPART__ECHO_MAX + 16] = "";
+  const char *library = library_override(ctx, b, src, sizeof src);
+  int rc = lb->ops->load(&ctx->env, library, &lb->state);
+  const char *why = gpupart_last_error();
+  int named = library && (strstr(why, "_LIBRARY") || strstr(why, "_library")); /* the backend says it already */
+  if (rc) snprintf(lb->error, sizeof lb->error, "%s%s", named ? "" : src, why);
+  return rc;
+}
+
 static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
   if (!lb->ops)
     return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' is not built into this library",
@@ -132,8 +148,8 @@ static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupar
   if (!lb->tried) {
     lb->tried = 1;
     lb->result = check_table(lb->ops, b);
-    if (lb->result == GPUPART_OK) lb->result = lb->ops->load(&ctx->env, library_override(ctx, b), &lb->state);
-    if (lb->result) snprintf(lb->error, sizeof lb->error, "%s", gpupart_last_error());
+    if (lb->result == GPUPART_OK) lb->result = load_one(ctx, lb, b);
+    if (lb->result && !lb->error[0]) snprintf(lb->error, sizeof lb->error, "%s", gpupart_last_error());
     lb->native = lb->result ? gpupart_last_native_error() : 0;
   }
   if (lb->result) return gpupart__fail_native(lb->result, lb->native, "%s", lb->error);
@@ -145,7 +161,7 @@ static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupar
 int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
                          void **state) {
   if ((unsigned)b >= GPUPART__BACKEND_COUNT || b == GPUPART_BACKEND_AUTO)
-    return gpupart__fail(GPUPART_EINVAL, "no backend numbered %d", (int)b);
+    return gpupart__fail(GPUPART_EINVAL, "unknown backend %d (use a GPUPART_BACKEND_*)", (int)b);
   pthread_mutex_lock(&ctx->lock);
   gpupart__loaded_backend *lb = &ctx->backends[b];
   int rc = load_locked(ctx, lb, b);

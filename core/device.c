@@ -53,6 +53,12 @@ static uint32_t backend_order(const gpupart__settings *s, gpupart_backend *order
   return v->nbackends;
 }
 
+/* Why backend b was passed over: its load or enumeration error, or too few devices. */
+static void skip_reason(gpupart_backend b, int rc, uint32_t found, char *buf, size_t n) {
+  if (rc) snprintf(buf, n, "%s: %s", gpupart_backend_name(b), gpupart_last_error());
+  else snprintf(buf, n, "%s: %u device%s", gpupart_backend_name(b), found, found == 1 ? "" : "s");
+}
+
 /* The first backend of the order that loads and has the device. A single choice is taken
  * without probing, so that its own error (driver missing, no such device) is the one seen. */
 static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpupart_backend *out) {
@@ -60,18 +66,25 @@ static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpup
   _Static_assert(GPUPART__MAX_BACKENDS <= GPUPART__BACKEND_COUNT, "a configured list fits the order");
   uint32_t n = backend_order(s, order);
   if (n == 1) return *out = order[0], GPUPART_OK;
+  char why[GPUPART__BACKEND_COUNT][160];
   for (uint32_t i = 0; i < n; i++) {
     uint32_t found = 0;
-    if (enumerate_one(ctx, order[i], NULL, 0, &found) == GPUPART_OK && found > s->index)
-      return *out = order[i], GPUPART_OK;
+    int rc = enumerate_one(ctx, order[i], NULL, 0, &found);
+    if (rc == GPUPART_OK && found > s->index) return *out = order[i], GPUPART_OK;
+    skip_reason(order[i], rc, found, why[i], sizeof why[i]);
   }
   char list[64], where[GPUPART__PATH_MAX + 16];
   gpupart__option_format(GPUPART__OPT_BACKEND, &s->v[GPUPART__OPT_BACKEND], list, sizeof list);
   gpupart__source_format(s->v[GPUPART__OPT_BACKEND].src, where, sizeof where);
-  return gpupart__fail(GPUPART_ENODEV, "device_open: no backend of %s (%s) has a device %u", list, where, s->index);
+  gpupart__fail(GPUPART_ENODEV, "device_open: no backend of %s (%s) has a device %u:", list, where, s->index);
+  for (uint32_t i = 0; i < n; i++) gpupart__error_append("%s %s", i ? ";" : "", why[i]);
+  return GPUPART_ENODEV;
 }
 
 static int check_desc(const gpupart_device_desc *d) {
+  if ((unsigned)d->backend > GPUPART_BACKEND_CUDA)
+    return gpupart__fail(GPUPART_EINVAL, "device_open: unknown backend %d (use a GPUPART_BACKEND_*)",
+                         (int)d->backend);
   if (d->memory_fraction < 0 || d->memory_fraction > 1 || isnan(d->memory_fraction))
     return gpupart__fail(GPUPART_EINVAL, "device_open: memory_fraction %g is outside (0, 1]",
                          d->memory_fraction);
@@ -84,46 +97,6 @@ static int check_desc(const gpupart_device_desc *d) {
     return gpupart__fail(GPUPART_EINVAL, "device_open: unknown flags 0x%x", d->flags);
   if (d->flags & GPUPART_DEVICE_SHARED)
     return gpupart__fail(GPUPART_ENOTSUP, "device_open: shared ledgers are not implemented yet");
-  return GPUPART_OK;
-}
-
-/* A bad descriptor field is EINVAL; a bad configured value is ECONFIG naming its source. */
-static int source_code(const gpupart__value *v, char *where, size_t n) {
-  gpupart__source_format(v->src, where, n);
-  return v->src.name && strcmp(v->src.name, "descriptor") == 0 ? GPUPART_EINVAL : GPUPART_ECONFIG;
-}
-
-/* A budget of zero is the configuration's fault (ECONFIG) when one of the values that
- * make it came from the environment or a file, else the descriptor's (EINVAL). */
-static int empty_budget_code(const gpupart__value *v) {
-  static const int opts[] = {GPUPART__OPT_MEMORY_FRACTION, GPUPART__OPT_MEMORY_LIMIT, GPUPART__OPT_HEADROOM,
-                             GPUPART__OPT_GRANULARITY};
-  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
-    const char *name = v[opts[i]].src.name;
-    if (name && strcmp(name, "descriptor") && strcmp(name, "default")) return GPUPART_ECONFIG;
-  }
-  return GPUPART_EINVAL;
-}
-
-/* min(total * fraction, limit) - headroom, rounded down to the granularity. */
-static int compute_budget(gpupart_device *dev) {
-  const gpupart__value *v = dev->settings.v;
-  double fraction = v[GPUPART__OPT_MEMORY_FRACTION].share;
-  uint64_t total = dev->info.total_bytes, limit = v[GPUPART__OPT_MEMORY_LIMIT].u;
-  uint64_t headroom = v[GPUPART__OPT_HEADROOM].u;
-  uint64_t b = fraction >= 1.0 ? total : (uint64_t)((long double)total * fraction);
-  char where[GPUPART__PATH_MAX + 16];
-  if (limit && limit < b) b = limit;
-  if (headroom >= b)
-    return gpupart__fail(source_code(&v[GPUPART__OPT_HEADROOM], where, sizeof where),
-                         "device_open: headroom %llu (%s) leaves no budget of %llu bytes",
-                         (unsigned long long)headroom, where, (unsigned long long)b);
-  b = (b - headroom) & ~(dev->granularity - 1);
-  gpupart__source_format(v[GPUPART__OPT_GRANULARITY].src, where, sizeof where);
-  if (!b)
-    return gpupart__fail(empty_budget_code(v), "device_open: the budget rounds down to 0 at granularity %llu (%s)",
-                         (unsigned long long)dev->granularity, where);
-  dev->budget = b;
   return GPUPART_OK;
 }
 
@@ -167,8 +140,8 @@ static void device_free(gpupart_device *dev) {
 static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, int exact) {
   gpupart__settings *s = &dev->settings;
   gpupart_backend b = GPUPART_BACKEND_AUTO;
-  gpupart__settings_target(dev->ctx, d, exact, s);
-  int rc = choose_backend(dev->ctx, s, &b);
+  int rc = gpupart__settings_target(dev->ctx, d, exact, s);
+  if (rc == GPUPART_OK) rc = choose_backend(dev->ctx, s, &b);
   if (rc) return rc;
   gpupart__settings_resolve(dev->ctx, d, b, s);
   if (s->v[GPUPART__OPT_SHARED].u)
@@ -189,12 +162,13 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   if (dev->granularity < dev->info.block_granularity) dev->granularity = dev->info.block_granularity;
   dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
   dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
-  rc = compute_budget(dev);
+  rc = gpupart__settings_budget(dev);
   if (rc) return rc;
   dev->ledger = gpupart__ledger_local_create(&dev->ctx->mem, dev->budget);
   if (!dev->ledger) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   rc = gpupart__settings_create_partitions(dev);
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
+  if (rc == GPUPART_OK) gpupart__settings_warn_env(dev);
   return rc;
 }
 

@@ -97,6 +97,7 @@ struct gpupart_partition {
   atomic_uint_fast64_t published_in_use; /* c.in_use, for the device's peak (peak.c) */
   atomic_uint_fast64_t ceiling;          /* crossing it rebalances the device's peak */
   uint64_t peak_snapshot;                /* published_in_use as the last rebalance read it (peak lock) */
+  int configured; /* made by configuration at device open, not yet handed to a program's create (slow lock) */
   char pad_tail[64];
 };
 
@@ -153,6 +154,11 @@ void gpupart__peak_list_unlock(gpupart_device *dev);
 
 /* alloc.c: describes a live allocation's range (partition lock held). */
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out);
+
+/* settings.c: a program's partition_create met partition p, which configuration made:
+ * logs that the configuration's values hold. */
+void gpupart__settings_adopted(gpupart_partition *p, const gpupart_partition_desc *d, uint64_t limit,
+                               uint64_t guarantee);
 
 /* partition.c */
 void gpupart__partition_free(gpupart_partition *p);

@@ -22,8 +22,8 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
                              "path of an INI configuration file"},
     [GPUPART__OPT_BACKEND] = {"backend", "GPUPART_BACKEND", GPUPART__T_BACKENDS, ENV | FILE_, "auto",
                               "auto (cuda, vulkan, opencl, then sim: the first present), or a preference list"},
-    [GPUPART__OPT_DEVICE] = {"device", "GPUPART_DEVICE", GPUPART__T_INDEX, ENV | FILE_, "0",
-                             "device index within the backend"},
+    [GPUPART__OPT_DEVICE] = {"device", "GPUPART_DEVICE", GPUPART__T_VISIBLE, ENV | FILE_, NULL,
+                             "the visible devices: program index i opens the i-th listed index"},
     [GPUPART__OPT_ALLOW_GROWTH] = {"allow_growth", "GPUPART_ALLOW_GROWTH", GPUPART__T_BOOL, ENV | FILE_ | DEV,
                                    "true", "true: grow on demand; false: preallocate each partition"},
     [GPUPART__OPT_MEMORY_FRACTION] = {"memory_fraction", "GPUPART_MEMORY_FRACTION", GPUPART__T_SHARE,
@@ -80,6 +80,26 @@ static int say(char *err, size_t n, const char *fmt, ...) {
 
 /* ---- text helpers --------------------------------------------------------------- */
 
+/* Appends byte c to buf[*at], escaped when it is a control character. */
+static void echo_byte(unsigned char c, char *buf, size_t n, size_t *at) {
+  if (*at + 5 >= n) return;
+  if (c < 0x20 || c == 0x7f) *at += (size_t)snprintf(buf + *at, n - *at, "\\x%02x", c);
+  else buf[(*at)++] = (char)c;
+}
+
+const char *gpupart__echo(const char *s, char *buf, size_t n) {
+  size_t len = strlen(s), at = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (len > 64 && i == 40) {
+      if (at + 4 < n) memcpy(buf + at, "...", 3), at += 3;
+      i = len - 20;
+    }
+    echo_byte((unsigned char)s[i], buf, n, &at);
+  }
+  buf[at < n ? at : n - 1] = 0;
+  return buf;
+}
+
 /* Copies s[0, len) without surrounding blanks into out; -1 when it does not fit. */
 static int trimmed(const char *s, size_t len, char *out, size_t cap) {
   while (len && isspace((unsigned char)*s)) s++, len--;
@@ -122,15 +142,19 @@ static void parse_frac(const char **s, decimal *d) {
     if (d->scale < 1000000000000000000ull) d->frac = d->frac * 10 + (uint64_t)(**s - '0'), d->scale *= 10;
 }
 
+/* Digits with an optional decimal point; ".50" (as JAX's variables are often written)
+ * is 0.50, "5." is refused. */
 static int parse_decimal(const char **s, const char *text, decimal *d, char *err, size_t n) {
-  if (**s == '-') return say(err, n, "'%s' is negative", text);
-  if (!isdigit((unsigned char)**s)) return say(err, n, "'%s' is not a number", text);
-  if (parse_whole(s, &d->whole)) return say(err, n, "'%s' is too large", text);
+  if (**s == '-') return say(err, n, "'%s' is negative", GPUPART__ECHO(text));
+  int lead = **s == '.' && isdigit((unsigned char)(*s)[1]);
+  if (!lead && !isdigit((unsigned char)**s)) return say(err, n, "'%s' is not a number", GPUPART__ECHO(text));
+  if (parse_whole(s, &d->whole)) return say(err, n, "'%s' is too large", GPUPART__ECHO(text));
   d->dot = **s == '.';
   d->frac = 0, d->scale = 1;
   if (!d->dot) return 0;
   (*s)++;
-  if (!isdigit((unsigned char)**s)) return say(err, n, "'%s' has no digits after the decimal point", text);
+  if (!isdigit((unsigned char)**s))
+    return say(err, n, "'%s' has no digits after the decimal point", GPUPART__ECHO(text));
   parse_frac(s, d);
   return 0;
 }
@@ -163,7 +187,8 @@ static int scale_bytes(const decimal *d, uint64_t mult, uint64_t *out) {
 static int to_share(const decimal *d, double divisor, const char *text, double *out, char *err, size_t n) {
   long double v = ((long double)d->whole + (long double)d->frac / (long double)d->scale) / divisor;
   if (v > 1.0L)
-    return say(err, n, "'%s' is above %s", text, divisor > 1 ? "100%" : "1 (a share is at most 1.0 or 100%)");
+    return say(err, n, "'%s' is above %s", GPUPART__ECHO(text),
+               divisor > 1 ? "100%" : "1 (a share is at most 1.0 or 100%)");
   *out = (double)v;
   return 0;
 }
@@ -172,11 +197,12 @@ static int amount_bytes(const decimal *d, const char *unit_text, const char *tex
                         gpupart__amount *out, char *err, size_t n) {
   const unit *u = *unit_text ? find_unit(unit_text) : &units[0];
   if (!u)
-    return say(err, n, "'%s' has an unknown unit '%s' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)", text,
+    return say(err, n, "'%s' has an unknown unit '%s' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)",
+               GPUPART__ECHO(text),
                unit_text);
   if (!(accept & GPUPART__ACCEPT_BYTES))
-    return say(err, n, "'%s' is bytes, but a share is expected (0.6 or 60%%)", text);
-  if (scale_bytes(d, u->mult, &out->bytes)) return say(err, n, "'%s' overflows 64 bits of bytes", text);
+    return say(err, n, "'%s' is bytes, but a share is expected (0.6 or 60%%)", GPUPART__ECHO(text));
+  if (scale_bytes(d, u->mult, &out->bytes)) return say(err, n, "'%s' overflows 64 bits of bytes", GPUPART__ECHO(text));
   out->is_share = 0;
   return 0;
 }
@@ -184,18 +210,21 @@ static int amount_bytes(const decimal *d, const char *unit_text, const char *tex
 static int amount_share(const decimal *d, double divisor, const char *text, unsigned accept,
                         gpupart__amount *out, char *err, size_t n) {
   if (!(accept & GPUPART__ACCEPT_SHARE))
-    return say(err, n, "'%s' is a share, but bytes are expected (e.g. 512MiB)", text);
+    return say(err, n, "'%s' is a share, but bytes are expected (e.g. 512MiB)", GPUPART__ECHO(text));
   out->is_share = 1;
   return to_share(d, divisor, text, &out->share, err, n);
 }
 
 int gpupart__parse_amount(const char *s, unsigned accept, gpupart__amount *out, char *err, size_t n) {
   char text[64];
-  if (trimmed(s, strlen(s), text, sizeof text)) return say(err, n, "'%.40s...' is too long", s);
+  if (trimmed(s, strlen(s), text, sizeof text)) return say(err, n, "'%s' is too long", GPUPART__ECHO(s));
   if (!*text) return say(err, n, "the value is empty");
   const char *p = text;
   decimal d;
   if (parse_decimal(&p, text, &d, err, n)) return -1;
+  if (*p == ',' && isdigit((unsigned char)p[1]))
+    return say(err, n, "'%s' has a decimal comma: write a decimal point (%llu.%s)", GPUPART__ECHO(text),
+               (unsigned long long)d.whole, p + 1);
   while (*p == ' ') p++;
   *out = (gpupart__amount){0};
   if (strcmp(p, "%") == 0) return amount_share(&d, 100.0, text, accept, out, err, n);
@@ -212,15 +241,15 @@ static int parse_bool(const char *s, uint64_t *out, char *err, size_t n) {
     if (strcasecmp(s, yes[i]) == 0) return *out = 1, 0;
     if (strcasecmp(s, no[i]) == 0) return *out = 0, 0;
   }
-  return say(err, n, "'%s' is not a boolean (true/false, 1/0, yes/no, on/off)", s);
+  return say(err, n, "'%s' is not a boolean (true/false, 1/0, yes/no, on/off)", GPUPART__ECHO(s));
 }
 
 static int parse_index(const char *s, uint32_t *out, char *err, size_t n) {
   uint64_t v;
   const char *p = s;
-  if (*p == '-') return say(err, n, "device index '%s' is negative", s);
+  if (*p == '-') return say(err, n, "device index '%s' is negative", GPUPART__ECHO(s));
   if (!isdigit((unsigned char)*p) || parse_whole(&p, &v) || *p || v > UINT32_MAX)
-    return say(err, n, "'%s' is not a device index (0, 1, ...)", s);
+    return say(err, n, "'%s' is not a device index (0, 1, ...)", GPUPART__ECHO(s));
   *out = (uint32_t)v;
   return 0;
 }
@@ -236,12 +265,12 @@ static int backend_item(const char *s, int *b, char *err, size_t n) {
   if (*b >= 0) return 0;
   if (strcasecmp(s, "auto") == 0) return say(err, n, "'auto' cannot be part of a list");
   if (!*s) return say(err, n, "the backend list has an empty entry");
-  return say(err, n, "unknown backend '%s' (use auto, cuda, vulkan, opencl or sim)", s);
+  return say(err, n, "unknown backend '%s' (use auto, cuda, vulkan, opencl or sim)", GPUPART__ECHO(s));
 }
 
 static int add_backend(gpupart__value *v, int b, const char *s, char *err, size_t n) {
   for (uint32_t i = 0; i < v->nbackends; i++)
-    if (v->backends[i] == b) return say(err, n, "backend '%s' is listed twice", s);
+    if (v->backends[i] == b) return say(err, n, "backend '%s' is listed twice", GPUPART__ECHO(s));
   v->backends[v->nbackends++] = (uint8_t)b;
   return 0;
 }
@@ -255,7 +284,7 @@ static int parse_backends(const char *s, gpupart__value *v, char *err, size_t n)
     char item[16];
     int b;
     next_piece(&p, end, ',', &piece, &len);
-    if (trimmed(piece, len, item, sizeof item)) return say(err, n, "unknown backend in '%s'", s);
+    if (trimmed(piece, len, item, sizeof item)) return say(err, n, "unknown backend in '%s'", GPUPART__ECHO(s));
     if (backend_item(item, &b, err, n) || add_backend(v, b, item, err, n)) return -1;
   } while (piece + len < end);
   return 0;
@@ -267,11 +296,11 @@ int gpupart__parse_selector(const char *s, gpupart__selector *out, char *err, si
   if (!colon) return parse_index(s, &out->index, err, n);
   char name[16];
   if (trimmed(s, (size_t)(colon - s), name, sizeof name) || gpupart__backend_from_name(name) < 0)
-    return say(err, n, "'%s' is not a device (use backend:index, e.g. cuda:0, or an index)", s);
+    return say(err, n, "'%s' is not a device (use backend:index, e.g. cuda:0, or an index)", GPUPART__ECHO(s));
   out->backend = (gpupart_backend)gpupart__backend_from_name(name);
   char idx[16];
   if (trimmed(colon + 1, strlen(colon + 1), idx, sizeof idx))
-    return say(err, n, "'%s' is not a device index", colon + 1);
+    return say(err, n, "'%s' is not a device index", GPUPART__ECHO(colon + 1));
   return parse_index(idx, &out->index, err, n);
 }
 
@@ -288,7 +317,29 @@ int gpupart__selector_rank(const gpupart__selector *sel) {
 static int parse_path(const gpupart__option *o, const char *s, char *err, size_t n) {
   if (!*s) return say(err, n, "the path is empty");
   if (strlen(s) >= GPUPART__PATH_MAX) return say(err, n, "the path is longer than %d bytes", GPUPART__PATH_MAX - 1);
-  if (o->type == GPUPART__T_DIR && *s != '/') return say(err, n, "'%s' is not an absolute path", s);
+  if (o->type == GPUPART__T_DIR && *s != '/') return say(err, n, "'%s' is not an absolute path", GPUPART__ECHO(s));
+  return 0;
+}
+
+/* "1" or "2,0,3": program index i opens physical index visible[i]; each at most once, so
+ * two program indexes never reach one device. */
+static int parse_visible(const char *s, gpupart__value *v, char *err, size_t n) {
+  const char *p = s, *end = s + strlen(s), *piece;
+  size_t len;
+  do {
+    char item[16];
+    uint32_t idx;
+    next_piece(&p, end, ',', &piece, &len);
+    if (trimmed(piece, len, item, sizeof item))
+      return say(err, n, "'%s' is not a list of device indexes (0, 1, ... or 1,0)", GPUPART__ECHO(s));
+    if (!*item) return say(err, n, "the device list '%s' has an empty entry", GPUPART__ECHO(s));
+    if (parse_index(item, &idx, err, n)) return -1;
+    for (uint32_t i = 0; i < v->nvisible; i++)
+      if (v->visible[i] == idx) return say(err, n, "device %u is listed twice in '%s'", idx, GPUPART__ECHO(s));
+    if (v->nvisible == GPUPART__MAX_VISIBLE) return say(err, n, "more than %d devices listed", GPUPART__MAX_VISIBLE);
+    v->visible[v->nvisible++] = idx;
+  } while (piece + len < end);
+  v->u = v->visible[0];
   return 0;
 }
 
@@ -296,9 +347,9 @@ static int parse_bytes(gpupart__type t, const char *s, uint64_t *out, char *err,
   gpupart__amount a;
   if (t == GPUPART__T_LIMIT && strcasecmp(s, "none") == 0) return *out = 0, 0;
   if (gpupart__parse_amount(s, GPUPART__ACCEPT_BYTES, &a, err, n)) return -1;
-  if (t != GPUPART__T_BYTES && a.bytes == 0) return say(err, n, "'%s' must be above 0", s);
+  if (t != GPUPART__T_BYTES && a.bytes == 0) return say(err, n, "'%s' must be above 0", GPUPART__ECHO(s));
   if (t == GPUPART__T_POW2 && (a.bytes & (a.bytes - 1)))
-    return say(err, n, "'%s' (%llu bytes) is not a power of two", s, (unsigned long long)a.bytes);
+    return say(err, n, "'%s' (%llu bytes) is not a power of two", GPUPART__ECHO(s), (unsigned long long)a.bytes);
   *out = a.bytes;
   return 0;
 }
@@ -306,7 +357,7 @@ static int parse_bytes(gpupart__type t, const char *s, uint64_t *out, char *err,
 static int parse_share(const char *s, double *out, char *err, size_t n) {
   gpupart__amount a;
   if (gpupart__parse_amount(s, GPUPART__ACCEPT_SHARE, &a, err, n)) return -1;
-  if (!(a.share > 0)) return say(err, n, "'%s' must be above 0", s);
+  if (!(a.share > 0)) return say(err, n, "'%s' must be above 0", GPUPART__ECHO(s));
   *out = a.share;
   return 0;
 }
@@ -321,11 +372,7 @@ int gpupart__option_parse(gpupart__opt o, const char *text, gpupart__value *out,
   case GPUPART__T_PATH:
   case GPUPART__T_DIR: return parse_path(opt, s, err, n);
   case GPUPART__T_BACKENDS: return parse_backends(s, out, err, n);
-  case GPUPART__T_INDEX: {
-    uint32_t i = 0;
-    int rc = parse_index(s, &i, err, n);
-    return out->u = i, rc;
-  }
+  case GPUPART__T_VISIBLE: return parse_visible(s, out, err, n);
   case GPUPART__T_BOOL: return parse_bool(s, &out->u, err, n);
   case GPUPART__T_SHARE: return parse_share(s, &out->share, err, n);
   case GPUPART__T_PARTITIONS: return say(err, n, "partitions are parsed by gpupart__parse_partitions");
@@ -341,10 +388,18 @@ static void format_backends(const gpupart__value *v, char *buf, size_t n) {
                              gpupart_backend_name((gpupart_backend)v->backends[i]));
 }
 
+static void format_visible(const gpupart__value *v, char *buf, size_t n) {
+  size_t used = 0;
+  if (!v->nvisible) snprintf(buf, n, "all");
+  for (uint32_t i = 0; i < v->nvisible && used < n; i++)
+    used += (size_t)snprintf(buf + used, n - used, "%s%u", i ? "," : "", v->visible[i]);
+}
+
 void gpupart__option_format(gpupart__opt o, const gpupart__value *v, char *buf, size_t n) {
   gpupart__type t = gpupart__options[o].type;
   if (t == GPUPART__T_PATH || t == GPUPART__T_DIR) snprintf(buf, n, "%s", v->str ? v->str : "none");
   else if (t == GPUPART__T_BACKENDS) format_backends(v, buf, n);
+  else if (t == GPUPART__T_VISIBLE) format_visible(v, buf, n);
   else if (t == GPUPART__T_BOOL) snprintf(buf, n, "%s", v->u ? "true" : "false");
   else if (t == GPUPART__T_SHARE) snprintf(buf, n, "%g", v->share);
   else if (t == GPUPART__T_LIMIT && !v->u) snprintf(buf, n, "none");
@@ -357,10 +412,10 @@ int gpupart__check_name(const char *name, char *err, size_t n) {
   size_t len = strlen(name);
   if (!len) return say(err, n, "a partition name is empty");
   if (len >= GPUPART__NAME_MAX)
-    return say(err, n, "partition name '%.20s...' is longer than %d characters", name, GPUPART__NAME_MAX - 1);
+    return say(err, n, "partition name '%s' is longer than %d characters", GPUPART__ECHO(name), GPUPART__NAME_MAX - 1);
   for (const char *p = name; *p; p++)
     if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
-      return say(err, n, "partition name '%s' may hold only letters, digits, '_', '.' and '-'", name);
+      return say(err, n, "partition name '%s' may hold only letters, digits, '_', '.' and '-'", GPUPART__ECHO(name));
   return 0;
 }
 

@@ -1,5 +1,5 @@
 /* The one table of gpupart's options (INI key, environment variable, type, default,
- * documentation) and the parsers of the value syntax that CONFIG.md defines: amounts
+ * documentation) and the parsers of the value syntax that docs/configuration.md defines: amounts
  * (bytes with units, shares as fractions or percentages), booleans, device selectors,
  * backend preference lists and the partition spec. Parsers never allocate; they write
  * what is wrong into a caller's buffer, so every caller can prefix the source and key. */
@@ -16,6 +16,8 @@
 #define GPUPART__PATH_MAX 1024 /* a path value, with its NUL */
 #define GPUPART__MAX_PARTS 64  /* partitions declared by one source layer */
 #define GPUPART__ERR_MAX 256   /* what a parser says is wrong */
+#define GPUPART__MAX_VISIBLE 16 /* entries of a visible-device list (GPUPART_DEVICE) */
+#define GPUPART__ECHO_MAX 288   /* a shortened, escaped echo of user text (gpupart__echo) */
 
 typedef enum gpupart__opt {
   GPUPART__OPT_CONFIG,
@@ -42,7 +44,7 @@ typedef enum gpupart__type {
   GPUPART__T_PATH,      /* a non-empty path */
   GPUPART__T_DIR,       /* an absolute path */
   GPUPART__T_BACKENDS,  /* auto, or a preference list: cuda,vulkan */
-  GPUPART__T_INDEX,     /* a device index */
+  GPUPART__T_VISIBLE,   /* the visible devices: a list of distinct device indexes, 1,0,3 */
   GPUPART__T_BOOL,      /* true/false, 1/0, yes/no, on/off */
   GPUPART__T_SHARE,     /* a share of the device's total, (0, 1]: 0.6, 60%, 1 */
   GPUPART__T_BYTES,     /* bytes with a unit, 0 allowed */
@@ -114,12 +116,20 @@ int gpupart__selector_rank(const gpupart__selector *sel);
 typedef struct gpupart__value {
   int set;
   gpupart__source src;
-  uint64_t u;    /* INDEX, BOOL, BYTES, SIZE, LIMIT (0 = none), POW2 */
+  uint64_t u;    /* BOOL, BYTES, SIZE, LIMIT (0 = none), POW2; VISIBLE: its first entry (0 if none) */
   double share;  /* SHARE */
   uint8_t backends[GPUPART__MAX_BACKENDS];
   uint32_t nbackends; /* BACKENDS; 0 = auto */
   const char *str;    /* PATH, DIR: set by the caller, which owns the string */
+  uint32_t visible[GPUPART__MAX_VISIBLE]; /* VISIBLE: physical index of program index i */
+  uint32_t nvisible;                      /* VISIBLE; 0 = every device, unmapped */
 } gpupart__value;
+
+/* s for a message: control characters (below 0x20, and 0x7f) as \xNN, and text longer than 64
+ * characters shortened to its first 40 and last 20 around "...", so that what is wrong
+ * (after the echo) always fits in the message. Returns buf (n >= GPUPART__ECHO_MAX). */
+const char *gpupart__echo(const char *s, char *buf, size_t n);
+#define GPUPART__ECHO(s) gpupart__echo((s), (char[GPUPART__ECHO_MAX]){0}, GPUPART__ECHO_MAX)
 
 /* Parses text as a value of option o (not PARTITIONS). Paths are only checked. */
 int gpupart__option_parse(gpupart__opt o, const char *text, gpupart__value *out, char *err, size_t n);

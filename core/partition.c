@@ -88,7 +88,7 @@ static int name_partition(gpupart_partition *p, const gpupart_partition_desc *d)
   const char *name = d->name ? d->name : fallback;
   if (!*name) return gpupart__fail(GPUPART_EINVAL, "partition_create: name is empty");
   if (find_locked(dev, name))
-    return gpupart__fail(GPUPART_EEXIST, "partition_create: '%s' exists on this device", name);
+    return gpupart__fail(GPUPART_EEXIST, "partition_create: '%s' exists on this device", GPUPART__ECHO(name));
   p->name = gpupart__strdup(&dev->ctx->mem, name);
   return p->name ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
 }
@@ -152,6 +152,21 @@ static void discard_locked(gpupart_device *dev, gpupart_partition *p) {
   gpupart__partition_free(p);
 }
 
+/* The partition configuration made under d's name, handed over once: configuration is
+ * the operator's word, so a program creating a partition it declared gets that one (and
+ * its reclaim callback, which configuration cannot give), not EEXIST. */
+static gpupart_partition *take_configured(gpupart_device *dev, const gpupart_partition_desc *d) {
+  pthread_mutex_lock(&dev->slow);
+  gpupart_partition *p = d->name ? find_locked(dev, d->name) : NULL;
+  if (p && !p->configured) p = NULL;
+  if (p) {
+    p->configured = 0;
+    if (!p->reclaim) p->reclaim = d->reclaim, p->reclaim_user = d->reclaim_user;
+  }
+  pthread_mutex_unlock(&dev->slow);
+  return p;
+}
+
 gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
                                         gpupart_partition **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
@@ -161,7 +176,9 @@ gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_parti
   resolved r = {0};
   int rc = resolve(dev, &d, &r);
   if (rc) return rc;
-  gpupart_partition *p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
+  gpupart_partition *p = take_configured(dev, &d);
+  if (p) return gpupart__settings_adopted(p, &d, r.limit, r.guarantee), *out = p, GPUPART_OK;
+  p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
   if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d.reclaim, .reclaim_user = d.reclaim_user};
   gpupart__lock_init(&p->lock);

@@ -9,16 +9,32 @@
 
 static const gpupart__source descriptor = {"descriptor", 0};
 
-void gpupart__settings_target(const gpupart_context *ctx, const gpupart_device_desc *d, int exact,
-                              gpupart__settings *s) {
+/* Program index i of a device_open is the i-th visible device (GPUPART_DEVICE="1,0"),
+ * so two program indexes never reach one device; with no list, i itself. exact: the
+ * descriptor's index is a physical index (the gpupart command's --device). */
+int gpupart__settings_target(const gpupart_context *ctx, const gpupart_device_desc *d, int exact,
+                             gpupart__settings *s) {
   *s = (gpupart__settings){0};
-  gpupart__config_get(ctx->cfg, GPUPART__OPT_DEVICE, GPUPART_BACKEND_AUTO, 0, &s->v[GPUPART__OPT_DEVICE]);
+  gpupart__value *dv = &s->v[GPUPART__OPT_DEVICE];
+  gpupart__config_get(ctx->cfg, GPUPART__OPT_DEVICE, GPUPART_BACKEND_AUTO, 0, dv);
   gpupart__config_get(ctx->cfg, GPUPART__OPT_BACKEND, GPUPART_BACKEND_AUTO, 0, &s->v[GPUPART__OPT_BACKEND]);
-  if (d->index || exact) s->v[GPUPART__OPT_DEVICE] = (gpupart__value){.set = 1, .src = descriptor, .u = d->index};
   if (d->backend != GPUPART_BACKEND_AUTO)
     s->v[GPUPART__OPT_BACKEND] = (gpupart__value){.set = 1, .src = descriptor, .nbackends = 1,
                                                   .backends = {(uint8_t)d->backend}};
-  s->index = (uint32_t)s->v[GPUPART__OPT_DEVICE].u;
+  if (exact || !dv->nvisible) {
+    if (exact || d->index) *dv = (gpupart__value){.set = 1, .src = descriptor, .u = d->index};
+    return s->index = d->index, GPUPART_OK;
+  }
+  char list[GPUPART__ERR_MAX], where[GPUPART__PATH_MAX + 16], shown[GPUPART__PATH_MAX + GPUPART__ERR_MAX + 32];
+  gpupart__option_format(GPUPART__OPT_DEVICE, dv, list, sizeof list);
+  gpupart__source_format(dv->src, where, sizeof where);
+  if (dv->src.line) snprintf(shown, sizeof shown, "device = %s at %s", list, GPUPART__ECHO(where));
+  else snprintf(shown, sizeof shown, "%s=%s", where, list);
+  if (d->index >= dv->nvisible)
+    return gpupart__fail(GPUPART_ENODEV, "device_open: index %u: only %u device%s visible (%s)", d->index,
+                         dv->nvisible, dv->nvisible == 1 ? "" : "s", shown);
+  s->index = dv->visible[d->index];
+  return GPUPART_OK;
 }
 
 static void from_descriptor(gpupart__value *v, uint64_t u) {
@@ -53,6 +69,61 @@ void gpupart__settings_resolve(const gpupart_context *ctx, const gpupart_device_
   s->nparts = gpupart__config_partitions(ctx->cfg, b, s->index, s->parts, GPUPART__MAX_PARTS);
 }
 
+/* ---- the budget ----------------------------------------------------------------- */
+
+/* A named input of the budget: its value, where it came from. */
+typedef struct input {
+  const char *what;
+  uint64_t bytes;
+  const gpupart__value *v; /* NULL: the driver */
+} input;
+
+static int from_user(const gpupart__value *v) {
+  return v && v->src.name && strcmp(v->src.name, "descriptor") && strcmp(v->src.name, "default");
+}
+
+/* EINVAL when the blamed input is a descriptor field, ECONFIG when a variable or the file
+ * set it; an input left at its default passes the blame to the granularity's source. */
+static int blame_code(const gpupart__value *in, const gpupart__value *gran) {
+  const gpupart__value *who = in && in->src.name && strcmp(in->src.name, "default") ? in : gran;
+  return from_user(who) ? GPUPART_ECONFIG : GPUPART_EINVAL;
+}
+
+static int below_granularity(const gpupart_device *dev, const input *in) {
+  const gpupart__value *gran = &dev->settings.v[GPUPART__OPT_GRANULARITY];
+  char where[GPUPART__PATH_MAX + 16], gwhere[GPUPART__PATH_MAX + 16];
+  if (in->v) gpupart__source_format(in->v->src, where, sizeof where);
+  else snprintf(where, sizeof where, "the driver");
+  gpupart__source_format(gran->src, gwhere, sizeof gwhere);
+  return gpupart__fail(blame_code(in->v, gran),
+                       "device_open: %s leaves %llu bytes (%s), below the granularity %llu (%s): the budget would be 0",
+                       in->what, (unsigned long long)in->bytes, GPUPART__ECHO(where),
+                       (unsigned long long)dev->granularity, GPUPART__ECHO(gwhere));
+}
+
+/* min(total * fraction, limit) - headroom, rounded down to the granularity. */
+int gpupart__settings_budget(gpupart_device *dev) {
+  const gpupart__value *v = dev->settings.v;
+  const gpupart__value *sim = dev->info.backend == GPUPART_BACKEND_SIM ? &v[GPUPART__OPT_SIM_TOTAL] : NULL;
+  double fraction = v[GPUPART__OPT_MEMORY_FRACTION].share;
+  uint64_t total = dev->info.total_bytes, limit = v[GPUPART__OPT_MEMORY_LIMIT].u, g = dev->granularity;
+  uint64_t headroom = v[GPUPART__OPT_HEADROOM].u;
+  uint64_t b = fraction >= 1.0 ? total : (uint64_t)((long double)total * fraction);
+  if (total < g) return below_granularity(dev, &(input){"the device's total", total, sim});
+  if (b < g) return below_granularity(dev, &(input){"memory_fraction", b, &v[GPUPART__OPT_MEMORY_FRACTION]});
+  if (limit && limit < g) return below_granularity(dev, &(input){"memory_limit", limit, &v[GPUPART__OPT_MEMORY_LIMIT]});
+  if (limit && limit < b) b = limit;
+  char where[GPUPART__PATH_MAX + 16];
+  gpupart__source_format(v[GPUPART__OPT_HEADROOM].src, where, sizeof where);
+  if (headroom >= b)
+    return gpupart__fail(blame_code(&v[GPUPART__OPT_HEADROOM], NULL),
+                         "device_open: headroom %llu (%s) leaves no budget of %llu bytes", (unsigned long long)headroom,
+                         GPUPART__ECHO(where), (unsigned long long)b);
+  if (b - headroom < g) return below_granularity(dev, &(input){"headroom", b - headroom, &v[GPUPART__OPT_HEADROOM]});
+  dev->budget = (b - headroom) & ~(g - 1);
+  return GPUPART_OK;
+}
+
 /* ---- partitions ----------------------------------------------------------------- */
 
 static gpupart_partition_desc partition_desc(const gpupart__pspec *p) {
@@ -68,13 +139,18 @@ static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
   gpupart_partition_desc d = partition_desc(p);
   gpupart_partition *part;
   int rc = gpupart_partition_create(dev, &d, &part);
-  if (rc == GPUPART_OK) return rc;
+  if (rc == GPUPART_OK) {
+    pthread_mutex_lock(&dev->slow);
+    part->configured = 1;
+    pthread_mutex_unlock(&dev->slow);
+    return rc;
+  }
   char where[GPUPART__PATH_MAX + 16], why[GPUPART__MSG_MAX];
   gpupart__source_format(p->src, where, sizeof where);
   snprintf(why, sizeof why, "%s", gpupart_last_error());
   if (rc == GPUPART_EINVAL || rc == GPUPART_ELIMIT || rc == GPUPART_EEXIST) rc = GPUPART_ECONFIG;
-  return gpupart__fail(rc, "%s: partition '%s' on %s:%u: %s", where, p->name, gpupart_backend_name(dev->info.backend),
-                       dev->info.index, why);
+  return gpupart__fail(rc, "%s: partition '%s' on %s:%u: %s", GPUPART__ECHO(where), p->name,
+                       gpupart_backend_name(dev->info.backend), dev->info.index, why);
 }
 
 int gpupart__settings_create_partitions(gpupart_device *dev) {
@@ -86,11 +162,57 @@ int gpupart__settings_create_partitions(gpupart_device *dev) {
   return GPUPART_OK;
 }
 
+/* The partition's source in configuration, for the message. */
+static void configured_source(gpupart_partition *p, char *buf, size_t n) {
+  const gpupart__settings *s = &p->dev->settings;
+  snprintf(buf, n, "the configuration");
+  for (uint32_t i = 0; i < s->nparts; i++)
+    if (!strcmp(s->parts[i]->name, p->name)) gpupart__source_format(s->parts[i]->src, buf, n);
+}
+
+void gpupart__settings_adopted(gpupart_partition *p, const gpupart_partition_desc *d, uint64_t limit,
+                               uint64_t guarantee) {
+  gpupart_stats st = {0};
+  char where[GPUPART__PATH_MAX + 16], line[GPUPART__PATH_MAX + 320];
+  gpupart_partition_get_stats(p, &st);
+  configured_source(p, where, sizeof where);
+  int same_growth = d->growth == GPUPART_GROWTH_DEFAULT || (d->growth == GPUPART_GROWTH_OFF) == p->growth.prealloc;
+  int same = st.limit == limit && st.guarantee == guarantee && same_growth;
+  snprintf(line, sizeof line, "partition_create: '%s' is declared by the configuration (%s): the configured partition "
+           "is returned, with its limit %llu and guarantee %llu bytes%s", p->name, GPUPART__ECHO(where),
+           (unsigned long long)st.limit, (unsigned long long)st.guarantee,
+           same ? "" : " (the descriptor's values are not used)");
+  gpupart__settings_log(p->dev->ctx, same ? GPUPART_LOG_INFO : GPUPART_LOG_WARN,
+                        (int)p->dev->settings.v[GPUPART__OPT_VERBOSE].u, line);
+}
+
 /* ---- verbose output ------------------------------------------------------------- */
 
-static void emit(gpupart_context *ctx, const char *line) {
-  if (ctx->log) ctx->log(GPUPART_LOG_INFO, line, ctx->log_user);
-  else fprintf(stderr, "gpupart: %s\n", line);
+void gpupart__settings_log(gpupart_context *ctx, gpupart_log_level level, int verbose, const char *line) {
+  if (ctx->log) ctx->log(level, line, ctx->log_user);
+  else if (verbose) fprintf(stderr, "gpupart: %s\n", line);
+}
+
+static void emit(gpupart_context *ctx, const char *line) { gpupart__settings_log(ctx, GPUPART_LOG_INFO, 1, line); }
+
+void gpupart__settings_warn_env(gpupart_device *dev) {
+  char names[512], line[768];
+  int n = gpupart__config_env_changed(dev->ctx->cfg, names, sizeof names);
+  if (!n) return;
+  snprintf(line, sizeof line, "%s changed after gpupart_context_create read %s; this context keeps the value%s it "
+           "read (create a new context to apply the change)", names, n == 1 ? "it" : "them", n == 1 ? "" : "s");
+  gpupart__settings_log(dev->ctx, GPUPART_LOG_WARN, (int)dev->settings.v[GPUPART__OPT_VERBOSE].u, line);
+}
+
+static void print_foreign(gpupart_device *dev) {
+  const gpupart__config *c = dev->ctx->cfg;
+  char line[3 * GPUPART__ECHO_MAX];
+  for (uint32_t i = 0; i < c->nforeign; i++) {
+    const gpupart__foreign *f = &c->foreign[i];
+    snprintf(line, sizeof line, "  %s=%s is not read by gpupart (not applied); the equivalent: %s", f->name,
+             f->value, f->hint);
+    emit(dev->ctx, line);
+  }
 }
 
 static void print_option(gpupart_device *dev, int o) {
@@ -122,4 +244,5 @@ void gpupart__settings_print(gpupart_device *dev) {
   for (int o = 0; o < GPUPART__OPT_COUNT; o++)
     if (o != GPUPART__OPT_PARTITIONS) print_option(dev, o);
   for (uint32_t i = 0; i < dev->settings.nparts; i++) print_partition(dev, i);
+  print_foreign(dev);
 }

@@ -15,13 +15,24 @@ typedef struct gpupart__settings {
   uint32_t nparts;
 } gpupart__settings;
 
-/* The device index and the backend preference of a device_open: a non-zero descriptor
- * field, else the configuration. exact: the descriptor's index holds even when it is 0. */
-void gpupart__settings_target(const gpupart_context *ctx, const gpupart_device_desc *d, int exact,
+/* The physical device index and the backend preference of a device_open. The
+ * descriptor's index is a program index, mapped through the visible-device list
+ * (GPUPART_DEVICE) when one is configured: ENODEV past its end. exact: the descriptor's
+ * index is physical and the list is not applied. A descriptor backend wins. */
+int gpupart__settings_target(const gpupart_context *ctx, const gpupart_device_desc *d, int exact,
                               gpupart__settings *s);
 /* Every other option for backend b, the descriptor's non-zero fields first. */
 void gpupart__settings_resolve(const gpupart_context *ctx, const gpupart_device_desc *d, gpupart_backend b,
                                gpupart__settings *s);
+/* dev->budget from the device's total and its settings; a budget below the granularity
+ * fails naming the input that takes it there and that input's source (EINVAL for a
+ * descriptor field, ECONFIG for a variable or the file). */
+int gpupart__settings_budget(gpupart_device *dev);
+/* One log line: to the context's log function, else to stderr when verbose is set. */
+void gpupart__settings_log(gpupart_context *ctx, gpupart_log_level level, int verbose, const char *line);
+/* Warns (GPUPART_LOG_WARN) when known GPUPART_* variables changed after the context read
+ * them: the context keeps what it read. */
+void gpupart__settings_warn_env(gpupart_device *dev);
 /* Creates the partitions configuration declares for dev, in order. ECONFIG (or the
  * driver's EDEVMEM, or ENOMEM) naming the source; the caller closes the device on failure. */
 int gpupart__settings_create_partitions(gpupart_device *dev);

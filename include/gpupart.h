@@ -150,8 +150,10 @@ typedef struct gpupart_context_desc {
   void *host_user;          /* passed to host_alloc and host_free */
 } gpupart_context_desc;
 
-/* Creates a context. desc NULL = all defaults. The strings in desc are copied.
- * Errors: EINVAL (out NULL, only one of host_alloc/host_free set), ENOMEM, ECONFIG (bad
+/* Creates a context. desc NULL = all defaults. The strings in desc are copied. This is
+ * the read point of the configuration: the GPUPART_* variables and the file are read and
+ * checked here, once; a later change of the environment does not affect the context (each
+ * device open warns through log when known variables changed since). Errors: EINVAL (out NULL, only one of host_alloc/host_free set), ENOMEM, ECONFIG (bad
  * configuration, message names the source). */
 GPUPART_API gpupart_result gpupart_context_create(const gpupart_context_desc *desc,
                                                   gpupart_context **out);
@@ -191,7 +193,7 @@ GPUPART_API gpupart_result gpupart_enumerate(gpupart_context *ctx, gpupart_backe
 
 typedef struct gpupart_device_desc {
   gpupart_backend backend;   /* AUTO = config/env choice, else first present of cuda, vulkan, opencl, sim */
-  uint32_t index;            /* device index within the backend */
+  uint32_t index;            /* program index: the index-th device GPUPART_DEVICE lists, else this index */
   double memory_fraction;    /* 0 = config, else 1.0: share of total memory this process may use, (0, 1] */
   uint64_t memory_limit;     /* 0 = none: absolute cap; the budget is the smaller of the two */
   uint64_t headroom;         /* 0 = config, else 0: bytes left to the driver and other libraries */
@@ -212,11 +214,16 @@ typedef struct gpupart_device_desc {
    Not implemented yet: gpupart_device_open returns ENOTSUP when it is set. */
 #define GPUPART_DEVICE_SHARED 0x1u
 
-/* Opens device desc->index of desc->backend and computes this process's budget:
+/* Opens device desc->index of desc->backend and computes this process's budget. The index
+ * is the program's: with GPUPART_DEVICE="2,0" (a visible-device list, as
+ * CUDA_VISIBLE_DEVICES) index 0 opens device 2, index 1 device 0, index 2 is ENODEV; no
+ * two program indexes open the same device. The budget is
  * min(total * memory_fraction, memory_limit) - headroom, rounded down to the granularity.
  * desc NULL = defaults. Partitions declared in configuration are created, in order.
  * Errors: EINVAL (bad field: fraction outside (0, 1], granularity not a power of two,
- * budget of zero), ENOBACKEND, ENODEV, EBACKEND, ECONFIG, ENOTSUP (DEVICE_SHARED). */
+ * budget of zero, unknown backend), ENOBACKEND, ENODEV (also past the visible list),
+ * EBACKEND, ECONFIG, ENOTSUP (DEVICE_SHARED). A zero budget is ECONFIG when the input that
+ * makes it came from a variable or the file, and the message names that input. */
 GPUPART_API gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
                                                gpupart_device **out);
 /* Destroys every partition of the device, then closes it. EBUSY (nothing freed) while
@@ -244,7 +251,7 @@ typedef struct gpupart_sim_desc {
   uint64_t block_round_up;      /* 0 = none; a power of two: the driver silently rounds every block
                                    up to a multiple of it and allocates more than asked (as some
                                    real drivers do); the core accounts what was allocated */
-} gpupart_sim_desc;             /* sim devices with the same index and total_bytes are the same device */
+} gpupart_sim_desc;             /* in one context, sim devices with the same index and total_bytes are the same device */
 
 /* ---- partitions ------------------------------------------------------------------- */
 
@@ -275,7 +282,12 @@ typedef struct gpupart_partition_desc {
 } gpupart_partition_desc;
 
 /* Creates a partition on dev. Limits and guarantees are rounded down to the device's
- * granularity. desc NULL = defaults (the whole budget, no guarantee).
+ * granularity. desc NULL = defaults (the whole budget, no guarantee). A name that
+ * configuration declared for this device (GPUPART_PARTITIONS, [partition NAME]) returns
+ * OK and the partition configuration made, with the configuration's limit, guarantee and
+ * growth (it is the operator's word; the log says so, at WARN when desc asked for other
+ * values), once: a second create of that name is EEXIST. desc's reclaim callback is
+ * installed on it when it has none.
  * Errors: EINVAL (fraction outside (0, 1], guarantee above the limit, limit rounding to 0,
  * growth_factor below 1), EEXIST (name taken), ELIMIT (guarantees would sum past the
  * budget, or a preallocated limit exceeds what the budget can grant), EDEVMEM (a
@@ -320,7 +332,7 @@ typedef struct gpupart_alloc_desc {
   uint64_t size;      /* bytes; required */
   uint64_t alignment; /* a power of two; 0 = backend minimum */
   uint32_t flags;     /* GPUPART_ALLOC_* */
-  uint64_t tag;       /* the caller's label, shown in failure messages and dumps */
+  uint64_t tag;       /* the caller's label, shown in failure messages */
 } gpupart_alloc_desc;
 
 /* gpupart_alloc with flags and a tag. Errors as gpupart_alloc, plus EINVAL for unknown flags. */

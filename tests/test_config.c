@@ -1,5 +1,5 @@
 /* Configuration end to end (core/config.c, core/config_ini.c, core/settings.c): every row
- * of CONFIG.md through real variables and files, the precedence descriptor > environment >
+ * of docs/configuration.md through real variables and files, the precedence descriptor > environment >
  * file > default, errors that name their source, key and line, and that nothing is
  * half-applied. Criterion runs each test in its own process, so setenv stays local. */
 #include <stdio.h>
@@ -101,7 +101,7 @@ static uint64_t share(uint64_t budget, double f, uint64_t granularity) {
   return (uint64_t)((long double)budget * f) & ~(granularity - 1);
 }
 
-/* ---- every row of CONFIG.md ----------------------------------------------------- */
+/* ---- every row of docs/configuration.md ------------------------------------------------ */
 
 Test(config, gpupart_config_names_the_file) {
   setenv("GPUPART_CONFIG", write_file("[gpupart]\nbackend = sim\nmemory_fraction = 25%\n"), 1);
@@ -170,15 +170,43 @@ Test(config, a_single_missing_backend_reports_its_own_error) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
-Test(config, gpupart_device_picks_the_index_unless_the_descriptor_names_one) {
-  setenv("GPUPART_DEVICE", "3", 1);
+static uint32_t physical_index(gpupart_device *dev) {
+  gpupart_device_info info;
+  cr_assert_eq(gpupart_device_get_info(dev, &info), GPUPART_OK);
+  return info.index;
+}
+
+/* As CUDA_VISIBLE_DEVICES: GPUPART_DEVICE=1 makes program index 0 physical device 1, and
+ * there is no program index 1, so opening 0 then 1 never gives device 1 twice. */
+Test(config, gpupart_device_is_a_visible_list_that_maps_program_indexes) {
+  setenv("GPUPART_DEVICE", "1", 1);
   gpupart_context *ctx = env_context();
-  gpupart_device *a = open_sim(ctx, 0), *b = open_sim(ctx, 2);
-  gpupart_device_info ia, ib;
-  gpupart_device_get_info(a, &ia);
-  gpupart_device_get_info(b, &ib);
-  cr_expect_eq(ia.index, 3, "index 0 in the descriptor means: configuration");
-  cr_expect_eq(ib.index, 2);
+  gpupart_device *a = open_sim(ctx, 0), *b = NULL;
+  cr_expect_eq(physical_index(a), 1);
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .index = 1};
+  cr_expect_eq(gpupart_device_open(ctx, &d, &b), GPUPART_ENODEV);
+  cr_expect_null(b);
+  cr_expect(strstr(gpupart_last_error(), "only 1 device visible (GPUPART_DEVICE=1)"), "%s", gpupart_last_error());
+  close_all(a, ctx);
+}
+
+Test(config, a_visible_list_of_several_devices_keeps_their_order) {
+  setenv("GPUPART_DEVICE", "2,0", 1);
+  gpupart_context *ctx = env_context();
+  gpupart_device *a = open_sim(ctx, 0), *b = open_sim(ctx, 1), *c = NULL;
+  cr_expect_eq(physical_index(a), 2);
+  cr_expect_eq(physical_index(b), 0);
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .index = 2};
+  cr_expect_eq(gpupart_device_open(ctx, &d, &c), GPUPART_ENODEV, "only 2 devices visible");
+  gpupart_device_close(b);
+  close_all(a, ctx);
+}
+
+Test(config, without_a_visible_list_indexes_are_physical) {
+  gpupart_context *ctx = env_context();
+  gpupart_device *a = open_sim(ctx, 0), *b = open_sim(ctx, 3);
+  cr_expect_eq(physical_index(a), 0);
+  cr_expect_eq(physical_index(b), 3);
   gpupart_device_close(b);
   close_all(a, ctx);
 }
@@ -312,9 +340,10 @@ Test(config, unprefixed_partitions_belong_to_the_default_device) {
   cr_expect_eq(gpupart_partition_count(d1), 0);
   gpupart_device_close(d1);
   gpupart_context_destroy(ctx);
-  setenv("GPUPART_DEVICE", "1", 1);
+  setenv("GPUPART_DEVICE", "1", 1); /* program index 0 is now physical device 1 */
   ctx = env_context();
-  d1 = open_sim(ctx, 1);
+  d1 = open_sim(ctx, 0);
+  cr_expect_eq(physical_index(d1), 1);
   cr_expect_eq(gpupart_partition_count(d1), 1);
   close_all(d1, ctx);
 }
@@ -626,7 +655,7 @@ Test(config, a_partition_whose_bytes_and_share_disagree_fails_at_open_naming_the
 Test(config, a_file_with_several_errors_fails_context_creation_with_the_first) {
   const char *path = write_file("[gpupart]\nheadroom = x\nverbose = maybe\n");
   gpupart_context_desc cd = {.config_path = path};
-  context_fails(&cd, ":2: headroom:", "(and 1 more errors)");
+  context_fails(&cd, ":2: headroom:", "(and 1 more error)");
 }
 
 Test(config, a_nul_byte_in_the_file_is_an_error) {

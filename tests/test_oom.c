@@ -1,4 +1,4 @@
-/* The OOM sequence of ARCHITECTURE.md, step by step, each proven by driver counters and by
+/* The OOM sequence (core/alloc.c), step by step, each proven by driver counters and by
  * which reclaim callbacks ran, in which order: 1. the requester's own empty blocks;
  * 2. other partitions' empty blocks, only when the budget or the driver refused;
  * 3. reclaim callbacks, the requester's first, then (budget or driver refusals) those of

@@ -78,7 +78,8 @@ Test(options, malformed_values_say_what_is_wrong) {
   amount_fails("-1GiB", BOTH, "negative");
   amount_fails("GiB", BOTH, "not a number");
   amount_fails("+5", BOTH, "not a number");
-  amount_fails(".5", BOTH, "not a number");
+  amount_fails(".", BOTH, "not a number");
+  amount_fails("-.5", BOTH, "negative");
   amount_fails("5.", BOTH, "no digits after");
   amount_fails("1e9", BOTH, "unknown unit 'e9'");
   amount_fails("4 GiBs", BOTH, "unknown unit");
@@ -146,8 +147,16 @@ Test(options, byte_options_and_their_ranges) {
   value_fails(GPUPART__OPT_HEADROOM, "10%", "bytes are expected");
 }
 
-Test(options, device_indexes) {
-  cr_expect_eq(value_ok(GPUPART__OPT_DEVICE, "3").u, 3);
+Test(options, the_visible_device_list) {
+  gpupart__value v = value_ok(GPUPART__OPT_DEVICE, "3");
+  cr_expect_eq(v.u, 3);
+  cr_expect_eq(v.nvisible, 1);
+  v = value_ok(GPUPART__OPT_DEVICE, "2, 0,5");
+  cr_expect_eq(v.nvisible, 3);
+  cr_expect_eq(v.visible[0], 2);
+  cr_expect_eq(v.visible[2], 5);
+  value_fails(GPUPART__OPT_DEVICE, "1,1", "listed twice");
+  value_fails(GPUPART__OPT_DEVICE, "1,", "empty entry");
   value_fails(GPUPART__OPT_DEVICE, "-1", "negative");
   value_fails(GPUPART__OPT_DEVICE, "one", "not a device index");
   value_fails(GPUPART__OPT_DEVICE, "4294967296", "not a device index");
@@ -288,4 +297,29 @@ Test(options, formatting_round_trips) {
   v = value_ok(GPUPART__OPT_MEMORY_FRACTION, "50%");
   gpupart__option_format(GPUPART__OPT_MEMORY_FRACTION, &v, buf, sizeof buf);
   cr_expect_str_eq(buf, "0.5");
+}
+
+Test(options, a_leading_decimal_point_is_a_share_as_jax_writes_it) {
+  cr_expect_float_eq(share_of(".50"), 0.5, 1e-12);
+  cr_expect_float_eq(share_of(".5"), 0.5, 1e-12);
+  cr_expect_float_eq(share_of(".5%"), 0.005, 1e-12);
+  cr_expect_float_eq(value_ok(GPUPART__OPT_MEMORY_FRACTION, ".50").share, 0.5, 1e-12);
+  cr_expect_eq(bytes_of(".5KiB"), 512);
+}
+
+Test(options, a_decimal_comma_says_to_write_a_point) {
+  amount_fails("0,5", BOTH, "decimal comma: write a decimal point (0.5)");
+  value_fails(GPUPART__OPT_MEMORY_FRACTION, "0,5", "decimal comma");
+}
+
+Test(options, messages_shorten_long_values_and_escape_control_characters) {
+  char longv[600];
+  memset(longv, 'x', sizeof longv - 1);
+  longv[sizeof longv - 1] = 0;
+  value_fails(GPUPART__OPT_VERBOSE, longv, "is not a boolean");
+  value_fails(GPUPART__OPT_VERBOSE, "tr\033[31mue", "'tr\\x1b[31mue' is not a boolean");
+  cr_expect_null(strchr(err, '\033'));
+  char buf[GPUPART__ECHO_MAX];
+  cr_expect_lt(strlen(gpupart__echo(longv, buf, sizeof buf)), 70);
+  cr_expect(strstr(buf, "...") != NULL);
 }

@@ -1,5 +1,5 @@
 /* Partitions: creation by fraction, bytes and defaults with rounding to the granularity;
- * the creation errors of API.md; guarantees and their sum; preallocation (including a
+ * the creation errors of include/gpupart.h; guarantees and their sum; preallocation (including a
  * driver that cannot back it); resize, trim, destroy, and find/count/at in creation
  * order. The device has a 1 GiB budget unless a test says otherwise. */
 #include <math.h>

@@ -16,11 +16,14 @@ static const char help[] =
     "partition's limit and guarantee in bytes, with the source of each value (a variable,\n"
     "FILE:LINE, descriptor or default).\n"
     "\n"
-    "  --device B:I  this device, e.g. cuda:0 or sim:0; default: the device a program\n"
-    "                opening the default device gets (GPUPART_BACKEND, GPUPART_DEVICE)\n"
+    "  --device B:I  this physical device, e.g. cuda:0 or sim:0 (GPUPART_DEVICE's\n"
+    "                visible list is not applied); default: the device a program\n"
+    "                opening index 0 gets (GPUPART_BACKEND, GPUPART_DEVICE)\n"
     "  --json        one JSON object with at least backend, index, budget and\n"
-    "                partitions [{name, limit, guarantee}], plus the options and a\n"
-    "                \"sources\" object naming where each option came from\n"
+    "                partitions [{name, limit, guarantee}], plus the options, a\n"
+    "                \"sources\" object naming where each option came from, and\n"
+    "                other_frameworks [{name, value, applied, equivalent}]: the\n"
+    "                TensorFlow, JAX and PyTorch memory variables seen (never applied)\n"
     "\n"
     "exit status: 0 success, 1 bad configuration or no such device, 2 bad usage\n";
 
@@ -85,6 +88,28 @@ static void json_partition(gpupart_device *dev, uint32_t i) {
   printf("}");
 }
 
+/* Other frameworks' variables seen in the environment: noted, never applied. */
+static void json_foreign(const gpupart__config *c) {
+  printf(",\n  \"other_frameworks\": [");
+  for (uint32_t i = 0; i < c->nforeign; i++) {
+    printf("%s\n    {\"name\": ", i ? "," : "");
+    json_string(stdout, c->foreign[i].name);
+    printf(", \"value\": ");
+    json_string(stdout, c->foreign[i].value);
+    printf(", \"applied\": false, \"equivalent\": ");
+    json_string(stdout, c->foreign[i].hint);
+    printf("}");
+  }
+  printf("%s]", c->nforeign ? "\n  " : "");
+}
+
+static void print_foreign(const gpupart__config *c) {
+  if (!c->nforeign) return;
+  printf("\nother frameworks' variables (not applied by gpupart):\n");
+  for (uint32_t i = 0; i < c->nforeign; i++)
+    printf("%s=%s  ->  %s\n", c->foreign[i].name, c->foreign[i].value, c->foreign[i].hint);
+}
+
 static void print_json(gpupart_device *dev) {
   printf("{\n  \"backend\": \"%s\",\n  \"index\": %u,\n  \"name\": ", gpupart_backend_name(dev->info.backend),
          dev->info.index);
@@ -94,7 +119,9 @@ static void print_json(gpupart_device *dev) {
   json_options(&dev->settings);
   printf(",\n  \"partitions\": [");
   for (uint32_t i = 0; i < dev->settings.nparts; i++) json_partition(dev, i);
-  printf("%s]\n}\n", dev->settings.nparts ? "\n  " : "");
+  printf("%s]", dev->settings.nparts ? "\n  " : "");
+  json_foreign(dev->ctx->cfg);
+  printf("\n}\n");
 }
 
 static void print_options(const gpupart__settings *s) {
@@ -133,6 +160,7 @@ static void print_text(gpupart_device *dev) {
   printf("budget   %llu bytes (%s)\n", (unsigned long long)dev->budget, budget);
   print_options(&dev->settings);
   print_partitions(dev);
+  print_foreign(dev->ctx->cfg);
 }
 
 static int parse_args(int argc, char **argv, int *json, gpupart_device_desc *d, int *exact) {

@@ -21,6 +21,9 @@ static const char help[] =
     "                  \"uuid\", \"pci_bus_id\"}]}, sizes in bytes; free, uuid and\n"
     "                  pci_bus_id null where the driver cannot tell\n"
     "\n"
+    "Without --backend, each backend passed over is named on standard error with the\n"
+    "reason (driver missing, a GPUPART_*_LIBRARY that cannot be opened, ...).\n"
+    "\n"
     "exit status: 0 devices found, 1 none found or the backend is missing, 2 bad usage\n";
 
 /* The UUID as 8-4-4-4-12 hex digits; "" when it is all zero (the backend has none). */
@@ -98,6 +101,22 @@ static const char *names(void) {
   return list;
 }
 
+/* With every backend listed, one line per backend passed over and why (driver missing,
+ * a GPUPART_*_LIBRARY that cannot be opened, ...), so "no device found" is explained.
+ * sim is never listed without being named, so it is never "skipped". */
+static void say_skipped(gpupart_context *ctx) {
+  static const gpupart_backend all[] = {
+#define GPUPART__ID(ID, name, rank) GPUPART_BACKEND_##ID,
+      GPUPART__BACKENDS(GPUPART__ID)
+#undef GPUPART__ID
+  };
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    uint32_t n = 0;
+    if (all[i] != GPUPART_BACKEND_SIM && gpupart_enumerate(ctx, all[i], NULL, &n) != GPUPART_OK)
+      fprintf(stderr, "gpupart: skipped %s: %s\n", gpupart_backend_name(all[i]), gpupart_last_error());
+  }
+}
+
 static int parse_args(int argc, char **argv, int *json, gpupart_backend *b) {
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -127,6 +146,7 @@ int cmd_devices(int argc, char **argv) {
   gpupart_device_info *infos;
   uint32_t n;
   r = list(ctx, b, &infos, &n);
+  if (!r && b == GPUPART_BACKEND_AUTO) say_skipped(ctx);
   gpupart_context_destroy(ctx);
   if (r) return free(infos), cli_failure("devices", r);
   if (json) print_json(infos, n);

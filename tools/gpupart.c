@@ -62,12 +62,29 @@ int cli_failure(const char *what, gpupart_result rc) {
 
 gpupart_result cli_context(gpupart_context **out) { return gpupart_context_create(NULL, out); }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), or 0. */
+static size_t utf8_len(const unsigned char *p) {
+  size_t n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+  if (!n || p[0] > 0xf4) return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((p[i] & 0xc0) != 0x80) return 0;
+  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) || (p[0] == 0xf0 && p[1] < 0x90) ||
+      (p[0] == 0xf4 && p[1] > 0x8f))
+    return 0;
+  return n;
+}
+
+/* Escapes quotes, backslashes and control characters; a byte that is not part of valid
+ * UTF-8 (a path's Latin-1 byte) becomes U+FFFD, so strict JSON parsers accept the output. */
 void json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    size_t n = *p >= 0x80 ? utf8_len(p) : 1;
     if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-    else fputc(*p, f);
+    else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+    else if (!n) fputs("\\ufffd", f);
+    else fwrite(p, 1, n, f), p += n - 1;
   }
   fputc('"', f);
 }

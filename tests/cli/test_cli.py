@@ -179,7 +179,7 @@ def test_config_device_selection():
 
 
 def test_check_config():
-    good = write_file("[gpupart]\nbackend = vulkan, opencl\nmemory_fraction = 90%\n\n"
+    good = write_file("[gpupart]\nbackend = cuda, vulkan, opencl\nmemory_fraction = 90%\n\n"
                       "[device cuda:0]\nmemory_fraction = 50%\nallow_growth = false\n\n"
                       "[partition train]\ndevice = cuda:0 ; comment\nsize = 60%\nguarantee = 40%\n")
     bad = write_file("[gpupart]\nmemroy_fraction = 50%\ngranularity = 3MiB\n[partiton x]\nsize = 1\n"
@@ -205,7 +205,7 @@ def test_check_config_sums_guarantees_per_device():
     over = write_file("[partition a]\nsize = 60%\nguarantee = 60%\n\n[partition b]\nsize = 60%\nguarantee = 60%\n")
     full = write_file("[partition a]\nsize = 100%\nguarantee = 100%\n[partition b]\nsize = 5GiB\nguarantee = 1GiB\n")
     fits = write_file("[partition a]\nsize = 60%\nguarantee = 40%\n[partition b]\nsize = 60%\nguarantee = 60%\n"
-                      "[partition c]\ndevice = opencl:0\nsize = 90%\nguarantee = 90%\n")
+                      "[partition c]\ndevice = opencl:1\nsize = 90%\nguarantee = 90%\n")
     try:
         _, err = expect_rc(["check-config", over], 1)
         check(f"{over}:5: partition 'b'" in err and "add up to more than the budget" in err, "60% + 60%", err)
@@ -215,6 +215,91 @@ def test_check_config_sums_guarantees_per_device():
     finally:
         for f in (over, full, fits):
             os.unlink(f)
+
+
+def test_check_config_judges_the_file_as_a_whole():
+    never = write_file("[gpupart]\nbackend = vulkan, opencl\n\n[device cuda:0]\nmemory_fraction = 50%\n")
+    written_three_ways = write_file("[partition a]\nsize = 50%\nguarantee = 40%\n[partition b]\ndevice = 0\n"
+                                    "size = 50%\nguarantee = 40%\n[partition c]\ndevice = sim:0\nsize = 50%\n"
+                                    "guarantee = 40%\n")
+    prealloc = write_file("[gpupart]\nallow_growth = false\n[partition a]\nsize = 70%\n[partition b]\nsize = 70%\n")
+    tail = write_file("[gpupart] headroom = 1GiB\n")
+    cr_only = write_file("[gpupart]\rmemroy_fraction = 50%\r")
+    try:
+        _, err = expect_rc(["check-config", never], 1)
+        check(f"{never}:5:" in err and "can never apply" in err, "a section for an excluded backend", err)
+        _, err = expect_rc(["check-config", written_three_ways], 1)
+        check(f"{written_three_ways}:8: partition 'c'" in err, "one device written three ways", err)
+        _, err = expect_rc(["check-config", prealloc], 1)
+        check("preallocated" in err, "preallocated sizes past 100%", err)
+        _, err = expect_rc(["check-config", tail], 1)
+        check(f"{tail}:1: text after ']'" in err, "text after ]", err)
+        _, err = expect_rc(["check-config", cr_only], 1)
+        check(f"{cr_only}:2: unknown key 'memroy_fraction'" in err, "CR-only line endings", err)
+    finally:
+        for f in (never, written_three_ways, prealloc, tail, cr_only):
+            os.unlink(f)
+
+
+def test_a_fifo_is_refused_not_waited_on():
+    d = tempfile.mkdtemp()
+    fifo = os.path.join(d, "gpupart.ini")
+    os.mkfifo(fifo)
+    try:
+        _, err = expect_rc(["check-config", fifo], 1)
+        check("FIFO, not a regular file" in err, "check-config on a FIFO", err)
+        _, err = expect_rc(["config", "--device", "sim:0"], 1, env={"GPUPART_CONFIG": fifo})
+        check("GPUPART_CONFIG: cannot read" in err and "FIFO" in err, "GPUPART_CONFIG on a FIFO", err)
+    finally:
+        os.unlink(fifo)
+        os.rmdir(d)
+
+
+def test_config_json_escapes_bytes_that_are_not_utf8():
+    d = tempfile.mkdtemp()
+    path = os.path.join(os.fsencode(d), b"caf\xe9.ini")
+    with open(path, "w") as f:
+        f.write("[gpupart]\nbackend = sim\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+    env = {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+    env[b"GPUPART_CONFIG"] = path
+    try:
+        p = subprocess.run([GPUPART, "config", "--json"], env=env, capture_output=True, timeout=120)
+        check(p.returncode == 0, "config with a Latin-1 path", p.stderr)
+        try:
+            c = parse_json(p.stdout.decode("utf-8"))  # strict: raises on a bad byte
+            check(c["sources"]["backend"].endswith("caf\ufffd.ini:2"), "the bad byte is U+FFFD", p.stdout)
+        except (UnicodeDecodeError, ValueError) as e:
+            check(False, f"config --json is strict UTF-8 JSON: {e}", repr(p.stdout))
+    finally:
+        os.unlink(path)
+        os.rmdir(d)
+
+
+def test_config_reports_other_frameworks_variables():
+    env = {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+           "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+    seen = {f["name"]: f for f in parse_json(out)["other_frameworks"]}
+    check(seen.get("TF_FORCE_GPU_ALLOW_GROWTH", {}).get("equivalent") == "GPUPART_ALLOW_GROWTH=true", "TF", out)
+    check(seen.get("XLA_PYTHON_CLIENT_PREALLOCATE", {}).get("equivalent") == "GPUPART_ALLOW_GROWTH=true", "JAX", out)
+    check("PYTORCH_CUDA_ALLOC_CONF" in seen and not any(f["applied"] for f in seen.values()), "PyTorch", out)
+    out, _ = expect_rc(["config", "--device", "sim:0"], 0, env=env)
+    check("TF_FORCE_GPU_ALLOW_GROWTH=true  ->  GPUPART_ALLOW_GROWTH=true" in out, "text output", out)
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0)
+    check(parse_json(out)["other_frameworks"] == [], "none seen", out)
+
+
+def test_devices_says_why_a_backend_was_skipped():
+    rc, out, err = run("devices", env={"GPUPART_VULKAN_LIBRARY": "/nonexistent/libvulkan.so.1"})
+    check("skipped vulkan: GPUPART_VULKAN_LIBRARY=/nonexistent/libvulkan.so.1: " in err or
+          "vulkan" not in run("--version")[1], "the Vulkan override's failure is explained", err)
+
+
+def test_config_visible_devices():
+    env = {"GPUPART_BACKEND": "sim", "GPUPART_DEVICE": "3,1"}
+    out, _ = expect_rc(["config", "--json"], 0, env=env)
+    check(parse_json(out)["index"] == 3, "program index 0 is the first visible device", out)
 
 
 def main():
