@@ -8,6 +8,9 @@ extern const conformance_adapter conformance_opencl;
 #ifdef GPUPART_HAVE_VULKAN
 extern const conformance_adapter conformance_vulkan;
 #endif
+#ifdef GPUPART_HAVE_CUDA
+extern const conformance_adapter conformance_cuda;
+#endif
 
 const conformance_adapter *conformance_adapter_for(gpupart_backend b) {
   switch (b) {
@@ -17,6 +20,9 @@ const conformance_adapter *conformance_adapter_for(gpupart_backend b) {
 #endif
 #ifdef GPUPART_HAVE_VULKAN
   case GPUPART_BACKEND_VULKAN: return &conformance_vulkan;
+#endif
+#ifdef GPUPART_HAVE_CUDA
+  case GPUPART_BACKEND_CUDA: return &conformance_cuda;
 #endif
   default: return NULL;
   }
