@@ -33,7 +33,8 @@ static const entry entries[] = {
 #undef GPUPART__CU_ENTRY
 };
 
-/* dlsym's result as a function pointer's bytes, the conversion POSIX sanctions. */
+/* dlsym's result; callers copy its bytes into a function pointer, the conversion POSIX
+ * sanctions. */
 static void *symbol(void *library, const char *name) { return dlsym(library, name); }
 
 static int open_library(const char *library, gpupart__cu_state *s) {
@@ -80,7 +81,6 @@ static int resolve_all(gpupart__cu_state *s) {
   void *sym = symbol(s->library, "cuGetProcAddress_v2"); /* never the 4-argument cuGetProcAddress */
   get_proc_fn get_proc;
   memcpy(&get_proc, &sym, sizeof get_proc);
-  if (!sym) get_proc = NULL;
   for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
     void *p = resolve(s, get_proc, &entries[i]);
     if (!p && entries[i].required) return missing(s, &entries[i]);
