@@ -13,6 +13,8 @@ static int api_state; /* 0 = not tried, 1 = loaded, -1 = absent */
 static char api_error[256];
 
 const char *cuda_test_double_path(void) {
+  const char *real = getenv("GPUPART_TEST_CUDA_REAL");
+  if (real && *real && strcmp(real, "0")) return NULL; /* scripts/gpu-check: the real driver */
   const char *p = getenv("GPUPART_TEST_CUDA_DOUBLE");
   return p && *p ? p : NULL;
 }

@@ -26,7 +26,8 @@ typedef struct cuda_test_api {
   cuda_double_counters *stats; /* NULL on a real driver */
 } cuda_test_api;
 
-/* The double's path, or NULL (a real driver). */
+/* The double's path, or NULL (a real driver): GPUPART_TEST_CUDA_REAL=1 makes the suites
+ * that can (the conformance suite) run on the system's libcuda.so.1 instead. */
 const char *cuda_test_double_path(void);
 /* The driver's entry points (cuInit already called); NULL with why on failure. */
 const cuda_test_api *cuda_test_api_get(char *why, size_t why_len);
