@@ -96,7 +96,10 @@ typedef struct bench_target {
  * a line on stderr when they were asked for by name. */
 int bench_targets_find(const char *which, bench_target *out, int max);
 const void *bench_target_desc(const bench_target *t);
-/* A context that ignores the environment, so results do not depend on the caller's. */
+/* $GPUPART_CUDA_LIBRARY, or NULL for the system's libcuda.so.1. */
+const char *bench_cuda_library(void);
+/* A context that ignores the environment, so results do not depend on the caller's
+ * (except for where the CUDA driver is: bench_cuda_library). */
 gpupart_context *bench_context(void);
 /* Opens the target's device through the public API; NULL with a message on failure. */
 gpupart_device *bench_device_open(gpupart_context *ctx, const bench_target *t, char *err, size_t n);
@@ -121,6 +124,7 @@ typedef enum bench_policy {
   BENCH_GROWTH,
   BENCH_PREALLOC,
   BENCH_PARTITIONS,
+  BENCH_CUDAPOOL, /* CUDA targets only: the driver's stream-ordered pool (cuda_baseline.c) */
   BENCH_POLICY_COUNT
 } bench_policy;
 
@@ -146,6 +150,16 @@ typedef struct bench_result {
  * runs (best kept), one per-operation latency pass; every run on a fresh device. */
 void bench_run(const bench_target *t, bench_policy p, const bench_workload *w, size_t n, int repeat,
                bench_result *out);
+
+/* ---- cuda_baseline.c: the driver's stream-ordered pool, loaded with dlopen ---- */
+typedef struct bench_cuda_pool bench_cuda_pool;
+/* 0, or -1 with err set (no driver, or one without the pool API); close *out either way. */
+int bench_cuda_pool_open(uint32_t index, bench_cuda_pool **out, char *err, size_t n);
+int bench_cuda_pool_alloc(bench_cuda_pool *p, uint64_t size, uint64_t *ptr);
+void bench_cuda_pool_free(bench_cuda_pool *p, uint64_t ptr);
+void bench_cuda_pool_sync(bench_cuda_pool *p);
+uint64_t bench_cuda_pool_reserved_high(bench_cuda_pool *p); /* CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH */
+void bench_cuda_pool_close(bench_cuda_pool *p);
 
 /* ---- report.c ---- */
 void bench_print_header(void);
