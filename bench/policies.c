@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "extstruct.h"
 #include "bench.h"
 #include "timing.h"
 
@@ -51,7 +52,8 @@ static int driver_setup(rig *r) {
   r->ops = gpupart__backend_ops(t->backend);
   if (!r->ops) return snprintf(r->err, sizeof r->err, "backend not built"), -1;
   gpupart_device_info info;
-  if (r->ops->load(NULL, &r->state) || r->ops->open(r->state, t->index, bench_target_desc(t), &r->bdev) ||
+  const gpupart__native_desc native = {.desc = bench_target_desc(t)}; /* what the core passes ops->open */
+  if (r->ops->load(NULL, &r->state) || r->ops->open(r->state, t->index, &native, &r->bdev) ||
       r->ops->info(r->bdev, &info)) {
     snprintf(r->err, sizeof r->err, "driver: %s", gpupart_last_error());
     return -1;

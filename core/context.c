@@ -60,14 +60,18 @@ static int hostmem_from(const gpupart_context_desc *d, gpupart__hostmem *out) {
   return GPUPART_OK;
 }
 
-gpupart_result gpupart_context_create(const gpupart_context_desc *desc, gpupart_context **out) {
+gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size,
+                                           gpupart_context **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "context_create: out is NULL");
   *out = NULL;
-  const gpupart_context_desc d = desc ? *desc : (gpupart_context_desc){0};
+  gpupart_context_desc d;
+  int rc = gpupart__copy_in(&d, GPUPART__CONTEXT_DESC_SIZE, desc, desc_size, GPUPART__CONTEXT_DESC_SIZE_0_2,
+                            "context_create: gpupart_context_desc");
+  if (rc) return rc;
   if (d.flags & ~GPUPART_CONTEXT_IGNORE_ENV)
     return gpupart__fail(GPUPART_EINVAL, "context_create: unknown flags 0x%x", d.flags);
   gpupart__hostmem mem;
-  int rc = hostmem_from(&d, &mem);
+  rc = hostmem_from(&d, &mem);
   if (rc) return rc;
   gpupart_context *ctx = gpupart__host_calloc(&mem, 1, sizeof *ctx);
   if (!ctx) return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");

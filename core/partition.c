@@ -152,14 +152,16 @@ static void discard_locked(gpupart_device *dev, gpupart_partition *p) {
   gpupart__partition_free(p);
 }
 
-gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
-                                        gpupart_partition **out) {
+gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
+                                              size_t desc_size, gpupart_partition **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
   *out = NULL;
   if (!dev) return gpupart__fail(GPUPART_EINVAL, "partition_create: dev is NULL");
-  const gpupart_partition_desc d = desc ? *desc : (gpupart_partition_desc){0};
+  gpupart_partition_desc d;
   resolved r = {0};
-  int rc = resolve(dev, &d, &r);
+  int rc = gpupart__copy_in(&d, GPUPART__PARTITION_DESC_SIZE, desc, desc_size, GPUPART__PARTITION_DESC_SIZE_0_2,
+                            "partition_create: gpupart_partition_desc");
+  if (rc == GPUPART_OK) rc = resolve(dev, &d, &r);
   if (rc) return rc;
   gpupart_partition *p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
   if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");

@@ -9,10 +9,14 @@
 
 #include "backend.h"
 #include "error.h"
+#include "extstruct.h"
 
 #define SIM_DEFAULT_TOTAL (16ull << 30)
 #define SIM_DEFAULT_ALIGN 256ull
 #define SIM_ADDRESS_BASE (1ull << 40)
+/* gpupart_sim_desc as 0.2 published it, and as this library knows it. */
+#define SIM_DESC_SIZE_0_2 GPUPART__END(gpupart_sim_desc, host_backed)
+#define SIM_DESC_SIZE sizeof(gpupart_sim_desc)
 
 typedef struct sim_device sim_device;
 typedef struct sim_state sim_state;
@@ -51,9 +55,12 @@ static void sim_unload(void *state) {
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
-static int sim_apply_defaults(const gpupart_sim_desc *in, gpupart_sim_desc *out) {
-  *out = in ? *in : (gpupart_sim_desc){0};
-  if (!out->total_bytes) out->total_bytes = SIM_DEFAULT_TOTAL;
+/* The caller's descriptor (its size checked by the struct rule) with defaults applied:
+ * total_bytes 0 is the sim_total option the core resolved, else 16 GiB. */
+static int sim_apply_defaults(const gpupart__native_desc *in, gpupart_sim_desc *out) {
+  int rc = gpupart__native_copy_in(out, SIM_DESC_SIZE, in, SIM_DESC_SIZE_0_2, "sim: gpupart_sim_desc");
+  if (rc) return rc;
+  if (!out->total_bytes) out->total_bytes = in && in->sim_total ? in->sim_total : SIM_DEFAULT_TOTAL;
   if (!out->max_block_bytes || out->max_block_bytes > out->total_bytes)
     out->max_block_bytes = out->total_bytes;
   if (!out->min_alignment) out->min_alignment = SIM_DEFAULT_ALIGN;
