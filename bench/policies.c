@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "extstruct.h"
 #include "bench.h"
 #include "timing.h"
 
@@ -23,6 +22,7 @@
 #define MODEL_FREE_US 450.0 /* median cuMemFree */
 
 typedef struct rig {
+  gpupart__backend_env env; /* lent to the backend (driver policy) */
   bench_policy policy;
   const bench_target *t;
   uint32_t slots;
@@ -52,8 +52,8 @@ static int driver_setup(rig *r) {
   r->ops = gpupart__backend_ops(t->backend);
   if (!r->ops) return snprintf(r->err, sizeof r->err, "backend not built"), -1;
   gpupart_device_info info;
-  const gpupart__native_desc native = {.desc = bench_target_desc(t)}; /* what the core passes ops->open */
-  if (r->ops->load(NULL, &r->state) || r->ops->open(r->state, t->index, &native, &r->bdev) ||
+  r->env.mem = gpupart__hostmem_default(); /* the driver policy runs the backend with no context */
+  if (r->ops->load(&r->env, NULL, &r->state) || r->ops->open(r->state, t->index, bench_target_desc(t), 0, &r->bdev) ||
       r->ops->info(r->bdev, &info)) {
     snprintf(r->err, sizeof r->err, "driver: %s", gpupart_last_error());
     return -1;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "registry.h"
 
 #define SIM_TOTAL (64 * BENCH_GIB)
 #define REAL_MEM_CAP (256 * BENCH_MIB)
@@ -58,13 +59,16 @@ static int real_target(gpupart_context *ctx, gpupart_backend b, int named, bench
 }
 
 int bench_targets_find(const char *which, bench_target *out, int max) {
-  static const gpupart_backend real[] = {GPUPART_BACKEND_OPENCL, GPUPART_BACKEND_VULKAN, GPUPART_BACKEND_CUDA};
+  /* Every backend of the registry but sim, in registry order (core/registry.h). */
+#define BENCH_REAL(ID, name, rank) GPUPART_BACKEND_##ID,
+  static const gpupart_backend listed[] = {GPUPART__BACKENDS(BENCH_REAL)};
+#undef BENCH_REAL
   int all = strcmp(which, "all") == 0, n = 0;
   if ((all || strcmp(which, "sim") == 0) && n < max) sim_target(&out[n++]);
   gpupart_context *ctx = bench_context();
-  for (size_t i = 0; i < sizeof real / sizeof real[0] && n < max; i++) {
-    int named = strcmp(which, gpupart_backend_name(real[i])) == 0;
-    if (all || named) n += real_target(ctx, real[i], named, &out[n]);
+  for (size_t i = 0; i < sizeof listed / sizeof listed[0] && n < max; i++) {
+    int named = strcmp(which, gpupart_backend_name(listed[i])) == 0;
+    if (listed[i] != GPUPART_BACKEND_SIM && (all || named)) n += real_target(ctx, listed[i], named, &out[n]);
   }
   gpupart_context_destroy(ctx);
   return n;

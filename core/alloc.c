@@ -81,12 +81,16 @@ static uint64_t release_own(gpupart_partition *p) {
 /* Steps 1 and 2. Device slow lock held. */
 static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   if (is_final(why)) return why;
-  if (release_own(p) && (why = attempt(p, q, out)) == REFUSED_NONE) return why;
+  if (release_own(p)) {
+    gpupart__device_trim_locked(p->dev); /* the backend's own caches go too */
+    if ((why = attempt(p, q, out)) == REFUSED_NONE) return why;
+  }
   if (!reaches_others(why)) return why;
   uint64_t released = 0;
   gpupart_device *dev = p->dev;
   for (uint32_t i = 0; i < dev->nparts; i++)
     if (dev->parts[i] != p) released += release_own(dev->parts[i]);
+  if (released) gpupart__device_trim_locked(dev);
   return released ? attempt(p, q, out) : why;
 }
 
@@ -153,10 +157,11 @@ static const char *refusal_text(refusal why) {
  * driver refusal the backend's own message (with the driver's error code). */
 static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal why) {
   char driver[256] = "";
+  int64_t native = why == REFUSED_DRIVER || why < 0 ? gpupart_last_native_error() : 0; /* passed on */
   if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   if (why < 0)
-    return gpupart__fail(why, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s", p->name,
-                         q->size, q->tag, gpupart_result_str(why), driver);
+    return gpupart__fail_native(why, native, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s",
+                                p->name, q->size, q->tag, gpupart_result_str(why), driver);
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   gpupart__lock_acquire(&p->lock);
@@ -165,10 +170,10 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   gpupart__lock_release(&p->lock);
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
                         : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
-  return gpupart__fail(code,
-                       "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
-                       ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
-                       p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
+  return gpupart__fail_native(code, native,
+                              "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
+                              ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
+                              p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
 }
 
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {

@@ -83,20 +83,50 @@ static void unlink_block(gpupart__arena *a, gpupart__block *b) {
   if (b->next) b->next->prev = b->prev;
 }
 
-/* Takes a block of exactly size bytes (already reserved in the ledger) from the driver
- * and hands it to the sub-allocator. */
-static int add_block(gpupart_partition *p, uint64_t size, int prealloc) {
+/* The driver may allocate more than asked (block.size): every byte it allocated is
+ * accounted, so what exceeds the prepaid bytes (already reserved in the ledger for this
+ * block) is reserved now. A size below the request or off the alignment breaks the
+ * contract (EBACKEND); an extra the ledger cannot grant is ELIMIT. Either way the block
+ * goes back to the driver. */
+static int account_actual(gpupart_partition *p, uint64_t asked, uint64_t prepaid, gpupart_block *drv) {
+  gpupart_device *dev = p->dev;
+  int rc = GPUPART_OK;
+  if (drv->size < asked || (drv->size & (dev->alignment - 1)))
+    rc = gpupart__fail(GPUPART_EBACKEND, "partition '%s': backend '%s' returned a block of %llu bytes for %llu",
+                       p->name, dev->ops->name, (unsigned long long)drv->size, (unsigned long long)asked);
+  else if (drv->size > prepaid &&
+           dev->ledger->ops->reserve(dev->ledger, p->account, drv->size - prepaid) != GPUPART__GRANTED)
+    rc = gpupart__fail(GPUPART_ELIMIT, "partition '%s': the driver allocated %llu bytes for %llu and the budget "
+                       "cannot grant the %llu more", p->name, (unsigned long long)drv->size,
+                       (unsigned long long)asked, (unsigned long long)(drv->size - prepaid));
+  if (rc) dev->ops->block_free(dev->bdev, drv);
+  return rc;
+}
+
+/* Undoes account_actual for a block the sub-allocator could not take. */
+static void give_back(gpupart_partition *p, uint64_t prepaid, gpupart_block *drv) {
+  gpupart_device *dev = p->dev;
+  if (drv->size > prepaid) dev->ledger->ops->release(dev->ledger, p->account, drv->size - prepaid);
+  dev->ops->block_free(dev->bdev, drv);
+}
+
+/* Takes a block of at least size bytes from the driver and hands it to the
+ * sub-allocator. prepaid (>= size): bytes already reserved in the ledger that the block
+ * may use; the block's bytes beyond them are reserved here. */
+static int add_block(gpupart_partition *p, uint64_t size, uint64_t prepaid, int prealloc) {
   gpupart_device *dev = p->dev;
   gpupart__block *b = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *b);
   if (!b) return gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
   int rc = dev->ops->block_alloc(dev->bdev, size, &b->drv);
+  if (rc == GPUPART_OK) rc = account_actual(p, size, prepaid, &b->drv);
   if (rc == GPUPART_OK) {
-    gpupart__range *first = gpupart__tlsf_add_block(p->arena.tlsf, b, b->drv.device_address, size);
+    gpupart__range *first = gpupart__tlsf_add_block(p->arena.tlsf, b, b->drv.device_address, b->drv.size);
     if (first) b->home = first->home;
-    else dev->ops->block_free(dev->bdev, &b->drv);
+    else give_back(p, prepaid, &b->drv);
     rc = first ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
   }
   if (rc) return gpupart__host_free(&dev->ctx->mem, b), rc;
+  size = b->drv.size;
   b->size = size;
   b->prealloc = prealloc;
   link_block(&p->arena, b);
@@ -112,7 +142,7 @@ static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpup
   gpupart__ledger *l = p->dev->ledger;
   *why = l->ops->reserve(l, p->account, size);
   if (*why != GPUPART__GRANTED) return GPUPART_ELIMIT;
-  int rc = add_block(p, size, prealloc);
+  int rc = add_block(p, size, size, prealloc);
   if (rc) l->ops->release(l, p->account, size);
   return rc;
 }
@@ -173,8 +203,10 @@ int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int preal
   int rc = GPUPART_OK;
   while (left && rc == GPUPART_OK) {
     uint64_t chunk = left < max ? left : max;
-    rc = add_block(p, chunk, prealloc);
-    left -= rc ? 0 : chunk;
+    rc = add_block(p, chunk, left, prealloc); /* all of left is reserved already */
+    if (rc) break;
+    uint64_t got = p->arena.blocks->size; /* a block larger than asked covers more */
+    left -= got < left ? got : left;
   }
   if (rc == GPUPART_OK) return rc;
   l->ops->release(l, p->account, left); /* each block releases its own bytes below */

@@ -20,8 +20,11 @@ uint32_t gpupart_version(void) {
 }
 
 const char *gpupart_backend_name(gpupart_backend b) {
-  static const char *const names[] = {"auto", "sim", "opencl", "vulkan", "cuda"};
-  return (unsigned)b < sizeof names / sizeof names[0] ? names[b] : "unknown";
+#define GPUPART__NAME(ID, name, rank) [GPUPART_BACKEND_##ID] = #name,
+  static const char *const names[GPUPART__BACKEND_COUNT] = {[GPUPART_BACKEND_AUTO] = "auto",
+                                                            GPUPART__BACKENDS(GPUPART__NAME)};
+#undef GPUPART__NAME
+  return (unsigned)b < GPUPART__BACKEND_COUNT ? names[b] : "unknown";
 }
 
 char *gpupart__strdup(const gpupart__hostmem *m, const char *s) {
@@ -60,6 +63,14 @@ static int hostmem_from(const gpupart_context_desc *d, gpupart__hostmem *out) {
   return GPUPART_OK;
 }
 
+/* The sim_total option, which the sim backend applies to descriptors that leave their
+ * total_bytes 0 (it is not a per-device option, so one value holds for the context). */
+static uint64_t sim_total(const gpupart__config *cfg) {
+  gpupart__value v;
+  gpupart__config_get(cfg, GPUPART__OPT_SIM_TOTAL, GPUPART_BACKEND_SIM, 0, &v);
+  return v.u;
+}
+
 gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size,
                                            gpupart_context **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "context_create: out is NULL");
@@ -76,6 +87,7 @@ gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, si
   gpupart_context *ctx = gpupart__host_calloc(&mem, 1, sizeof *ctx);
   if (!ctx) return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");
   ctx->mem = mem;
+  ctx->env.mem = &ctx->mem;
   ctx->flags = d.flags;
   ctx->log = d.log;
   ctx->log_user = d.log_user;
@@ -87,6 +99,7 @@ gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, si
   }
   rc = gpupart__config_load(&mem, &d, &ctx->cfg);
   if (rc) return context_free(ctx), rc;
+  ctx->env.sim_total = sim_total(ctx->cfg);
   *out = ctx;
   return GPUPART_OK;
 }
@@ -112,20 +125,31 @@ static const char *library_override(const gpupart_context *ctx, gpupart_backend 
   return v.str;
 }
 
+/* A table the core can use: this ABI, every required entry present, and the id it is
+ * registered under. Optional entries need no check: GPUPART__BACKEND_OP reads them. */
+static int check_table(const gpupart_backend_ops *o, gpupart_backend b) {
+  if (o->abi_version != GPUPART__BACKEND_ABI)
+    return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' has ABI %u, expected %u", o->name, o->abi_version,
+                         GPUPART__BACKEND_ABI);
+  if (o->struct_size < GPUPART__BACKEND_OPS_MIN_SIZE || o->id != b || !o->load || !o->unload || !o->enumerate ||
+      !o->open || !o->close || !o->info || !o->block_alloc || !o->block_free)
+    return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s': its table (%u bytes, id %d) lacks a required entry",
+                         o->name, o->struct_size, (int)o->id);
+  return GPUPART_OK;
+}
+
 static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
   if (!lb->ops)
     return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' is not built into this library",
                          gpupart_backend_name(b));
   if (!lb->tried) {
     lb->tried = 1;
-    if (lb->ops->abi_version != GPUPART__BACKEND_ABI)
-      gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' has ABI %u, expected %u", lb->ops->name,
-                    lb->ops->abi_version, GPUPART__BACKEND_ABI), lb->result = GPUPART_ENOBACKEND;
-    else
-      lb->result = lb->ops->load(library_override(ctx, b), &lb->state);
+    lb->result = check_table(lb->ops, b);
+    if (lb->result == GPUPART_OK) lb->result = lb->ops->load(&ctx->env, library_override(ctx, b), &lb->state);
     if (lb->result) snprintf(lb->error, sizeof lb->error, "%s", gpupart_last_error());
+    lb->native = lb->result ? gpupart_last_native_error() : 0;
   }
-  if (lb->result) return gpupart__fail(lb->result, "%s", lb->error);
+  if (lb->result) return gpupart__fail_native(lb->result, lb->native, "%s", lb->error);
   return GPUPART_OK;
 }
 

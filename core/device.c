@@ -22,10 +22,10 @@ static int enumerate_one(gpupart_context *ctx, gpupart_backend b, gpupart_device
 }
 
 static int enumerate_auto(gpupart_context *ctx, gpupart_device_info *infos, uint32_t *count) {
-  static const gpupart_backend order[] = {GPUPART_BACKEND_CUDA, GPUPART_BACKEND_VULKAN,
-                                          GPUPART_BACKEND_OPENCL};
+  gpupart_backend order[GPUPART__BACKEND_COUNT];
+  unsigned n = gpupart__backend_auto_order(order, 0);
   uint32_t cap = infos ? *count : 0, total = 0;
-  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+  for (unsigned i = 0; i < n; i++) {
     uint32_t found = 0, room = cap > total ? cap - total : 0;
     if (enumerate_one(ctx, order[i], room ? infos + total : NULL, room, &found)) continue;
     total += found;
@@ -67,20 +67,20 @@ gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart_backend bac
   return enumerate_into(ctx, backend, infos, count);
 }
 
-/* The backends to try, in order: the configured list, or cuda, vulkan, opencl, sim. */
+/* The backends to try, in order: the configured list, or the registry's AUTO order
+ * (cuda, vulkan, opencl, then sim). order has room for GPUPART__BACKEND_COUNT. */
 static uint32_t backend_order(const gpupart__settings *s, gpupart_backend *order) {
-  static const gpupart_backend autos[] = {GPUPART_BACKEND_CUDA, GPUPART_BACKEND_VULKAN,
-                                          GPUPART_BACKEND_OPENCL, GPUPART_BACKEND_SIM};
   const gpupart__value *v = &s->v[GPUPART__OPT_BACKEND];
-  uint32_t n = v->nbackends ? v->nbackends : 4;
-  for (uint32_t i = 0; i < n; i++) order[i] = v->nbackends ? (gpupart_backend)v->backends[i] : autos[i];
-  return n;
+  if (!v->nbackends) return gpupart__backend_auto_order(order, 1);
+  for (uint32_t i = 0; i < v->nbackends; i++) order[i] = (gpupart_backend)v->backends[i];
+  return v->nbackends;
 }
 
 /* The first backend of the order that loads and has the device. A single choice is taken
  * without probing, so that its own error (driver missing, no such device) is the one seen. */
 static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpupart_backend *out) {
-  gpupart_backend order[GPUPART__MAX_BACKENDS];
+  gpupart_backend order[GPUPART__BACKEND_COUNT];
+  _Static_assert(GPUPART__MAX_BACKENDS <= GPUPART__BACKEND_COUNT, "a configured list fits the order");
   uint32_t n = backend_order(s, order);
   if (n == 1) return *out = order[0], GPUPART_OK;
   for (uint32_t i = 0; i < n; i++) {
@@ -179,15 +179,18 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
   int rc = gpupart__backend_get(dev->ctx, b, &dev->ops, &state);
   if (rc) return rc;
   /* The core never reads the backend's descriptor: the backend copies it in by the
-   * struct rule (gpupart__native_copy_in), knowing its own struct's sizes. */
-  const gpupart__native_desc native = {.desc = d->backend_desc, .size = d->backend_desc_size,
-                                       .sim_total = dev->settings.v[GPUPART__OPT_SIM_TOTAL].u};
-  rc = dev->ops->open(state, dev->settings.index, &native, &dev->bdev);
+   * struct rule (gpupart__backend_desc_in), knowing its own struct's sizes. */
+  rc = dev->ops->open(state, dev->settings.index, d->backend_desc, d->backend_desc_size, &dev->bdev);
   if (rc) return rc;
   rc = dev->ops->info(dev->bdev, &dev->info);
   if (rc == GPUPART_OK && !is_pow2(dev->info.min_alignment))
     rc = gpupart__fail(GPUPART_EBACKEND, "device_open: backend reports alignment %llu",
                        (unsigned long long)dev->info.min_alignment);
+  if (rc == GPUPART_OK && dev->info.block_granularity < dev->info.min_alignment)
+    dev->info.block_granularity = dev->info.min_alignment; /* 0: blocks need no more than alignment */
+  if (rc == GPUPART_OK && !is_pow2(dev->info.block_granularity))
+    rc = gpupart__fail(GPUPART_EBACKEND, "device_open: backend reports block granularity %llu",
+                       (unsigned long long)dev->info.block_granularity);
   return rc;
 }
 
@@ -223,8 +226,9 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   dev->granularity = v[GPUPART__OPT_GRANULARITY].u;
   dev->alignment = dev->info.min_alignment;
   /* Blocks and limits are whole multiples of the granularity, and the driver hands out
-   * only whole multiples of its alignment: a finer granularity is raised to it. */
-  if (dev->granularity < dev->alignment) dev->granularity = dev->alignment;
+   * only whole multiples of its block granularity (at least its alignment): a finer
+   * granularity is raised to it. The sub-allocator's granule stays the alignment. */
+  if (dev->granularity < dev->info.block_granularity) dev->granularity = dev->info.block_granularity;
   dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
   dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
   rc = compute_budget(dev);
@@ -311,9 +315,24 @@ gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_
   if (!dev || !out) return gpupart__fail(GPUPART_EINVAL, "device_get_info: dev or out is NULL");
   gpupart_device_info info = dev->info;
   uint64_t free_bytes, total;
-  if (dev->ops->mem_info(dev->bdev, &free_bytes, &total) == GPUPART_OK) info.free_bytes = free_bytes;
+  int (*mem_info)(void *, uint64_t *, uint64_t *) = GPUPART__BACKEND_OP(dev->ops, mem_info);
+  info.free_bytes = UINT64_MAX; /* unknown, unless the backend can tell */
+  if (mem_info && mem_info(dev->bdev, &free_bytes, &total) == GPUPART_OK) info.free_bytes = free_bytes;
   return gpupart__copy_out(out, out_size, &info, sizeof info, GPUPART__DEVICE_INFO_SIZE_0_2,
                            "device_get_info: gpupart_device_info");
 }
 
 uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? dev->budget : 0; }
+
+int gpupart__device_trim_locked(gpupart_device *dev) {
+  int (*trim)(void *) = GPUPART__BACKEND_OP(dev->ops, trim);
+  return trim ? trim(dev->bdev) : GPUPART_OK; /* none: the backend keeps no driver-side caches */
+}
+
+int gpupart__device_trim_backend(gpupart_device *dev) {
+  if (!GPUPART__BACKEND_OP(dev->ops, trim)) return GPUPART_OK;
+  pthread_mutex_lock(&dev->slow);
+  int rc = gpupart__device_trim_locked(dev);
+  pthread_mutex_unlock(&dev->slow);
+  return rc;
+}

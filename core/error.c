@@ -8,6 +8,7 @@
 #include <string.h>
 
 static _Thread_local char last_error[1024];
+static _Thread_local int64_t last_native; /* the driver's code of the last failure, 0 = none */
 
 const char *gpupart_result_name(gpupart_result r) {
   switch (r) {
@@ -33,6 +34,8 @@ const char *gpupart_result_str(gpupart_result r) {
 
 const char *gpupart_last_error(void) { return last_error; }
 
+int64_t gpupart_last_native_error(void) { return last_native; }
+
 static void vformat_at(size_t at, const char *fmt, va_list ap) {
   if (at >= sizeof last_error) return;
   vsnprintf(last_error + at, sizeof last_error - at, fmt, ap);
@@ -43,6 +46,16 @@ gpupart_result gpupart__fail(gpupart_result code, const char *fmt, ...) {
   va_start(ap, fmt);
   vformat_at(0, fmt, ap);
   va_end(ap);
+  last_native = 0;
+  return code;
+}
+
+gpupart_result gpupart__fail_native(gpupart_result code, int64_t native, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vformat_at(0, fmt, ap);
+  va_end(ap);
+  last_native = native;
   return code;
 }
 

@@ -3,6 +3,8 @@
 #ifndef GPUPART_CORE_ERROR_H
 #define GPUPART_CORE_ERROR_H
 
+#include <stdint.h>
+
 #include "gpupart.h"
 
 #if defined(__GNUC__)
@@ -14,6 +16,12 @@
 /* Formats the calling thread's message and returns code, so failure paths read
  * `return gpupart__fail(GPUPART_EINVAL, "size is 0");`. */
 gpupart_result gpupart__fail(gpupart_result code, const char *fmt, ...) GPUPART__PRINTF(2, 3);
+/* gpupart__fail for a failed driver call: also records the driver's own code (a VkResult,
+ * a cl_int, a CUresult) for gpupart_last_native_error. The message names the code too
+ * (e.g. "... failed: VK_ERROR_OUT_OF_DEVICE_MEMORY (-2)"); that is up to fmt. gpupart__fail
+ * resets the code to 0, so a failure that restates a driver's failure passes it on with
+ * gpupart__fail_native(code, gpupart_last_native_error(), ...). */
+gpupart_result gpupart__fail_native(gpupart_result code, int64_t native, const char *fmt, ...) GPUPART__PRINTF(3, 4);
 /* Appends to the calling thread's message (used to add context on the way up). */
 void gpupart__error_append(const char *fmt, ...) GPUPART__PRINTF(1, 2);
 /* Sets the message without a code (for calls that return void, such as gpupart_free). */

@@ -41,9 +41,7 @@ gpupart_result gpupart__copy_out(void *dst, size_t dst_size, const void *src, si
   return GPUPART_OK;
 }
 
-gpupart_result gpupart__native_copy_in(void *dst, size_t dst_size, const gpupart__native_desc *nd, size_t min_size,
-                                       const char *what) {
-  const void *src = nd ? nd->desc : NULL;
-  size_t size = nd && nd->size ? nd->size : min_size;
-  return gpupart__copy_in(dst, dst_size, src, size, min_size, what);
+gpupart_result gpupart__backend_desc_in(void *dst, size_t dst_size, const void *desc, size_t size, size_t min_size,
+                                        const char *what) {
+  return gpupart__copy_in(dst, dst_size, desc, size ? size : min_size, min_size, what);
 }

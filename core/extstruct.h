@@ -32,7 +32,7 @@
 #define GPUPART__ALLOC_DESC_SIZE sizeof(gpupart_alloc_desc)
 
 /* Outputs: 0.2 layouts; the current size is the struct's sizeof. */
-#define GPUPART__DEVICE_INFO_SIZE_0_2 GPUPART__END(gpupart_device_info, min_alignment)
+#define GPUPART__DEVICE_INFO_SIZE_0_2 GPUPART__END(gpupart_device_info, pci_bus_id)
 #define GPUPART__STATS_SIZE_0_2 GPUPART__END(gpupart_stats, double_frees)
 #define GPUPART__ALLOCATION_INFO_SIZE_0_2 GPUPART__END(gpupart_allocation_info, native_block)
 
@@ -50,19 +50,12 @@ gpupart_result gpupart__copy_in(void *dst, size_t dst_size, const void *src, siz
 gpupart_result gpupart__copy_out(void *dst, size_t dst_size, const void *src, size_t src_size, size_t min_size,
                                  const char *what);
 
-/* What the core passes as ops->open's native_desc until the backend contract carries the
- * descriptor's size itself: the caller's backend descriptor, already proven to be this
- * backend's (gpupart_device_desc.backend_desc_type), with its size as compiled. */
-typedef struct gpupart__native_desc {
-  const void *desc;   /* the caller's backend descriptor, or NULL for defaults */
-  size_t size;        /* gpupart_device_desc.backend_desc_size: 0 = the backend's 0.2 size */
-  uint64_t sim_total; /* the sim_total option: the sim backend's total when its desc leaves it 0 */
-} gpupart__native_desc;
-
-/* A backend's open: copies the caller's descriptor of nd (NULL nd or desc = defaults)
- * into the backend's own struct dst (dst_size known bytes) by the input rule, a size of
- * 0 standing for min_size (the backend struct's 0.2 size). */
-gpupart_result gpupart__native_copy_in(void *dst, size_t dst_size, const gpupart__native_desc *nd, size_t min_size,
-                                       const char *what);
+/* A backend's open: copies the caller's backend descriptor (desc, size bytes as compiled;
+ * NULL = defaults) into the backend's own struct dst (dst_size bytes) by the input rule,
+ * a size of 0 standing for min_size (the backend struct's 0.2 size). The core has proven
+ * that desc is this backend's (gpupart_device_desc.backend_desc_type); only the backend
+ * knows its struct's sizes, so the size checks happen here. */
+gpupart_result gpupart__backend_desc_in(void *dst, size_t dst_size, const void *desc, size_t size, size_t min_size,
+                                        const char *what);
 
 #endif

@@ -18,11 +18,11 @@
 #include "gpupart.h"
 #include "hostmem.h"
 #include "ledger.h"
+#include "registry.h"
 #include "lock.h"
 #include "settings.h"
 #include "tlsf.h"
 
-#define GPUPART__BACKEND_COUNT 5
 #define GPUPART__MIB (1ull << 20)
 #define GPUPART__GIB (1ull << 30)
 
@@ -31,11 +31,13 @@ typedef struct gpupart__loaded_backend {
   void *state;
   int tried;  /* load attempted */
   int result; /* load's result */
+  int64_t native; /* and its driver code */
   char error[256];
 } gpupart__loaded_backend;
 
 struct gpupart_context {
   gpupart__hostmem mem;
+  gpupart__backend_env env; /* lent to every backend at load: env.mem = &mem */
   uint32_t flags;
   gpupart_log_fn log;
   void *log_user;
@@ -126,6 +128,11 @@ char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
  * (the gpupart command's --device), where the public call lets configuration choose. */
 gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
                                     gpupart_device **out);
+/* Calls the backend's optional trim (its driver-side caches) under the device's slow
+ * lock; OK where the backend has none. No lock held by the caller. */
+int gpupart__device_trim_backend(gpupart_device *dev);
+/* The same with the device's slow lock already held (the OOM sequence). */
+int gpupart__device_trim_locked(gpupart_device *dev);
 
 /* arena.c: every function runs with the partition lock held. */
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);

@@ -35,6 +35,10 @@ void *gpupart__allocation_view(const gpupart_allocation *a, gpupart_backend b, g
   gpupart_partition *p = lock_live(a, b);
   if (!p) return NULL;
   gpupart__range *r = (gpupart__range *)a;
+  if (!r->user_ext && !GPUPART__BACKEND_OP(p->dev->ops, view_release)) {
+    gpupart__lock_release(&p->lock); /* a view it could not release would leak */
+    return gpupart__fail(GPUPART_ENOTSUP, "backend '%s' makes no views (no view_release)", p->dev->ops->name), NULL;
+  }
   if (!r->user_ext) {
     gpupart_allocation_info info;
     gpupart__range_info(p, r, &info);

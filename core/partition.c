@@ -246,7 +246,7 @@ gpupart_result gpupart_partition_trim(gpupart_partition *p) {
   gpupart__lock_acquire(&p->lock);
   gpupart__arena_release_empty(p);
   gpupart__lock_release(&p->lock);
-  return GPUPART_OK;
+  return gpupart__device_trim_backend(p->dev);
 }
 
 static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_limit) {

@@ -4,6 +4,7 @@
  * chooses), and double frees as a result and a counter. The cross-header half (clients
  * built against other copies of gpupart.h) is tests/abi/. Criterion runs each test in
  * its own process, so setenv stays local. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,7 +107,9 @@ Test(extstruct, backend_desc_size_follows_the_struct_rule) {
   cr_assert_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_OK, "a zero tail is fine: %s", gpupart_last_error());
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
   newer.future = 1;
-  expect_refused(ctx, &d, "sim: gpupart_sim_desc has 48 bytes", "is not zero: built against a newer gpupart?");
+  char has[64];
+  snprintf(has, sizeof has, "sim: gpupart_sim_desc has %zu bytes", sizeof newer);
+  expect_refused(ctx, &d, has, "is not zero: built against a newer gpupart?");
   d.backend_desc_size = 8;
   expect_refused(ctx, &d, "gpupart_sim_desc has 8 bytes", "smallest layout");
   d.backend_desc_size = 0; /* 0 = the 0.2 layout: the tail is not even read */

@@ -387,3 +387,62 @@ Test(vulkan, a_device_index_past_the_last_is_enodev) {
   cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ENODEV);
   cr_expect_neq(strstr(gpupart_last_error(), "no device 1000"), NULL, "%s", gpupart_last_error());
 }
+
+/* ---- the backend contract: host allocator, device info ---------------------------- */
+
+typedef struct counting {
+  long calls, live;
+} counting;
+
+static void *count_alloc(size_t n, void *user) {
+  counting *c = user;
+  void *p = malloc(n);
+  c->calls++, c->live += p != NULL;
+  return p;
+}
+
+static void count_free(void *p, void *user) {
+  counting *c = user;
+  c->live -= p != NULL;
+  free(p);
+}
+
+Test(vulkan, the_backend_takes_host_memory_from_the_contexts_allocator) {
+  counting c = {0};
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = count_alloc, .host_free = count_free,
+                             .host_user = &c};
+  gpupart_context *own;
+  cr_assert_eq(gpupart_context_create(&cd, &own), GPUPART_OK);
+  long before = c.calls;
+  gpupart_device_info info;
+  uint32_t n = 1;
+  gpupart_result rc = gpupart_enumerate(own, GPUPART_BACKEND_VULKAN, &info, &n);
+  if (rc == GPUPART_OK && n == 0) gpupart_context_destroy(own), cr_skip_test("no Vulkan device here");
+  cr_assert_eq(rc, GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_gt(c.calls, before + 1, "the backend's state and its physical-device lists");
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_VULKAN};
+  gpupart_device *dev;
+  cr_assert_eq(gpupart_device_open(own, &d, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(dev, "counted", 64 * MiB, 0);
+  long opened = c.calls;
+  gpupart_allocation *a;
+  cr_assert_eq(gpupart_alloc(p, 4096, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  VkBuffer b;
+  cr_expect_eq(gpupart_vulkan_create_buffer(a, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, &b), GPUPART_OK, "%s",
+               gpupart_last_error());
+  gpupart_free(a);
+  cr_expect_gt(c.calls, opened + 2, "the block record, the view and its buffer node are counted too");
+  close_dev(dev);
+  cr_expect_eq(gpupart_context_destroy(own), GPUPART_OK);
+  cr_expect_eq(c.live, 0, "%ld host allocations left behind", c.live);
+}
+
+Test(vulkan, info_reports_block_granularity_and_a_pci_bus_id_field) {
+  gpupart_device *dev = open_own(NULL);
+  gpupart_device_info info;
+  cr_assert_eq(gpupart_device_get_info(dev, &info), GPUPART_OK);
+  cr_expect_eq(info.block_granularity, info.min_alignment, "vkAllocateMemory takes any size");
+  cr_expect_lt(strlen(info.pci_bus_id), sizeof info.pci_bus_id);
+  if (info.pci_bus_id[0]) cr_expect_eq(strlen(info.pci_bus_id), 12, "dddd:bb:dd.f, got '%s'", info.pci_bus_id);
+  close_dev(dev);
+}

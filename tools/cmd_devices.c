@@ -5,20 +5,37 @@
 
 #include "cli.h"
 #include "options.h"
+#include "registry.h"
 
 static const char help[] =
     "usage: gpupart devices [--json] [--backend NAME]\n"
     "\n"
     "Lists every device of every backend present: backend, index, name, vendor, total\n"
-    "and free memory, and the largest single allocation the driver allows.\n"
+    "and free memory, the largest single allocation the driver allows, and the device's\n"
+    "identity: its UUID and PCI bus id where the backend can tell (else -).\n"
     "\n"
     "  --backend NAME  only this backend: cuda, vulkan, opencl or sim (sim is listed only\n"
     "                  when named); default: every backend present\n"
     "  --json          one JSON object: {\"devices\": [{\"backend\", \"index\", \"name\",\n"
-    "                  \"vendor\", \"total\", \"free\", \"max_block\"}]}, sizes in bytes,\n"
-    "                  free null where the driver cannot tell\n"
+    "                  \"vendor\", \"total\", \"free\", \"max_block\", \"block_granularity\",\n"
+    "                  \"uuid\", \"pci_bus_id\"}]}, sizes in bytes; free, uuid and\n"
+    "                  pci_bus_id null where the driver cannot tell\n"
     "\n"
     "exit status: 0 devices found, 1 none found or the backend is missing, 2 bad usage\n";
+
+/* The UUID as 8-4-4-4-12 hex digits; "" when it is all zero (the backend has none). */
+static void format_uuid(const uint8_t u[16], char out[37]) {
+  static const uint8_t zero[16];
+  out[0] = '\0';
+  if (!memcmp(u, zero, sizeof zero)) return;
+  char *o = out;
+  for (int i = 0; i < 16; i++) o += sprintf(o, "%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
+}
+
+static void json_string_or_null(const char *s) {
+  if (*s) json_string(stdout, s);
+  else printf("null");
+}
 
 static void print_json(const gpupart_device_info *d, uint32_t n) {
   printf("{\"devices\": [");
@@ -31,22 +48,30 @@ static void print_json(const gpupart_device_info *d, uint32_t n) {
     printf(", \"total\": %llu, \"free\": ", (unsigned long long)d[i].total_bytes);
     if (d[i].free_bytes == UINT64_MAX) printf("null");
     else printf("%llu", (unsigned long long)d[i].free_bytes);
-    printf(", \"max_block\": %llu}", (unsigned long long)d[i].max_block_bytes);
+    printf(", \"max_block\": %llu, \"block_granularity\": %llu, \"uuid\": ", (unsigned long long)d[i].max_block_bytes,
+           (unsigned long long)d[i].block_granularity);
+    char uuid[37];
+    format_uuid(d[i].uuid, uuid);
+    json_string_or_null(uuid);
+    printf(", \"pci_bus_id\": ");
+    json_string_or_null(d[i].pci_bus_id);
+    printf("}");
   }
   printf("%s]}\n", n ? "\n" : "");
 }
 
 static void print_table(const gpupart_device_info *d, uint32_t n) {
-  printf("%-8s %-5s %-36s %-16s %10s %10s %10s\n", "BACKEND", "INDEX", "NAME", "VENDOR", "TOTAL", "FREE",
-         "MAX BLOCK");
+  printf("%-8s %-5s %-36s %-16s %10s %10s %10s  %-36s %s\n", "BACKEND", "INDEX", "NAME", "VENDOR", "TOTAL", "FREE",
+         "MAX BLOCK", "UUID", "PCI");
   for (uint32_t i = 0; i < n; i++) {
-    char total[32], free_[32], max[32];
+    char total[32], free_[32], max[32], uuid[37];
+    format_uuid(d[i].uuid, uuid);
     human_bytes(d[i].total_bytes, total, sizeof total);
     human_bytes(d[i].max_block_bytes, max, sizeof max);
     if (d[i].free_bytes == UINT64_MAX) snprintf(free_, sizeof free_, "?");
     else human_bytes(d[i].free_bytes, free_, sizeof free_);
-    printf("%-8s %-5u %-36.36s %-16.16s %10s %10s %10s\n", gpupart_backend_name(d[i].backend), d[i].index,
-           d[i].name, d[i].vendor, total, free_, max);
+    printf("%-8s %-5u %-36.36s %-16.16s %10s %10s %10s  %-36s %s\n", gpupart_backend_name(d[i].backend), d[i].index,
+           d[i].name, d[i].vendor, total, free_, max, *uuid ? uuid : "-", d[i].pci_bus_id[0] ? d[i].pci_bus_id : "-");
   }
 }
 
@@ -64,6 +89,15 @@ static gpupart_result list(gpupart_context *ctx, gpupart_backend b, gpupart_devi
   return rc;
 }
 
+/* "sim, opencl, vulkan or cuda": every backend of the registry, for messages. */
+static const char *names(void) {
+  static const char list[] =
+#define GPUPART__LISTED(ID, name, rank) #name ", "
+      GPUPART__BACKENDS(GPUPART__LISTED) "or auto";
+#undef GPUPART__LISTED
+  return list;
+}
+
 static int parse_args(int argc, char **argv, int *json, gpupart_backend *b) {
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -72,7 +106,7 @@ static int parse_args(int argc, char **argv, int *json, gpupart_backend *b) {
     else if (!r && (r = cli_option(argc, argv, &i, "--backend", 1, &v)) > 0) {
       int id = gpupart__backend_from_name(v);
       if (id < 0 && strcmp(v, "auto") != 0)
-        return cli_usage_error("devices", "unknown backend '%s' (use cuda, vulkan, opencl or sim)", v);
+        return cli_usage_error("devices", "unknown backend '%s' (use %s)", v, names());
       *b = id < 0 ? GPUPART_BACKEND_AUTO : (gpupart_backend)id;
     }
     if (r < 0) return EXIT_USAGE;

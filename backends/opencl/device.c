@@ -13,9 +13,7 @@
 #define CL_PLATFORM_NOT_FOUND -1001 /* CL_PLATFORM_NOT_FOUND_KHR: the ICD loader found no platform */
 #define SVM_MAX_ALIGNMENT 128u      /* clSVMAlloc accepts alignments up to sizeof(long16) */
 
-static int ocl_fail(int code, const char *what, cl_int err) {
-  return gpupart__fail(code, "opencl: %s failed: %s (%d)", what, gpupart__cl_error_name(err), (int)err);
-}
+#define ocl_fail gpupart__cl_fail
 
 /* ---- enumeration ------------------------------------------------------------------- */
 
@@ -28,10 +26,10 @@ static int devices_of(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id 
   *n = 0;
   cl_int err = cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, NULL, n);
   if (err != CL_SUCCESS || *n == 0) return *n = 0, GPUPART_OK; /* none, or a broken ICD: skipped */
-  *out = calloc(*n, sizeof **out);
+  *out = gpupart__host_calloc(cl->mem, *n, sizeof **out);
   if (!*out) return gpupart__fail(GPUPART_ENOMEM, "opencl: out of host memory");
   err = cl->clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, *n, *out, NULL);
-  if (err != CL_SUCCESS) free(*out), *out = NULL, *n = 0;
+  if (err != CL_SUCCESS) gpupart__host_free(cl->mem, *out), *out = NULL, *n = 0;
   return GPUPART_OK;
 }
 
@@ -41,10 +39,11 @@ static int platforms(const gpupart__cl_api *cl, cl_platform_id **out, cl_uint *n
   cl_int err = cl->clGetPlatformIDs(0, NULL, n);
   if (err == CL_PLATFORM_NOT_FOUND || (err == CL_SUCCESS && *n == 0)) return *n = 0, GPUPART_OK;
   if (err != CL_SUCCESS) return ocl_fail(GPUPART_EBACKEND, "clGetPlatformIDs", err);
-  *out = calloc(*n, sizeof **out);
+  *out = gpupart__host_calloc(cl->mem, *n, sizeof **out);
   if (!*out) return gpupart__fail(GPUPART_ENOMEM, "opencl: out of host memory");
   err = cl->clGetPlatformIDs(*n, *out, n);
-  if (err != CL_SUCCESS) return free(*out), *out = NULL, ocl_fail(GPUPART_EBACKEND, "clGetPlatformIDs", err);
+  if (err != CL_SUCCESS)
+    return gpupart__host_free(cl->mem, *out), *out = NULL, ocl_fail(GPUPART_EBACKEND, "clGetPlatformIDs", err);
   return GPUPART_OK;
 }
 
@@ -60,9 +59,9 @@ static int for_each_device(const gpupart__cl_api *cl, visit_fn fn, void *user, u
     rc = devices_of(cl, plats[p], &devs, &nd);
     for (cl_uint d = 0; rc == GPUPART_OK && !stop && d < nd; d++, index++)
       stop = fn(cl, plats[p], devs[d], index, user);
-    free(devs);
+    gpupart__host_free(cl->mem, devs);
   }
-  free(plats);
+  gpupart__host_free(cl->mem, plats);
   if (count) *count = index;
   return rc;
 }
@@ -80,16 +79,17 @@ typedef struct caps {
 static char *info_string(const gpupart__cl_api *cl, cl_device_id d, cl_device_info what) {
   size_t n = 0;
   if (cl->clGetDeviceInfo(d, what, 0, NULL, &n) != CL_SUCCESS || n == 0) return NULL;
-  char *s = calloc(1, n + 1);
-  if (s && cl->clGetDeviceInfo(d, what, n, s, NULL) != CL_SUCCESS) free(s), s = NULL;
+  char *s = gpupart__host_calloc(cl->mem, 1, n + 1);
+  if (s && cl->clGetDeviceInfo(d, what, n, s, NULL) != CL_SUCCESS) gpupart__host_free(cl->mem, s), s = NULL;
   return s;
 }
 
 static char *platform_name(const gpupart__cl_api *cl, cl_platform_id p) {
   size_t n = 0;
   if (cl->clGetPlatformInfo(p, CL_PLATFORM_NAME, 0, NULL, &n) != CL_SUCCESS || n == 0) return NULL;
-  char *s = calloc(1, n + 1);
-  if (s && cl->clGetPlatformInfo(p, CL_PLATFORM_NAME, n, s, NULL) != CL_SUCCESS) free(s), s = NULL;
+  char *s = gpupart__host_calloc(cl->mem, 1, n + 1);
+  if (s && cl->clGetPlatformInfo(p, CL_PLATFORM_NAME, n, s, NULL) != CL_SUCCESS)
+    gpupart__host_free(cl->mem, s), s = NULL;
   return s;
 }
 
@@ -137,13 +137,29 @@ static void describe_memory(const gpupart__cl_api *cl, cl_device_id d, const cha
   out->free_bytes = free_memory(cl, d, *amd);
   if (has_extension(ext, "cl_khr_device_uuid"))
     cl->clGetDeviceInfo(d, CL_DEVICE_UUID_KHR, sizeof out->uuid, out->uuid, NULL);
+  out->block_granularity = out->min_alignment; /* a buffer may have any size */
+}
+
+/* The PCI address, from cl_khr_pci_bus_info, else AMD's topology query; "" otherwise. */
+static void describe_bus(const gpupart__cl_api *cl, cl_device_id d, const char *ext, gpupart_device_info *out) {
+  cl_device_pci_bus_info_khr khr;
+  cl_device_topology_amd amd;
+  if (has_extension(ext, "cl_khr_pci_bus_info") &&
+      cl->clGetDeviceInfo(d, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof khr, &khr, NULL) == CL_SUCCESS)
+    snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x.%x", khr.pci_domain & 0xffffu,
+             khr.pci_bus & 0xffu, khr.pci_device & 0xffu, khr.pci_function & 0xfu);
+  else if (has_extension(ext, "cl_amd_device_attribute_query") &&
+           cl->clGetDeviceInfo(d, CL_DEVICE_TOPOLOGY_AMD, sizeof amd, &amd, NULL) == CL_SUCCESS &&
+           amd.raw.type == CL_DEVICE_TOPOLOGY_TYPE_PCIE_AMD)
+    snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "0000:%02x:%02x.%x", (unsigned)(unsigned char)amd.pcie.bus,
+             (unsigned)(unsigned char)amd.pcie.device, (unsigned)(unsigned char)amd.pcie.function);
 }
 
 static void describe_caps(const gpupart__cl_api *cl, cl_device_id d, caps *c) {
   char *version = info_string(cl, d, CL_DEVICE_VERSION);
   int major = 1, minor = 0;
   if (version) sscanf(version, "OpenCL %d.%d", &major, &minor);
-  free(version);
+  gpupart__host_free(cl->mem, version);
   c->version = 100 * major + 10 * minor;
   cl_device_type type = 0;
   cl->clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
@@ -164,13 +180,14 @@ static void describe(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id d
   char *plat = platform_name(cl, p);
   snprintf(out->name, sizeof out->name, "%s (%s)", name ? name : "unnamed device", plat ? plat : "unnamed platform");
   snprintf(out->vendor, sizeof out->vendor, "%s", vendor ? vendor : "");
-  free(name);
-  free(vendor);
-  free(plat);
+  gpupart__host_free(cl->mem, name);
+  gpupart__host_free(cl->mem, vendor);
+  gpupart__host_free(cl->mem, plat);
   char *ext = info_string(cl, d, CL_DEVICE_EXTENSIONS);
   int amd = 0;
   describe_memory(cl, d, ext, out, &amd);
-  free(ext);
+  describe_bus(cl, d, ext, out);
+  gpupart__host_free(cl->mem, ext);
   if (c) describe_caps(cl, d, c), c->amd_free = amd;
 }
 
@@ -234,14 +251,14 @@ static int context_has(const gpupart__cl_api *cl, cl_context ctx, cl_device_id d
   size_t bytes = 0;
   cl_int err = cl->clGetContextInfo(ctx, CL_CONTEXT_DEVICES, 0, NULL, &bytes);
   if (err != CL_SUCCESS)
-    return gpupart__fail(GPUPART_EINVAL, "opencl: the adopted context is not a valid cl_context: %s (%d)",
-                         gpupart__cl_error_name(err), (int)err);
-  cl_device_id *list = calloc(1, bytes ? bytes : 1);
+    return gpupart__fail_native(GPUPART_EINVAL, err, "opencl: the adopted context is not a valid cl_context: %s (%d)",
+                                gpupart__cl_error_name(err), (int)err);
+  cl_device_id *list = gpupart__host_calloc(cl->mem, 1, bytes ? bytes : 1);
   if (!list) return gpupart__fail(GPUPART_ENOMEM, "opencl: out of host memory");
   *ndev = (cl_uint)(bytes / sizeof *list);
   int found = cl->clGetContextInfo(ctx, CL_CONTEXT_DEVICES, bytes, list, NULL) == CL_SUCCESS ? 0 : -1;
   for (cl_uint i = 0; found == 0 && i < *ndev; i++) found = list[i] == device;
-  free(list);
+  gpupart__host_free(cl->mem, list);
   return found == 1 ? GPUPART_OK
                     : gpupart__fail(GPUPART_EINVAL, "opencl: the adopted device is not one of the %u device(s) "
                                                     "of the adopted context", *ndev);
@@ -291,7 +308,7 @@ static void ocl_close(void *devp) {
   if (d->queue) d->cl->clReleaseCommandQueue(d->queue);
   if (d->context) d->cl->clReleaseContext(d->context);
   if (d->device) d->cl->clReleaseDevice(d->device);
-  free(d);
+  gpupart__host_free(d->cl->mem, d);
 }
 
 static int check_desc(const gpupart_opencl_desc *desc) {
@@ -307,14 +324,14 @@ static int check_desc(const gpupart_opencl_desc *desc) {
 #define OPENCL_DESC_SIZE_0_2 GPUPART__END(gpupart_opencl_desc, flags)
 #define OPENCL_DESC_SIZE sizeof(gpupart_opencl_desc)
 
-static int ocl_open(void *state, uint32_t index, const void *native_desc, void **out) {
+static int ocl_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **out) {
   const gpupart__cl_state *s = state;
   gpupart_opencl_desc desc;
-  int rc = gpupart__native_copy_in(&desc, OPENCL_DESC_SIZE, native_desc, OPENCL_DESC_SIZE_0_2,
-                                   "opencl: gpupart_opencl_desc");
+  int rc = gpupart__backend_desc_in(&desc, OPENCL_DESC_SIZE, native_desc, native_size, OPENCL_DESC_SIZE_0_2,
+                                    "opencl: gpupart_opencl_desc");
   if (rc == GPUPART_OK) rc = check_desc(&desc);
   if (rc) return rc;
-  gpupart__cl_device *d = calloc(1, sizeof *d);
+  gpupart__cl_device *d = gpupart__host_calloc(s->cl.mem, 1, sizeof *d);
   if (!d) return gpupart__fail(GPUPART_ENOMEM, "opencl: out of host memory");
   d->cl = &s->cl;
   rc = desc.context ? adopt(s, &desc, index, d) : create_context(s, index, d);
@@ -339,9 +356,9 @@ static int ocl_mem_info(void *devp, uint64_t *free_bytes, uint64_t *total_bytes)
 
 /* ---- the table ----------------------------------------------------------------------- */
 
-static int ocl_load(const char *library, void **state) {
+static int ocl_load(const gpupart__backend_env *env, const char *library, void **state) {
   gpupart__cl_state *s = NULL;
-  int rc = gpupart__cl_load(library, &s);
+  int rc = gpupart__cl_load(env->mem, library, &s);
   if (rc == GPUPART_OK) *state = s;
   return rc;
 }
@@ -350,7 +367,10 @@ static void ocl_unload(void *state) { gpupart__cl_unload(state); }
 
 const gpupart_backend_ops gpupart__opencl_ops = {
     .abi_version = GPUPART__BACKEND_ABI,
+    .struct_size = sizeof(gpupart_backend_ops),
     .name = "opencl",
+    .id = GPUPART_BACKEND_OPENCL,
+    .caps = GPUPART__CAP_FREE_MEMORY | GPUPART__CAP_DEVICE_ADDRESS | GPUPART__CAP_VIEWS | GPUPART__CAP_IDENTITY,
     .load = ocl_load,
     .unload = ocl_unload,
     .enumerate = ocl_enumerate,

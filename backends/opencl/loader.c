@@ -4,7 +4,6 @@
  * a link error. Also the names of OpenCL's error codes, for messages. */
 #include <dlfcn.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "opencl.h"
@@ -53,9 +52,10 @@ static int resolve_all(gpupart__cl_state *s) {
   return rc;
 }
 
-int gpupart__cl_load(const char *library, gpupart__cl_state **out) {
-  gpupart__cl_state *s = calloc(1, sizeof *s);
+int gpupart__cl_load(const gpupart__hostmem *mem, const char *library, gpupart__cl_state **out) {
+  gpupart__cl_state *s = gpupart__host_calloc(mem, 1, sizeof *s);
   if (!s) return gpupart__fail(GPUPART_ENOMEM, "opencl: out of host memory");
+  s->cl.mem = mem;
   int rc = open_library(library, s);
   if (rc == GPUPART_OK) rc = resolve_all(s);
   if (rc) {
@@ -69,7 +69,7 @@ int gpupart__cl_load(const char *library, gpupart__cl_state **out) {
 void gpupart__cl_unload(gpupart__cl_state *s) {
   if (!s) return;
   if (s->library) dlclose(s->library);
-  free(s);
+  gpupart__host_free(s->cl.mem, s);
 }
 
 const char *gpupart__cl_error_name(cl_int code) {
@@ -96,4 +96,8 @@ const char *gpupart__cl_error_name(cl_int code) {
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (names[i].code == code) return names[i].name;
   return "an OpenCL error";
+}
+
+int gpupart__cl_fail(int code, const char *what, cl_int err) {
+  return gpupart__fail_native(code, err, "opencl: %s failed: %s (%d)", what, gpupart__cl_error_name(err), (int)err);
 }

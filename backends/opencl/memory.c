@@ -15,8 +15,9 @@
 static int block_error(const char *what, uint64_t size, cl_int err) {
   int refused = err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
                 err == CL_OUT_OF_HOST_MEMORY || err == CL_INVALID_BUFFER_SIZE;
-  return gpupart__fail(refused ? GPUPART_EDEVMEM : GPUPART_EBACKEND, "opencl: %s for a block of %llu bytes failed: %s (%d)",
-                       what, (unsigned long long)size, gpupart__cl_error_name(err), (int)err);
+  return gpupart__fail_native(refused ? GPUPART_EDEVMEM : GPUPART_EBACKEND, err,
+                              "opencl: %s for a block of %llu bytes failed: %s (%d)", what, (unsigned long long)size,
+                              gpupart__cl_error_name(err), (int)err);
 }
 
 /* OpenCL drivers may allocate a buffer's memory only when a command first uses it (PoCL
@@ -76,13 +77,15 @@ typedef struct svm_release {
   void(CL_API_CALL *svm_free)(cl_context, void *);
   cl_context context;
   void *svm;
+  gpupart__hostmem mem; /* a copy: the callback may run after the context is gone */
 } svm_release;
 
 static void CL_CALLBACK free_svm_when_destroyed(cl_mem mem, void *user) {
   (void)mem;
   svm_release *r = user;
   r->svm_free(r->context, r->svm);
-  free(r);
+  const gpupart__hostmem m = r->mem;
+  gpupart__host_free(&m, r);
 }
 
 /* An SVM pointer may be freed only once the buffer made from it is destroyed, which can
@@ -90,11 +93,11 @@ static void CL_CALLBACK free_svm_when_destroyed(cl_mem mem, void *user) {
  * the spec's destructor callback frees it then. Without that entry point, or without
  * host memory for the callback's record, the pointer is freed right after the release. */
 static int free_svm_later(const gpupart__cl_device *d, cl_mem mem, void *svm) {
-  svm_release *r = d->cl->clSetMemObjectDestructorCallback ? malloc(sizeof *r) : NULL;
+  svm_release *r = d->cl->clSetMemObjectDestructorCallback ? gpupart__host_calloc(d->cl->mem, 1, sizeof *r) : NULL;
   if (!r) return 0;
-  *r = (svm_release){d->cl->clSVMFree, d->context, svm};
+  *r = (svm_release){d->cl->clSVMFree, d->context, svm, *d->cl->mem};
   if (d->cl->clSetMemObjectDestructorCallback(mem, free_svm_when_destroyed, r) == CL_SUCCESS) return 1;
-  free(r);
+  gpupart__host_free(d->cl->mem, r);
   return 0;
 }
 
@@ -116,9 +119,9 @@ void *gpupart__cl_make_view(void *devp, const gpupart_allocation_info *info, voi
   cl_int err = CL_SUCCESS;
   cl_mem sub = d->cl->clCreateSubBuffer((cl_mem)info->native_block, 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
   if (!sub)
-    gpupart__fail(GPUPART_EBACKEND, "opencl: clCreateSubBuffer(origin %llu, size %llu) failed: %s (%d)",
-                  (unsigned long long)info->offset, (unsigned long long)info->size, gpupart__cl_error_name(err),
-                  (int)err);
+    gpupart__fail_native(GPUPART_EBACKEND, err, "opencl: clCreateSubBuffer(origin %llu, size %llu) failed: %s (%d)",
+                         (unsigned long long)info->offset, (unsigned long long)info->size,
+                         gpupart__cl_error_name(err), (int)err);
   return sub;
 }
 

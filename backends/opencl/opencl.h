@@ -52,6 +52,10 @@ typedef struct gpupart__cl_api {
   GPUPART__CL_REQUIRED(GPUPART__CL_FIELD)
   GPUPART__CL_OPTIONAL(GPUPART__CL_FIELD)
 #undef GPUPART__CL_FIELD
+  /* Not an entry point: the context's host allocator (env->mem), kept with the table
+   * because every function of the backend has the table at hand. All host memory of
+   * the backend comes from it. */
+  const gpupart__hostmem *mem;
 } gpupart__cl_api;
 
 /* The loaded library: what load() returns as the backend state. */
@@ -77,9 +81,11 @@ typedef struct gpupart__cl_device {
 } gpupart__cl_device;
 
 /* loader.c */
-int gpupart__cl_load(const char *library, gpupart__cl_state **out);
+int gpupart__cl_load(const gpupart__hostmem *mem, const char *library, gpupart__cl_state **out);
 void gpupart__cl_unload(gpupart__cl_state *s);
 const char *gpupart__cl_error_name(cl_int code);
+/* gpupart__fail_native for a failed OpenCL call: "opencl: WHAT failed: NAME (code)". */
+int gpupart__cl_fail(int code, const char *what, cl_int err);
 
 /* memory.c: driver blocks, and the per-allocation sub-buffers (the views of
  * core/interop.h). */

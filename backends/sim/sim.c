@@ -2,7 +2,10 @@
  * tested with no driver at all. Blocks are ranges of a private address space (a 1 TiB
  * device costs nothing), or host memory when the descriptor asks for it, so tests can
  * write and read data. The descriptor's knobs emulate real drivers' limits (largest
- * allocation, block count, alignment) and inject a driver failure at a chosen call. */
+ * allocation, block count, alignment, block granularity, a driver that allocates more
+ * than asked) and inject a driver failure at a chosen call. Its bookkeeping is host
+ * memory of the context's allocator (env->mem); host-backed blocks, which stand for
+ * device memory, come from posix_memalign. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +18,7 @@
 #define SIM_DEFAULT_ALIGN 256ull
 #define SIM_ADDRESS_BASE (1ull << 40)
 /* gpupart_sim_desc as 0.2 published it, and as this library knows it. */
-#define SIM_DESC_SIZE_0_2 GPUPART__END(gpupart_sim_desc, host_backed)
+#define SIM_DESC_SIZE_0_2 GPUPART__END(gpupart_sim_desc, block_round_up)
 #define SIM_DESC_SIZE sizeof(gpupart_sim_desc)
 
 typedef struct sim_device sim_device;
@@ -33,14 +36,18 @@ struct sim_device {
 };
 
 struct sim_state {
+  const gpupart__hostmem *mem; /* the context's allocator */
+  uint64_t sim_total;          /* the sim_total option: total_bytes of a descriptor that leaves it 0 */
   pthread_mutex_t lock;
   sim_device *devices; /* open devices; the same (index, total) is the same device */
 };
 
-static int sim_load(const char *library, void **state) {
+static int sim_load(const gpupart__backend_env *env, const char *library, void **state) {
   (void)library;
-  sim_state *s = calloc(1, sizeof *s);
+  sim_state *s = gpupart__host_calloc(env->mem, 1, sizeof *s);
   if (!s) return gpupart__fail(GPUPART_ENOMEM, "sim: out of host memory");
+  s->mem = env->mem;
+  s->sim_total = env->sim_total;
   pthread_mutex_init(&s->lock, NULL);
   *state = s;
   return GPUPART_OK;
@@ -50,24 +57,31 @@ static void sim_unload(void *state) {
   sim_state *s = state;
   if (!s) return;
   pthread_mutex_destroy(&s->lock);
-  free(s);
+  gpupart__host_free(s->mem, s);
 }
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
-/* The caller's descriptor (its size checked by the struct rule) with defaults applied:
- * total_bytes 0 is the sim_total option the core resolved, else 16 GiB. */
-static int sim_apply_defaults(const gpupart__native_desc *in, gpupart_sim_desc *out) {
-  int rc = gpupart__native_copy_in(out, SIM_DESC_SIZE, in, SIM_DESC_SIZE_0_2, "sim: gpupart_sim_desc");
+static int check_pow2(const char *what, uint64_t v) {
+  if (!v || is_pow2(v)) return GPUPART_OK;
+  return gpupart__fail(GPUPART_EINVAL, "sim: %s %llu is not a power of two", what, (unsigned long long)v);
+}
+
+/* The caller's descriptor (in, size bytes as compiled, 0 = its 0.2 layout; NULL = all
+ * defaults), checked by the struct rule, with defaults applied: total_bytes 0 is
+ * sim_total (the option the core resolved), else 16 GiB. */
+static int sim_apply_defaults(const void *in, size_t size, uint64_t sim_total, gpupart_sim_desc *out) {
+  int rc = gpupart__backend_desc_in(out, SIM_DESC_SIZE, in, size, SIM_DESC_SIZE_0_2, "sim: gpupart_sim_desc");
   if (rc) return rc;
-  if (!out->total_bytes) out->total_bytes = in && in->sim_total ? in->sim_total : SIM_DEFAULT_TOTAL;
+  if (!out->total_bytes) out->total_bytes = sim_total ? sim_total : SIM_DEFAULT_TOTAL;
   if (!out->max_block_bytes || out->max_block_bytes > out->total_bytes)
     out->max_block_bytes = out->total_bytes;
   if (!out->min_alignment) out->min_alignment = SIM_DEFAULT_ALIGN;
-  if (!is_pow2(out->min_alignment))
-    return gpupart__fail(GPUPART_EINVAL, "sim: min_alignment %llu is not a power of two",
-                         (unsigned long long)out->min_alignment);
-  return GPUPART_OK;
+  rc = check_pow2("min_alignment", out->min_alignment);
+  if (rc == GPUPART_OK) rc = check_pow2("block_granularity", out->block_granularity);
+  if (rc == GPUPART_OK) rc = check_pow2("block_round_up", out->block_round_up);
+  if (out->block_granularity < out->min_alignment) out->block_granularity = out->min_alignment;
+  return rc;
 }
 
 static void sim_fill_info(const gpupart_sim_desc *d, uint32_t index, uint64_t used,
@@ -84,6 +98,7 @@ static void sim_fill_info(const gpupart_sim_desc *d, uint32_t index, uint64_t us
   out->free_bytes = d->total_bytes - used;
   out->max_block_bytes = d->max_block_bytes;
   out->min_alignment = d->min_alignment;
+  out->block_granularity = d->block_granularity;
 }
 
 /* The simulated backend always has one device (index 0) with the default descriptor;
@@ -92,7 +107,7 @@ static int sim_enumerate(void *state, gpupart_device_info *out, uint32_t *count)
   (void)state;
   if (out && *count >= 1) {
     gpupart_sim_desc d;
-    sim_apply_defaults(NULL, &d);
+    sim_apply_defaults(NULL, 0, 0, &d);
     sim_fill_info(&d, 0, 0, out);
   }
   *count = 1;
@@ -108,7 +123,8 @@ static sim_device *sim_find(sim_state *s, uint32_t index, uint64_t total) {
 static int same_settings(const gpupart_sim_desc *a, const gpupart_sim_desc *b) {
   return a->total_bytes == b->total_bytes && a->max_block_bytes == b->max_block_bytes &&
          a->min_alignment == b->min_alignment && a->max_blocks == b->max_blocks &&
-         a->fail_block_alloc_at == b->fail_block_alloc_at && a->host_backed == b->host_backed;
+         a->fail_block_alloc_at == b->fail_block_alloc_at && a->host_backed == b->host_backed &&
+         a->block_granularity == b->block_granularity && a->block_round_up == b->block_round_up;
 }
 
 /* The device (index, total) once; opening it again with other knobs is an error, since
@@ -118,7 +134,7 @@ static int sim_attach(sim_state *s, uint32_t index, const gpupart_sim_desc *desc
   if (d && !same_settings(&d->desc, desc))
     return gpupart__fail(GPUPART_EINVAL, "sim: device %u of %llu bytes is open with other settings", index,
                          (unsigned long long)desc->total_bytes);
-  if (!d && (d = calloc(1, sizeof *d))) {
+  if (!d && (d = gpupart__host_calloc(s->mem, 1, sizeof *d))) {
     *d = (sim_device){.next = s->devices, .index = index, .desc = *desc,
                       .next_address = SIM_ADDRESS_BASE, .state = s};
     s->devices = d;
@@ -129,10 +145,10 @@ static int sim_attach(sim_state *s, uint32_t index, const gpupart_sim_desc *desc
   return GPUPART_OK;
 }
 
-static int sim_open(void *state, uint32_t index, const void *native_desc, void **out) {
+static int sim_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **out) {
   sim_state *s = state;
   gpupart_sim_desc desc;
-  int rc = sim_apply_defaults(native_desc, &desc);
+  int rc = sim_apply_defaults(native_desc, native_size, s->sim_total, &desc);
   if (rc) return rc;
   sim_device *d = NULL;
   pthread_mutex_lock(&s->lock);
@@ -157,7 +173,7 @@ static void sim_close(void *devp) {
   int last = --d->refs == 0;
   if (last) sim_unlink(s, d);
   pthread_mutex_unlock(&s->lock);
-  if (last) free(d);
+  if (last) gpupart__host_free(s->mem, d);
 }
 
 static int sim_info(void *devp, gpupart_device_info *out) {
@@ -204,16 +220,29 @@ static int sim_back(sim_device *d, uint64_t size, gpupart_block *out) {
   return GPUPART_OK;
 }
 
-static int sim_block_alloc(void *devp, uint64_t size, gpupart_block *out) {
+/* What the simulated driver allocates for a request of size bytes (block_round_up). */
+static uint64_t sim_actual(const sim_device *d, uint64_t size) {
+  uint64_t r = d->desc.block_round_up;
+  return r && size <= UINT64_MAX - (r - 1) ? (size + r - 1) & ~(r - 1) : size;
+}
+
+static int sim_block_alloc(void *devp, uint64_t asked, gpupart_block *out) {
   sim_device *d = devp;
   pthread_mutex_lock(&d->state->lock);
   d->calls++;
+  uint64_t size = sim_actual(d, asked);
   const char *why = sim_refusal(d, size);
-  int rc = why ? gpupart__fail(GPUPART_EDEVMEM, "sim: block of %llu bytes refused: %s",
-                               (unsigned long long)size, why)
-               : sim_back(d, size, out);
+  int rc = GPUPART_OK;
+  if (asked % d->desc.block_granularity) /* a real driver (cuMemCreate) rejects it as invalid */
+    rc = gpupart__fail(GPUPART_EBACKEND, "sim: block of %llu bytes is not a multiple of block_granularity %llu",
+                       (unsigned long long)asked, (unsigned long long)d->desc.block_granularity);
+  else if (why)
+    rc = gpupart__fail(GPUPART_EDEVMEM, "sim: block of %llu bytes refused: %s", (unsigned long long)size, why);
+  else
+    rc = sim_back(d, size, out);
   if (rc == GPUPART_OK) {
     out->size = size;
+    out->host_pointer = d->desc.host_backed ? out->native : NULL;
     out->backend_data = NULL;
     d->used += size;
     d->blocks++;
@@ -233,7 +262,10 @@ static void sim_block_free(void *devp, gpupart_block *block) {
 
 const gpupart_backend_ops gpupart__sim_ops = {
     .abi_version = GPUPART__BACKEND_ABI,
+    .struct_size = sizeof(gpupart_backend_ops),
     .name = "sim",
+    .id = GPUPART_BACKEND_SIM,
+    .caps = GPUPART__CAP_FREE_MEMORY | GPUPART__CAP_DEVICE_ADDRESS | GPUPART__CAP_HOST_POINTER,
     .load = sim_load,
     .unload = sim_unload,
     .enumerate = sim_enumerate,

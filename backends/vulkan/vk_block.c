@@ -15,7 +15,7 @@ int gpupart__vk_shared_attach(gpupart__vk_device *d) {
   pthread_mutex_lock(&s->lock);
   gpupart__vk_shared *sh = s->shared;
   while (sh && sh->device != d->device) sh = sh->next;
-  if (!sh && (sh = calloc(1, sizeof *sh))) {
+  if (!sh && (sh = gpupart__host_calloc(s->mem, 1, sizeof *sh))) {
     sh->device = d->device;
     sh->next = s->shared;
     s->shared = sh;
@@ -33,7 +33,7 @@ void gpupart__vk_shared_detach(gpupart__vk_device *d) {
     for (gpupart__vk_shared **p = &s->shared; *p; p = &(*p)->next)
       if (*p == d->shared) {
         *p = d->shared->next;
-        free(d->shared);
+        gpupart__host_free(s->mem, d->shared);
         break;
       }
   pthread_mutex_unlock(&s->lock);
@@ -93,7 +93,7 @@ static void release(gpupart__vk_device *d, gpupart__vk_block *b) {
   if (b->mapped) d->dfn.UnmapMemory(d->device, b->memory);
   if (b->whole) d->dfn.DestroyBuffer(d->device, b->whole, NULL);
   if (b->memory) d->dfn.FreeMemory(d->device, b->memory, NULL);
-  free(b);
+  gpupart__host_free(d->state->mem, b);
 }
 
 /* A buffer over the whole block, for the block's device address. */
@@ -148,7 +148,7 @@ int gpupart__vk_block_alloc(void *devp, uint64_t size, gpupart_block *out) {
                          (unsigned long long)size, (unsigned long long)d->max_block);
   int rc = reserve(d, size);
   if (rc) return rc;
-  gpupart__vk_block *b = calloc(1, sizeof *b);
+  gpupart__vk_block *b = gpupart__host_calloc(d->state->mem, 1, sizeof *b);
   uint64_t address = 0;
   if (!b) rc = gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");
   else b->size = size, rc = back(d, b, &address);
@@ -158,7 +158,8 @@ int gpupart__vk_block_alloc(void *devp, uint64_t size, gpupart_block *out) {
     return rc;
   }
   link_block(d, b);
-  *out = (gpupart_block){.size = size, .device_address = address, .native = (void *)b->memory, .backend_data = b};
+  *out = (gpupart_block){.size = size, .device_address = address, .native = (void *)b->memory,
+                         .host_pointer = b->mapped, .backend_data = b};
   return GPUPART_OK;
 }
 

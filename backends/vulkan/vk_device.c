@@ -9,14 +9,15 @@
 
 #include "vk_internal.h"
 
-static int has_extension(const gpupart__vk_ifns *ifn, VkPhysicalDevice pd, const char *name) {
+static int has_extension(const gpupart__vk_state *s, const gpupart__vk_ifns *ifn, VkPhysicalDevice pd,
+                         const char *name) {
   uint32_t n = 0;
   if (ifn->EnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || !n) return 0;
-  VkExtensionProperties *ext = calloc(n, sizeof *ext);
+  VkExtensionProperties *ext = gpupart__host_calloc(s->mem, n, sizeof *ext);
   int found = 0;
   if (ext && ifn->EnumerateDeviceExtensionProperties(pd, NULL, &n, ext) >= VK_SUCCESS)
     for (uint32_t i = 0; i < n && !found; i++) found = strcmp(ext[i].extensionName, name) == 0;
-  free(ext);
+  gpupart__host_free(s->mem, ext);
   return found;
 }
 
@@ -25,8 +26,8 @@ static int has_extension(const gpupart__vk_ifns *ifn, VkPhysicalDevice pd, const
  * layer sees only valid chains. instance_version 0: an adopted instance, whose version
  * gpupart cannot know (1.1 or later is required of it); then only the device's
  * extensions vouch for newer structures. */
-int gpupart__vk_facts_get(const gpupart__vk_ifns *ifn, VkPhysicalDevice pd, uint32_t instance_version,
-                          gpupart__vk_facts *f) {
+int gpupart__vk_facts_get(const gpupart__vk_state *s, const gpupart__vk_ifns *ifn, VkPhysicalDevice pd,
+                          uint32_t instance_version, gpupart__vk_facts *f) {
   memset(f, 0, sizeof *f);
   VkPhysicalDeviceProperties base;
   ifn->GetPhysicalDeviceProperties(pd, &base);
@@ -39,14 +40,18 @@ int gpupart__vk_facts_get(const gpupart__vk_ifns *ifn, VkPhysicalDevice pd, uint
   f->id = (VkPhysicalDeviceIDProperties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, .pNext = &f->m3};
   f->m3 = (VkPhysicalDeviceMaintenance3Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   f->m4 = (VkPhysicalDeviceMaintenance4Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
-  if ((known && version >= VK_API_VERSION_1_3) || has_extension(ifn, pd, VK_KHR_MAINTENANCE_4_EXTENSION_NAME))
+  if ((known && version >= VK_API_VERSION_1_3) || has_extension(s, ifn, pd, VK_KHR_MAINTENANCE_4_EXTENSION_NAME))
     f->m3.pNext = &f->m4;
+  f->pci = (VkPhysicalDevicePCIBusInfoPropertiesEXT){
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
+  f->pci_ext = has_extension(s, ifn, pd, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+  if (f->pci_ext) f->pci.pNext = f->m3.pNext, f->m3.pNext = &f->pci;
   ifn->GetPhysicalDeviceProperties2(pd, &f->props);
   f->props.properties.apiVersion = version; /* the effective version from here on */
   ifn->GetPhysicalDeviceMemoryProperties(pd, &f->mem);
-  f->budget_ext = has_extension(ifn, pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  f->budget_ext = has_extension(s, ifn, pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   f->bda_ext = (known && version >= VK_API_VERSION_1_2) ||
-               has_extension(ifn, pd, VK_KHR_BUFFER_DEVICE_ADDRESS_EXTENSION_NAME);
+               has_extension(s, ifn, pd, VK_KHR_BUFFER_DEVICE_ADDRESS_EXTENSION_NAME);
   return GPUPART_OK;
 }
 
@@ -81,6 +86,10 @@ static void fill_info(const gpupart__vk_facts *f, uint32_t index, uint32_t type,
   uint64_t max = f->m3.maxMemoryAllocationSize;
   out->max_block_bytes = max && max < heap ? max : heap;
   out->min_alignment = gpupart__vk_alignment(&p->limits, type < f->mem.memoryTypeCount ? f->mem.memoryTypes[type].propertyFlags : 0, 1);
+  out->block_granularity = out->min_alignment; /* vkAllocateMemory takes any size */
+  if (f->pci_ext)
+    snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x.%x", f->pci.pciDomain & 0xffffu,
+             f->pci.pciBus & 0xffu, f->pci.pciDevice & 0xffu, f->pci.pciFunction & 0xfu);
 }
 
 static int list_physical(gpupart__vk_state *s, VkPhysicalDevice **out, uint32_t *count) {
@@ -88,10 +97,11 @@ static int list_physical(gpupart__vk_state *s, VkPhysicalDevice **out, uint32_t 
   VkResult r = s->ifn.EnumeratePhysicalDevices(s->instance, count, NULL);
   if (r != VK_SUCCESS) return gpupart__vk_fail(r, "vkEnumeratePhysicalDevices");
   if (!*count) return GPUPART_OK;
-  *out = calloc(*count, sizeof **out);
+  *out = gpupart__host_calloc(s->mem, *count, sizeof **out);
   if (!*out) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");
   r = s->ifn.EnumeratePhysicalDevices(s->instance, count, *out);
-  if (r < VK_SUCCESS) return free(*out), *out = NULL, gpupart__vk_fail(r, "vkEnumeratePhysicalDevices");
+  if (r < VK_SUCCESS)
+    return gpupart__host_free(s->mem, *out), *out = NULL, gpupart__vk_fail(r, "vkEnumeratePhysicalDevices");
   return GPUPART_OK;
 }
 
@@ -104,7 +114,7 @@ int gpupart__vk_enumerate(void *state, gpupart_device_info *out, uint32_t *count
   if (rc == GPUPART_OK) rc = list_physical(s, &pds, &n);
   for (uint32_t i = 0; rc == GPUPART_OK && i < n && i < cap; i++) {
     gpupart__vk_facts f;
-    if (gpupart__vk_facts_get(&s->ifn, pds[i], s->instance_version, &f)) {
+    if (gpupart__vk_facts_get(s, &s->ifn, pds[i], s->instance_version, &f)) {
       memset(&out[i], 0, sizeof out[i]); /* below Vulkan 1.1: listed, but open refuses it */
       out[i].backend = GPUPART_BACKEND_VULKAN, out[i].index = i, out[i].free_bytes = UINT64_MAX;
       snprintf(out[i].name, sizeof out[i].name, "(Vulkan 1.0 device, not supported)");
@@ -112,13 +122,13 @@ int gpupart__vk_enumerate(void *state, gpupart_device_info *out, uint32_t *count
     }
     fill_info(&f, i, gpupart__vk_default_type(&f.mem, UINT32_MAX), &out[i]);
   }
-  free(pds);
+  gpupart__host_free(s->mem, pds);
   if (rc == GPUPART_OK) *count = n;
   return rc;
 }
 
 static gpupart__vk_device *device_new(gpupart__vk_state *s) {
-  gpupart__vk_device *d = calloc(1, sizeof *d);
+  gpupart__vk_device *d = gpupart__host_calloc(s->mem, 1, sizeof *d);
   if (!d) return NULL;
   d->state = s;
   d->queue_family = UINT32_MAX;
@@ -132,7 +142,7 @@ void gpupart__vk_close(void *devp) {
   if (d->shared) gpupart__vk_shared_detach(d);
   if (d->owns_device && d->device && d->dfn.DestroyDevice) d->dfn.DestroyDevice(d->device, NULL);
   pthread_mutex_destroy(&d->lock);
-  free(d);
+  gpupart__host_free(d->state->mem, d);
 }
 
 static int open_own(gpupart__vk_device *d, uint32_t index, gpupart__vk_facts *f) {
@@ -142,11 +152,12 @@ static int open_own(gpupart__vk_device *d, uint32_t index, gpupart__vk_facts *f)
   VkPhysicalDevice *pds;
   uint32_t n;
   if ((rc = list_physical(s, &pds, &n))) return rc;
-  if (index >= n) return free(pds), gpupart__fail(GPUPART_ENODEV, "vulkan: no device %u (%u found)", index, n);
+  if (index >= n)
+    return gpupart__host_free(s->mem, pds), gpupart__fail(GPUPART_ENODEV, "vulkan: no device %u (%u found)", index, n);
   d->physical = pds[index];
-  free(pds);
+  gpupart__host_free(s->mem, pds);
   d->instance = s->instance, d->ifn = s->ifn;
-  if ((rc = gpupart__vk_facts_get(&d->ifn, d->physical, s->instance_version, f))) return rc;
+  if ((rc = gpupart__vk_facts_get(s, &d->ifn, d->physical, s->instance_version, f))) return rc;
   d->api_version = f->props.properties.apiVersion;
   return gpupart__vk_create_device(d, f);
 }
@@ -164,12 +175,12 @@ static int check_adopted(gpupart__vk_state *s, const gpupart_vulkan_desc *v) {
 static int64_t index_in_instance(const gpupart__vk_device *d) {
   uint32_t n = 0;
   VkResult r = d->ifn.EnumeratePhysicalDevices(d->instance, &n, NULL);
-  VkPhysicalDevice *pds = r == VK_SUCCESS && n ? calloc(n, sizeof *pds) : NULL;
+  VkPhysicalDevice *pds = r == VK_SUCCESS && n ? gpupart__host_calloc(d->state->mem, n, sizeof *pds) : NULL;
   int64_t found = -1;
   if (pds && d->ifn.EnumeratePhysicalDevices(d->instance, &n, pds) >= VK_SUCCESS)
     for (uint32_t i = 0; i < n && found < 0; i++)
       if (pds[i] == d->physical) found = i;
-  free(pds);
+  gpupart__host_free(d->state->mem, pds);
   return found;
 }
 
@@ -183,7 +194,7 @@ static int open_adopted(gpupart__vk_device *d, const gpupart_vulkan_desc *v, gpu
     return gpupart__fail(GPUPART_EINVAL, "vulkan: physical_device %p is not one of instance %p's devices",
                          (void *)v->physical_device, (void *)v->instance);
   *index = (uint32_t)at;
-  if ((rc = gpupart__vk_facts_get(&d->ifn, d->physical, 0, f))) return rc;
+  if ((rc = gpupart__vk_facts_get(d->state, &d->ifn, d->physical, 0, f))) return rc;
   d->api_version = f->props.properties.apiVersion;
   if (v->buffer_device_address && !f->bda_ext)
     return gpupart__fail(GPUPART_EINVAL, "vulkan: buffer_device_address is set, but the physical device has none");
@@ -197,11 +208,11 @@ static uint32_t requested_type(const gpupart_vulkan_desc *v) {
   return v->memory_type_index ? v->memory_type_index : UINT32_MAX;
 }
 
-int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, void **out) {
+int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **out) {
   gpupart_vulkan_desc desc;
   const gpupart_vulkan_desc *v = &desc;
-  int rc = gpupart__native_copy_in(&desc, GPUPART__VK_DESC_SIZE, native_desc, GPUPART__VK_DESC_SIZE_0_2,
-                                   "vulkan: gpupart_vulkan_desc");
+  int rc = gpupart__backend_desc_in(&desc, GPUPART__VK_DESC_SIZE, native_desc, native_size,
+                                    GPUPART__VK_DESC_SIZE_0_2, "vulkan: gpupart_vulkan_desc");
   if (rc) return rc;
   gpupart__vk_device *d = device_new(state);
   if (!d) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");

@@ -53,6 +53,7 @@ typedef struct gpupart__vk_shared {
 
 /* The loaded library (ops->load), one per context. */
 typedef struct gpupart__vk_state {
+  const gpupart__hostmem *mem; /* the context's allocator: all host memory of the backend */
   void *lib;
   PFN_vkGetInstanceProcAddr gipa;
   PFN_vkCreateInstance CreateInstance;
@@ -60,6 +61,7 @@ typedef struct gpupart__vk_state {
   int instance_tried;   /* the own instance is created on first need */
   int instance_result;
   char instance_error[256];
+  int64_t instance_native; /* its driver code */
   VkInstance instance;
   uint32_t instance_version;
   gpupart__vk_ifns ifn;
@@ -107,7 +109,8 @@ typedef struct gpupart__vk_facts {
   VkPhysicalDeviceMaintenance3Properties m3;
   VkPhysicalDeviceMaintenance4Properties m4; /* maxBufferSize; 0 below 1.3 */
   VkPhysicalDeviceMemoryProperties mem;
-  int budget_ext, bda_ext;
+  VkPhysicalDevicePCIBusInfoPropertiesEXT pci; /* filled where pci_ext */
+  int budget_ext, bda_ext, pci_ext;
 } gpupart__vk_facts;
 
 /* The usages every block's memory must serve (create_buffer's list, less device address). */
@@ -119,7 +122,7 @@ typedef struct gpupart__vk_facts {
    VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
 
 /* vk_load.c */
-int gpupart__vk_load(const char *library, void **state);
+int gpupart__vk_load(const gpupart__backend_env *env, const char *library, void **state);
 void gpupart__vk_unload(void *state);
 int gpupart__vk_own_instance(gpupart__vk_state *s);
 int gpupart__vk_load_instance(gpupart__vk_state *s, VkInstance instance, PFN_vkGetInstanceProcAddr gipa,
@@ -129,15 +132,14 @@ const char *gpupart__vk_result_name(VkResult r);
 int gpupart__vk_fail(VkResult r, const char *what);
 
 /* vk_device.c */
-int gpupart__vk_facts_get(const gpupart__vk_ifns *ifn, VkPhysicalDevice pd, uint32_t instance_version,
-                          gpupart__vk_facts *f);
+int gpupart__vk_facts_get(const gpupart__vk_state *s, const gpupart__vk_ifns *ifn, VkPhysicalDevice pd,
+                          uint32_t instance_version, gpupart__vk_facts *f);
 int gpupart__vk_enumerate(void *state, gpupart_device_info *out, uint32_t *count);
 /* gpupart_vulkan_desc as 0.2 published it (memory_type is new in 0.2), and as this
  * library knows it. */
 #define GPUPART__VK_DESC_SIZE_0_2 GPUPART__END(gpupart_vulkan_desc, memory_type)
 #define GPUPART__VK_DESC_SIZE sizeof(gpupart_vulkan_desc)
-/* native_desc: a gpupart__native_desc (core/extstruct.h) holding a gpupart_vulkan_desc. */
-int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, void **dev);
+int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **dev);
 void gpupart__vk_close(void *dev);
 int gpupart__vk_info(void *dev, gpupart_device_info *out);
 

@@ -28,7 +28,7 @@ typedef struct vk_view {
 static void *make_view(void *backend_dev, const gpupart_allocation_info *info, void *user) {
   (void)user;
   gpupart__vk_device *d = backend_dev;
-  vk_view *v = calloc(1, sizeof *v);
+  vk_view *v = gpupart__host_calloc(d->state->mem, 1, sizeof *v);
   if (!v) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory"), NULL;
   pthread_mutex_init(&v->lock, NULL);
   v->dev = d;
@@ -47,10 +47,10 @@ static void view_release(void *devp, void *view) {
   for (vk_buffer_node *n = v->buffers, *next; n; n = next) {
     next = n->next;
     d->dfn.DestroyBuffer(d->device, n->buffer, NULL);
-    free(n);
+    gpupart__host_free(d->state->mem, n);
   }
   pthread_mutex_destroy(&v->lock);
-  free(v);
+  gpupart__host_free(d->state->mem, v);
 }
 
 static gpupart__vk_device *device_of(const gpupart_device *dev) {
@@ -120,7 +120,7 @@ static int bind(const vk_view *v, VkBuffer b) {
 
 static int new_buffer(vk_view *v, VkBufferUsageFlags usage, VkBuffer *out) {
   gpupart__vk_device *d = v->dev;
-  vk_buffer_node *n = calloc(1, sizeof *n);
+  vk_buffer_node *n = gpupart__host_calloc(d->state->mem, 1, sizeof *n);
   if (!n) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");
   VkBufferCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = v->size, .usage = usage,
                            .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
@@ -128,7 +128,7 @@ static int new_buffer(vk_view *v, VkBufferUsageFlags usage, VkBuffer *out) {
   int rc = r == VK_SUCCESS ? bind(v, n->buffer) : gpupart__vk_fail(r, "vkCreateBuffer");
   if (rc) {
     if (r == VK_SUCCESS) d->dfn.DestroyBuffer(d->device, n->buffer, NULL);
-    return free(n), rc;
+    return gpupart__host_free(d->state->mem, n), rc;
   }
   n->usage = usage;
   n->next = v->buffers;
@@ -161,7 +161,11 @@ gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBuffe
 
 const gpupart_backend_ops gpupart__vulkan_ops = {
     .abi_version = GPUPART__BACKEND_ABI,
+    .struct_size = sizeof(gpupart_backend_ops),
     .name = "vulkan",
+    .id = GPUPART_BACKEND_VULKAN,
+    .caps = GPUPART__CAP_FREE_MEMORY | GPUPART__CAP_DEVICE_ADDRESS | GPUPART__CAP_HOST_POINTER | GPUPART__CAP_VIEWS |
+            GPUPART__CAP_IDENTITY,
     .load = gpupart__vk_load,
     .unload = gpupart__vk_unload,
     .enumerate = gpupart__vk_enumerate,

@@ -43,7 +43,7 @@ int gpupart__vk_fail(VkResult r, const char *what) {
   gpupart_result code = GPUPART_EBACKEND;
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_TOO_MANY_OBJECTS) code = GPUPART_EDEVMEM;
   if (r == VK_ERROR_OUT_OF_HOST_MEMORY) code = GPUPART_ENOMEM;
-  return gpupart__fail(code, "vulkan: %s failed: %s (%d)", what, gpupart__vk_result_name(r), (int)r);
+  return gpupart__fail_native(code, r, "vulkan: %s failed: %s (%d)", what, gpupart__vk_result_name(r), (int)r);
 }
 
 static void *open_library(const char *library, char *why, size_t n) {
@@ -61,7 +61,7 @@ static void *open_library(const char *library, char *why, size_t n) {
   return NULL;
 }
 
-int gpupart__vk_load(const char *library, void **state) {
+int gpupart__vk_load(const gpupart__backend_env *env, const char *library, void **state) {
   char why[512] = "";
   void *lib = open_library(library, why, sizeof why);
   if (!lib)
@@ -70,7 +70,7 @@ int gpupart__vk_load(const char *library, void **state) {
   PFN_vkGetInstanceProcAddr gipa;
   *(void **)&gipa = dlsym(lib, "vkGetInstanceProcAddr");
   PFN_vkCreateInstance create = gipa ? (PFN_vkCreateInstance)gipa(NULL, "vkCreateInstance") : NULL;
-  gpupart__vk_state *s = create ? calloc(1, sizeof *s) : NULL;
+  gpupart__vk_state *s = create ? gpupart__host_calloc(env->mem, 1, sizeof *s) : NULL;
   if (!s) {
     dlclose(lib);
     if (!create)
@@ -78,7 +78,7 @@ int gpupart__vk_load(const char *library, void **state) {
                            library ? library : "libvulkan.so.1");
     return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");
   }
-  s->lib = lib, s->gipa = gipa, s->CreateInstance = create;
+  s->mem = env->mem, s->lib = lib, s->gipa = gipa, s->CreateInstance = create;
   pthread_mutex_init(&s->lock, NULL);
   *state = s;
   return GPUPART_OK;
@@ -90,7 +90,7 @@ void gpupart__vk_unload(void *state) {
   if (s->instance && s->ifn.DestroyInstance) s->ifn.DestroyInstance(s->instance, NULL);
   pthread_mutex_destroy(&s->lock);
   dlclose(s->lib);
-  free(s);
+  gpupart__host_free(s->mem, s);
 }
 
 int gpupart__vk_load_instance(gpupart__vk_state *s, VkInstance instance, PFN_vkGetInstanceProcAddr gipa,
@@ -144,7 +144,8 @@ static int create_instance(gpupart__vk_state *s) {
   VkResult r = s->CreateInstance(&ci, NULL, &s->instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) s->instance = VK_NULL_HANDLE; /* undefined on failure */
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-    return gpupart__fail(GPUPART_ENODEV, "vulkan: the loader found no Vulkan driver (VK_ERROR_INCOMPATIBLE_DRIVER)");
+    return gpupart__fail_native(GPUPART_ENODEV, r,
+                                "vulkan: the loader found no Vulkan driver (VK_ERROR_INCOMPATIBLE_DRIVER)");
   if (r != VK_SUCCESS) return s->instance = VK_NULL_HANDLE, gpupart__vk_fail(r, "vkCreateInstance");
   s->instance_version = version;
   int rc = gpupart__vk_load_instance(s, s->instance, NULL, &s->ifn);
@@ -164,8 +165,9 @@ int gpupart__vk_own_instance(gpupart__vk_state *s) {
     s->instance_tried = 1;
     s->instance_result = create_instance(s);
     if (s->instance_result) snprintf(s->instance_error, sizeof s->instance_error, "%s", gpupart_last_error());
+    s->instance_native = s->instance_result ? gpupart_last_native_error() : 0;
   }
   int rc = s->instance_result;
   pthread_mutex_unlock(&s->lock);
-  return rc ? gpupart__fail(rc, "%s", s->instance_error) : GPUPART_OK;
+  return rc ? gpupart__fail_native(rc, s->instance_native, "%s", s->instance_error) : GPUPART_OK;
 }

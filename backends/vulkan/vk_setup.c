@@ -28,14 +28,14 @@ static uint64_t pow2_at_least(uint64_t v) {
 static uint32_t queue_family(const gpupart__vk_device *d) {
   uint32_t n = 0;
   d->ifn.GetPhysicalDeviceQueueFamilyProperties(d->physical, &n, NULL);
-  VkQueueFamilyProperties *q = n ? calloc(n, sizeof *q) : NULL;
+  VkQueueFamilyProperties *q = n ? gpupart__host_calloc(d->state->mem, n, sizeof *q) : NULL;
   uint32_t family = 0, found = 0;
   if (q) d->ifn.GetPhysicalDeviceQueueFamilyProperties(d->physical, &n, q);
   for (uint32_t i = 0; q && i < n && !found; i++)
     if (q[i].queueCount && (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) family = i, found = 1;
   for (uint32_t i = 0; q && i < n && !found; i++)
     if (q[i].queueCount) family = i, found = 1;
-  free(q);
+  gpupart__host_free(d->state->mem, q);
   return family;
 }
 

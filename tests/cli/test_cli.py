@@ -83,12 +83,17 @@ def test_devices():
     devices = parse_json(out)["devices"]
     check(len(devices) == 1, "one sim device", out)
     d = devices[0]
-    for key in ("backend", "index", "name", "vendor", "total", "free", "max_block"):
+    for key in ("backend", "index", "name", "vendor", "total", "free", "max_block", "block_granularity", "uuid",
+                "pci_bus_id"):
         check(key in d, f"devices --json has {key}", out)
     check(d["backend"] == "sim" and d["index"] == 0 and d["total"] == 16 * GIB, "sim device fields", out)
+    check(re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", d["uuid"] or ""), "the sim device's UUID", out)
+    check(d["pci_bus_id"] is None, "sim has no PCI address", out)
     out, _ = expect_rc(["devices", "--backend=sim"], 0)
     check(out.splitlines()[0].split()[:3] == ["BACKEND", "INDEX", "NAME"], "devices table header", out)
+    check(out.splitlines()[0].split()[-2:] == ["UUID", "PCI"], "the identity columns", out)
     check(re.search(r"^sim\s+0\s+gpupart simulated device", out, re.M), "devices table row", out)
+    check(re.search(r"00000000-0000-0000-0000-00000000005a -$", out, re.M), "the sim row's UUID and PCI", out)
 
 
 def test_devices_of_every_backend_present():

@@ -115,4 +115,5 @@ const conformance_adapter conformance_opencl = {.backend = GPUPART_BACKEND_OPENC
                                                 .read = ocl_read,
                                                 .adopt_roundtrip = ocl_adopt_roundtrip,
                                                 .open_instrumented = ocl_open_instrumented,
+                                                .refusal_code = CONFORMANCE_CODE_VARIES, /* -4, or none with SVM */
                                                 .driver_bytes = ocl_driver_bytes};

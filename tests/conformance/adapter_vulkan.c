@@ -200,4 +200,6 @@ const conformance_adapter conformance_vulkan = {.backend = GPUPART_BACKEND_VULKA
                                                 .adopt_roundtrip = vk_adopt_roundtrip,
                                                 .open_instrumented = vk_open_instrumented,
                                                 .driver_bytes = vk_driver_bytes,
-                                                .release = vk_release};
+                                                .release = vk_release,
+                                                .refusal_code = VK_ERROR_OUT_OF_DEVICE_MEMORY,
+                                                .refusal_name = "VK_ERROR_OUT_OF_DEVICE_MEMORY"};

@@ -31,9 +31,18 @@ typedef struct conformance_adapter {
    * open created for it (e.g. adopted native handles) and report errors the driver
    * side found meanwhile (e.g. Vulkan validation errors). 0 = pass. */
   int (*release)(char *why, size_t why_len);
+  /* The driver's own code (gpupart_last_native_error) when the instrumented driver
+   * refuses a block, and its name in the message; 0 / NULL where the refusal carries no
+   * code (sim; OpenCL with SVM, whose clSVMAlloc only returns NULL), CONFORMANCE_CODE_VARIES
+   * where it depends on the device. */
+  int64_t refusal_code;
+  const char *refusal_name;
 } conformance_adapter;
 
-/* The adapters this build has, indexed by gpupart_backend; NULL where none. */
+#define CONFORMANCE_CODE_VARIES INT64_MIN
+
+/* The adapters this build has, indexed by gpupart_backend; NULL where none (adapters.c
+ * walks the registry of core/registry.h: a backend's adapter is conformance_<name>). */
 const conformance_adapter *conformance_adapter_for(gpupart_backend b);
 
 #endif

@@ -7,11 +7,14 @@
 #include <string.h>
 
 #include "conformance.h"
+#include "registry.h"
 
 #define MiB (1ull << 20)
 
-static gpupart_backend all_backends[] = {GPUPART_BACKEND_SIM, GPUPART_BACKEND_OPENCL,
-                                         GPUPART_BACKEND_VULKAN, GPUPART_BACKEND_CUDA};
+/* Every backend of the registry (core/registry.h), built or not. */
+#define CONFORMANCE_BACKEND(ID, name, rank) GPUPART_BACKEND_##ID,
+static gpupart_backend all_backends[] = {GPUPART__BACKENDS(CONFORMANCE_BACKEND)};
+#undef CONFORMANCE_BACKEND
 
 typedef struct fixture {
   const conformance_adapter *ad;
@@ -358,6 +361,24 @@ ParameterizedTest(gpupart_backend *b, conformance, driver_refusal_is_edevmem_and
                "the OOM sequence returns the cached empty block and retries: %s", gpupart_last_error());
   cr_expect_eq(stats_of(p).driver_frees, before.driver_frees + 1);
   gpupart_free(c);
+  close_fixture(&f);
+}
+
+ParameterizedTestParameters(conformance, driver_refusal_carries_the_drivers_own_code) {
+  return cr_make_param_array(gpupart_backend, all_backends, sizeof all_backends / sizeof all_backends[0]);
+}
+ParameterizedTest(gpupart_backend *b, conformance, driver_refusal_carries_the_drivers_own_code) {
+  fixture f = open_instrumented_or_skip(*b, NULL, 1);
+  gpupart_partition *p = make_partition(f.dev, "p", 64 * MiB);
+  gpupart_allocation *a, *c;
+  cr_assert_eq(gpupart_alloc(p, 3 * MiB, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_alloc(p, 8 * MiB, 0, &c), GPUPART_EDEVMEM, "the driver refuses a second block");
+  int64_t code = gpupart_last_native_error();
+  if (f.ad->refusal_code != CONFORMANCE_CODE_VARIES)
+    cr_expect_eq(code, f.ad->refusal_code, "native %lld: %s", (long long)code, gpupart_last_error());
+  if (f.ad->refusal_name)
+    cr_expect_not_null(strstr(gpupart_last_error(), f.ad->refusal_name), "%s", gpupart_last_error());
+  gpupart_free(a);
   close_fixture(&f);
 }
 

@@ -501,3 +501,96 @@ Test(opencl, request_above_the_largest_allocation_reaches_no_driver) {
   cr_expect_eq(s->blocks_created + s->svm_allocs, 0, "refused before the driver");
   finish(ctx, dev);
 }
+
+/* ---- the driver's own codes and the context's host allocator ------------------------ */
+
+Test(opencl, a_refused_block_carries_the_drivers_code) {
+  gpupart_context *ctx;
+  gpupart_device *dev = open_shimmed(&ctx, 0, NULL);
+  gpupart_partition *p = partition(dev);
+  cl_shim_state *s = shim();
+  s->write_error = CL_MEM_OBJECT_ALLOCATION_FAILURE;
+  s->fail_writes = 1000;
+  gpupart_allocation *a;
+  cr_expect_eq(gpupart_alloc(p, 3 * MiB, 0, &a), GPUPART_EDEVMEM);
+  cr_expect_eq(gpupart_last_native_error(), CL_MEM_OBJECT_ALLOCATION_FAILURE, "native %lld: %s",
+               (long long)gpupart_last_native_error(), gpupart_last_error());
+  cr_expect_not_null(strstr(gpupart_last_error(), "CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)"), "%s", gpupart_last_error());
+  s->fail_writes = 0;
+  a = alloc(p, 3 * MiB);
+  gpupart_free(a);
+  finish(ctx, dev);
+}
+
+Test(opencl, a_failed_open_and_a_failed_sub_buffer_carry_the_drivers_code) {
+  gpupart_context *ctx;
+  gpupart_device *dev = open_shimmed(&ctx, 0, NULL);
+  gpupart_partition *p = partition(dev);
+  gpupart_allocation *a = alloc(p, 4096);
+  shim()->fail_subbuffers = 1;
+  cr_expect_null(gpupart_opencl_buffer(a));
+  cr_expect_eq(gpupart_last_native_error(), CL_OUT_OF_RESOURCES, "%s", gpupart_last_error());
+  gpupart_free(a);
+  cr_assert_eq(gpupart_device_close(dev), GPUPART_OK);
+  shim()->fail_queues = 1;
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_OPENCL};
+  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_EBACKEND);
+  cr_expect_eq(gpupart_last_native_error(), CL_OUT_OF_HOST_MEMORY, "%s", gpupart_last_error());
+  cr_expect_not_null(strstr(gpupart_last_error(), "CL_OUT_OF_HOST_MEMORY"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+typedef struct counting {
+  long calls, live;
+} counting;
+
+static void *count_alloc(size_t n, void *user) {
+  counting *c = user;
+  void *p = malloc(n);
+  c->calls++, c->live += p != NULL;
+  return p;
+}
+
+static void count_free(void *p, void *user) {
+  counting *c = user;
+  c->live -= p != NULL;
+  free(p);
+}
+
+Test(opencl, the_backend_takes_host_memory_from_the_contexts_allocator) {
+  cr_assert_eq(gpupart_context_destroy(need_opencl(NULL)), GPUPART_OK); /* skips without a driver */
+  counting c = {0};
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = count_alloc, .host_free = count_free,
+                             .host_user = &c};
+  gpupart_context *ctx;
+  cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK);
+  long before = c.calls;
+  uint32_t n = 0;
+  cr_assert_eq(gpupart_enumerate(ctx, GPUPART_BACKEND_OPENCL, NULL, &n), GPUPART_OK, "%s", gpupart_last_error());
+  long loaded = c.calls;
+  cr_expect_gt(loaded, before, "the backend's state");
+  gpupart_device_info info;
+  uint32_t one = 1;
+  cr_assert_eq(gpupart_enumerate(ctx, GPUPART_BACKEND_OPENCL, &info, &one), GPUPART_OK);
+  cr_expect_gt(c.calls, loaded, "the platform and device lists and the name strings of enumerate");
+  gpupart_device *dev = open_device(ctx, 0, NULL);
+  gpupart_partition *p = partition(dev);
+  long opened = c.calls;
+  gpupart_allocation *a = alloc(p, 4096);
+  cr_expect_not_null(gpupart_opencl_buffer(a));
+  gpupart_free(a);
+  cr_expect_gt(c.calls, opened, "blocks and views are counted too");
+  finish(ctx, dev);
+  cr_expect_eq(c.live, 0, "%ld host allocations left behind", c.live);
+}
+
+Test(opencl, info_reports_block_granularity_and_a_pci_bus_id_field) {
+  uint32_t n = 0;
+  gpupart_context *ctx = need_opencl(&n);
+  gpupart_device_info info;
+  uint32_t one = 1;
+  cr_assert_eq(gpupart_enumerate(ctx, GPUPART_BACKEND_OPENCL, &info, &one), GPUPART_OK);
+  cr_expect_eq(info.block_granularity, info.min_alignment, "a buffer may have any size");
+  cr_expect_lt(strlen(info.pci_bus_id), sizeof info.pci_bus_id, "terminated (\"\" where the driver cannot tell)");
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}

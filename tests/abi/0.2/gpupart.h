@@ -94,6 +94,11 @@ GPUPART_API const char *gpupart_result_str(gpupart_result r);
  * own error code). Never NULL; "" when no call on this thread has failed yet. Valid until
  * the next gpupart call on this thread. */
 GPUPART_API const char *gpupart_last_error(void);
+/* The driver's own error code behind the calling thread's last failure (a VkResult, a
+ * cl_int, a CUresult, as a signed number), or 0 when that failure did not come from a
+ * driver call (every failure sets it, so it never describes an older one). The message
+ * of gpupart_last_error names the same code. Added in 0.2. */
+GPUPART_API int64_t gpupart_last_native_error(void);
 /* "MAJOR.MINOR.PATCH" of the library that is linked (not of the header). Static. */
 GPUPART_API const char *gpupart_version_string(void);
 /* The same as one number: MAJOR * 10000 + MINOR * 100 + PATCH. */
@@ -175,6 +180,11 @@ typedef struct gpupart_device_info {
   uint64_t free_bytes;       /* UINT64_MAX where the backend cannot tell */
   uint64_t max_block_bytes;  /* largest single driver allocation */
   uint64_t min_alignment;    /* alignment of every driver block's base */
+  /* Appended in 0.2: */
+  uint64_t block_granularity; /* every driver block is a multiple of it (a power of two, at least
+                                 min_alignment; CUDA's VMM granularity is 2 MiB); the device's
+                                 granularity is raised to it */
+  char pci_bus_id[32];        /* "dddd:bb:dd.f" where the backend can tell, else "" */
   /* Fields appended after 0.2 go here; a caller built against an older header gets the
    * fields it knows. */
 } gpupart_device_info;
@@ -257,6 +267,12 @@ typedef struct gpupart_sim_desc {
   uint32_t fail_block_alloc_at; /* 1-based driver call that fails with EDEVMEM; 0 = never */
   int host_backed;              /* 1 = blocks are host memory and device_address is a host
                                    pointer, so tests can write and read them */
+  /* Appended in 0.2: */
+  uint64_t block_granularity;   /* 0 = min_alignment; a power of two: reported in
+                                   gpupart_device_info.block_granularity, as CUDA's VMM granularity */
+  uint64_t block_round_up;      /* 0 = none; a power of two: the driver silently rounds every block
+                                   up to a multiple of it and allocates more than asked (as some
+                                   real drivers do); the core accounts what was allocated */
 } gpupart_sim_desc;             /* sim devices with the same index and total_bytes are the same device */
 
 /* ---- partitions ------------------------------------------------------------------- */
