@@ -215,9 +215,8 @@ static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_d
   return GPUPART_OK;
 }
 
-gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *desc, gpupart_allocation **out) {
-  if (!out) return gpupart__fail(GPUPART_EINVAL, "alloc: out is NULL");
-  *out = NULL;
+/* gpupart_alloc and gpupart_alloc_ex, with desc in this library's layout. */
+static gpupart_result alloc_desc(gpupart_partition *p, const gpupart_alloc_desc *desc, gpupart_allocation **out) {
   request q;
   gpupart_result rc = validate(p, desc, &q);
   if (rc) return rc;
@@ -230,9 +229,22 @@ gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *
   return GPUPART_OK;
 }
 
+gpupart_result gpupart_alloc_ex_sized(gpupart_partition *p, const gpupart_alloc_desc *desc, size_t desc_size,
+                                      gpupart_allocation **out) {
+  if (!out) return gpupart__fail(GPUPART_EINVAL, "alloc: out is NULL");
+  *out = NULL;
+  if (!desc) return gpupart__fail(GPUPART_EINVAL, "alloc: partition or desc is NULL");
+  gpupart_alloc_desc d;
+  gpupart_result rc = gpupart__copy_in(&d, GPUPART__ALLOC_DESC_SIZE, desc, desc_size, GPUPART__ALLOC_DESC_SIZE_0_2,
+                                       "alloc: gpupart_alloc_desc");
+  return rc ? rc : alloc_desc(p, &d, out);
+}
+
 gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t alignment, gpupart_allocation **out) {
+  if (!out) return gpupart__fail(GPUPART_EINVAL, "alloc: out is NULL");
+  *out = NULL;
   const gpupart_alloc_desc d = {.size = size, .alignment = alignment};
-  return gpupart_alloc_ex(p, &d, out);
+  return alloc_desc(p, &d, out);
 }
 
 static void account_free(gpupart_partition *p, uint64_t size) {
@@ -242,16 +254,16 @@ static void account_free(gpupart_partition *p, uint64_t size) {
   atomic_store_explicit(&p->published_in_use, p->c.in_use, memory_order_relaxed);
 }
 
-void gpupart_free(gpupart_allocation *a) {
-  if (!a) return;
+gpupart_result gpupart_free(gpupart_allocation *a) {
+  if (!a) return GPUPART_OK;
   gpupart__range *r = (gpupart__range *)a;
   gpupart_partition *p = gpupart__tlsf_user(r->owner);
   gpupart__lock_acquire(&p->lock);
   if (r->state != GPUPART__RANGE_USED) {
     p->c.double_frees++;
     gpupart__lock_release(&p->lock);
-    gpupart__error_set("free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
-    return;
+    return gpupart__fail(GPUPART_EINVAL, "free: allocation %p of partition '%s' was already freed", (void *)a,
+                         p->name);
   }
   gpupart__block *b = r->block;
   uint64_t size = r->user_size;
@@ -260,6 +272,7 @@ void gpupart_free(gpupart_allocation *a) {
   account_free(p, size);
   gpupart__arena_on_free(p, b);
   gpupart__lock_release(&p->lock);
+  return GPUPART_OK;
 }
 
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out) {
@@ -268,7 +281,8 @@ void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gp
                                    b->drv.device_address ? b->drv.device_address + r->offset : 0, b->drv.native};
 }
 
-gpupart_result gpupart_allocation_get_info(const gpupart_allocation *a, gpupart_allocation_info *out) {
+gpupart_result gpupart_allocation_get_info_sized(const gpupart_allocation *a, gpupart_allocation_info *out,
+                                                 size_t out_size) {
   if (!a || !out) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: a or out is NULL");
   const gpupart__range *r = (const gpupart__range *)a;
   gpupart_partition *p = gpupart__tlsf_user(r->owner);
@@ -278,6 +292,6 @@ gpupart_result gpupart_allocation_get_info(const gpupart_allocation *a, gpupart_
   if (live) gpupart__range_info(p, r, &info);
   gpupart__lock_release(&p->lock);
   if (!live) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: %p was freed", (const void *)a);
-  *out = info;
-  return GPUPART_OK;
+  return gpupart__copy_out(out, out_size, &info, sizeof info, GPUPART__ALLOCATION_INFO_SIZE_0_2,
+                           "allocation_get_info: gpupart_allocation_info");
 }

@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "extstruct.h"
 #include "gpupart.h"
 #include "hostmem.h"
 #include "ledger.h"

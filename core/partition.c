@@ -167,14 +167,16 @@ static gpupart_partition *take_configured(gpupart_device *dev, const gpupart_par
   return p;
 }
 
-gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
-                                        gpupart_partition **out) {
+gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
+                                              size_t desc_size, gpupart_partition **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
   *out = NULL;
   if (!dev) return gpupart__fail(GPUPART_EINVAL, "partition_create: dev is NULL");
-  const gpupart_partition_desc d = desc ? *desc : (gpupart_partition_desc){0};
+  gpupart_partition_desc d;
   resolved r = {0};
-  int rc = resolve(dev, &d, &r);
+  int rc = gpupart__copy_in(&d, GPUPART__PARTITION_DESC_SIZE, desc, desc_size, GPUPART__PARTITION_DESC_SIZE_0_2,
+                            "partition_create: gpupart_partition_desc");
+  if (rc == GPUPART_OK) rc = resolve(dev, &d, &r);
   if (rc) return rc;
   gpupart_partition *p = take_configured(dev, &d);
   if (p) return gpupart__settings_adopted(p, &d, r.limit, r.guarantee), *out = p, GPUPART_OK;

@@ -50,9 +50,6 @@ static void apply_descriptor(const gpupart_context *ctx, const gpupart_device_de
   if (d->granularity) from_descriptor(&v[GPUPART__OPT_GRANULARITY], d->granularity);
   if (d->growth) from_descriptor(&v[GPUPART__OPT_ALLOW_GROWTH], d->growth == GPUPART_GROWTH_ON);
   if (d->flags & GPUPART_DEVICE_SHARED) from_descriptor(&v[GPUPART__OPT_SHARED], 1);
-  const gpupart_sim_desc *sim = d->backend_desc;
-  if (s->backend == GPUPART_BACKEND_SIM && sim && sim->total_bytes)
-    from_descriptor(&v[GPUPART__OPT_SIM_TOTAL], sim->total_bytes);
   if (ctx->config_path && !(ctx->flags & GPUPART_CONTEXT_IGNORE_ENV))
     v[GPUPART__OPT_CONFIG] = (gpupart__value){.set = 1, .src = descriptor, .str = ctx->config_path};
   if (ctx->ledger_dir)

@@ -91,10 +91,12 @@ Test(alloc, double_free_is_reported_and_changes_nothing) {
   cr_assert_eq(gpupart_alloc(p, 4096, 0, &b), GPUPART_OK);
   gpupart_free(a);
   gpupart_stats before = test_stats(p);
-  gpupart_free(a);
-  cr_expect_neq(strstr(gpupart_last_error(), "already freed"), NULL, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_free(a), GPUPART_EINVAL);
+  cr_expect_neq(strstr(gpupart_last_error(), "of partition 'a' was already freed"), NULL, "%s", gpupart_last_error());
   gpupart_stats after = test_stats(p);
-  cr_expect_eq(memcmp(&before, &after, sizeof before), 0);
+  cr_expect_eq(after.double_frees, before.double_frees + 1, "the double free is counted");
+  after.double_frees = before.double_frees;
+  cr_expect_eq(memcmp(&before, &after, sizeof before), 0, "and changes nothing else");
   gpupart_allocation_info info;
   cr_expect_eq(gpupart_allocation_get_info(a, &info), GPUPART_EINVAL);
   test_check(dev);
@@ -182,9 +184,11 @@ Test(alloc, a_stale_handle_freed_again_never_frees_a_newer_allocation) {
     cr_expect_neq(b[i], a, "a freed record is reused only after many others");
   }
   gpupart_stats before = test_stats(p);
-  gpupart_free(a);
+  cr_expect_eq(gpupart_free(a), GPUPART_EINVAL, "a stale handle is refused");
   cr_expect_neq(strstr(gpupart_last_error(), "already freed"), NULL, "%s", gpupart_last_error());
   gpupart_stats after = test_stats(p);
+  cr_expect_eq(after.double_frees, before.double_frees + 1);
+  after.double_frees = before.double_frees;
   cr_expect_eq(memcmp(&before, &after, sizeof before), 0, "accounting unchanged");
   gpupart_allocation_info info;
   for (int i = 0; i < 100; i++) cr_expect_eq(gpupart_allocation_get_info(b[i], &info), GPUPART_OK);

@@ -158,19 +158,16 @@ static int finish_open(gpupart__cu_device *d) {
 }
 
 /* A desc shorter than gpupart_cuda_desc leaves the rest zero (the Core 0.2 rule). */
-static gpupart_cuda_desc read_desc(const void *desc, size_t size) {
-  gpupart_cuda_desc out = {0};
-  if (desc) memcpy(&out, desc, size < sizeof out ? size : sizeof out);
-  return out;
-}
-
 int gpupart__cu_open(gpupart__cu_state *s, uint32_t index, const void *desc, size_t desc_size,
                      gpupart__cu_device **out) {
-  gpupart_cuda_desc cd = read_desc(desc, desc_size);
+  gpupart_cuda_desc cd;
+  int rc = gpupart__backend_desc_in(&cd, sizeof cd, desc, desc_size, sizeof(gpupart_cuda_desc),
+                                    "cuda: gpupart_cuda_desc");
+  if (rc) return rc;
   gpupart__cu_device *d = gpupart__host_calloc(s->mem, 1, sizeof *d);
   if (!d) return gpupart__fail(GPUPART_ENOMEM, "cuda: out of host memory");
   d->s = s;
-  int rc = cd.context ? adopt(s, cd.context, d) : retain_primary(s, index, d);
+  rc = cd.context ? adopt(s, cd.context, d) : retain_primary(s, index, d);
   if (rc == GPUPART_OK) rc = finish_open(d);
   if (rc) return gpupart__cu_close(d), rc;
   *out = d;

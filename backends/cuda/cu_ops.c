@@ -17,10 +17,10 @@ static int cu_enumerate(void *state, gpupart_device_info *out, uint32_t *count) 
   return gpupart__cu_enumerate(state, out, count);
 }
 
-/* native_size 0 is the 0.2 size of gpupart_cuda_desc, which is this header's. */
+/* native_size 0 is the 0.2 size of gpupart_cuda_desc (gpupart__backend_desc_in). */
 static int cu_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **dev) {
   gpupart__cu_device *d = NULL;
-  int rc = gpupart__cu_open(state, index, native_desc, native_size ? native_size : sizeof(gpupart_cuda_desc), &d);
+  int rc = gpupart__cu_open(state, index, native_desc, native_size, &d);
   if (rc == GPUPART_OK) *dev = d;
   return rc;
 }

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "extstruct.h"
 #include "hostmem.h"
 
 /* X(field, query name, pinned CUDA version, exported name, required, parameters).
