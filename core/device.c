@@ -150,7 +150,7 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
 static void device_free(gpupart_device *dev) {
   const gpupart__hostmem *mem = &dev->ctx->mem;
   while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]); /* a failed open's */
-  if (dev->ledger) dev->ledger->ops->destroy(dev->ledger);
+  if (dev->ledger) gpupart__ledger_release(dev->ctx, dev->ledger, dev->member);
   if (dev->bdev) dev->ops->close(dev->bdev);
   pthread_mutex_destroy(&dev->slow);
   pthread_mutex_destroy(&dev->peak_lock);
@@ -170,6 +170,32 @@ static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, i
   return GPUPART_OK;
 }
 
+/* A warning through the context's log callback, else on stderr when GPUPART_VERBOSE=1. */
+static void warn(const gpupart_device *dev, const char *line) {
+  gpupart_context *ctx = dev->ctx;
+  if (ctx->log) ctx->log(GPUPART_LOG_WARN, line, ctx->log_user);
+  else if (dev->settings.v[GPUPART__OPT_VERBOSE].u) fprintf(stderr, "gpupart: warning: %s\n", line);
+}
+
+/* Joins the ledger of this physical device: the context's existing one when the device
+ * is already open in it (whose budget this handle then shares), else a new one. */
+static int join_ledger(gpupart_device *dev) {
+  gpupart__identity_of(&dev->info, &dev->id);
+  int rc = gpupart__ledger_acquire(dev->ctx, &dev->id, dev->budget, &dev->ledger, &dev->member);
+  if (rc) return rc;
+  gpupart__ledger_figures t;
+  dev->ledger->ops->totals(dev->ledger, &t);
+  if (t.limit != dev->budget) {
+    char line[384];
+    snprintf(line, sizeof line, "device_open: %s is already open in this context with a budget of %llu bytes; "
+             "this open asked for %llu and shares the first one's %llu",
+             dev->id.key, (unsigned long long)t.limit, (unsigned long long)dev->budget, (unsigned long long)t.limit);
+    warn(dev, line);
+    dev->budget = t.limit;
+  }
+  return GPUPART_OK;
+}
+
 static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int exact) {
   int rc = resolve_settings(dev, d, exact);
   if (rc == GPUPART_OK) rc = open_backend(dev, dev->settings.backend, d);
@@ -184,9 +210,8 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
   rc = compute_budget(dev);
   if (rc) return rc;
-  dev->ledger = gpupart__ledger_local_create(&dev->ctx->mem, dev->budget);
-  if (!dev->ledger) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
-  rc = gpupart__settings_create_partitions(dev);
+  rc = join_ledger(dev);
+  if (rc == GPUPART_OK) rc = gpupart__settings_create_partitions(dev);
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
   return rc;
 }
@@ -262,4 +287,6 @@ gpupart_result gpupart_device_get_info(const gpupart_device *dev, gpupart_device
   return GPUPART_OK;
 }
 
+/* The budget of the physical device: every handle of one device in a context shares the
+ * first open's (join_ledger). */
 uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? dev->budget : 0; }

@@ -165,6 +165,7 @@ typedef struct gpupart_device_info {
   uint64_t free_bytes;       /* UINT64_MAX where the backend cannot tell */
   uint64_t max_block_bytes;  /* largest single driver allocation */
   uint64_t min_alignment;    /* alignment of every driver block's base */
+  char pci_bus_id[32];  /* "0000:65:00.0", "" where unknown */
 } gpupart_device_info;
 
 /* Lists devices. *count is in: the capacity of infos (ignored when infos is NULL); out:

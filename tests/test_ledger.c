@@ -3,15 +3,21 @@
  * other partitions' unused guarantees, set_limit's codes and clamping, figures and
  * peaks, the invariant check, and many threads reserving at once. Budgets are in MiB. */
 #include <pthread.h>
+#include <stdio.h>
 
 #include "common.h"
 #include "ledger.h"
 
 static gpupart__ledger *L;
+static gpupart__ledger_member M; /* the member every account belongs to, unless a test says */
+static int accounts;             /* names the next account "e<N>" */
 
 static void setup(void) {
-  L = gpupart__ledger_local_create(gpupart__hostmem_default(), 100 * MiB);
+  gpupart__identity id = {.key = "test:0"};
+  L = gpupart__ledger_local_create(gpupart__hostmem_default(), &id, 100 * MiB);
   cr_assert_not_null(L);
+  cr_assert_eq(L->ops->join(L, &M), GPUPART_OK);
+  accounts = 0;
 }
 
 static void teardown(void) {
@@ -22,9 +28,16 @@ static void teardown(void) {
 
 TestSuite(ledger, .init = setup, .fini = teardown);
 
+/* add under the next account name. */
+static int add(uint64_t limit, uint64_t guarantee, gpupart__ledger_entry **e) {
+  char name[16];
+  snprintf(name, sizeof name, "e%d", accounts++);
+  return L->ops->add(L, M, name, limit, guarantee, e);
+}
+
 static gpupart__ledger_entry *account(uint64_t limit, uint64_t guarantee) {
   gpupart__ledger_entry *e = NULL;
-  cr_assert_eq(L->ops->add(L, limit * MiB, guarantee * MiB, &e), GPUPART_OK);
+  cr_assert_eq(add(limit * MiB, guarantee * MiB, &e), GPUPART_OK);
   cr_assert_not_null(e);
   return e;
 }
@@ -74,13 +87,13 @@ Test(ledger, the_budget_refuses_what_limits_would_allow) {
 
 Test(ledger, add_refuses_a_limit_above_the_budget_and_guarantees_past_it) {
   gpupart__ledger_entry *e = (gpupart__ledger_entry *)&e;
-  cr_expect_eq(L->ops->add(L, 101 * MiB, 0, &e), GPUPART_ELIMIT);
+  cr_expect_eq(add(101 * MiB, 0, &e), GPUPART_ELIMIT);
   cr_expect_null(e);
   account(100, 60);
-  cr_expect_eq(L->ops->add(L, 100 * MiB, 41 * MiB, &e), GPUPART_ELIMIT);
+  cr_expect_eq(add(100 * MiB, 41 * MiB, &e), GPUPART_ELIMIT);
   account(50, 40);
   cr_expect_eq(totals().guarantee, 100 * MiB, "guarantees may sum to the budget exactly");
-  cr_expect_eq(L->ops->add(L, 10 * MiB, 1, &e), GPUPART_ELIMIT, "not one byte past it");
+  cr_expect_eq(add(10 * MiB, 1, &e), GPUPART_ELIMIT, "not one byte past it");
   account(100, 0);
 }
 
