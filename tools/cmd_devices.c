@@ -4,19 +4,21 @@
 #include <string.h>
 
 #include "cli.h"
+#include "identity.h"
 #include "options.h"
 
 static const char help[] =
     "usage: gpupart devices [--json] [--backend NAME]\n"
     "\n"
     "Lists every device of every backend present: backend, index, name, vendor, total\n"
-    "and free memory, and the largest single allocation the driver allows.\n"
+    "and free memory, the largest single allocation the driver allows, and the UUID that\n"
+    "identifies the physical GPU (- where the backend has none).\n"
     "\n"
     "  --backend NAME  only this backend: cuda, vulkan, opencl or sim (sim is listed only\n"
     "                  when named); default: every backend present\n"
     "  --json          one JSON object: {\"devices\": [{\"backend\", \"index\", \"name\",\n"
-    "                  \"vendor\", \"total\", \"free\", \"max_block\"}]}, sizes in bytes,\n"
-    "                  free null where the driver cannot tell\n"
+    "                  \"vendor\", \"total\", \"free\", \"max_block\", \"uuid\"}]}, sizes in\n"
+    "                  bytes, free and uuid null where the driver cannot tell\n"
     "\n"
     "exit status: 0 devices found, 1 none found or the backend is missing, 2 bad usage\n";
 
@@ -31,22 +33,27 @@ static void print_json(const gpupart_device_info *d, uint32_t n) {
     printf(", \"total\": %llu, \"free\": ", (unsigned long long)d[i].total_bytes);
     if (d[i].free_bytes == UINT64_MAX) printf("null");
     else printf("%llu", (unsigned long long)d[i].free_bytes);
-    printf(", \"max_block\": %llu}", (unsigned long long)d[i].max_block_bytes);
+    printf(", \"max_block\": %llu, \"uuid\": ", (unsigned long long)d[i].max_block_bytes);
+    char uuid[GPUPART__UUID_STRING];
+    gpupart__uuid_format(d[i].uuid, uuid);
+    if (gpupart__uuid_is_zero(d[i].uuid)) printf("null}");
+    else printf("\"%s\"}", uuid);
   }
   printf("%s]}\n", n ? "\n" : "");
 }
 
 static void print_table(const gpupart_device_info *d, uint32_t n) {
-  printf("%-8s %-5s %-36s %-16s %10s %10s %10s\n", "BACKEND", "INDEX", "NAME", "VENDOR", "TOTAL", "FREE",
-         "MAX BLOCK");
+  printf("%-8s %-5s %-36s %-16s %10s %10s %10s  %s\n", "BACKEND", "INDEX", "NAME", "VENDOR", "TOTAL", "FREE",
+         "MAX BLOCK", "UUID");
   for (uint32_t i = 0; i < n; i++) {
-    char total[32], free_[32], max[32];
+    char total[32], free_[32], max[32], uuid[GPUPART__UUID_STRING] = "-";
+    if (!gpupart__uuid_is_zero(d[i].uuid)) gpupart__uuid_format(d[i].uuid, uuid);
     human_bytes(d[i].total_bytes, total, sizeof total);
     human_bytes(d[i].max_block_bytes, max, sizeof max);
     if (d[i].free_bytes == UINT64_MAX) snprintf(free_, sizeof free_, "?");
     else human_bytes(d[i].free_bytes, free_, sizeof free_);
-    printf("%-8s %-5u %-36.36s %-16.16s %10s %10s %10s\n", gpupart_backend_name(d[i].backend), d[i].index,
-           d[i].name, d[i].vendor, total, free_, max);
+    printf("%-8s %-5u %-36.36s %-16.16s %10s %10s %10s  %s\n", gpupart_backend_name(d[i].backend), d[i].index,
+           d[i].name, d[i].vendor, total, free_, max, uuid);
   }
 }
 

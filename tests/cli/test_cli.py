@@ -83,12 +83,15 @@ def test_devices():
     devices = parse_json(out)["devices"]
     check(len(devices) == 1, "one sim device", out)
     d = devices[0]
-    for key in ("backend", "index", "name", "vendor", "total", "free", "max_block"):
+    for key in ("backend", "index", "name", "vendor", "total", "free", "max_block", "uuid"):
         check(key in d, f"devices --json has {key}", out)
     check(d["backend"] == "sim" and d["index"] == 0 and d["total"] == 16 * GIB, "sim device fields", out)
+    check(d["uuid"] == "00000000-0000-0000-0000-00000000005a", "the UUID as 8-4-4-4-12 hex", out)
     out, _ = expect_rc(["devices", "--backend=sim"], 0)
     check(out.splitlines()[0].split()[:3] == ["BACKEND", "INDEX", "NAME"], "devices table header", out)
+    check(out.splitlines()[0].split()[-1] == "UUID", "devices table has a UUID column", out)
     check(re.search(r"^sim\s+0\s+gpupart simulated device", out, re.M), "devices table row", out)
+    check(re.search(r"\s00000000-0000-0000-0000-00000000005a$", out, re.M), "devices table shows the UUID", out)
 
 
 def test_devices_of_every_backend_present():
