@@ -1,7 +1,7 @@
 /* The core's shared definitions: the structs behind the public handles and the
  * internal calls between core files. Lock order, outermost first (never take an outer
  * lock while holding an inner one):
- *   1. context lock (backend loading, device count)
+ *   1. context lock (backend loading, device count, the registry of ledgers)
  *   2. device slow lock (growth, the OOM sequence, partition list, create/destroy/resize)
  *   3. partition lock (its arena and counters; the allocation fast path takes only this)
  *   4. ledger lock (inside the ledger) and the device's peak lock (peak.c): leaves

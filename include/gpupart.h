@@ -160,7 +160,7 @@ typedef struct gpupart_device_info {
   uint32_t index;            /* index within the backend */
   char name[256];
   char vendor[64];
-  uint8_t uuid[16];          /* zero where the backend has none */
+  uint8_t uuid[16];          /* zero where the backend has none; names the physical device */
   uint64_t total_bytes;
   uint64_t free_bytes;       /* UINT64_MAX where the backend cannot tell */
   uint64_t max_block_bytes;  /* largest single driver allocation */
@@ -205,7 +205,12 @@ typedef struct gpupart_device_desc {
 
 /* Opens device desc->index of desc->backend and computes this process's budget:
  * min(total * memory_fraction, memory_limit) - headroom, rounded down to the granularity.
- * desc NULL = defaults. Partitions declared in configuration are created, in order.
+ * A device already open in ctx (the same physical device by UUID, else PCI bus id, else
+ * backend and index) is not given a second budget: this handle shares the first open's
+ * budget and ledger (reservations and guarantees add up across handles, partition names
+ * are unique across them), and a different figure asked for is reported through the log
+ * callback at GPUPART_LOG_WARN. desc NULL = defaults. Partitions declared in
+ * configuration are created, in order, by the first open of the device.
  * Errors: EINVAL (bad field: fraction outside (0, 1], granularity not a power of two,
  * budget of zero), ENOBACKEND, ENODEV, EBACKEND, ECONFIG, ENOTSUP (DEVICE_SHARED). */
 GPUPART_API gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
@@ -215,7 +220,8 @@ GPUPART_API gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupa
 GPUPART_API gpupart_result gpupart_device_close(gpupart_device *dev);
 /* The device's info as its backend reported it at open; free_bytes is queried anew. */
 GPUPART_API gpupart_result gpupart_device_get_info(const gpupart_device *dev, gpupart_device_info *out);
-/* This process's budget on the device in bytes; 0 for NULL. */
+/* This process's budget on the device in bytes, shared by every handle of the same
+ * physical device in the context (the first open's); 0 for NULL. */
 GPUPART_API uint64_t gpupart_device_budget(const gpupart_device *dev);
 
 /* The simulated backend: a device with no memory behind it (or host memory, for tests
@@ -241,7 +247,7 @@ typedef struct gpupart_sim_desc {
 typedef int (*gpupart_reclaim_fn)(gpupart_partition *p, uint64_t bytes_wanted, void *user);
 
 typedef struct gpupart_partition_desc {
-  const char *name;           /* copied; unique per device; NULL = "p<index>" */
+  const char *name;           /* copied; unique per physical device, across its handles; NULL = "p<index>" */
   double fraction;            /* share of the device budget, (0, 1]; 0 = use limit */
   uint64_t limit;             /* bytes, used when fraction == 0; both 0 = whole budget */
   double guarantee_fraction;  /* floor as a share of the budget; 0 = use guarantee */
@@ -262,15 +268,16 @@ typedef struct gpupart_partition_desc {
 /* Creates a partition on dev. Limits and guarantees are rounded down to the device's
  * granularity. desc NULL = defaults (the whole budget, no guarantee).
  * Errors: EINVAL (fraction outside (0, 1], guarantee above the limit, limit rounding to 0,
- * growth_factor below 1), EEXIST (name taken), ELIMIT (guarantees would sum past the
- * budget, or a preallocated limit exceeds what the budget can grant), EDEVMEM (a
- * preallocated partition the driver cannot back; nothing is left behind), ENOMEM. */
+ * growth_factor below 1), EEXIST (name taken on the device, through any handle of it),
+ * ELIMIT (guarantees of all the device's handles would sum past the budget, or a
+ * preallocated limit exceeds what the budget can grant), EDEVMEM (a preallocated
+ * partition the driver cannot back; nothing is left behind), ENOMEM. */
 GPUPART_API gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                     gpupart_partition **out);
 /* Returns every block to the driver and frees the partition. EBUSY (nothing freed) while
  * allocations are live. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_partition_destroy(gpupart_partition *p);
-/* The partition of dev named name, or NULL (also for NULL arguments). */
+/* The partition of dev (this handle) named name, or NULL (also for NULL arguments). */
 GPUPART_API gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name);
 /* Number of partitions of dev; 0 for NULL. */
 GPUPART_API uint32_t gpupart_partition_count(const gpupart_device *dev);
@@ -343,7 +350,9 @@ typedef struct gpupart_stats {
 GPUPART_API gpupart_result gpupart_partition_get_stats(const gpupart_partition *p, gpupart_stats *out);
 /* Device figures: limit = budget, guarantee = sum of guarantees, current figures and
  * counts summed over partitions (including destroyed ones' counts), peaks the device's
- * own peaks, largest_free the largest of any partition's. */
+ * own peaks, largest_free the largest of any partition's. limit, guarantee and
+ * peak_reserved are the ledger's, so they cover every handle of the physical device in
+ * the context; the other figures cover this handle's partitions. */
 GPUPART_API gpupart_result gpupart_device_get_stats(const gpupart_device *dev, gpupart_stats *out);
 /* Sets peak_in_use and peak_reserved of p to their current values. NULL is a no-op. */
 GPUPART_API void gpupart_partition_reset_peak(gpupart_partition *p);
