@@ -82,8 +82,6 @@ static int check_desc(const gpupart_device_desc *d) {
     return gpupart__fail(GPUPART_EINVAL, "device_open: growth %d is not a GPUPART_GROWTH_*", d->growth);
   if (d->flags & ~GPUPART_DEVICE_SHARED)
     return gpupart__fail(GPUPART_EINVAL, "device_open: unknown flags 0x%x", d->flags);
-  if (d->flags & GPUPART_DEVICE_SHARED)
-    return gpupart__fail(GPUPART_ENOTSUP, "device_open: shared ledgers are not implemented yet");
   return GPUPART_OK;
 }
 
@@ -165,8 +163,6 @@ static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, i
   int rc = choose_backend(dev->ctx, s, &b);
   if (rc) return rc;
   gpupart__settings_resolve(dev->ctx, d, b, s);
-  if (s->v[GPUPART__OPT_SHARED].u)
-    return gpupart__fail(GPUPART_ENOTSUP, "device_open: shared ledgers (GPUPART_SHARED) are not implemented yet");
   return GPUPART_OK;
 }
 
@@ -180,8 +176,11 @@ static void warn(const gpupart_device *dev, const char *line) {
 /* Joins the ledger of this physical device: the context's existing one when the device
  * is already open in it (whose budget this handle then shares), else a new one. */
 static int join_ledger(gpupart_device *dev) {
+  const gpupart__value *v = dev->settings.v;
+  const char *dir = v[GPUPART__OPT_LEDGER_DIR].str;
+  const char *shared_dir = !v[GPUPART__OPT_SHARED].u ? NULL : dir && *dir ? dir : "/dev/shm";
   gpupart__identity_of(&dev->info, &dev->id);
-  int rc = gpupart__ledger_acquire(dev->ctx, &dev->id, dev->budget, &dev->ledger, &dev->member);
+  int rc = gpupart__ledger_acquire(dev->ctx, &dev->id, dev->budget, shared_dir, &dev->ledger, &dev->member);
   if (rc) return rc;
   gpupart__ledger_figures t;
   dev->ledger->ops->totals(dev->ledger, &t);

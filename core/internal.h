@@ -129,9 +129,11 @@ char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
 
 /* ledger_registry.c: the context's ledger of device id (created with budget when the
  * device is not open in the context yet; its budget stays the first open's), joined as a
- * new member; released by each member, destroyed with the last. ENOMEM. */
+ * new member; released by each member, destroyed with the last. shared_dir: NULL for the
+ * in-process ledger, else the folder of the shared one. ENOMEM, EINVAL (the device is
+ * open in the context with the other kind of ledger), and ledger_shm.c's codes. */
 int gpupart__ledger_acquire(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget,
-                            gpupart__ledger **out, gpupart__ledger_member *member);
+                            const char *shared_dir, gpupart__ledger **out, gpupart__ledger_member *member);
 void gpupart__ledger_release(gpupart_context *ctx, gpupart__ledger *l, gpupart__ledger_member member);
 
 /* device.c: gpupart_device_open, with exact = 1 to open desc->index even when it is 0

@@ -5,11 +5,13 @@
  * that use it and destroyed when the last one closes. The list is guarded by the
  * context lock; the ledgers lock themselves. */
 #include "internal.h"
+#include "ledger_shm.h"
 
 struct gpupart__ledger_ref {
   gpupart__ledger_ref *next;
   gpupart__ledger *ledger;
   uint32_t users;
+  int shared; /* a ledger_shm.c ledger */
 };
 
 /* Context lock held. */
@@ -19,15 +21,30 @@ static gpupart__ledger_ref *find_locked(gpupart_context *ctx, const gpupart__ide
   return NULL;
 }
 
-/* Context lock held: the ledger of id, created with budget when the context has none. */
-static gpupart__ledger_ref *get_locked(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget) {
-  gpupart__ledger_ref *r = find_locked(ctx, id);
-  if (r) return r;
+static int create(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget, const char *shared_dir,
+                  gpupart__ledger **out) {
+  if (shared_dir) return gpupart__ledger_shm_create(&ctx->mem, id, budget, shared_dir, out);
+  *out = gpupart__ledger_local_create(&ctx->mem, id, budget);
+  return *out ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
+}
+
+/* Context lock held: the ledger of id, created with budget when the context has none.
+ * One device is either shared across processes or not, in one context. */
+static int get_locked(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget, const char *shared_dir,
+                      gpupart__ledger_ref **out) {
+  gpupart__ledger_ref *r = *out = find_locked(ctx, id);
+  if (r && r->shared != !!shared_dir)
+    return gpupart__fail(GPUPART_EINVAL, "device_open: %s is open in this context %s a shared ledger", id->key,
+                         r->shared ? "with" : "without");
+  if (r) return GPUPART_OK;
   r = gpupart__host_calloc(&ctx->mem, 1, sizeof *r);
-  if (r) r->ledger = gpupart__ledger_local_create(&ctx->mem, id, budget);
-  if (r && !r->ledger) gpupart__host_free(&ctx->mem, r), r = NULL;
-  if (r) r->next = ctx->ledgers, ctx->ledgers = r;
-  return r;
+  if (!r) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
+  int rc = create(ctx, id, budget, shared_dir, &r->ledger);
+  if (rc) return gpupart__host_free(&ctx->mem, r), rc;
+  r->shared = !!shared_dir;
+  r->next = ctx->ledgers, ctx->ledgers = r;
+  *out = r;
+  return GPUPART_OK;
 }
 
 /* Context lock held: forgets r when nobody uses it. */
@@ -43,15 +60,17 @@ static void put_locked(gpupart_context *ctx, gpupart__ledger_ref *r) {
 }
 
 int gpupart__ledger_acquire(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget,
-                            gpupart__ledger **out, gpupart__ledger_member *member) {
+                            const char *shared_dir, gpupart__ledger **out, gpupart__ledger_member *member) {
+  gpupart__ledger_ref *r = NULL;
   pthread_mutex_lock(&ctx->lock);
-  gpupart__ledger_ref *r = get_locked(ctx, id, budget);
-  int rc = r ? r->ledger->ops->join(r->ledger, member) : GPUPART_ENOMEM;
+  int rc = get_locked(ctx, id, budget, shared_dir, &r);
+  if (rc == GPUPART_OK) rc = r->ledger->ops->join(r->ledger, member);
   if (rc == GPUPART_OK) r->users++;
-  else if (r) put_locked(ctx, r);
+  else if (r && r->ledger) put_locked(ctx, r);
   pthread_mutex_unlock(&ctx->lock);
   *out = rc ? NULL : r->ledger;
-  return rc ? gpupart__fail(rc, "device_open: out of host memory") : GPUPART_OK;
+  if (rc == GPUPART_ENOMEM) return gpupart__fail(rc, "device_open: out of host memory");
+  return rc;
 }
 
 void gpupart__ledger_release(gpupart_context *ctx, gpupart__ledger *l, gpupart__ledger_member member) {

@@ -131,6 +131,8 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
   if (rc == GPUPART_EEXIST) /* names are unique per physical device, across its handles */
     return gpupart__fail(rc, "partition_create: '%s' exists on this device (made through another handle of it)",
                          p->name);
+  if (rc == GPUPART_EINVAL)
+    return gpupart__fail(rc, "partition_create: '%s' is too long a name for a shared ledger (63 bytes at most)", p->name);
   if (rc == GPUPART_ELIMIT)
     return gpupart__fail(rc, "partition_create: guarantee %llu would take the device's guarantees past its budget %llu",
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);

@@ -193,14 +193,14 @@ typedef struct gpupart_device_desc {
 } gpupart_device_desc;
 
 /* Account this device in a ledger shared by every process of the same user that opens the
-   same device with this flag (or with GPUPART_SHARED=1): the budget and the guarantees then
-   hold across processes; creating a partition whose name another process already created
-   joins it (its descriptor must match or leave limit and guarantee 0), and its limit is
-   shared by all members; a member that dies has its bytes returned to the ledger.
-   gpupart_partition_find also finds partitions that other processes created (reading their
-   stats; allocating through the handle makes this process a member); destroying a
-   partition leaves it, and it disappears when its last member leaves or dies.
-   Not implemented yet: gpupart_device_open returns ENOTSUP when it is set. */
+   same physical device with this flag (or with GPUPART_SHARED=1): a file in the ledger
+   folder (gpupart_context_desc.ledger_dir, GPUPART_LEDGER_DIR, else /dev/shm), mode 0600.
+   The first process fixes the budget and later ones adopt it; reservations and guarantees
+   then hold across processes; partition names are unique across them (EEXIST); a process
+   that dies, even killed, has its bytes returned. A ledger file of another user, with
+   group or other permissions, or not written by this library is refused (ECONFIG,
+   ECORRUPT). Not implemented yet: joining another process's partition by name (so
+   gpupart_partition_find sees this process's partitions only). */
 #define GPUPART_DEVICE_SHARED 0x1u
 
 /* Opens device desc->index of desc->backend and computes this process's budget:
@@ -212,7 +212,9 @@ typedef struct gpupart_device_desc {
  * callback at GPUPART_LOG_WARN. desc NULL = defaults. Partitions declared in
  * configuration are created, in order, by the first open of the device.
  * Errors: EINVAL (bad field: fraction outside (0, 1], granularity not a power of two,
- * budget of zero), ENOBACKEND, ENODEV, EBACKEND, ECONFIG, ENOTSUP (DEVICE_SHARED). */
+ * budget of zero), ENOBACKEND, ENODEV, EBACKEND, ECONFIG (also: the shared ledger cannot be
+ * opened, is another user's or not 0600, or its folder is full), ECORRUPT (a shared ledger
+ * file that is not one). */
 GPUPART_API gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
                                                gpupart_device **out);
 /* Destroys every partition of the device, then closes it. EBUSY (nothing freed) while

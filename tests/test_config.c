@@ -328,14 +328,25 @@ Test(config, unprefixed_partitions_skip_a_backend_the_list_excludes) {
   close_all(dev, ctx);
 }
 
-Test(config, shared_is_not_supported_yet) {
+Test(config, shared_opens_the_ledger_in_the_ledger_dir) {
+  char dir[] = "/tmp/gpupart-cfg-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
   setenv("GPUPART_SHARED", "1", 1);
+  setenv("GPUPART_LEDGER_DIR", "/nonexistent-gpupart-dir", 1);
   gpupart_context *ctx = env_context();
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM};
   gpupart_device *dev;
-  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ENOTSUP);
-  cr_expect(strstr(gpupart_last_error(), "GPUPART_SHARED"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ECONFIG);
+  cr_expect(strstr(gpupart_last_error(), "/nonexistent-gpupart-dir") && strstr(gpupart_last_error(), "GPUPART_LEDGER_DIR"),
+            "%s", gpupart_last_error());
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  setenv("GPUPART_LEDGER_DIR", dir, 1);
+  ctx = env_context();
+  dev = open_sim(ctx, 0);
+  close_all(dev, ctx);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
 }
 
 Test(config, ledger_dir_is_validated) {
