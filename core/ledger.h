@@ -2,12 +2,12 @@
  * bytes. One physical device has one ledger in a context, keyed by its identity
  * (identity.h), whichever backend or index opened it; every device handle that uses it is
  * a member, and each account (entry) is named and belongs to the member that added it.
- * It is an internal interface with an implementation per kind of sharing (the in-process
- * one is ledger_local.c), so that a shared-memory ledger for partitions that span
- * processes changes no policy code: names, members, lookup by name, enumeration and the
- * consistency check are all behind it. Every ledger call is thread-safe and takes only
- * the ledger's own lock, which is the innermost lock of the library: callers may hold
- * partition and device locks, and the ledger never calls out while holding it. */
+ * It is an internal interface with an implementation per kind of sharing (in-process:
+ * ledger_local.c; across processes: ledger_shm.c), so that sharing changes no policy
+ * code: names, members, lookup by name, enumeration and the consistency check are all
+ * behind it. Every ledger call is thread-safe and takes only the ledger's own lock, which
+ * is the innermost lock of the library: callers may hold partition and device locks, and
+ * the ledger never calls out while holding it. */
 #ifndef GPUPART_CORE_LEDGER_H
 #define GPUPART_CORE_LEDGER_H
 
@@ -57,7 +57,9 @@ typedef struct gpupart__ledger_ops {
   int (*add)(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
              uint64_t guarantee, gpupart__ledger_entry **out);
   void (*remove)(gpupart__ledger *l, gpupart__ledger_entry *e); /* e->reserved must be 0 */
-  /* The entry named name, of any member, or NULL. */
+  /* The entry named name, of any member, or NULL. In a shared ledger an entry of another
+   * process has no handle here: it is reported as a non-NULL handle that every other
+   * operation refuses (compare it, never use it). */
   gpupart__ledger_entry *(*find)(gpupart__ledger *l, const char *name);
   /* The entries of member m (0 = of every member), in no set order: writes at most cap of
    * them to out (NULL when cap is 0) and returns how many there are. */
