@@ -118,8 +118,6 @@ static int check_desc(const gpupart_device_desc *d) {
     return gpupart__fail(GPUPART_EINVAL, "device_open: growth %d is not a GPUPART_GROWTH_*", d->growth);
   if (d->flags & ~GPUPART_DEVICE_SHARED)
     return gpupart__fail(GPUPART_EINVAL, "device_open: unknown flags 0x%x", d->flags);
-  if (d->flags & GPUPART_DEVICE_SHARED)
-    return gpupart__fail(GPUPART_ENOTSUP, "device_open: shared ledgers are not implemented yet");
   return GPUPART_OK;
 }
 
@@ -170,7 +168,7 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
 static void device_free(gpupart_device *dev) {
   const gpupart__hostmem *mem = &dev->ctx->mem;
   while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]); /* a failed open's */
-  if (dev->ledger) dev->ledger->ops->destroy(dev->ledger);
+  if (dev->ledger) gpupart__ledger_release(dev->ctx, dev->ledger, dev->member);
   if (dev->bdev) dev->ops->close(dev->bdev);
   pthread_mutex_destroy(&dev->slow);
   pthread_mutex_destroy(&dev->peak_lock);
@@ -185,8 +183,35 @@ static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, i
   if (rc == GPUPART_OK) rc = choose_backend(dev->ctx, s, &b);
   if (rc) return rc;
   gpupart__settings_resolve(dev->ctx, d, b, s);
-  if (s->v[GPUPART__OPT_SHARED].u)
-    return gpupart__fail(GPUPART_ENOTSUP, "device_open: shared ledgers (GPUPART_SHARED) are not implemented yet");
+  return GPUPART_OK;
+}
+
+/* A warning through the context's log callback, else on stderr when GPUPART_VERBOSE=1. */
+static void warn(const gpupart_device *dev, const char *line) {
+  gpupart_context *ctx = dev->ctx;
+  if (ctx->log) ctx->log(GPUPART_LOG_WARN, line, ctx->log_user);
+  else if (dev->settings.v[GPUPART__OPT_VERBOSE].u) fprintf(stderr, "gpupart: warning: %s\n", line);
+}
+
+/* Joins the ledger of this physical device: the context's existing one when the device
+ * is already open in it (whose budget this handle then shares), else a new one. */
+static int join_ledger(gpupart_device *dev) {
+  const gpupart__value *v = dev->settings.v;
+  const char *dir = v[GPUPART__OPT_LEDGER_DIR].str;
+  const char *shared_dir = !v[GPUPART__OPT_SHARED].u ? NULL : dir && *dir ? dir : "/dev/shm";
+  gpupart__identity_of(&dev->info, &dev->id);
+  int rc = gpupart__ledger_acquire(dev->ctx, &dev->id, dev->budget, shared_dir, &dev->ledger, &dev->member);
+  if (rc) return rc;
+  gpupart__ledger_figures t;
+  dev->ledger->ops->totals(dev->ledger, &t);
+  if (t.limit != dev->budget) {
+    char line[384];
+    snprintf(line, sizeof line, "device_open: %s is already open in this context with a budget of %llu bytes; "
+             "this open asked for %llu and shares the first one's %llu",
+             dev->id.key, (unsigned long long)t.limit, (unsigned long long)dev->budget, (unsigned long long)t.limit);
+    warn(dev, line);
+    dev->budget = t.limit;
+  }
   return GPUPART_OK;
 }
 
@@ -206,9 +231,8 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
   rc = gpupart__settings_budget(dev);
   if (rc) return rc;
-  dev->ledger = gpupart__ledger_local_create(&dev->ctx->mem, dev->budget);
-  if (!dev->ledger) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
-  rc = gpupart__settings_create_partitions(dev);
+  rc = join_ledger(dev);
+  if (rc == GPUPART_OK) rc = gpupart__settings_create_partitions(dev);
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
   if (rc == GPUPART_OK) gpupart__settings_warn_env(dev);
   return rc;
@@ -296,6 +320,8 @@ gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_
                            "device_get_info: gpupart_device_info");
 }
 
+/* The budget of the physical device: every handle of one device in a context shares the
+ * first open's (join_ledger). */
 uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? dev->budget : 0; }
 
 int gpupart__device_trim_locked(gpupart_device *dev) {

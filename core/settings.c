@@ -150,9 +150,16 @@ static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
                        gpupart_backend_name(dev->info.backend), dev->info.index, why);
 }
 
+/* A configured partition that another handle of the same physical device already made
+ * (its names are device-wide) is that handle's: a second open does not make it again. */
+static int made_elsewhere(gpupart_device *dev, const char *name) {
+  return dev->ledger->ops->find(dev->ledger, name) && !gpupart_partition_find(dev, name);
+}
+
 int gpupart__settings_create_partitions(gpupart_device *dev) {
   const gpupart__settings *s = &dev->settings;
   for (uint32_t i = 0; i < s->nparts; i++) {
+    if (made_elsewhere(dev, s->parts[i]->name)) continue;
     int rc = create_one(dev, s->parts[i]);
     if (rc) return rc;
   }
@@ -222,10 +229,10 @@ static void print_option(gpupart_device *dev, int o) {
 }
 
 static void print_partition(gpupart_device *dev, uint32_t i) {
-  gpupart_partition *p = gpupart_partition_at(dev, i);
+  gpupart_partition *p = gpupart_partition_find(dev, dev->settings.parts[i]->name);
   gpupart_stats st;
   char where[GPUPART__PATH_MAX + 16], line[GPUPART__PATH_MAX + 160];
-  if (!p || i >= dev->settings.nparts || gpupart_partition_get_stats(p, &st)) return;
+  if (!p || gpupart_partition_get_stats(p, &st)) return; /* another handle of the device made it */
   gpupart__source_format(dev->settings.parts[i]->src, where, sizeof where);
   snprintf(line, sizeof line, "  partition %s: limit %llu, guarantee %llu bytes (%s)", gpupart_partition_name(p),
            (unsigned long long)st.limit, (unsigned long long)st.guarantee, where);

@@ -98,6 +98,19 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   return 0;
 }
 
+/* Slow lock held: this handle's ledger entries are its partitions, one for one (the
+ * ledger may hold other handles' entries of the same physical device). */
+static int members_entries(gpupart_device *d, char *why, uint64_t n) {
+  uint32_t entries = d->ledger->ops->list(d->ledger, d->member, NULL, 0);
+  if (entries != d->nparts)
+    return snprintf(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries,
+                    d->nparts), -1;
+  for (uint32_t i = 0; i < d->nparts; i++)
+    if (d->ledger->ops->find(d->ledger, d->parts[i]->name) != d->parts[i]->account)
+      return snprintf(why, n, "partition '%s' is not the ledger's entry of that name", d->parts[i]->name), -1;
+  return 0;
+}
+
 static int check_locked(gpupart_device *d, char *why, uint64_t n) {
   uint64_t in_use = 0;
   int rc = 0;
@@ -110,6 +123,7 @@ static int check_locked(gpupart_device *d, char *why, uint64_t n) {
   if (!rc && in_use > gpupart__peak_in_use(d))
     rc = -1, snprintf(why, n, "the partitions' in-use bytes exceed the device's peak");
   while (locked) gpupart__lock_release(&d->parts[--locked]->lock);
+  if (!rc) rc = members_entries(d, why, n);
   return rc ? rc : d->ledger->ops->check(d->ledger, why, n);
 }
 

@@ -177,7 +177,7 @@ typedef struct gpupart_device_info {
   uint32_t index;            /* index within the backend */
   char name[256];
   char vendor[64];
-  uint8_t uuid[16];          /* zero where the backend has none */
+  uint8_t uuid[16];          /* zero where the backend has none; names the physical device */
   uint64_t total_bytes;
   uint64_t free_bytes;       /* UINT64_MAX where the backend cannot tell */
   uint64_t max_block_bytes;  /* largest single driver allocation */
@@ -226,14 +226,14 @@ typedef struct gpupart_device_desc {
 } gpupart_device_desc;
 
 /* Account this device in a ledger shared by every process of the same user that opens the
-   same device with this flag (or with GPUPART_SHARED=1): the budget and the guarantees then
-   hold across processes; creating a partition whose name another process already created
-   joins it (its descriptor must match or leave limit and guarantee 0), and its limit is
-   shared by all members; a member that dies has its bytes returned to the ledger.
-   gpupart_partition_find also finds partitions that other processes created (reading their
-   stats; allocating through the handle makes this process a member); destroying a
-   partition leaves it, and it disappears when its last member leaves or dies.
-   Not implemented yet: gpupart_device_open returns ENOTSUP when it is set. */
+   same physical device with this flag (or with GPUPART_SHARED=1): a file in the ledger
+   folder (gpupart_context_desc.ledger_dir, GPUPART_LEDGER_DIR, else /dev/shm), mode 0600.
+   The first process fixes the budget and later ones adopt it; reservations and guarantees
+   then hold across processes; partition names are unique across them (EEXIST); a process
+   that dies, even killed, has its bytes returned. A ledger file of another user, with
+   group or other permissions, or not written by this library is refused (ECONFIG,
+   ECORRUPT). Not implemented yet: joining another process's partition by name (so
+   gpupart_partition_find sees this process's partitions only). */
 #define GPUPART_DEVICE_SHARED 0x1u
 
 /* Opens device desc->index of desc->backend and computes this process's budget. The index
@@ -241,12 +241,18 @@ typedef struct gpupart_device_desc {
  * CUDA_VISIBLE_DEVICES) index 0 opens device 2, index 1 device 0, index 2 is ENODEV; no
  * two program indexes open the same device. The budget is
  * min(total * memory_fraction, memory_limit) - headroom, rounded down to the granularity.
- * desc NULL = defaults. Partitions declared in configuration are created, in order.
+ * A device already open in ctx (the same physical device by UUID, else PCI bus id, else
+ * backend and index) is not given a second budget: this handle shares the first open's
+ * budget and ledger (reservations and guarantees add up across handles, partition names
+ * are unique across them), and a different figure asked for is reported through the log
+ * callback at GPUPART_LOG_WARN. desc NULL = defaults. Partitions declared in
+ * configuration are created, in order, by the first open of the device.
  * Errors: EINVAL (bad field: fraction outside (0, 1], granularity not a power of two,
  * budget of zero, unknown backend, a backend_desc of another or unknown backend),
- * ENOBACKEND, ENODEV (also past the visible list), EBACKEND, ECONFIG, ENOTSUP
- * (DEVICE_SHARED). A zero budget is ECONFIG when the input that makes it came from a
- * variable or the file, and the message names that input. */
+ * ENOBACKEND, ENODEV (also past the visible list), EBACKEND, ECONFIG (also: the shared
+ * ledger cannot be opened, is another user's or not 0600, or its folder is full),
+ * ECORRUPT (a shared ledger file that is not one). A zero budget is ECONFIG when the
+ * input that makes it came from a variable or the file, and the message names that input. */
 GPUPART_API gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const gpupart_device_desc *desc,
                                                      size_t desc_size, gpupart_device **out);
 #define gpupart_device_open(ctx, desc, out) \
@@ -259,7 +265,8 @@ GPUPART_API gpupart_result gpupart_device_get_info_sized(const gpupart_device *d
                                                          size_t out_size);
 #define gpupart_device_get_info(dev, out) \
   gpupart_device_get_info_sized((dev), (out), sizeof(gpupart_device_info))
-/* This process's budget on the device in bytes; 0 for NULL. */
+/* This process's budget on the device in bytes, shared by every handle of the same
+ * physical device in the context (the first open's); 0 for NULL. */
 GPUPART_API uint64_t gpupart_device_budget(const gpupart_device *dev);
 
 /* The simulated backend: a device with no memory behind it (or host memory, for tests
@@ -292,7 +299,7 @@ typedef struct gpupart_sim_desc {
 typedef int (*gpupart_reclaim_fn)(gpupart_partition *p, uint64_t bytes_wanted, void *user);
 
 typedef struct gpupart_partition_desc {
-  const char *name;           /* copied; unique per device; NULL = "p<index>" */
+  const char *name;           /* copied; unique per physical device, across its handles; NULL = "p<index>" */
   double fraction;            /* share of the device budget, (0, 1]; 0 = use limit */
   uint64_t limit;             /* bytes, used when fraction == 0; both 0 = whole budget */
   double guarantee_fraction;  /* floor as a share of the budget; 0 = use guarantee */
@@ -318,9 +325,10 @@ typedef struct gpupart_partition_desc {
  * values), once: a second create of that name is EEXIST. desc's reclaim callback is
  * installed on it when it has none.
  * Errors: EINVAL (fraction outside (0, 1], guarantee above the limit, limit rounding to 0,
- * growth_factor below 1), EEXIST (name taken), ELIMIT (guarantees would sum past the
- * budget, or a preallocated limit exceeds what the budget can grant), EDEVMEM (a
- * preallocated partition the driver cannot back; nothing is left behind), ENOMEM. */
+ * growth_factor below 1), EEXIST (name taken on the device, through any handle of it),
+ * ELIMIT (guarantees of all the device's handles would sum past the budget, or a
+ * preallocated limit exceeds what the budget can grant), EDEVMEM (a preallocated
+ * partition the driver cannot back; nothing is left behind), ENOMEM. */
 GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                           size_t desc_size, gpupart_partition **out);
 #define gpupart_partition_create(dev, desc, out) \
@@ -328,7 +336,7 @@ GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, c
 /* Returns every block to the driver and frees the partition. EBUSY (nothing freed) while
  * allocations are live. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_partition_destroy(gpupart_partition *p);
-/* The partition of dev named name, or NULL (also for NULL arguments). */
+/* The partition of dev (this handle) named name, or NULL (also for NULL arguments). */
 GPUPART_API gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name);
 /* Number of partitions of dev; 0 for NULL. */
 GPUPART_API uint32_t gpupart_partition_count(const gpupart_device *dev);
@@ -411,7 +419,9 @@ GPUPART_API gpupart_result gpupart_partition_get_stats_sized(const gpupart_parti
 #define gpupart_partition_get_stats(p, out) gpupart_partition_get_stats_sized((p), (out), sizeof(gpupart_stats))
 /* Device figures: limit = budget, guarantee = sum of guarantees, current figures and
  * counts summed over partitions (including destroyed ones' counts), peaks the device's
- * own peaks, largest_free the largest of any partition's. */
+ * own peaks, largest_free the largest of any partition's. limit, guarantee and
+ * peak_reserved are the ledger's, so they cover every handle of the physical device in
+ * the context; the other figures cover this handle's partitions. */
 GPUPART_API gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart_stats *out,
                                                           size_t out_size);
 #define gpupart_device_get_stats(dev, out) gpupart_device_get_stats_sized((dev), (out), sizeof(gpupart_stats))

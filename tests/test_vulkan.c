@@ -292,10 +292,10 @@ Test(vulkan, request_above_max_allocation_size_makes_no_driver_call) {
   close_dev(dev);
 }
 
-/* Two gpupart devices on one adopted VkDevice share its heap: what one holds, the other
- * cannot take beyond the heap size (no VK_EXT_memory_budget on lavapipe; with it, the
- * driver's budget decides). The refusal is EDEVMEM, with nothing changed. */
-Test(vulkan, devices_on_one_vkdevice_share_the_heap) {
+/* Two gpupart devices on one adopted VkDevice are one physical device (one UUID), so
+ * they share one budget: what one holds, the other cannot take beyond it. The shared
+ * ledger refuses (ELIMIT) before the driver is asked, with nothing changed. */
+Test(vulkan, devices_on_one_vkdevice_share_one_budget) {
   vkt_env e;
   env_or_skip(&e, 0);
   gpupart_vulkan_desc v = vkt_desc(&e);
@@ -307,8 +307,9 @@ Test(vulkan, devices_on_one_vkdevice_share_the_heap) {
   gpupart_partition *p1 = test_partition(one, "p1", 0, 0), *p2 = test_partition(two, "p2", 0, 0);
   gpupart_allocation *a, *b;
   cr_assert_eq(gpupart_alloc(p1, heap / 4 * 3, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
-  cr_expect_eq(gpupart_alloc(p2, heap / 2, 0, &b), GPUPART_EDEVMEM);
-  cr_expect_neq(strstr(gpupart_last_error(), "heap"), NULL, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(two), heap, "the second handle shares the first one's budget");
+  cr_expect_eq(gpupart_alloc(p2, heap / 2, 0, &b), GPUPART_ELIMIT);
+  cr_expect_neq(strstr(gpupart_last_error(), "budget"), NULL, "%s", gpupart_last_error());
   cr_expect_eq(test_stats(p2).reserved, 0);
   gpupart_free(a);
   cr_expect_eq(gpupart_partition_trim(p1), GPUPART_OK);
