@@ -15,15 +15,7 @@ version=$(meson introspect --projectinfo "$src/meson.build" | python3 -c \
 name="gpupart-$version"
 echo "-- a tarball of the tree: $name.tar.gz"
 mkdir -p "$tmp/dist"
-python3 - "$src" "$tmp/dist/$name.tar.gz" "$name" <<'PY'
-import os, subprocess, sys, tarfile
-src, out, name = sys.argv[1:]
-files = subprocess.run(["git", "-C", src, "ls-files", "-co", "--exclude-standard", "-z"],
-                       check=True, capture_output=True).stdout.decode().split("\0")
-with tarfile.open(out, "w:gz") as tar:
-    for f in sorted(f for f in files if f and os.path.isfile(os.path.join(src, f))):
-        tar.add(os.path.join(src, f), arcname=f"{name}/{f}")
-PY
+"$here/copy-tree.py" "$src" "$tmp/dist/$name.tar.gz" "$name"
 
 project="$tmp/consumer"
 cp -r "$here/meson_consumer" "$project"
