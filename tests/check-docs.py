@@ -3,7 +3,8 @@
 (GPUPART_API), every typedef'd type and every public macro of include/*.h needs a comment
 directly above it (no blank line between) or beside it on its first or last line.
 Declarations of one kind (functions, types, macros) that follow one another with no
-blank line form a group that shares the comment above the first (e.g. gpupart_vulkan_instance, _physical_device, _device).
+blank line form a group that shares the comment above the first, and so do a function and
+the function-like macro just below it (gpupart_device_open -> gpupart_device_open_sized) (e.g. gpupart_vulkan_instance, _physical_device, _device).
 Not checked: struct fields and enumerators (their type's comment covers them), macros
 named GPUPART__* (internal), include guards, and #if/#else/#endif lines, which are
 transparent (a comment above an #if documents the definitions inside it).
@@ -70,7 +71,8 @@ def declarations(lines):
                 skip_cpp = 0
             m = re.match(r"#\s*define\s+(" + IDENT + ")", code)
             if m and depth == 0 and not m.group(1).startswith("GPUPART__") and m.group(1) != guard:
-                decls.append((m.group(1), first, i, "macro"))
+                like_function = re.match(r"#\s*define\s+" + IDENT + r"\(", code)
+                decls.append((m.group(1), first, i, "fmacro" if like_function else "macro"))
             i += 1
             continue
         if skip_cpp or not code:
@@ -105,6 +107,12 @@ def statement_name(stmt):
     return None
 
 
+def in_group(prev_kind, kind):
+    """Whether a declaration of kind shares the comment of a prev_kind one just above: one
+    kind, or a function and the function-like macro that calls it (gpupart_x -> _sized)."""
+    return prev_kind is not None and (prev_kind == kind or (prev_kind, kind) == ("function", "fmacro"))
+
+
 def undocumented(path):
     lines = split_lines(open(path, encoding="utf-8").read())
     decls = declarations(lines)
@@ -117,7 +125,7 @@ def undocumented(path):
         prev_first, prev_kind = ends.get(above, (None, None))
         if above >= 0 and lines[above][1] == "comment":
             status[first] = "above"
-        elif prev_kind == kind and status.get(prev_first) == "above":
+        elif in_group(prev_kind, kind) and status.get(prev_first) == "above":
             status[first] = "above"  # in the group of the declaration just above
         elif "trail" in (lines[first][1], lines[last][1]):
             status[first] = "beside"

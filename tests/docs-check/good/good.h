@@ -35,6 +35,9 @@ typedef struct good_other {
 GPUPART_API int good_function(int a,
                               int b);
 GPUPART_API good_desc *good_neighbour(void);
+/* A function and the macro that calls it with the caller's struct size. */
+GPUPART_API int good_open_sized(good_desc *d, unsigned long size);
+#define good_open(d) good_open_sized((d), sizeof(good_desc))
 /* A callback type. */
 typedef int (*good_fn)(int v);
 
