@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Debian packages (libgpupart0, libgpupart-dev, gpupart-tools) from a temporary
 # copy of the tree with dpkg-buildpackage -b -us -uc, then checks what each .deb holds
-# (dpkg-deb -c), that debian/changelog carries the meson project's version, and that
-# lintian reports no error or warning beyond the ones accepted below. The Criterion suites
+# (dpkg-deb -c), that the CMake package and the command they ship work once extracted,
+# that debian/changelog carries the meson project's version, and that lintian reports no
+# error or warning beyond the ones accepted below. The Criterion suites
 # are skipped inside the package build (nocheck): scripts/test runs them on their own.
 #   tests/packaging/deb.sh [OUT_DIR]   (the .debs are left in OUT_DIR when given)
 set -euo pipefail
