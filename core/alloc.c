@@ -33,7 +33,7 @@ static _Thread_local int in_reclaim;
 
 /* Partition lock held. Counts the range r handed out for q; r is the handle. */
 static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
-  r->user_size = q->size, r->user_tag = q->tag;
+  r->user_tag = q->tag;
   gpupart__counters *c = &p->c;
   c->in_use += q->size;
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
@@ -221,7 +221,7 @@ gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *
   if (r) account_alloc(p, r, &q);
   gpupart__lock_release(&p->lock);
   if (!r && (rc = alloc_slow(p, &q, &r))) return rc;
-  *out = (gpupart_allocation *)r;
+  *out = (gpupart_allocation *)gpupart__tlsf_handle(r);
   return GPUPART_OK;
 }
 
@@ -239,17 +239,17 @@ static void account_free(gpupart_partition *p, uint64_t size) {
 
 void gpupart_free(gpupart_allocation *a) {
   if (!a) return;
-  gpupart__range *r = (gpupart__range *)a;
-  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+  gpupart__range *r = gpupart__range_of(a);
+  gpupart_partition *p = gpupart__partition_of(a);
   gpupart__lock_acquire(&p->lock);
-  if (r->state != GPUPART__RANGE_USED) {
+  if (!gpupart__handle_live(a)) {
     p->c.double_frees++;
     gpupart__lock_release(&p->lock);
     gpupart__error_set("free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
     return;
   }
-  gpupart__block *b = r->block;
-  uint64_t size = r->user_size;
+  gpupart__block *b = gpupart__range_block(r);
+  uint64_t size = gpupart__range_user_size(r);
   if (r->user_ext) p->dev->ops->view_release(p->dev->bdev, r->user_ext);
   gpupart__tlsf_free(p->arena.tlsf, r);
   account_free(p, size);
@@ -258,17 +258,17 @@ void gpupart_free(gpupart_allocation *a) {
 }
 
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out) {
-  const gpupart__block *b = r->block;
-  *out = (gpupart_allocation_info){(gpupart_partition *)p, r->user_size, r->offset, b->size,
+  const gpupart__block *b = gpupart__range_block(r);
+  *out = (gpupart_allocation_info){(gpupart_partition *)p, gpupart__range_user_size(r), r->offset, b->size,
                                    b->drv.device_address ? b->drv.device_address + r->offset : 0, b->drv.native};
 }
 
 gpupart_result gpupart_allocation_get_info(const gpupart_allocation *a, gpupart_allocation_info *out) {
   if (!a || !out) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: a or out is NULL");
-  const gpupart__range *r = (const gpupart__range *)a;
-  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+  const gpupart__range *r = gpupart__range_of(a);
+  gpupart_partition *p = gpupart__partition_of(a);
   gpupart__lock_acquire(&p->lock);
-  int live = r->state == GPUPART__RANGE_USED;
+  int live = gpupart__handle_live(a);
   gpupart_allocation_info info = {0};
   if (live) gpupart__range_info(p, r, &info);
   gpupart__lock_release(&p->lock);

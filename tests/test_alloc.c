@@ -172,14 +172,14 @@ Test(alloc, device_peak_is_the_peak_of_the_sum_over_partitions) {
 Test(alloc, a_stale_handle_freed_again_never_frees_a_newer_allocation) {
   gpupart_partition *p = test_partition(dev, "a", 0, 0);
   gpupart_allocation *x, *a, *b[100], *held[510];
-  for (int i = 0; i < 510; i++) /* 512 records in use: the pool is empty, and reuse must still wait */
+  for (int i = 0; i < 510; i++) /* the node pool is nearly empty: freed nodes are reused at once */
     cr_assert_eq(gpupart_alloc(p, 512, 0, &held[i]), GPUPART_OK);
   cr_assert_eq(gpupart_alloc(p, 4096, 0, &x), GPUPART_OK);
   cr_assert_eq(gpupart_alloc(p, 4096, 0, &a), GPUPART_OK);
   gpupart_free(a);
   for (int i = 0; i < 100; i++) {
     cr_assert_eq(gpupart_alloc(p, 4096 + 256 * (uint64_t)i, 0, &b[i]), GPUPART_OK);
-    cr_expect_neq(b[i], a, "a freed record is reused only after many others");
+    cr_expect_neq(b[i], a, "a new allocation never gets the freed handle back, even on the same node");
   }
   gpupart_stats before = test_stats(p);
   gpupart_free(a);
