@@ -7,6 +7,7 @@
  *   4. fail with ELIMIT or EDEVMEM and a message that says why. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -210,18 +211,68 @@ static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_d
   return GPUPART_OK;
 }
 
-gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *desc, gpupart_allocation **out) {
+/* The fast path: one lock, one sub-allocator call; info (if any) filled under that lock. */
+static gpupart__range *alloc_fast(gpupart_partition *p, const request *q, gpupart_allocation_info *info) {
+  gpupart__lock_acquire(&p->lock);
+  gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
+  if (r) account_alloc(p, r, q);
+  if (r && info) gpupart__range_info(p, r, info);
+  gpupart__lock_release(&p->lock);
+  return r;
+}
+
+/* The slow path, then the description of what it allocated (a second lock, off the
+ * fast path). */
+static gpupart_result alloc_slow_info(gpupart_partition *p, const request *q, gpupart__range **r,
+                                      gpupart_allocation_info *info) {
+  gpupart_result rc = alloc_slow(p, q, r);
+  if (rc || !info) return rc;
+  gpupart__lock_acquire(&p->lock);
+  gpupart__range_info(p, *r, info);
+  gpupart__lock_release(&p->lock);
+  return GPUPART_OK;
+}
+
+static gpupart_result alloc_any(gpupart_partition *p, const gpupart_alloc_desc *desc, gpupart_allocation **out,
+                                gpupart_allocation_info *info) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "alloc: out is NULL");
   *out = NULL;
   request q;
   gpupart_result rc = validate(p, desc, &q);
   if (rc) return rc;
-  gpupart__lock_acquire(&p->lock);
-  gpupart__range *r = gpupart__arena_try(p, q.size, q.align);
-  if (r) account_alloc(p, r, &q);
-  gpupart__lock_release(&p->lock);
-  if (!r && (rc = alloc_slow(p, &q, &r))) return rc;
+  gpupart__range *r = alloc_fast(p, &q, info);
+  if (!r && (rc = alloc_slow_info(p, &q, &r, info))) return rc;
   *out = (gpupart_allocation *)gpupart__tlsf_handle(r);
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *desc, gpupart_allocation **out) {
+  return alloc_any(p, desc, out, NULL);
+}
+
+/* A caller's struct of size bytes where the library's has mine: below mine is refused;
+ * above, every byte past mine must be zero (built against a newer gpupart otherwise). */
+static gpupart_result check_in_size(const void *s, size_t size, size_t mine, const char *what) {
+  if (size < mine) return gpupart__fail(GPUPART_EINVAL, "alloc_info: %s has %zu bytes; this library knows %zu", what, size, mine);
+  for (size_t k = mine; k < size; k++)
+    if (((const unsigned char *)s)[k])
+      return gpupart__fail(GPUPART_EINVAL, "alloc_info: %s has %zu bytes; this library knows %zu and byte %zu is not zero: "
+                           "built against a newer gpupart?", what, size, mine, k);
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const gpupart_alloc_desc *desc, size_t desc_size,
+                                        gpupart_allocation **out, gpupart_allocation_info *info, size_t info_size) {
+  if (out) *out = NULL;
+  if (!desc || !info) return gpupart__fail(GPUPART_EINVAL, "alloc_info: desc or info is NULL");
+  if (info_size < sizeof *info)
+    return gpupart__fail(GPUPART_EINVAL, "alloc_info: info has %zu bytes; this library writes %zu", info_size, sizeof *info);
+  gpupart_result rc = check_in_size(desc, desc_size, sizeof *desc, "desc");
+  if (rc) return rc;
+  gpupart_allocation_info mine;
+  if ((rc = alloc_any(p, desc, out, &mine))) return rc;
+  memset(info, 0, info_size);
+  *info = mine;
   return GPUPART_OK;
 }
 

@@ -310,8 +310,9 @@ typedef struct gpupart_alloc_desc {
 /* gpupart_alloc with flags and a tag. Errors as gpupart_alloc, plus EINVAL for unknown flags. */
 GPUPART_API gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                             gpupart_allocation **out);
-/* Frees an allocation. NULL is a no-op. A handle freed a second time before 128 later
- * frees of its partition is reported through gpupart_last_error and otherwise ignored
+/* Frees an allocation. NULL is a no-op. A handle freed a second time, or freed after its
+ * allocation's record was reused (up to 255 reuses of that record, so at least 255 later
+ * frees of its partition), is reported through gpupart_last_error and otherwise ignored
  * (accounting unchanged); the partition must still exist. */
 GPUPART_API void gpupart_free(gpupart_allocation *a);
 
@@ -325,6 +326,19 @@ typedef struct gpupart_allocation_info {
 } gpupart_allocation_info;
 /* Describes a live allocation. EINVAL for NULL or a freed handle. */
 GPUPART_API gpupart_result gpupart_allocation_get_info(const gpupart_allocation *a, gpupart_allocation_info *out);
+
+/* gpupart_alloc_ex that also describes the new allocation (what gpupart_allocation_get_info
+ * would say: offset, device address, block) from the same call, under the same lock,
+ * so the caller needs no second call. desc_size and info_size are the caller's sizeof of
+ * the two structs (the gpupart_alloc_info macro passes them): a smaller struct than this
+ * library's is EINVAL; a larger desc must be zero past this library's size; a larger
+ * info gets its tail zeroed. Errors as gpupart_alloc_ex, plus EINVAL for a NULL desc or
+ * info; on failure *out is NULL and info is untouched. */
+GPUPART_API gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
+                                                    size_t desc_size, gpupart_allocation **out,
+                                                    gpupart_allocation_info *info, size_t info_size);
+#define gpupart_alloc_info(p, desc, out, info)                                                                 \
+  gpupart_alloc_info_sized((p), (desc), sizeof(gpupart_alloc_desc), (out), (info), sizeof(gpupart_allocation_info))
 
 /* ---- statistics ------------------------------------------------------------------- */
 
