@@ -3,9 +3,11 @@
  * level: log2; second level: SL_COUNT equal slices of that power of two), with one bitmap
  * per level so finding a non-empty list is a couple of bit scans. Every range is a host
  * node from slabs that live until the allocator is destroyed, so a stale handle can
- * always be read safely. A freed USED node becomes the FREE range itself (or merges
- * into its free lower neighbour); its generation advances, so its old handles no longer
- * match it. A block's offset-0 node stays the same node for the block's whole life. */
+ * always be read safely. An allocation takes a fresh node at the bottom of a free range,
+ * which keeps the rest; a freed node merges into a free neighbour (which then changes
+ * lists only if its size class changed) or becomes the FREE range itself. Either way
+ * no node is copied, and the freed node's generation advances, so its old handles no
+ * longer match it. Each block's record keeps its offset-0 node (first) up to date. */
 #include "tlsf.h"
 
 #include <stdio.h>
@@ -184,6 +186,17 @@ static void absorb(gpupart__tlsf *t, gpupart__range *lo, gpupart__range *hi) {
   put_node(t, hi);
 }
 
+/* Folds lo, the physical predecessor of hi, into hi (hi grows downwards); lo goes back
+ * to the pool. */
+static void absorb_below(gpupart__tlsf *t, gpupart__range *hi, gpupart__range *lo) {
+  hi->offset = lo->offset;
+  hi->size += lo->size;
+  hi->prev_phys = lo->prev_phys;
+  if (hi->prev_phys) hi->prev_phys->next_phys = hi;
+  else hi->home->first = hi;
+  put_node(t, lo);
+}
+
 /* ---- allocation ---- */
 
 static int make_request(const gpupart__tlsf *t, uint64_t size, uint64_t align, request *q) {
@@ -232,10 +245,44 @@ static void mark_used(gpupart__tlsf *t, gpupart__range *r, const request *q) {
   t->totals.used_ranges++;
 }
 
-/* Cuts q out of the free range r: a leading pad stays FREE in r (the lower node), the
- * allocation and any trailing remainder get new nodes. */
+/* A FREE range whose size changed moves to the list of its new size, if that differs:
+ * most changes stay within one size class, and then no list is touched. */
+static void relist(gpupart__tlsf *t, gpupart__range *r) {
+  if (list_of(r->size >> t->shift) == r->list) return;
+  remove_free(t, r);
+  insert_free(t, r);
+}
+
+/* Links n, a fresh node, into r's chain just below r (offsets are the caller's). */
+static void link_below(gpupart__range *n, gpupart__range *r) {
+  n->home = r->home;
+  n->prev_phys = r->prev_phys;
+  n->next_phys = r;
+  if (n->prev_phys) n->prev_phys->next_phys = n;
+  else n->home->first = n;
+  r->prev_phys = n;
+}
+
+/* The common cut: the allocation takes a fresh node at the bottom of the free range r,
+ * and r keeps the rest, on its list unless its size class changed. */
+static gpupart__range *carve_bottom(gpupart__tlsf *t, gpupart__range *r, const request *q) {
+  gpupart__range *u = take_node(t);
+  u->offset = r->offset;
+  u->size = q->size;
+  link_below(u, r);
+  r->offset += q->size;
+  r->size -= q->size;
+  relist(t, r);
+  mark_used(t, u, q);
+  return u;
+}
+
+/* Cuts q out of the free range r. Without an alignment pad, see carve_bottom (or r is
+ * used whole); with one, the pad stays FREE in r (the lower node), the allocation and
+ * any trailing remainder get new nodes. */
 static gpupart__range *carve(gpupart__tlsf *t, gpupart__range *r, const request *q) {
   uint64_t pad = align_pad(r, q);
+  if (!pad && r->size > q->size) return carve_bottom(t, r, q);
   gpupart__range *u = r;
   remove_free(t, r);
   if (pad) {
@@ -266,15 +313,13 @@ gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r) {
   r->gen++; /* every handle of r so far is stale */
   t->totals.used -= r->size;
   t->totals.used_ranges--;
-  if (p && p->state == GPUPART__RANGE_FREE) {
-    remove_free(t, p);
+  int p_free = p && p->state == GPUPART__RANGE_FREE, n_free = n && n->state == GPUPART__RANGE_FREE;
+  if (p_free) {
     absorb(t, p, r);
-    r = p;
+    if (n_free) remove_free(t, n), absorb(t, p, n);
+    return relist(t, p), p;
   }
-  if (n && n->state == GPUPART__RANGE_FREE) {
-    remove_free(t, n);
-    absorb(t, r, n);
-  }
+  if (n_free) return absorb_below(t, n, r), relist(t, n), n;
   insert_free(t, r);
   return r;
 }

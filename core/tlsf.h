@@ -29,7 +29,7 @@ struct gpupart__tlsf_block {
   uint64_t base;  /* address of offset 0, for alignment */
   uint64_t size;  /* bytes, a multiple of the granule */
   void *cookie;   /* the caller's block cookie given to add_block */
-  gpupart__range *first; /* the offset-0 node: the same node for the block's whole life */
+  gpupart__range *first; /* the offset-0 node */
   gpupart__tlsf_block *prev, *next;
 };
 
@@ -133,7 +133,7 @@ gpupart__range *gpupart__tlsf_alloc(gpupart__tlsf *t, uint64_t size, uint64_t al
 /* Whether a request would fit without allocating anything (same rules as alloc). */
 int gpupart__tlsf_can_alloc(const gpupart__tlsf *t, uint64_t size, uint64_t align);
 /* Frees a USED range and advances its generation (its handles go stale); coalesces with
- * free neighbours, so r becomes the FREE range or merges into its lower neighbour. Returns
+ * free neighbours, so r merges into a free neighbour or becomes the FREE range. Returns
  * the resulting FREE range, or NULL (nothing changed) if r is not USED or belongs to
  * another allocator. */
 gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r);
@@ -154,7 +154,8 @@ void gpupart__tlsf_foreach_block(gpupart__tlsf *t, void (*fn)(gpupart__range *fi
 int gpupart__tlsf_check(const gpupart__tlsf *t, char *why, uint64_t why_len);
 
 /* The range at offset 0 of the block that home describes (r->home of any of its ranges):
- * the node that remove_block takes once the block is empty. */
+ * the node that remove_block takes once the block is empty. It changes as ranges are
+ * allocated and freed, so callers keep home, not the node. */
 gpupart__range *gpupart__tlsf_block_first(const gpupart__tlsf_block *home);
 
 /* A cookie for the allocator's owner, so that a range (through its owner field) leads

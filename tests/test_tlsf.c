@@ -79,8 +79,8 @@ Test(tlsf, alloc_then_free_restores_an_empty_block) {
   expect_totals(t, MiB, 1024, 1, 1, 1);
   gpupart__range *f = gpupart__tlsf_free(t, r);
   cr_assert_eq(f, gpupart__tlsf_block_first(f->home), "the free range is the block's first node");
-  cr_assert_eq(f, r, "the freed node becomes the free range: nothing is copied or relinked");
-  cr_assert_eq(r->state, GPUPART__RANGE_FREE, "free");
+  cr_assert_eq(f, first, "the block's free range absorbs the freed node: nothing is copied");
+  cr_assert_eq(r->state, GPUPART__RANGE_DEAD, "the freed node is back in the pool");
   cr_assert(gpupart__tlsf_block_is_empty(f), "block empty again");
   expect_totals(t, MiB, 0, 1, 0, 1);
   gpupart__tlsf_destroy(t);
@@ -179,11 +179,12 @@ Test(tlsf, free_coalesces_with_both_neighbours) {
   gpupart__range *b = gpupart__tlsf_alloc(t, KiB, 0);
   gpupart__range *c = gpupart__tlsf_alloc(t, KiB, 0);
   gpupart__range *d = gpupart__tlsf_alloc(t, KiB, 0);
-  cr_assert_eq(a, first, "a is the first node");
+  cr_assert_eq(gpupart__tlsf_block_first(a->home), a, "a is the block's first node now");
+  cr_assert(first == d->next_phys && first->state == GPUPART__RANGE_FREE, "the block's free range keeps the rest");
   expect_totals(t, 64 * KiB, 4 * KiB, 1, 4, 1);
   gpupart__range *fa = gpupart__tlsf_free(t, a);
   cr_assert(fa == a && fa->offset == 0 && fa->size == KiB, "a alone: its node becomes the free range");
-  cr_assert_eq(gpupart__tlsf_block_first(fa->home), fa, "the block's first node stays the same");
+  cr_assert_eq(gpupart__tlsf_block_first(fa->home), fa, "the block's first node");
   gpupart__range *fc = gpupart__tlsf_free(t, c);
   cr_assert(fc == c && fc->size == KiB, "c alone (d is used)");
   expect_totals(t, 64 * KiB, 2 * KiB, 1, 2, 3);
@@ -199,7 +200,7 @@ Test(tlsf, free_coalesces_with_both_neighbours) {
   gpupart__tlsf_destroy(t);
 }
 
-Test(tlsf, a_freed_node_becomes_the_free_range_and_absorbs_the_next) {
+Test(tlsf, a_freed_node_merges_into_the_free_range_above_it) {
   gpupart__tlsf *t = make(16);
   gpupart__tlsf_add_block(t, &block_cookie, 0, 4096);
   gpupart__range *a = gpupart__tlsf_alloc(t, 16, 0);
@@ -207,10 +208,9 @@ Test(tlsf, a_freed_node_becomes_the_free_range_and_absorbs_the_next) {
   gpupart__range *rest = b->next_phys;
   cr_assert(a && b && a->next_phys == b, "a then b");
   gpupart__range *fb = gpupart__tlsf_free(t, b);
-  cr_assert(fb == b && fb->offset == 16, "b's node stays and absorbs the remainder");
-  cr_assert_eq(b->state, GPUPART__RANGE_FREE, "b is the free range");
-  cr_assert_eq(rest->state, GPUPART__RANGE_DEAD, "remainder dead");
-  cr_assert_eq(gpupart__range_owner(rest), t, "dead nodes keep their owner");
+  cr_assert(fb == rest && fb->offset == 16, "the remainder grows down over b");
+  cr_assert_eq(b->state, GPUPART__RANGE_DEAD, "b is back in the pool");
+  cr_assert_eq(gpupart__range_owner(b), t, "dead nodes keep their owner");
   cr_assert_eq(fb->size, 4096 - 16, "the free range spans the rest");
   expect_totals(t, 4096, 16, 1, 1, 1);
   gpupart__tlsf_destroy(t);
