@@ -253,11 +253,14 @@ gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *
 /* A caller's struct of size bytes where the library's has mine: below mine is refused;
  * above, every byte past mine must be zero (built against a newer gpupart otherwise). */
 static gpupart_result check_in_size(const void *s, size_t size, size_t mine, const char *what) {
-  if (size < mine) return gpupart__fail(GPUPART_EINVAL, "alloc_info: %s has %zu bytes; this library knows %zu", what, size, mine);
+  if (size < mine)
+    return gpupart__fail(GPUPART_EINVAL, "alloc_info: %s has %zu bytes; this library knows %zu", what, size, mine);
   for (size_t k = mine; k < size; k++)
     if (((const unsigned char *)s)[k])
-      return gpupart__fail(GPUPART_EINVAL, "alloc_info: %s has %zu bytes; this library knows %zu and byte %zu is not zero: "
-                           "built against a newer gpupart?", what, size, mine, k);
+      return gpupart__fail(GPUPART_EINVAL,
+                           "alloc_info: %s has %zu bytes; this library knows %zu and byte %zu is not zero: "
+                           "built against a newer gpupart?",
+                           what, size, mine, k);
   return GPUPART_OK;
 }
 
@@ -266,7 +269,8 @@ gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const gpupart_allo
   if (out) *out = NULL;
   if (!desc || !info) return gpupart__fail(GPUPART_EINVAL, "alloc_info: desc or info is NULL");
   if (info_size < sizeof *info)
-    return gpupart__fail(GPUPART_EINVAL, "alloc_info: info has %zu bytes; this library writes %zu", info_size, sizeof *info);
+    return gpupart__fail(GPUPART_EINVAL, "alloc_info: info has %zu bytes; this library writes %zu", info_size,
+                         sizeof *info);
   gpupart_result rc = check_in_size(desc, desc_size, sizeof *desc, "desc");
   if (rc) return rc;
   gpupart_allocation_info mine;
