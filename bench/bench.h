@@ -7,6 +7,7 @@
 #define GPUPART_BENCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "gpupart.h"
@@ -47,6 +48,14 @@ typedef struct bench_rng {
 } bench_rng;
 
 /* ---- util.c ---- */
+/* What the figures were measured on: the CPU (/proc/cpuinfo's model name, or "unknown"),
+ * the meson build type and optimization level, and the compiler that built the benchmark
+ * (the library is built in the same project, with the same build type). */
+typedef struct bench_machine {
+  char cpu[160];
+  const char *build_type, *optimization, *compiler;
+} bench_machine;
+void bench_machine_get(bench_machine *m);
 void *bench_xmalloc(size_t n);
 void *bench_xcalloc(size_t n, size_t size);
 void *bench_xrealloc(void *p, size_t n);
@@ -165,6 +174,9 @@ void bench_cuda_pool_close(bench_cuda_pool *p);
 void bench_print_header(void);
 void bench_print_row(const bench_result *r);
 int bench_write_json(const char *path, const bench_result *rows, size_t n);
+/* Writes `, "cpu": ..., "build_type": ..., "optimization": ..., "compiler": ...` (the
+ * machine fields every JSON row carries). */
+void bench_json_machine(FILE *f);
 int bench_write_csv(const char *path, const bench_result *rows, size_t n);
 int bench_write_plot(const char *path, const bench_result *rows, size_t n);
 

@@ -168,6 +168,17 @@ uint64_t gpupart__peak_in_use(gpupart_device *dev);
 void gpupart__peak_list_lock(gpupart_device *dev);
 void gpupart__peak_list_unlock(gpupart_device *dev);
 
+/* A public handle is the sub-allocator's handle of the allocation's range (tlsf.h). */
+static inline gpupart__range *gpupart__range_of(const gpupart_allocation *a) {
+  return gpupart__tlsf_node((uintptr_t)a);
+}
+/* The partition a handle was allocated from, even when the handle is stale. */
+static inline gpupart_partition *gpupart__partition_of(const gpupart_allocation *a) {
+  return gpupart__tlsf_user(gpupart__range_owner(gpupart__range_of(a)));
+}
+/* Nonzero while a names a live allocation (partition lock held). */
+static inline int gpupart__handle_live(const gpupart_allocation *a) { return gpupart__tlsf_live((uintptr_t)a); }
+
 /* alloc.c: describes a live allocation's range (partition lock held). */
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out);
 

@@ -378,11 +378,11 @@ typedef struct gpupart_alloc_desc {
 GPUPART_API gpupart_result gpupart_alloc_ex_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                                   size_t desc_size, gpupart_allocation **out);
 #define gpupart_alloc_ex(p, desc, out) gpupart_alloc_ex_sized((p), (desc), sizeof(gpupart_alloc_desc), (out))
-/* Frees an allocation: OK, and OK for NULL. A handle freed a second time before 128
- * later frees of its partition is GPUPART_EINVAL (the message names the partition),
- * counted in gpupart_stats.double_frees and otherwise ignored (accounting unchanged);
- * the partition must still exist. Ignoring the result is fine: a double free changes
- * nothing. */
+/* Frees an allocation: OK, and OK for NULL. A handle freed a second time, or freed after
+ * its allocation's record was reused (up to 255 reuses of that record, so at least 255
+ * later frees of its partition), is GPUPART_EINVAL (the message names the partition),
+ * counted in gpupart_stats.double_frees and otherwise ignored (accounting unchanged); the
+ * partition must still exist. Ignoring the result is fine: a double free changes nothing. */
 GPUPART_API gpupart_result gpupart_free(gpupart_allocation *a);
 
 typedef struct gpupart_allocation_info {
@@ -398,6 +398,19 @@ GPUPART_API gpupart_result gpupart_allocation_get_info_sized(const gpupart_alloc
                                                              size_t out_size);
 #define gpupart_allocation_get_info(a, out) \
   gpupart_allocation_get_info_sized((a), (out), sizeof(gpupart_allocation_info))
+
+/* gpupart_alloc_ex that also describes the new allocation (what gpupart_allocation_get_info
+ * would say: offset, device address, block) from the same call, under the same lock,
+ * so the caller needs no second call. desc_size and info_size are the caller's sizeof of
+ * the two structs (the gpupart_alloc_info macro passes them): a smaller struct than this
+ * library's 0.2 layout is EINVAL; a larger desc must be zero past this library's size;
+ * a larger info gets its tail zeroed (the ABI rule of every _sized call). Errors as gpupart_alloc_ex, plus EINVAL for a NULL desc or
+ * info; on failure *out is NULL and info is untouched. */
+GPUPART_API gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
+                                                    size_t desc_size, gpupart_allocation **out,
+                                                    gpupart_allocation_info *info, size_t info_size);
+#define gpupart_alloc_info(p, desc, out, info)                                                                 \
+  gpupart_alloc_info_sized((p), (desc), sizeof(gpupart_alloc_desc), (out), (info), sizeof(gpupart_allocation_info))
 
 /* ---- statistics ------------------------------------------------------------------- */
 
