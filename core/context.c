@@ -150,7 +150,9 @@ static int load_one(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_b
   int rc = lb->ops->load(&ctx->env, library, &lb->state);
   const char *why = gpupart_last_error();
   int named = library && (strstr(why, "_LIBRARY") || strstr(why, "_library")); /* the backend says it already */
-  if (rc) snprintf(lb->error, sizeof lb->error, "%s%s", named ? "" : src, why);
+  /* A message longer than error is cut: the reason comes first, so what is cut is its tail. */
+  if (rc && snprintf(lb->error, sizeof lb->error, "%s%s", named ? "" : src, why) >= (int)sizeof lb->error)
+    lb->error[sizeof lb->error - 1] = '\0';
   return rc;
 }
 
