@@ -6,7 +6,7 @@ function that takes or fills a struct is called through its exported ``*_sized``
 ``ctypes.sizeof`` of the Python-side struct, so a newer library keeps accepting this
 binding (its missing tail is defaults) and an older one refuses it with a clear message.
 
-The library is found, in order, at ``$GPUPART_LIBRARY`` (a path to the .so), in the build
+The library is found, in order, at ``$GPUPART_PYTHON_LIBRARY`` (a path to the .so), in the build
 folder of the repository this package was installed from (recorded at install time in
 ``_paths.py``) or that it sits in, and on the system library path.
 """
@@ -229,7 +229,7 @@ def _recorded_build_dirs() -> List[Path]:
 
 def candidates() -> List[str]:
     """Every path or name tried for libgpupart, in order."""
-    env = os.environ.get("GPUPART_LIBRARY")
+    env = os.environ.get("GPUPART_PYTHON_LIBRARY")
     if env:
         return [env]  # an explicit choice is never silently replaced by another library
     found = [str(d / "libgpupart.so") for d in _recorded_build_dirs() if (d / "libgpupart.so").exists()]
@@ -265,7 +265,7 @@ def load() -> ctypes.CDLL:
         return lib
     raise OSError(
         "gpupart: libgpupart.so not found or not usable; build it (./scripts/run) or set "
-        "GPUPART_LIBRARY to its path. Tried:\n  " + "\n  ".join(errors)
+        "GPUPART_PYTHON_LIBRARY to its path. Tried:\n  " + "\n  ".join(errors)
     )
 
 
