@@ -154,6 +154,7 @@ def test_config_text_declares_partitions_created_at_open(ctx):
         assert train.name == "train"
         assert (train.stats.limit, train.stats.guarantee) == (128 * MiB, 64 * MiB)
         assert dev.find("train") is train  # one wrapper per C partition
+        assert dev.partition("train", reclaim=lambda p, n: None) is train  # the configured one, handed over once
         with pytest.raises(gpupart.Exists):
             dev.partition("train")
 
