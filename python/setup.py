@@ -6,12 +6,14 @@ The path written here is only a hint: $GPUPART_LIBRARY and the system library pa
 searched as well (see gpupart/_lib.py).
 """
 
+import os
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-BUILD_DIR = Path(__file__).resolve().parent.parent / "build"
+# $GPUPART_PYTHON_BUILD_DIR at install time names another build folder (scripts/test-python).
+BUILD_DIR = Path(os.environ.get("GPUPART_PYTHON_BUILD_DIR") or Path(__file__).resolve().parent.parent / "build").resolve()
 
 
 class BuildPyWithPaths(build_py):
