@@ -5,6 +5,7 @@
  * gpupart's partition and the double's driver counters say. */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -115,6 +116,15 @@ Test(torch_alloc, past_the_partition_limit_alloc_is_null_with_the_reason) {
   cr_expect(strstr(gpupart_last_error(), "torch"), "%s", gpupart_last_error());
   cr_expect_eq(stats().failed_allocations, 1);
   t.free(keep, 48 * MiB, 0, NULL);
+}
+
+Test(torch_alloc, abort_on_failure_ends_the_process_at_the_refusal, .signal = SIGABRT) {
+  void (*set_abort)(int) = NULL;
+  void *s = sym("gpupart_torch_set_abort_on_failure");
+  memcpy(&set_abort, &s, sizeof s);
+  set_abort(1);
+  cr_expect_not_null(t.alloc(MiB, 0, NULL)); /* a granted allocation is unaffected */
+  t.alloc(128 * MiB, 0, NULL);               /* past the limit: aborts with gpupart's message */
 }
 
 Test(torch_alloc, unknown_and_null_pointers_are_ignored_by_free) {

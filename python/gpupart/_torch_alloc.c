@@ -8,9 +8,13 @@
  * pointer back). gpupart is not stream-ordered: freed memory is reused at once, which is
  * safe for work on one stream (as PyTorch's own allocator on one stream) but needs the
  * program to synchronise before freeing a tensor that another stream still uses.
+ * PyTorch does not check the pointer alloc returns, so a NULL (a refused allocation) makes
+ * a tensor over address 0 that faults when used: gpupart_torch_set_abort_on_failure(1)
+ * (what gpupart.torch.use sets) instead prints gpupart's message and aborts at the refusal.
  * Built by meson only where the CUDA backend is (it needs gpupart_cuda_ptr). */
 #include <cuda.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -37,6 +41,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static gpupart_partition *partitions[MAX_DEVICES];
 static slot *table;
 static size_t capacity, used, live; /* used counts live and deleted slots */
+static int abort_on_failure;
 
 static size_t hash(uintptr_t p) {
   uint64_t x = (uint64_t)p >> 8; /* allocations are at least 256-byte aligned */
@@ -89,24 +94,43 @@ TORCH_API gpupart_result gpupart_torch_set_partition(int device, gpupart_partiti
   return GPUPART_OK;
 }
 
+/* on != 0: a refused gpupart_torch_alloc prints the reason to stderr and aborts the
+ * process instead of returning NULL (which PyTorch would use as a tensor's address). */
+TORCH_API void gpupart_torch_set_abort_on_failure(int on) {
+  pthread_mutex_lock(&lock);
+  abort_on_failure = on;
+  pthread_mutex_unlock(&lock);
+}
+
+/* NULL, or the end of the process, as gpupart_torch_set_abort_on_failure chose. */
+static void *refused(size_t size, int device, const char *why) {
+  pthread_mutex_lock(&lock);
+  int fatal = abort_on_failure;
+  pthread_mutex_unlock(&lock);
+  if (!fatal) return NULL;
+  fprintf(stderr, "gpupart_torch_alloc: %zu bytes on device %d refused: %s\n", size, device, why);
+  abort();
+}
+
 /* CUDAPluggableAllocator's alloc: size bytes from the partition bound to device, on any
  * stream. NULL when none is bound or gpupart refuses (gpupart_last_error says why, on this
- * thread). A request of 0 bytes gets a distinct minimal allocation. */
+ * thread), or the process aborts (gpupart_torch_set_abort_on_failure). A request of 0 bytes gets a distinct minimal allocation. */
 TORCH_API void *gpupart_torch_alloc(size_t size, int device, gpupart_torch_stream stream) {
   (void)stream;
-  if (device < 0 || device >= MAX_DEVICES) return NULL;
+  if (device < 0 || device >= MAX_DEVICES) return refused(size, device, "no such device index");
   pthread_mutex_lock(&lock);
   gpupart_partition *p = partitions[device];
   pthread_mutex_unlock(&lock);
   gpupart_allocation *a = NULL;
-  if (!p || gpupart_alloc(p, size ? size : 1, 0, &a) != GPUPART_OK) return NULL;
+  if (!p) return refused(size, device, "no gpupart partition is bound to it (gpupart.torch.bind)");
+  if (gpupart_alloc(p, size ? size : 1, 0, &a) != GPUPART_OK) return refused(size, device, gpupart_last_error());
   CUdeviceptr ptr = gpupart_cuda_ptr(a);
   pthread_mutex_lock(&lock);
   int rc = ptr ? insert((uintptr_t)ptr, a) : -1;
   pthread_mutex_unlock(&lock);
   if (rc) {
     gpupart_free(a);
-    return NULL;
+    return refused(size, device, ptr ? "out of host memory for the pointer table" : "gpupart_cuda_ptr failed");
   }
   return (void *)(uintptr_t)ptr;
 }

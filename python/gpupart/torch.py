@@ -15,8 +15,9 @@ under a pluggable allocator torch.cuda.memory_allocated() and friends raise: use
 stats(), memory_allocated(), max_memory_allocated() and memory_reserved() here instead.
 gpupart is not stream-ordered: memory freed by PyTorch is reused at once, which is safe
 for work on one stream; synchronise before dropping a tensor another stream still uses.
-A refused allocation returns NULL to PyTorch, which reports it as out of memory;
-gpupart.last_error() on the allocating thread says why.
+PyTorch does not check the pointer a pluggable allocator returns, so a refused allocation
+cannot become a Python exception: use() makes it print gpupart's message and abort the
+process (abort_on_failure=False returns NULL instead, which PyTorch uses as address 0).
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def _library() -> ctypes.CDLL:
         shim.gpupart_torch_set_partition.restype = ctypes.c_int
         shim.gpupart_torch_set_partition.argtypes = [ctypes.c_int, ctypes.c_void_p]
         shim.gpupart_torch_live.restype = ctypes.c_uint64
+        shim.gpupart_torch_set_abort_on_failure.argtypes = [ctypes.c_int]
+        shim.gpupart_torch_set_abort_on_failure.restype = None
         _shim = shim
     return _shim
 
@@ -82,11 +85,12 @@ def bind(device: int, partition: Optional[Partition]) -> None:
 
 
 def use(partition: Optional[Partition] = None, *, device: int = 0, context: Optional[Context] = None,
-        **partition_kwargs: Any) -> Partition:
+        abort_on_failure: bool = True, **partition_kwargs: Any) -> Partition:
     """Binds partition (else a partition named "torch" made with partition_kwargs, e.g.
     fraction=0.5, on CUDA device `device`) and makes gpupart PyTorch's CUDA allocator.
 
-    Call it before PyTorch's first CUDA allocation. Returns the partition.
+    Call it before PyTorch's first CUDA allocation. Returns the partition. With
+    abort_on_failure a refused allocation ends the process with gpupart's message.
     """
     import torch  # imported here: gpupart works without PyTorch
 
@@ -95,6 +99,7 @@ def use(partition: Optional[Partition] = None, *, device: int = 0, context: Opti
     elif partition_kwargs:
         raise InvalidArgument("gpupart.torch.use: give a partition or partition arguments, not both", -1)
     bind(device, partition)
+    _library().gpupart_torch_set_abort_on_failure(int(abort_on_failure))
     allocator = torch.cuda.memory.CUDAPluggableAllocator(library_path(), ALLOC_SYMBOL, FREE_SYMBOL)
     torch.cuda.memory.change_current_allocator(allocator)
     return partition
