@@ -173,3 +173,23 @@ def test_cupy_allocator_refuses_a_partition_of_another_backend(ctx):
     with ctx.open_device("sim") as dev:
         with pytest.raises(gpupart.InvalidArgument, match="must be a CUDA one"):
             gc.allocator(dev.partition(limit=4 * MiB))
+
+
+def test_use_without_a_partition_makes_one_on_the_cuda_device(cuda_part, shim, monkeypatch):
+    import gpupart._cuda as gcu
+    import gpupart.torch as gt
+
+    installed = []
+    fake = types.ModuleType("torch")
+    fake.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(
+        CUDAPluggableAllocator=lambda *names: names, change_current_allocator=installed.append))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    ctx = cuda_part.device.context
+    try:
+        part = gt.use(context=ctx, limit=16 * MiB)
+        assert part.name == "torch" and part.device.backend == "cuda" and part.stats.limit == 16 * MiB
+        assert installed == [(gt.library_path(), "gpupart_torch_alloc", "gpupart_torch_free")]
+        assert gt.use(context=ctx, limit=16 * MiB) is part  # one device per index, the partition found again
+    finally:
+        gt.bind(0, None)
+        gcu._devices.pop(0).close()
