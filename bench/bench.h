@@ -7,6 +7,7 @@
 #define GPUPART_BENCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "gpupart.h"
@@ -47,6 +48,14 @@ typedef struct bench_rng {
 } bench_rng;
 
 /* ---- util.c ---- */
+/* What the figures were measured on: the CPU (/proc/cpuinfo's model name, or "unknown"),
+ * the meson build type and optimization level, and the compiler that built the benchmark
+ * (the library is built in the same project, with the same build type). */
+typedef struct bench_machine {
+  char cpu[160];
+  const char *build_type, *optimization, *compiler;
+} bench_machine;
+void bench_machine_get(bench_machine *m);
 void *bench_xmalloc(size_t n);
 void *bench_xcalloc(size_t n, size_t size);
 void *bench_xrealloc(void *p, size_t n);
@@ -96,7 +105,10 @@ typedef struct bench_target {
  * a line on stderr when they were asked for by name. */
 int bench_targets_find(const char *which, bench_target *out, int max);
 const void *bench_target_desc(const bench_target *t);
-/* A context that ignores the environment, so results do not depend on the caller's. */
+/* $GPUPART_CUDA_LIBRARY, or NULL for the system's libcuda.so.1. */
+const char *bench_cuda_library(void);
+/* A context that ignores the environment, so results do not depend on the caller's
+ * (except for where the CUDA driver is: bench_cuda_library). */
 gpupart_context *bench_context(void);
 /* Opens the target's device through the public API; NULL with a message on failure. */
 gpupart_device *bench_device_open(gpupart_context *ctx, const bench_target *t, char *err, size_t n);
@@ -121,6 +133,7 @@ typedef enum bench_policy {
   BENCH_GROWTH,
   BENCH_PREALLOC,
   BENCH_PARTITIONS,
+  BENCH_CUDAPOOL, /* CUDA targets only: the driver's stream-ordered pool (cuda_baseline.c) */
   BENCH_POLICY_COUNT
 } bench_policy;
 
@@ -147,10 +160,23 @@ typedef struct bench_result {
 void bench_run(const bench_target *t, bench_policy p, const bench_workload *w, size_t n, int repeat,
                bench_result *out);
 
+/* ---- cuda_baseline.c: the driver's stream-ordered pool, loaded with dlopen ---- */
+typedef struct bench_cuda_pool bench_cuda_pool;
+/* 0, or -1 with err set (no driver, or one without the pool API); close *out either way. */
+int bench_cuda_pool_open(uint32_t index, bench_cuda_pool **out, char *err, size_t n);
+int bench_cuda_pool_alloc(bench_cuda_pool *p, uint64_t size, uint64_t *ptr);
+void bench_cuda_pool_free(bench_cuda_pool *p, uint64_t ptr);
+void bench_cuda_pool_sync(bench_cuda_pool *p);
+uint64_t bench_cuda_pool_reserved_high(bench_cuda_pool *p); /* CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH */
+void bench_cuda_pool_close(bench_cuda_pool *p);
+
 /* ---- report.c ---- */
 void bench_print_header(void);
 void bench_print_row(const bench_result *r);
 int bench_write_json(const char *path, const bench_result *rows, size_t n);
+/* Writes `, "cpu": ..., "build_type": ..., "optimization": ..., "compiler": ...` (the
+ * machine fields every JSON row carries). */
+void bench_json_machine(FILE *f);
 int bench_write_csv(const char *path, const bench_result *rows, size_t n);
 int bench_write_plot(const char *path, const bench_result *rows, size_t n);
 

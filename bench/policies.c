@@ -6,7 +6,10 @@
  *               request rounded up to the device alignment) plus a quarter for
  *               fragmentation, capped by the budget;
  *   partitions  three ratio partitions (50/30/20% of the budget, guarantees of half
- *               that), allocations spread over them round-robin.
+ *               that), allocations spread over them round-robin;
+ *   cudapool    CUDA targets only: the driver's stream-ordered pool (cuMemAllocFromPoolAsync
+ *               / cuMemFreeAsync, release threshold UINT64_MAX; cuda_baseline.c), the
+ *               strongest NVIDIA baseline; the replay's last call is cuStreamSynchronize.
  * Every gpupart policy goes through the public, thread-safe API only. Each run starts
  * from a fresh device, so growth costs are part of every run, and ends by freeing what
  * the workload left live, outside the timed region. */
@@ -37,11 +40,14 @@ typedef struct rig {
   void *state, *bdev;
   gpupart_block *blocks;
   uint64_t *req, align;
+  /* cudapool policy */
+  bench_cuda_pool *pool;
+  uint64_t *ptrs;
   uint64_t in_use, peak_in_use, reserved, peak_reserved, allocs, frees;
 } rig;
 
 const char *bench_policy_name(bench_policy p) {
-  static const char *const names[] = {"driver", "growth", "prealloc", "partitions"};
+  static const char *const names[] = {"driver", "growth", "prealloc", "partitions", "cudapool"};
   return (unsigned)p < BENCH_POLICY_COUNT ? names[p] : "unknown";
 }
 
@@ -53,7 +59,8 @@ static int driver_setup(rig *r) {
   if (!r->ops) return snprintf(r->err, sizeof r->err, "backend not built"), -1;
   gpupart_device_info info;
   r->env.mem = gpupart__hostmem_default(); /* the driver policy runs the backend with no context */
-  if (r->ops->load(&r->env, NULL, &r->state) || r->ops->open(r->state, t->index, bench_target_desc(t), 0, &r->bdev) ||
+  const char *library = t->backend == GPUPART_BACKEND_CUDA ? bench_cuda_library() : NULL;
+  if (r->ops->load(&r->env, library, &r->state) || r->ops->open(r->state, t->index, bench_target_desc(t), 0, &r->bdev) ||
       r->ops->info(r->bdev, &info)) {
     snprintf(r->err, sizeof r->err, "driver: %s", gpupart_last_error());
     return -1;
@@ -110,6 +117,54 @@ static void driver_teardown(rig *r) {
   if (r->bdev) r->ops->close(r->bdev);
   if (r->state) r->ops->unload(r->state);
   free(r->blocks);
+  free(r->req);
+}
+
+/* ---- cudapool policy ---- */
+
+static int pool_setup(rig *r) {
+  if (bench_cuda_pool_open(r->t->index, &r->pool, r->err, sizeof r->err)) return -1;
+  r->ptrs = bench_xcalloc(r->slots, sizeof *r->ptrs);
+  r->req = bench_xcalloc(r->slots, sizeof *r->req);
+  return 0;
+}
+
+static int pool_alloc(rig *r, const bench_op *o) {
+  if (bench_cuda_pool_alloc(r->pool, o->size, &r->ptrs[o->slot])) return r->ptrs[o->slot] = 0, 1;
+  r->req[o->slot] = o->size;
+  r->allocs++;
+  if ((r->in_use += o->size) > r->peak_in_use) r->peak_in_use = r->in_use;
+  return 0;
+}
+
+static void pool_free(rig *r, uint32_t slot) {
+  if (!r->ptrs[slot]) return;
+  r->in_use -= r->req[slot];
+  r->frees++;
+  bench_cuda_pool_free(r->pool, r->ptrs[slot]);
+  r->ptrs[slot] = 0;
+}
+
+static uint64_t pool_replay(rig *r, const bench_op *ops, size_t n, uint32_t *ticks) {
+  uint64_t failed = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t t0 = ticks ? bench_tick_begin() : 0;
+    if (ops[i].size) failed += (uint64_t)pool_alloc(r, &ops[i]);
+    else pool_free(r, ops[i].slot);
+    if (ticks) {
+      uint64_t dt = bench_tick_end() - t0;
+      ticks[i] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+    }
+  }
+  bench_cuda_pool_sync(r->pool);
+  r->peak_reserved = bench_cuda_pool_reserved_high(r->pool);
+  return failed;
+}
+
+static void pool_teardown(rig *r) {
+  for (uint32_t s = 0; r->ptrs && s < r->slots; s++) pool_free(r, s);
+  bench_cuda_pool_close(r->pool);
+  free(r->ptrs);
   free(r->req);
 }
 
@@ -193,24 +248,33 @@ static void gpupart_teardown(rig *r) {
 
 static int rig_setup(rig *r, const bench_target *t, bench_policy p, const bench_workload *w, size_t n) {
   *r = (rig){.policy = p, .t = t, .slots = w->slots ? w->slots : 1};
+  if (p == BENCH_CUDAPOOL) return pool_setup(r);
   return p == BENCH_DRIVER ? driver_setup(r) : gpupart_setup(r, w, n);
 }
 
 static uint64_t rig_replay(rig *r, const bench_op *ops, size_t n) {
+  if (r->policy == BENCH_CUDAPOOL) return pool_replay(r, ops, n, NULL);
   return r->policy == BENCH_DRIVER ? driver_replay(r, ops, n) : gpupart_replay(r, ops, n);
 }
 
 static uint64_t rig_replay_each(rig *r, const bench_op *ops, size_t n, uint32_t *ticks) {
+  if (r->policy == BENCH_CUDAPOOL) return pool_replay(r, ops, n, ticks);
   return r->policy == BENCH_DRIVER ? driver_replay_each(r, ops, n, ticks) : gpupart_replay_each(r, ops, n, ticks);
 }
 
 static void rig_teardown(rig *r) {
-  if (r->policy == BENCH_DRIVER) driver_teardown(r);
+  if (r->policy == BENCH_CUDAPOOL) pool_teardown(r);
+  else if (r->policy == BENCH_DRIVER) driver_teardown(r);
   else gpupart_teardown(r);
 }
 
-/* The figures of the run just replayed, before teardown frees what is left. */
+/* The figures of the run just replayed, before teardown frees what is left. The pool's
+ * driver calls are its own business: they count as none. */
 static void rig_collect(rig *r, bench_result *out) {
+  if (r->policy == BENCH_CUDAPOOL) {
+    out->peak_in_use = r->peak_in_use, out->peak_reserved = r->peak_reserved;
+    return;
+  }
   if (r->policy == BENCH_DRIVER) {
     out->driver_allocs = r->allocs, out->driver_frees = r->frees;
     out->peak_in_use = r->peak_in_use, out->peak_reserved = r->peak_reserved;

@@ -39,6 +39,15 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+void bench_json_machine(FILE *f) {
+  static bench_machine m;
+  if (!m.build_type) bench_machine_get(&m);
+  fputs(", \"cpu\": ", f), json_string(f, m.cpu);
+  fputs(", \"build_type\": ", f), json_string(f, m.build_type);
+  fputs(", \"optimization\": ", f), json_string(f, m.optimization);
+  fputs(", \"compiler\": ", f), json_string(f, m.compiler);
+}
+
 static void json_row(FILE *f, const bench_result *r) {
   fputs("  {\"backend\": ", f), json_string(f, r->backend);
   fputs(", \"workload\": ", f), json_string(f, r->workload);
@@ -56,6 +65,7 @@ static void json_row(FILE *f, const bench_result *r) {
           (unsigned long long)r->failed);
   if (r->error) json_string(f, r->message);
   else fputs("null", f);
+  bench_json_machine(f);
   fputc('}', f);
 }
 

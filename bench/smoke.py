@@ -9,7 +9,7 @@ import tempfile
 
 FIELDS = ["backend", "workload", "policy", "ns_per_op", "p50_ns", "p99_ns", "driver_allocs",
           "driver_frees", "peak_in_use", "peak_reserved", "fragmentation", "floor_reserved", "floor_fragmentation", "modeled_driver_ms",
-          "failed"]
+          "failed", "cpu", "build_type", "optimization", "compiler"]
 POLICIES = {"driver", "growth", "prealloc", "partitions"}
 
 
@@ -53,6 +53,9 @@ def main():
         with open(micro) as f:
             figures = json.load(f)
         assert len(figures) >= 8, f"only {len(figures)} micro figures"
+        for fig in figures:
+            for field in ["cpu", "build_type", "optimization", "compiler"]:
+                assert fig.get(field), f"micro figure {fig['name']} lacks {field}"
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
  * and a cap on operations, since CPU drivers (PoCL, lavapipe) back blocks with host
  * memory and the driver policy there is slow. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -14,8 +15,17 @@
 #define REAL_MEM_CAP (256 * BENCH_MIB)
 #define REAL_OPS_CAP 20000
 
+/* Where the CUDA driver is: $GPUPART_CUDA_LIBRARY (e.g. the test double) or the system's.
+ * A library's location is not policy, so it alone passes through the ignored environment. */
+const char *bench_cuda_library(void) {
+  const char *p = getenv("GPUPART_CUDA_LIBRARY");
+  return p && *p ? p : NULL;
+}
+
 gpupart_context *bench_context(void) {
-  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV};
+  static char text[600];
+  if (bench_cuda_library()) snprintf(text, sizeof text, "[gpupart]\ncuda_library = %s\n", bench_cuda_library());
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_text = bench_cuda_library() ? text : NULL};
   gpupart_context *ctx = NULL;
   if (gpupart_context_create(&d, &ctx)) bench_die("context_create: %s", gpupart_last_error());
   return ctx;

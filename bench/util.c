@@ -4,8 +4,44 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench.h"
+
+#ifndef GPUPART_BENCH_BUILDTYPE
+#define GPUPART_BENCH_BUILDTYPE "unknown"
+#define GPUPART_BENCH_OPTIMIZATION "unknown"
+#endif
+
+/* The first "model name" line of /proc/cpuinfo, or "unknown". */
+static void cpu_model(char *out, size_t n) {
+  snprintf(out, n, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (strncmp(line, "model name", 10) || !colon) continue;
+    colon += strspn(colon + 1, " \t") + 1;
+    colon[strcspn(colon, "\n")] = '\0';
+    snprintf(out, n, "%s", colon);
+    break;
+  }
+  fclose(f);
+}
+
+void bench_machine_get(bench_machine *m) {
+  cpu_model(m->cpu, sizeof m->cpu);
+  m->build_type = GPUPART_BENCH_BUILDTYPE;
+  m->optimization = GPUPART_BENCH_OPTIMIZATION;
+#if defined(__clang__)
+  m->compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  m->compiler = "gcc " __VERSION__;
+#else
+  m->compiler = "unknown";
+#endif
+}
 
 _Noreturn void bench_die(const char *fmt, ...) {
   va_list ap;

@@ -7,6 +7,7 @@
  *   4. fail with ELIMIT or EDEVMEM and a message that says why. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -33,7 +34,7 @@ static _Thread_local int in_reclaim;
 
 /* Partition lock held. Counts the range r handed out for q; r is the handle. */
 static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
-  r->user_size = q->size, r->user_tag = q->tag;
+  r->user_tag = q->tag;
   gpupart__counters *c = &p->c;
   c->in_use += q->size;
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
@@ -215,24 +216,75 @@ static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_d
   return GPUPART_OK;
 }
 
-gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *desc, gpupart_allocation **out) {
+/* The fast path: one lock, one sub-allocator call; info (if any) filled under that lock. */
+static gpupart__range *alloc_fast(gpupart_partition *p, const request *q, gpupart_allocation_info *info) {
+  gpupart__lock_acquire(&p->lock);
+  gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
+  if (r) account_alloc(p, r, q);
+  if (r && info) gpupart__range_info(p, r, info);
+  gpupart__lock_release(&p->lock);
+  return r;
+}
+
+/* The slow path, then the description of what it allocated (a second lock, off the
+ * fast path). */
+static gpupart_result alloc_slow_info(gpupart_partition *p, const request *q, gpupart__range **r,
+                                      gpupart_allocation_info *info) {
+  gpupart_result rc = alloc_slow(p, q, r);
+  if (rc || !info) return rc;
+  gpupart__lock_acquire(&p->lock);
+  gpupart__range_info(p, *r, info);
+  gpupart__lock_release(&p->lock);
+  return GPUPART_OK;
+}
+
+static gpupart_result alloc_any(gpupart_partition *p, const gpupart_alloc_desc *desc, gpupart_allocation **out,
+                                gpupart_allocation_info *info) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "alloc: out is NULL");
   *out = NULL;
   request q;
   gpupart_result rc = validate(p, desc, &q);
   if (rc) return rc;
-  gpupart__lock_acquire(&p->lock);
-  gpupart__range *r = gpupart__arena_try(p, q.size, q.align);
-  if (r) account_alloc(p, r, &q);
-  gpupart__lock_release(&p->lock);
-  if (!r && (rc = alloc_slow(p, &q, &r))) return rc;
-  *out = (gpupart_allocation *)r;
+  gpupart__range *r = alloc_fast(p, &q, info);
+  if (!r && (rc = alloc_slow_info(p, &q, &r, info))) return rc;
+  *out = (gpupart_allocation *)gpupart__tlsf_handle(r);
   return GPUPART_OK;
+}
+
+/* desc in the caller's layout, copied into this library's by the ABI rule. */
+static gpupart_result desc_in(const gpupart_alloc_desc *desc, size_t desc_size, gpupart_alloc_desc *d) {
+  if (!desc) return gpupart__fail(GPUPART_EINVAL, "alloc: partition or desc is NULL");
+  return gpupart__copy_in(d, GPUPART__ALLOC_DESC_SIZE, desc, desc_size, GPUPART__ALLOC_DESC_SIZE_0_2,
+                          "alloc: gpupart_alloc_desc");
+}
+
+gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const gpupart_alloc_desc *desc, size_t desc_size,
+                                        gpupart_allocation **out, gpupart_allocation_info *info, size_t info_size) {
+  if (out) *out = NULL;
+  if (!info) return gpupart__fail(GPUPART_EINVAL, "alloc_info: info is NULL");
+  if (info_size < GPUPART__ALLOCATION_INFO_SIZE_0_2)
+    return gpupart__fail(GPUPART_EINVAL, "alloc_info: info has %zu bytes; the 0.2 layout has %zu", info_size,
+                         (size_t)GPUPART__ALLOCATION_INFO_SIZE_0_2);
+  gpupart_alloc_desc d;
+  gpupart_allocation_info mine;
+  gpupart_result rc = desc_in(desc, desc_size, &d);
+  if (rc || (rc = alloc_any(p, &d, out, &mine))) return rc;
+  return gpupart__copy_out(info, info_size, &mine, sizeof mine, GPUPART__ALLOCATION_INFO_SIZE_0_2,
+                           "alloc_info: gpupart_allocation_info");
+}
+
+gpupart_result gpupart_alloc_ex_sized(gpupart_partition *p, const gpupart_alloc_desc *desc, size_t desc_size,
+                                      gpupart_allocation **out) {
+  if (!out) return gpupart__fail(GPUPART_EINVAL, "alloc: out is NULL");
+  *out = NULL;
+  gpupart_alloc_desc d;
+  gpupart_result rc = desc_in(desc, desc_size, &d);
+  return rc ? rc : alloc_any(p, &d, out, NULL);
 }
 
 gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t alignment, gpupart_allocation **out) {
   const gpupart_alloc_desc d = {.size = size, .alignment = alignment};
-  return gpupart_alloc_ex(p, &d, out);
+  return alloc_any(p, &d, out, NULL);
 }
 
 static void account_free(gpupart_partition *p, uint64_t size) {
@@ -242,42 +294,44 @@ static void account_free(gpupart_partition *p, uint64_t size) {
   atomic_store_explicit(&p->published_in_use, p->c.in_use, memory_order_relaxed);
 }
 
-void gpupart_free(gpupart_allocation *a) {
-  if (!a) return;
-  gpupart__range *r = (gpupart__range *)a;
-  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+gpupart_result gpupart_free(gpupart_allocation *a) {
+  if (!a) return GPUPART_OK;
+  gpupart__range *r = gpupart__range_of(a);
+  gpupart_partition *p = gpupart__partition_of(a);
   gpupart__lock_acquire(&p->lock);
-  if (r->state != GPUPART__RANGE_USED) {
+  if (!gpupart__handle_live(a)) {
     p->c.double_frees++;
     gpupart__lock_release(&p->lock);
-    gpupart__error_set("free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
-    return;
+    return gpupart__fail(GPUPART_EINVAL, "free: allocation %p of partition '%s' was already freed", (void *)a,
+                         p->name);
   }
-  gpupart__block *b = r->block;
-  uint64_t size = r->user_size;
+  gpupart__block *b = gpupart__range_block(r);
+  uint64_t size = gpupart__range_user_size(r);
   if (r->user_ext) p->dev->ops->view_release(p->dev->bdev, r->user_ext);
   gpupart__tlsf_free(p->arena.tlsf, r);
   account_free(p, size);
   gpupart__arena_on_free(p, b);
   gpupart__lock_release(&p->lock);
+  return GPUPART_OK;
 }
 
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out) {
-  const gpupart__block *b = r->block;
-  *out = (gpupart_allocation_info){(gpupart_partition *)p, r->user_size, r->offset, b->size,
+  const gpupart__block *b = gpupart__range_block(r);
+  *out = (gpupart_allocation_info){(gpupart_partition *)p, gpupart__range_user_size(r), r->offset, b->size,
                                    b->drv.device_address ? b->drv.device_address + r->offset : 0, b->drv.native};
 }
 
-gpupart_result gpupart_allocation_get_info(const gpupart_allocation *a, gpupart_allocation_info *out) {
+gpupart_result gpupart_allocation_get_info_sized(const gpupart_allocation *a, gpupart_allocation_info *out,
+                                                 size_t out_size) {
   if (!a || !out) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: a or out is NULL");
-  const gpupart__range *r = (const gpupart__range *)a;
-  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+  const gpupart__range *r = gpupart__range_of(a);
+  gpupart_partition *p = gpupart__partition_of(a);
   gpupart__lock_acquire(&p->lock);
-  int live = r->state == GPUPART__RANGE_USED;
+  int live = gpupart__handle_live(a);
   gpupart_allocation_info info = {0};
   if (live) gpupart__range_info(p, r, &info);
   gpupart__lock_release(&p->lock);
   if (!live) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: %p was freed", (const void *)a);
-  *out = info;
-  return GPUPART_OK;
+  return gpupart__copy_out(out, out_size, &info, sizeof info, GPUPART__ALLOCATION_INFO_SIZE_0_2,
+                           "allocation_get_info: gpupart_allocation_info");
 }

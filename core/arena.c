@@ -29,7 +29,7 @@ void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p) {
 }
 
 void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r) {
-  gpupart__block *b = r->block;
+  gpupart__block *b = gpupart__range_block(r);
   if (b->live++ == 0) p->arena.empty_bytes -= b->size;
 }
 
@@ -261,7 +261,7 @@ int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
     reserved += b->size, live += b->live;
     if (!b->live) empty += b->size;
     const gpupart__range *first = gpupart__tlsf_block_first(b->home);
-    if (first->offset != 0 || first->block != b) return fail_check(why, n, p, "block lost its first range");
+    if (first->offset != 0 || gpupart__range_block(first) != b) return fail_check(why, n, p, "block lost its first range");
   }
   gpupart__tlsf_totals t;
   gpupart__tlsf_get_totals(a->tlsf, &t);

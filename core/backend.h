@@ -23,6 +23,10 @@
  * pointer stays valid until unload. */
 typedef struct gpupart__backend_env {
   const gpupart__hostmem *mem;
+  uint64_t sim_total; /* the sim_total option (GPUPART_SIM_TOTAL, or the file's key), as the
+                         context's configuration resolved it: the sim backend's size of a
+                         device whose descriptor leaves total_bytes 0 (the core never reads
+                         a backend's descriptor, so the default is applied there) */
 } gpupart__backend_env;
 
 /* Capability bits of a backend table (ops->caps). */
@@ -65,10 +69,12 @@ typedef struct gpupart_backend_ops {
    * entry fully written (every field of gpupart_device_info of this library's version). */
   int (*enumerate)(void *state, gpupart_device_info *out, uint32_t *count);
   /* native_desc/native_size: the backend's own descriptor (already proven to be this
-   * backend's by the core) and its size as the caller compiled it (0 = the backend's 0.2
-   * size of it). NULL desc = defaults. A backend copies min(native_size, sizeof its
-   * struct) and treats the rest as zero; a larger desc's tail must be zero (the core
-   * checks that before calling). */
+   * backend's by the core) and its size as the caller compiled it
+   * (gpupart_device_desc.backend_desc_size; 0 = the backend's 0.2 size of it). NULL desc
+   * = defaults. Only the backend knows its struct's sizes, so it copies the descriptor in
+   * with gpupart__backend_desc_in (core/extstruct.h): min(native_size, sizeof its
+   * struct), the rest as zero, EINVAL for a nonzero tail beyond its struct or a size
+   * below its 0.2 layout. */
   int (*open)(void *state, uint32_t index, const void *native_desc, size_t native_size, void **dev);
   void (*close)(void *dev);
   /* The device's info as enumerate reports it, including block_granularity (every block

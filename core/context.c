@@ -63,14 +63,26 @@ static int hostmem_from(const gpupart_context_desc *d, gpupart__hostmem *out) {
   return GPUPART_OK;
 }
 
-gpupart_result gpupart_context_create(const gpupart_context_desc *desc, gpupart_context **out) {
+/* The sim_total option, which the sim backend applies to descriptors that leave their
+ * total_bytes 0 (it is not a per-device option, so one value holds for the context). */
+static uint64_t sim_total(const gpupart__config *cfg) {
+  gpupart__value v;
+  gpupart__config_get(cfg, GPUPART__OPT_SIM_TOTAL, GPUPART_BACKEND_SIM, 0, &v);
+  return v.u;
+}
+
+gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size,
+                                           gpupart_context **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "context_create: out is NULL");
   *out = NULL;
-  const gpupart_context_desc d = desc ? *desc : (gpupart_context_desc){0};
+  gpupart_context_desc d;
+  int rc = gpupart__copy_in(&d, GPUPART__CONTEXT_DESC_SIZE, desc, desc_size, GPUPART__CONTEXT_DESC_SIZE_0_2,
+                            "context_create: gpupart_context_desc");
+  if (rc) return rc;
   if (d.flags & ~GPUPART_CONTEXT_IGNORE_ENV)
     return gpupart__fail(GPUPART_EINVAL, "context_create: unknown flags 0x%x", d.flags);
   gpupart__hostmem mem;
-  int rc = hostmem_from(&d, &mem);
+  rc = hostmem_from(&d, &mem);
   if (rc) return rc;
   gpupart_context *ctx = gpupart__host_calloc(&mem, 1, sizeof *ctx);
   if (!ctx) return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");
@@ -87,6 +99,7 @@ gpupart_result gpupart_context_create(const gpupart_context_desc *desc, gpupart_
   }
   rc = gpupart__config_load(&mem, &d, &ctx->cfg);
   if (rc) return context_free(ctx), rc;
+  ctx->env.sim_total = sim_total(ctx->cfg);
   *out = ctx;
   return GPUPART_OK;
 }

@@ -34,14 +34,37 @@ static int enumerate_auto(gpupart_context *ctx, gpupart_device_info *infos, uint
   return GPUPART_OK;
 }
 
-gpupart_result gpupart_enumerate(gpupart_context *ctx, gpupart_backend backend,
-                                 gpupart_device_info *infos, uint32_t *count) {
-  if (!ctx || !count) return gpupart__fail(GPUPART_EINVAL, "enumerate: ctx or count is NULL");
+static int enumerate_into(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
+                          uint32_t *count) {
   if (backend == GPUPART_BACKEND_AUTO) return enumerate_auto(ctx, infos, count);
   uint32_t found = 0;
   int rc = enumerate_one(ctx, backend, infos, infos ? *count : 0, &found);
   if (rc == GPUPART_OK) *count = found;
   return rc;
+}
+
+/* The backends fill this library's gpupart_device_info; a caller built with another
+ * sizeof gets each entry copied out at its own stride. */
+static int enumerate_strided(gpupart_context *ctx, gpupart_backend backend, unsigned char *infos, size_t stride,
+                             uint32_t *count) {
+  uint32_t cap = *count;
+  gpupart_device_info *tmp = cap ? gpupart__host_calloc(&ctx->mem, cap, sizeof *tmp) : NULL;
+  if (cap && !tmp) return gpupart__fail(GPUPART_ENOMEM, "enumerate: out of host memory");
+  int rc = enumerate_into(ctx, backend, tmp, count);
+  for (uint32_t i = 0; rc == GPUPART_OK && i < cap && i < *count; i++)
+    gpupart__copy_out(infos + i * stride, stride, &tmp[i], sizeof *tmp, GPUPART__DEVICE_INFO_SIZE_0_2, "");
+  gpupart__host_free(&ctx->mem, tmp);
+  return rc;
+}
+
+gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
+                                       size_t info_size, uint32_t *count) {
+  if (!ctx || !count) return gpupart__fail(GPUPART_EINVAL, "enumerate: ctx or count is NULL");
+  if (info_size < GPUPART__DEVICE_INFO_SIZE_0_2)
+    return gpupart__fail(GPUPART_EINVAL, "enumerate: gpupart_device_info has %zu bytes; the smallest layout "
+                         "(gpupart 0.2) has %zu", info_size, (size_t)GPUPART__DEVICE_INFO_SIZE_0_2);
+  if (infos && info_size != sizeof *infos) return enumerate_strided(ctx, backend, (unsigned char *)infos, info_size, count);
+  return enumerate_into(ctx, backend, infos, count);
 }
 
 /* The backends to try, in order: the configured list, or the registry's AUTO order
@@ -95,24 +118,40 @@ static int check_desc(const gpupart_device_desc *d) {
     return gpupart__fail(GPUPART_EINVAL, "device_open: growth %d is not a GPUPART_GROWTH_*", d->growth);
   if (d->flags & ~GPUPART_DEVICE_SHARED)
     return gpupart__fail(GPUPART_EINVAL, "device_open: unknown flags 0x%x", d->flags);
-  if (d->flags & GPUPART_DEVICE_SHARED)
-    return gpupart__fail(GPUPART_ENOTSUP, "device_open: shared ledgers are not implemented yet");
   return GPUPART_OK;
+}
+
+/* The backend that d->backend_desc is for: backend_desc_type, else backend. A descriptor
+ * whose backend cannot be proven is refused before anything is opened. */
+static int desc_type(const gpupart_device_desc *d, gpupart_backend *out) {
+  *out = d->backend_desc_type ? d->backend_desc_type : d->backend;
+  if (!d->backend_desc) return GPUPART_OK;
+  if (*out == GPUPART_BACKEND_AUTO)
+    return gpupart__fail(GPUPART_EINVAL, "device_open: backend_desc is set but backend and backend_desc_type are "
+                                         "both auto: say which backend's descriptor it is");
+  if ((unsigned)*out >= GPUPART__BACKEND_COUNT)
+    return gpupart__fail(GPUPART_EINVAL, "device_open: backend_desc_type %d is not a gpupart_backend", (int)*out);
+  return GPUPART_OK;
+}
+
+/* A backend descriptor is only ever read by the backend it was made for. */
+static int check_desc_backend(const gpupart_device *dev, const gpupart_device_desc *d) {
+  gpupart_backend t, b = dev->settings.backend;
+  int rc = desc_type(d, &t);
+  if (rc || !d->backend_desc || t == b) return rc;
+  char where[GPUPART__PATH_MAX + 16];
+  gpupart__source_format(dev->settings.v[GPUPART__OPT_BACKEND].src, where, sizeof where);
+  return gpupart__fail(GPUPART_EINVAL, "device_open: backend_desc is a %s descriptor, but the device opens through "
+                       "%s (backend chosen by %s)", gpupart_backend_name(t), gpupart_backend_name(b), where);
 }
 
 static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_device_desc *d) {
   void *state;
   int rc = gpupart__backend_get(dev->ctx, b, &dev->ops, &state);
   if (rc) return rc;
-  const void *native = d->backend_desc;
-  size_t native_size = 0; /* 0: the backend's 0.2 size of its descriptor */
-  gpupart_sim_desc sim = {0};
-  if (b == GPUPART_BACKEND_SIM) { /* the configured size, unless the descriptor gives one */
-    if (native) sim = *(const gpupart_sim_desc *)native;
-    sim.total_bytes = dev->settings.v[GPUPART__OPT_SIM_TOTAL].u;
-    native = &sim, native_size = sizeof sim;
-  }
-  rc = dev->ops->open(state, dev->settings.index, native, native_size, &dev->bdev);
+  /* The core never reads the backend's descriptor: the backend copies it in by the
+   * struct rule (gpupart__backend_desc_in), knowing its own struct's sizes. */
+  rc = dev->ops->open(state, dev->settings.index, d->backend_desc, d->backend_desc_size, &dev->bdev);
   if (rc) return rc;
   rc = dev->ops->info(dev->bdev, &dev->info);
   if (rc == GPUPART_OK && !is_pow2(dev->info.min_alignment))
@@ -129,7 +168,7 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
 static void device_free(gpupart_device *dev) {
   const gpupart__hostmem *mem = &dev->ctx->mem;
   while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]); /* a failed open's */
-  if (dev->ledger) dev->ledger->ops->destroy(dev->ledger);
+  if (dev->ledger) gpupart__ledger_release(dev->ctx, dev->ledger, dev->member);
   if (dev->bdev) dev->ops->close(dev->bdev);
   pthread_mutex_destroy(&dev->slow);
   pthread_mutex_destroy(&dev->peak_lock);
@@ -144,13 +183,41 @@ static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, i
   if (rc == GPUPART_OK) rc = choose_backend(dev->ctx, s, &b);
   if (rc) return rc;
   gpupart__settings_resolve(dev->ctx, d, b, s);
-  if (s->v[GPUPART__OPT_SHARED].u)
-    return gpupart__fail(GPUPART_ENOTSUP, "device_open: shared ledgers (GPUPART_SHARED) are not implemented yet");
+  return GPUPART_OK;
+}
+
+/* A warning through the context's log callback, else on stderr when GPUPART_VERBOSE=1. */
+static void warn(const gpupart_device *dev, const char *line) {
+  gpupart_context *ctx = dev->ctx;
+  if (ctx->log) ctx->log(GPUPART_LOG_WARN, line, ctx->log_user);
+  else if (dev->settings.v[GPUPART__OPT_VERBOSE].u) fprintf(stderr, "gpupart: warning: %s\n", line);
+}
+
+/* Joins the ledger of this physical device: the context's existing one when the device
+ * is already open in it (whose budget this handle then shares), else a new one. */
+static int join_ledger(gpupart_device *dev) {
+  const gpupart__value *v = dev->settings.v;
+  const char *dir = v[GPUPART__OPT_LEDGER_DIR].str;
+  const char *shared_dir = !v[GPUPART__OPT_SHARED].u ? NULL : dir && *dir ? dir : "/dev/shm";
+  gpupart__identity_of(&dev->info, &dev->id);
+  int rc = gpupart__ledger_acquire(dev->ctx, &dev->id, dev->budget, shared_dir, &dev->ledger, &dev->member);
+  if (rc) return rc;
+  gpupart__ledger_figures t;
+  dev->ledger->ops->totals(dev->ledger, &t);
+  if (t.limit != dev->budget) {
+    char line[384];
+    snprintf(line, sizeof line, "device_open: %s is already open in this context with a budget of %llu bytes; "
+             "this open asked for %llu and shares the first one's %llu",
+             dev->id.key, (unsigned long long)t.limit, (unsigned long long)dev->budget, (unsigned long long)t.limit);
+    warn(dev, line);
+    dev->budget = t.limit;
+  }
   return GPUPART_OK;
 }
 
 static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int exact) {
   int rc = resolve_settings(dev, d, exact);
+  if (rc == GPUPART_OK) rc = check_desc_backend(dev, d);
   if (rc == GPUPART_OK) rc = open_backend(dev, dev->settings.backend, d);
   if (rc) return rc;
   const gpupart__value *v = dev->settings.v;
@@ -164,21 +231,24 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
   rc = gpupart__settings_budget(dev);
   if (rc) return rc;
-  dev->ledger = gpupart__ledger_local_create(&dev->ctx->mem, dev->budget);
-  if (!dev->ledger) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
-  rc = gpupart__settings_create_partitions(dev);
+  rc = join_ledger(dev);
+  if (rc == GPUPART_OK) rc = gpupart__settings_create_partitions(dev);
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
   if (rc == GPUPART_OK) gpupart__settings_warn_env(dev);
   return rc;
 }
 
-gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
-                                    gpupart_device **out) {
+static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size, int exact,
+                                 gpupart_device **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "device_open: out is NULL");
   *out = NULL;
   if (!ctx) return gpupart__fail(GPUPART_EINVAL, "device_open: ctx is NULL");
-  const gpupart_device_desc d = desc ? *desc : (gpupart_device_desc){0};
-  int rc = check_desc(&d);
+  gpupart_device_desc d;
+  gpupart_backend t;
+  int rc = gpupart__copy_in(&d, GPUPART__DEVICE_DESC_SIZE, desc, desc_size, GPUPART__DEVICE_DESC_SIZE_0_2,
+                            "device_open: gpupart_device_desc");
+  if (rc == GPUPART_OK) rc = check_desc(&d);
+  if (rc == GPUPART_OK) rc = desc_type(&d, &t);
   if (rc) return rc;
   gpupart_device *dev = gpupart__host_calloc(&ctx->mem, 1, sizeof *dev);
   if (!dev) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
@@ -194,9 +264,14 @@ gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_d
   return GPUPART_OK;
 }
 
-gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
-                                   gpupart_device **out) {
-  return gpupart__device_open(ctx, desc, 0, out);
+gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
+                                    gpupart_device **out) {
+  return open_sized(ctx, desc, sizeof *desc, exact, out);
+}
+
+gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size,
+                                         gpupart_device **out) {
+  return open_sized(ctx, desc, desc_size, 0, out);
 }
 
 static uint64_t live_allocations(gpupart_device *dev) {
@@ -234,17 +309,19 @@ gpupart_result gpupart_device_close(gpupart_device *dev) {
   return GPUPART_OK;
 }
 
-gpupart_result gpupart_device_get_info(const gpupart_device *dev, gpupart_device_info *out) {
+gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_device_info *out, size_t out_size) {
   if (!dev || !out) return gpupart__fail(GPUPART_EINVAL, "device_get_info: dev or out is NULL");
   gpupart_device_info info = dev->info;
   uint64_t free_bytes, total;
   int (*mem_info)(void *, uint64_t *, uint64_t *) = GPUPART__BACKEND_OP(dev->ops, mem_info);
   info.free_bytes = UINT64_MAX; /* unknown, unless the backend can tell */
   if (mem_info && mem_info(dev->bdev, &free_bytes, &total) == GPUPART_OK) info.free_bytes = free_bytes;
-  *out = info;
-  return GPUPART_OK;
+  return gpupart__copy_out(out, out_size, &info, sizeof info, GPUPART__DEVICE_INFO_SIZE_0_2,
+                           "device_get_info: gpupart_device_info");
 }
 
+/* The budget of the physical device: every handle of one device in a context shares the
+ * first open's (join_ledger). */
 uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? dev->budget : 0; }
 
 int gpupart__device_trim_locked(gpupart_device *dev) {

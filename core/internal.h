@@ -1,7 +1,7 @@
 /* The core's shared definitions: the structs behind the public handles and the
  * internal calls between core files. Lock order, outermost first (never take an outer
  * lock while holding an inner one):
- *   1. context lock (backend loading, device count)
+ *   1. context lock (backend loading, device count, the registry of ledgers)
  *   2. device slow lock (growth, the OOM sequence, partition list, create/destroy/resize)
  *   3. partition lock (its arena and counters; the allocation fast path takes only this)
  *   4. ledger lock (inside the ledger) and the device's peak lock (peak.c): leaves
@@ -14,8 +14,10 @@
 
 #include "backend.h"
 #include "error.h"
+#include "extstruct.h"
 #include "gpupart.h"
 #include "hostmem.h"
+#include "identity.h"
 #include "ledger.h"
 #include "registry.h"
 #include "lock.h"
@@ -24,6 +26,8 @@
 
 #define GPUPART__MIB (1ull << 20)
 #define GPUPART__GIB (1ull << 30)
+
+typedef struct gpupart__ledger_ref gpupart__ledger_ref; /* ledger_registry.c */
 
 typedef struct gpupart__loaded_backend {
   const gpupart_backend_ops *ops; /* NULL when not built */
@@ -42,9 +46,10 @@ struct gpupart_context {
   void *log_user;
   char *config_path, *config_text, *ledger_dir;
   gpupart__config *cfg; /* loaded and validated at creation; read-only afterwards */
-  pthread_mutex_t lock; /* guards backends[] and open_devices */
+  pthread_mutex_t lock; /* guards backends[], open_devices and ledgers */
   gpupart__loaded_backend backends[GPUPART__BACKEND_COUNT];
   uint32_t open_devices;
+  gpupart__ledger_ref *ledgers; /* one per physical device open in the context */
 };
 
 /* Counters of a partition (or retired into its device when a partition is destroyed). */
@@ -111,7 +116,9 @@ struct gpupart_device {
   uint64_t release_threshold; /* default of partitions that leave theirs 0 */
   gpupart__settings settings; /* what the device was opened with, and where each value came from */
   pthread_mutex_t slow; /* growth, OOM sequence, the partition list */
-  gpupart__ledger *ledger;
+  gpupart__identity id;          /* the physical device (identity.c) */
+  gpupart__ledger *ledger;       /* shared by every handle of the device in the context */
+  gpupart__ledger_member member; /* this handle's membership of the ledger */
   gpupart_partition **parts;
   uint32_t nparts, cap, created;
   gpupart__counters retired; /* counts of destroyed partitions */
@@ -123,6 +130,15 @@ struct gpupart_device {
 int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
                          void **state);
 char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
+
+/* ledger_registry.c: the context's ledger of device id (created with budget when the
+ * device is not open in the context yet; its budget stays the first open's), joined as a
+ * new member; released by each member, destroyed with the last. shared_dir: NULL for the
+ * in-process ledger, else the folder of the shared one. ENOMEM, EINVAL (the device is
+ * open in the context with the other kind of ledger), and ledger_shm.c's codes. */
+int gpupart__ledger_acquire(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget,
+                            const char *shared_dir, gpupart__ledger **out, gpupart__ledger_member *member);
+void gpupart__ledger_release(gpupart_context *ctx, gpupart__ledger *l, gpupart__ledger_member member);
 
 /* device.c: gpupart_device_open, with exact = 1 to open desc->index even when it is 0
  * (the gpupart command's --device), where the public call lets configuration choose. */
@@ -151,6 +167,17 @@ void gpupart__peak_crossed(gpupart_partition *p);
 uint64_t gpupart__peak_in_use(gpupart_device *dev);
 void gpupart__peak_list_lock(gpupart_device *dev);
 void gpupart__peak_list_unlock(gpupart_device *dev);
+
+/* A public handle is the sub-allocator's handle of the allocation's range (tlsf.h). */
+static inline gpupart__range *gpupart__range_of(const gpupart_allocation *a) {
+  return gpupart__tlsf_node((uintptr_t)a);
+}
+/* The partition a handle was allocated from, even when the handle is stale. */
+static inline gpupart_partition *gpupart__partition_of(const gpupart_allocation *a) {
+  return gpupart__tlsf_user(gpupart__range_owner(gpupart__range_of(a)));
+}
+/* Nonzero while a names a live allocation (partition lock held). */
+static inline int gpupart__handle_live(const gpupart_allocation *a) { return gpupart__tlsf_live((uintptr_t)a); }
 
 /* alloc.c: describes a live allocation's range (partition lock held). */
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out);

@@ -15,11 +15,10 @@ void *gpupart__device_native(const gpupart_device *dev, gpupart_backend b) {
 /* The partition of a live allocation of backend b, locked; NULL (message set) otherwise. */
 static gpupart_partition *lock_live(const gpupart_allocation *a, gpupart_backend b) {
   if (!a) return gpupart__fail(GPUPART_EINVAL, "allocation is NULL"), NULL;
-  const gpupart__range *r = (const gpupart__range *)a;
-  gpupart_partition *p = gpupart__tlsf_user(r->owner);
+  gpupart_partition *p = gpupart__partition_of(a);
   if (!gpupart__device_native(p->dev, b)) return NULL;
   gpupart__lock_acquire(&p->lock);
-  if (r->state == GPUPART__RANGE_USED) return p;
+  if (gpupart__handle_live(a)) return p;
   gpupart__lock_release(&p->lock);
   return gpupart__fail(GPUPART_EINVAL, "allocation %p was freed", (const void *)a), NULL;
 }
@@ -34,7 +33,7 @@ void *gpupart__allocation_device(const gpupart_allocation *a, gpupart_backend b)
 void *gpupart__allocation_view(const gpupart_allocation *a, gpupart_backend b, gpupart__view_fn make, void *user) {
   gpupart_partition *p = lock_live(a, b);
   if (!p) return NULL;
-  gpupart__range *r = (gpupart__range *)a;
+  gpupart__range *r = gpupart__range_of(a);
   if (!r->user_ext && !GPUPART__BACKEND_OP(p->dev->ops, view_release)) {
     gpupart__lock_release(&p->lock); /* a view it could not release would leak */
     return gpupart__fail(GPUPART_ENOTSUP, "backend '%s' makes no views (no view_release)", p->dev->ops->name), NULL;

@@ -1,18 +1,29 @@
 /* The ledger: the device-wide accounting of partition limits, guarantees and reserved
- * bytes. It is an internal interface with an implementation per kind of sharing (the
- * in-process one is ledger_local.c), so that a shared-memory ledger for partitions that
- * span processes changes no policy code. Every ledger call is thread-safe and takes only
- * the ledger's own lock, which is the innermost lock of the library: callers may hold
- * partition and device locks, and the ledger never calls out while holding it. */
+ * bytes. One physical device has one ledger in a context, keyed by its identity
+ * (identity.h), whichever backend or index opened it; every device handle that uses it is
+ * a member, and each account (entry) is named and belongs to the member that added it.
+ * It is an internal interface with an implementation per kind of sharing (in-process:
+ * ledger_local.c; across processes: ledger_shm.c), so that sharing changes no policy
+ * code: names, members, lookup by name, enumeration and the consistency check are all
+ * behind it. Every ledger call is thread-safe and takes only the ledger's own lock, which
+ * is the innermost lock of the library: callers may hold partition and device locks, and
+ * the ledger never calls out while holding it. */
 #ifndef GPUPART_CORE_LEDGER_H
 #define GPUPART_CORE_LEDGER_H
 
 #include <stdint.h>
 
 #include "hostmem.h"
+#include "identity.h"
 
 typedef struct gpupart__ledger gpupart__ledger;
 typedef struct gpupart__ledger_entry gpupart__ledger_entry; /* one partition's account */
+
+/* An opaque member id: in-process, one per device handle; in a shared ledger, one per
+ * process and handle. 0 is never a member. */
+typedef uint64_t gpupart__ledger_member;
+
+#define GPUPART__LEDGER_NAME_MAX 64 /* bytes of a name in an entry listing, NUL included */
 
 /* Why a reservation was refused. */
 typedef enum gpupart__refusal {
@@ -25,11 +36,34 @@ typedef struct gpupart__ledger_figures {
   uint64_t limit, guarantee, reserved, peak_reserved;
 } gpupart__ledger_figures;
 
+/* One entry as the ledger lists it: a copy, valid after the ledger's lock is gone. */
+typedef struct gpupart__ledger_entry_info {
+  char name[GPUPART__LEDGER_NAME_MAX]; /* truncated to fit */
+  gpupart__ledger_member member;       /* who added it */
+  gpupart__ledger_figures figures;
+} gpupart__ledger_entry_info;
+
 typedef struct gpupart__ledger_ops {
+  /* Frees the ledger and every entry left in it. */
   void (*destroy)(gpupart__ledger *l);
-  /* ELIMIT when the guarantees would sum past the budget, or limit exceeds the budget. */
-  int (*add)(gpupart__ledger *l, uint64_t limit, uint64_t guarantee, gpupart__ledger_entry **out);
+  /* A new member id in *out. ENOMEM. */
+  int (*join)(gpupart__ledger *l, gpupart__ledger_member *out);
+  /* The member leaves; entries it still has are removed and their bytes returned (their
+   * handles become invalid). */
+  void (*leave)(gpupart__ledger *l, gpupart__ledger_member m);
+  /* An entry named name (copied) for member m. EEXIST when the ledger has that name;
+   * ELIMIT when the guarantees would sum past the budget, or limit exceeds the budget;
+   * EINVAL when m is not a member; ENOMEM. */
+  int (*add)(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
+             uint64_t guarantee, gpupart__ledger_entry **out);
   void (*remove)(gpupart__ledger *l, gpupart__ledger_entry *e); /* e->reserved must be 0 */
+  /* The entry named name, of any member, or NULL. In a shared ledger an entry of another
+   * process has no handle here: it is reported as a non-NULL handle that every other
+   * operation refuses (compare it, never use it). */
+  gpupart__ledger_entry *(*find)(gpupart__ledger *l, const char *name);
+  /* The entries of member m (0 = of every member), in no set order: writes at most cap of
+   * them to out (NULL when cap is 0) and returns how many there are. */
+  uint32_t (*list)(gpupart__ledger *l, gpupart__ledger_member m, gpupart__ledger_entry_info *out, uint32_t cap);
   gpupart__refusal (*reserve)(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t bytes);
   void (*release)(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t bytes);
   /* The most bytes e could reserve now, and which rule bounds it. */
@@ -41,15 +75,19 @@ typedef struct gpupart__ledger_ops {
   /* Device-wide: limit = budget, guarantee = sum of guarantees, reserved, peak_reserved. */
   void (*totals)(gpupart__ledger *l, gpupart__ledger_figures *out);
   void (*reset_peak)(gpupart__ledger *l, gpupart__ledger_entry *e);
-  /* 0, or -1 with the first broken invariant written to why. */
+  /* Every invariant: entry figures within limits, sums equal to the entries', guarantees
+   * and reservations within the budget, names unique, every entry owned by a member.
+   * 0, or -1 with the first broken invariant written to why. */
   int (*check)(gpupart__ledger *l, char *why, uint64_t why_len);
 } gpupart__ledger_ops;
 
 struct gpupart__ledger {
   const gpupart__ledger_ops *ops;
+  gpupart__identity id; /* the device it accounts */
 };
 
-/* The in-process ledger. NULL when out of host memory. */
-gpupart__ledger *gpupart__ledger_local_create(const gpupart__hostmem *mem, uint64_t budget);
+/* The in-process ledger of device id with budget bytes. NULL when out of host memory. */
+gpupart__ledger *gpupart__ledger_local_create(const gpupart__hostmem *mem, const gpupart__identity *id,
+                                              uint64_t budget);
 
 #endif

@@ -40,7 +40,7 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
     [GPUPART__OPT_PARTITIONS] = {"partitions", "GPUPART_PARTITIONS", GPUPART__T_PARTITIONS, ENV, NULL,
                                  "partitions created when a device opens: name:size[:guarantee],..."},
     [GPUPART__OPT_SHARED] = {"shared", "GPUPART_SHARED", GPUPART__T_BOOL, ENV | FILE_, "0",
-                             "account devices in a ledger shared across processes (not implemented yet)"},
+                             "account devices in a ledger shared with this user's other processes"},
     [GPUPART__OPT_LEDGER_DIR] = {"ledger_dir", "GPUPART_LEDGER_DIR", GPUPART__T_DIR, ENV | FILE_, "/dev/shm",
                                  "folder of the shared ledgers"},
     [GPUPART__OPT_SIM_TOTAL] = {"sim_total", "GPUPART_SIM_TOTAL", GPUPART__T_SIZE, ENV | FILE_, "16GiB",

@@ -52,7 +52,7 @@ static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, r
   if (bad_share(d->fraction) || bad_share(d->guarantee_fraction))
     return gpupart__fail(GPUPART_EINVAL, "partition_create: a fraction is outside (0, 1]");
   uint64_t limit = share_of(dev, d->fraction, d->limit ? d->limit : dev->budget);
-  if (!d->fraction && !d->limit) limit = dev->budget;
+  if (!d->fraction && !d->limit) limit = dev->budget & ~(dev->granularity - 1); /* a shared budget may be finer */
   if (!limit)
     return gpupart__fail(GPUPART_EINVAL, "partition_create: the limit rounds down to 0 at granularity %llu",
                          (unsigned long long)dev->granularity);
@@ -73,12 +73,13 @@ static gpupart_partition *find_locked(gpupart_device *dev, const char *name) {
   return NULL;
 }
 
-/* p<N>, N the position in creation order; should the caller have given that name to an
- * earlier partition, the next free N, so that a partition left unnamed never clashes. */
+/* p<N>, N the position in creation order; should that name be taken on the device
+ * (by this handle or another handle of the same device), the next free N, so that a
+ * partition left unnamed never clashes. */
 static void default_name(gpupart_device *dev, char *out, size_t n) {
   uint32_t i = dev->created;
   do snprintf(out, n, "p%u", i++);
-  while (find_locked(dev, out));
+  while (find_locked(dev, out) || dev->ledger->ops->find(dev->ledger, out));
 }
 
 static int name_partition(gpupart_partition *p, const gpupart_partition_desc *d) {
@@ -126,7 +127,12 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
   if (rc) return rc;
   if (gpupart__arena_init(&p->arena, dev)) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   gpupart__tlsf_set_user(p->arena.tlsf, p);
-  rc = dev->ledger->ops->add(dev->ledger, r->limit, r->guarantee, &p->account);
+  rc = dev->ledger->ops->add(dev->ledger, dev->member, p->name, r->limit, r->guarantee, &p->account);
+  if (rc == GPUPART_EEXIST) /* names are unique per physical device, across its handles */
+    return gpupart__fail(rc, "partition_create: '%s' exists on this device (made through another handle of it)",
+                         p->name);
+  if (rc == GPUPART_EINVAL)
+    return gpupart__fail(rc, "partition_create: '%s' is too long a name for a shared ledger (63 bytes at most)", p->name);
   if (rc == GPUPART_ELIMIT)
     return gpupart__fail(rc, "partition_create: guarantee %llu would take the device's guarantees past its budget %llu",
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
@@ -167,14 +173,16 @@ static gpupart_partition *take_configured(gpupart_device *dev, const gpupart_par
   return p;
 }
 
-gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
-                                        gpupart_partition **out) {
+gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
+                                              size_t desc_size, gpupart_partition **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
   *out = NULL;
   if (!dev) return gpupart__fail(GPUPART_EINVAL, "partition_create: dev is NULL");
-  const gpupart_partition_desc d = desc ? *desc : (gpupart_partition_desc){0};
+  gpupart_partition_desc d;
   resolved r = {0};
-  int rc = resolve(dev, &d, &r);
+  int rc = gpupart__copy_in(&d, GPUPART__PARTITION_DESC_SIZE, desc, desc_size, GPUPART__PARTITION_DESC_SIZE_0_2,
+                            "partition_create: gpupart_partition_desc");
+  if (rc == GPUPART_OK) rc = resolve(dev, &d, &r);
   if (rc) return rc;
   gpupart_partition *p = take_configured(dev, &d);
   if (p) return gpupart__settings_adopted(p, &d, r.limit, r.guarantee), *out = p, GPUPART_OK;

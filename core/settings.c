@@ -50,9 +50,6 @@ static void apply_descriptor(const gpupart_context *ctx, const gpupart_device_de
   if (d->granularity) from_descriptor(&v[GPUPART__OPT_GRANULARITY], d->granularity);
   if (d->growth) from_descriptor(&v[GPUPART__OPT_ALLOW_GROWTH], d->growth == GPUPART_GROWTH_ON);
   if (d->flags & GPUPART_DEVICE_SHARED) from_descriptor(&v[GPUPART__OPT_SHARED], 1);
-  const gpupart_sim_desc *sim = d->backend_desc;
-  if (s->backend == GPUPART_BACKEND_SIM && sim && sim->total_bytes)
-    from_descriptor(&v[GPUPART__OPT_SIM_TOTAL], sim->total_bytes);
   if (ctx->config_path && !(ctx->flags & GPUPART_CONTEXT_IGNORE_ENV))
     v[GPUPART__OPT_CONFIG] = (gpupart__value){.set = 1, .src = descriptor, .str = ctx->config_path};
   if (ctx->ledger_dir)
@@ -153,9 +150,16 @@ static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
                        gpupart_backend_name(dev->info.backend), dev->info.index, why);
 }
 
+/* A configured partition that another handle of the same physical device already made
+ * (its names are device-wide) is that handle's: a second open does not make it again. */
+static int made_elsewhere(gpupart_device *dev, const char *name) {
+  return dev->ledger->ops->find(dev->ledger, name) && !gpupart_partition_find(dev, name);
+}
+
 int gpupart__settings_create_partitions(gpupart_device *dev) {
   const gpupart__settings *s = &dev->settings;
   for (uint32_t i = 0; i < s->nparts; i++) {
+    if (made_elsewhere(dev, s->parts[i]->name)) continue;
     int rc = create_one(dev, s->parts[i]);
     if (rc) return rc;
   }
@@ -225,10 +229,10 @@ static void print_option(gpupart_device *dev, int o) {
 }
 
 static void print_partition(gpupart_device *dev, uint32_t i) {
-  gpupart_partition *p = gpupart_partition_at(dev, i);
+  gpupart_partition *p = gpupart_partition_find(dev, dev->settings.parts[i]->name);
   gpupart_stats st;
   char where[GPUPART__PATH_MAX + 16], line[GPUPART__PATH_MAX + 160];
-  if (!p || i >= dev->settings.nparts || gpupart_partition_get_stats(p, &st)) return;
+  if (!p || gpupart_partition_get_stats(p, &st)) return; /* another handle of the device made it */
   gpupart__source_format(dev->settings.parts[i]->src, where, sizeof where);
   snprintf(line, sizeof line, "  partition %s: limit %llu, guarantee %llu bytes (%s)", gpupart_partition_name(p),
            (unsigned long long)st.limit, (unsigned long long)st.guarantee, where);

@@ -14,6 +14,7 @@ static void add_counters(gpupart_stats *s, const gpupart__counters *c) {
   s->driver_allocs += c->driver_allocs;
   s->driver_frees += c->driver_frees;
   s->failed_allocations += c->failed_allocations;
+  s->double_frees += c->double_frees;
 }
 
 /* Partition lock held. */
@@ -26,13 +27,20 @@ static void partition_stats_locked(const gpupart_partition *p, gpupart_stats *s)
   add_counters(s, &p->c);
 }
 
-gpupart_result gpupart_partition_get_stats(const gpupart_partition *p, gpupart_stats *out) {
-  if (!p || !out) return gpupart__fail(GPUPART_EINVAL, "partition_get_stats: p or out is NULL");
+static void partition_stats(const gpupart_partition *p, gpupart_stats *out) {
   gpupart_partition *m = (gpupart_partition *)p;
   gpupart__lock_acquire(&m->lock);
   partition_stats_locked(p, out);
   gpupart__lock_release(&m->lock);
-  return GPUPART_OK;
+}
+
+gpupart_result gpupart_partition_get_stats_sized(const gpupart_partition *p, gpupart_stats *out, size_t out_size) {
+  if (!p || !out) return gpupart__fail(GPUPART_EINVAL, "partition_get_stats: p or out is NULL");
+  if (out_size < GPUPART__STATS_SIZE_0_2) /* before taking the lock, so the message is set once */
+    return gpupart__copy_out(out, out_size, NULL, 0, GPUPART__STATS_SIZE_0_2, "partition_get_stats: gpupart_stats");
+  gpupart_stats s;
+  partition_stats(p, &s);
+  return gpupart__copy_out(out, out_size, &s, sizeof s, GPUPART__STATS_SIZE_0_2, "partition_get_stats: gpupart_stats");
 }
 
 void gpupart_partition_reset_peak(gpupart_partition *p) {
@@ -49,18 +57,20 @@ static void add_stats(gpupart_stats *s, const gpupart_stats *ps) {
   s->in_use += ps->in_use, s->reserved += ps->reserved, s->live_allocations += ps->live_allocations;
   s->total_allocations += ps->total_allocations, s->total_frees += ps->total_frees;
   s->driver_allocs += ps->driver_allocs, s->driver_frees += ps->driver_frees;
-  s->failed_allocations += ps->failed_allocations;
+  s->failed_allocations += ps->failed_allocations, s->double_frees += ps->double_frees;
   if (ps->largest_free > s->largest_free) s->largest_free = ps->largest_free;
 }
 
-gpupart_result gpupart_device_get_stats(const gpupart_device *dev, gpupart_stats *out) {
+gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart_stats *out, size_t out_size) {
   if (!dev || !out) return gpupart__fail(GPUPART_EINVAL, "device_get_stats: dev or out is NULL");
+  if (out_size < GPUPART__STATS_SIZE_0_2)
+    return gpupart__copy_out(out, out_size, NULL, 0, GPUPART__STATS_SIZE_0_2, "device_get_stats: gpupart_stats");
   gpupart_device *d = (gpupart_device *)dev;
   gpupart_stats s = {0}, ps;
   gpupart__ledger_figures t;
   pthread_mutex_lock(&d->slow);
   for (uint32_t i = 0; i < d->nparts; i++) {
-    gpupart_partition_get_stats(d->parts[i], &ps);
+    partition_stats(d->parts[i], &ps);
     add_stats(&s, &ps);
   }
   add_counters(&s, &d->retired);
@@ -68,8 +78,7 @@ gpupart_result gpupart_device_get_stats(const gpupart_device *dev, gpupart_stats
   pthread_mutex_unlock(&d->slow);
   s.limit = t.limit, s.guarantee = t.guarantee, s.peak_reserved = t.peak_reserved;
   s.peak_in_use = gpupart__peak_in_use(d);
-  *out = s;
-  return GPUPART_OK;
+  return gpupart__copy_out(out, out_size, &s, sizeof s, GPUPART__STATS_SIZE_0_2, "device_get_stats: gpupart_stats");
 }
 
 /* Partition lock held: the arena against its counters and its ledger account. */
@@ -89,6 +98,19 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   return 0;
 }
 
+/* Slow lock held: this handle's ledger entries are its partitions, one for one (the
+ * ledger may hold other handles' entries of the same physical device). */
+static int members_entries(gpupart_device *d, char *why, uint64_t n) {
+  uint32_t entries = d->ledger->ops->list(d->ledger, d->member, NULL, 0);
+  if (entries != d->nparts)
+    return snprintf(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries,
+                    d->nparts), -1;
+  for (uint32_t i = 0; i < d->nparts; i++)
+    if (d->ledger->ops->find(d->ledger, d->parts[i]->name) != d->parts[i]->account)
+      return snprintf(why, n, "partition '%s' is not the ledger's entry of that name", d->parts[i]->name), -1;
+  return 0;
+}
+
 static int check_locked(gpupart_device *d, char *why, uint64_t n) {
   uint64_t in_use = 0;
   int rc = 0;
@@ -101,6 +123,7 @@ static int check_locked(gpupart_device *d, char *why, uint64_t n) {
   if (!rc && in_use > gpupart__peak_in_use(d))
     rc = -1, snprintf(why, n, "the partitions' in-use bytes exceed the device's peak");
   while (locked) gpupart__lock_release(&d->parts[--locked]->lock);
+  if (!rc) rc = members_entries(d, why, n);
   return rc ? rc : d->ledger->ops->check(d->ledger, why, n);
 }
 

@@ -3,36 +3,40 @@
  * level: log2; second level: SL_COUNT equal slices of that power of two), with one bitmap
  * per level so finding a non-empty list is a couple of bit scans. Every range is a host
  * node from slabs that live until the allocator is destroyed, so a stale handle can
- * always be read safely. A freed USED node never becomes a FREE range itself: a fresh
- * node takes its place and it waits, DEAD, in a quarantine of the QUARANTINE most recently
- * freed handles, so that freeing a stale handle again finds it DEAD instead of freeing a
- * newer allocation. Each block's record keeps its offset-0 node (first) up to date. */
+ * always be read safely. An allocation takes a fresh node at the bottom of a free range,
+ * which keeps the rest; a freed node merges into a free neighbour (which then changes
+ * lists only if its size class changed) or becomes the FREE range itself. Either way
+ * no node is copied, and the freed node's generation advances, so its old handles no
+ * longer match it. Each block's record keeps its offset-0 node (first) up to date. */
 #include "tlsf.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #define SL_LOG2 5u
 #define SL_COUNT (1u << SL_LOG2)
 #define FL_COUNT (64u - SL_LOG2 + 1u) /* sizes up to 2^64 - 1 granules */
 #define LIST_COUNT (FL_COUNT * SL_COUNT)
-#define SLAB_NODES 256u
-#define QUARANTINE 128u
+#define SLAB_NODES GPUPART__TLSF_SLAB_NODES
+#define SLAB_SPACE GPUPART__TLSF_SLAB_SPACE
+#define SLAB_BYTES (SLAB_NODES * sizeof(gpupart__range))
 
+_Static_assert(sizeof(gpupart__range) == 64, "handles count nodes in 64-byte steps");
+_Static_assert(SLAB_SPACE >= SLAB_BYTES, "a slab's handles cover its nodes");
+
+/* The start of a slab (its slot 0, where node 0 would be): nodes 1 .. SLAB_NODES - 1
+ * follow. owner comes first: gpupart__range_owner reads it. */
 typedef struct slab slab;
 struct slab {
+  gpupart__tlsf *owner;
+  void *raw; /* what the host allocator returned (the slab is aligned within it) */
   slab *next;
-  gpupart__range nodes[SLAB_NODES];
 };
 
-/* One added block; the ranges of a block point at it. */
-struct gpupart__tlsf_block {
-  uint64_t base;  /* address of offset 0, for alignment */
-  uint64_t size;  /* bytes, a multiple of the granule */
-  gpupart__range *first;
-  gpupart__tlsf_block *prev, *next;
-};
+_Static_assert(sizeof(slab) <= sizeof(gpupart__range), "a slab's header fits its slot 0");
 
 struct gpupart__tlsf {
+  gpupart__tlsf_head head; /* first: gpupart__tlsf_user reads it */
   gpupart__hostmem mem;
   uint64_t granule;
   uint32_t shift; /* log2(granule) */
@@ -41,9 +45,6 @@ struct gpupart__tlsf {
   gpupart__range *heads[LIST_COUNT];
   gpupart__range *pool; /* DEAD nodes ready for reuse (a stack), linked through next_free */
   uint64_t pool_count;
-  gpupart__range *q_head, *q_tail; /* the quarantine: recently retired DEAD nodes, oldest first */
-  uint64_t quarantined;
-  void *user;
   slab *slabs;
   gpupart__tlsf_block *blocks;
   gpupart__tlsf_totals totals;
@@ -55,6 +56,7 @@ typedef struct request {
   uint64_t size;  /* rounded up to the granule */
   uint64_t align; /* > granule, or 0 when the granule is enough */
   uint64_t need;  /* size plus the worst-case alignment pad */
+  uint64_t asked; /* size as asked, before rounding */
 } request;
 
 /* ---- size classes ---- */
@@ -99,7 +101,7 @@ static void insert_free(gpupart__tlsf *t, gpupart__range *r) {
   uint32_t list = list_of(r->size >> t->shift);
   uint32_t fl = list / SL_COUNT;
   r->state = GPUPART__RANGE_FREE;
-  r->list = list;
+  r->list = (uint16_t)list;
   r->prev_free = NULL;
   r->next_free = t->heads[list];
   or_sink(t, r->next_free)->prev_free = r;
@@ -121,64 +123,43 @@ static void remove_free(gpupart__tlsf *t, gpupart__range *r) {
 
 /* ---- node pool ---- */
 
+/* A slab aligned to SLAB_SPACE inside a larger host allocation; slot 0 is its header. */
 static int grow_pool(gpupart__tlsf *t) {
-  slab *s = gpupart__host_calloc(&t->mem, 1, sizeof *s);
-  if (!s) return 0;
-  s->next = t->slabs;
+  void *raw = t->mem.alloc(SLAB_BYTES + SLAB_SPACE, t->mem.user);
+  if (!raw) return 0;
+  slab *s = (slab *)(((uintptr_t)raw + SLAB_SPACE - 1u) & ~(SLAB_SPACE - 1u));
+  memset(s, 0, SLAB_BYTES);
+  *s = (slab){t, raw, t->slabs};
   t->slabs = s;
-  for (uint32_t i = 0; i < SLAB_NODES; i++) {
-    s->nodes[i].owner = t; /* state is DEAD (0) from calloc */
-    s->nodes[i].next_free = t->pool;
-    t->pool = &s->nodes[i];
+  gpupart__range *nodes = (gpupart__range *)(void *)s;
+  for (uint32_t i = 1; i < SLAB_NODES; i++) { /* state is DEAD (0) from memset */
+    nodes[i].next_free = t->pool;
+    t->pool = &nodes[i];
   }
-  t->pool_count += SLAB_NODES;
+  t->pool_count += SLAB_NODES - 1u;
   return 1;
 }
 
 /* Makes sure n nodes can be taken, so that a call fails before it changes anything. */
 static int reserve_nodes(gpupart__tlsf *t, uint64_t n) {
   while (t->pool_count < n)
-    if (!grow_pool(t)) return t->pool_count + t->quarantined >= n; /* the quarantine, as a last resort */
+    if (!grow_pool(t)) return 0;
   return 1;
 }
 
-static gpupart__range *unquarantine(gpupart__tlsf *t) {
-  gpupart__range *n = t->q_head;
-  t->q_head = n->next_free;
-  if (!t->q_head) t->q_tail = NULL;
-  t->quarantined--;
-  return n;
-}
-
-/* The caller sets every field but owner; state stays DEAD until it does. */
+/* The caller sets every field; state stays DEAD until it does. */
 static gpupart__range *take_node(gpupart__tlsf *t) {
-  if (!t->pool_count) return unquarantine(t);
   gpupart__range *n = t->pool;
   t->pool = n->next_free;
   t->pool_count--;
   return n;
 }
 
-static void push_pool(gpupart__tlsf *t, gpupart__range *n) {
+static void put_node(gpupart__tlsf *t, gpupart__range *n) {
+  n->state = GPUPART__RANGE_DEAD;
   n->next_free = t->pool;
   t->pool = n;
   t->pool_count++;
-}
-
-static void put_node(gpupart__tlsf *t, gpupart__range *n) {
-  n->state = GPUPART__RANGE_DEAD;
-  push_pool(t, n);
-}
-
-/* A freed handle waits in the quarantine; the oldest then goes onto the stack, where
- * reuse finds it still warm in the cache. */
-static void retire_handle(gpupart__tlsf *t, gpupart__range *n) {
-  n->state = GPUPART__RANGE_DEAD;
-  n->next_free = NULL;
-  if (t->q_tail) t->q_tail->next_free = n;
-  else t->q_head = n;
-  t->q_tail = n;
-  if (++t->quarantined > QUARANTINE) push_pool(t, unquarantine(t));
 }
 
 /* ---- physical chain ---- */
@@ -188,7 +169,6 @@ static gpupart__range *split(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
   gpupart__range *n = take_node(t);
   n->offset = r->offset + at;
   n->size = r->size - at;
-  n->block = r->block;
   n->home = r->home;
   n->prev_phys = r;
   n->next_phys = r->next_phys;
@@ -198,14 +178,23 @@ static gpupart__range *split(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
   return n;
 }
 
-/* Folds hi, the physical successor of lo, into lo; hi goes back to the pool, or to the
- * quarantine when it is a freed handle. */
+/* Folds hi, the physical successor of lo, into lo; hi goes back to the pool. */
 static void absorb(gpupart__tlsf *t, gpupart__range *lo, gpupart__range *hi) {
   lo->size += hi->size;
   lo->next_phys = hi->next_phys;
   if (lo->next_phys) lo->next_phys->prev_phys = lo;
-  if (hi->state == GPUPART__RANGE_USED) retire_handle(t, hi);
-  else put_node(t, hi);
+  put_node(t, hi);
+}
+
+/* Folds lo, the physical predecessor of hi, into hi (hi grows downwards); lo goes back
+ * to the pool. */
+static void absorb_below(gpupart__tlsf *t, gpupart__range *hi, gpupart__range *lo) {
+  hi->offset = lo->offset;
+  hi->size += lo->size;
+  hi->prev_phys = lo->prev_phys;
+  if (hi->prev_phys) hi->prev_phys->next_phys = hi;
+  else hi->home->first = hi;
+  put_node(t, lo);
 }
 
 /* ---- allocation ---- */
@@ -217,6 +206,7 @@ static int make_request(const gpupart__tlsf *t, uint64_t size, uint64_t align, r
   q->size &= ~(g - 1u);
   q->align = align > g ? align : 0;
   q->need = q->size;
+  q->asked = size;
   return !q->align || !__builtin_add_overflow(q->size, q->align - g, &q->need);
 }
 
@@ -246,19 +236,53 @@ static gpupart__range *find_fit(const gpupart__tlsf *t, const request *q) {
   return NULL;
 }
 
-static void mark_used(gpupart__tlsf *t, gpupart__range *r) {
+static void mark_used(gpupart__tlsf *t, gpupart__range *r, const request *q) {
   r->state = GPUPART__RANGE_USED;
-  r->user_size = 0;
+  r->slack = (uint32_t)(q->size - q->asked);
   r->user_tag = 0;
   r->user_ext = NULL;
   t->totals.used += r->size;
   t->totals.used_ranges++;
 }
 
-/* Cuts q out of the free range r: a leading pad stays FREE in r (the lower node), the
- * allocation and any trailing remainder get new nodes. */
+/* A FREE range whose size changed moves to the list of its new size, if that differs:
+ * most changes stay within one size class, and then no list is touched. */
+static void relist(gpupart__tlsf *t, gpupart__range *r) {
+  if (list_of(r->size >> t->shift) == r->list) return;
+  remove_free(t, r);
+  insert_free(t, r);
+}
+
+/* Links n, a fresh node, into r's chain just below r (offsets are the caller's). */
+static void link_below(gpupart__range *n, gpupart__range *r) {
+  n->home = r->home;
+  n->prev_phys = r->prev_phys;
+  n->next_phys = r;
+  if (n->prev_phys) n->prev_phys->next_phys = n;
+  else n->home->first = n;
+  r->prev_phys = n;
+}
+
+/* The common cut: the allocation takes a fresh node at the bottom of the free range r,
+ * and r keeps the rest, on its list unless its size class changed. */
+static gpupart__range *carve_bottom(gpupart__tlsf *t, gpupart__range *r, const request *q) {
+  gpupart__range *u = take_node(t);
+  u->offset = r->offset;
+  u->size = q->size;
+  link_below(u, r);
+  r->offset += q->size;
+  r->size -= q->size;
+  relist(t, r);
+  mark_used(t, u, q);
+  return u;
+}
+
+/* Cuts q out of the free range r. Without an alignment pad, see carve_bottom (or r is
+ * used whole); with one, the pad stays FREE in r (the lower node), the allocation and
+ * any trailing remainder get new nodes. */
 static gpupart__range *carve(gpupart__tlsf *t, gpupart__range *r, const request *q) {
   uint64_t pad = align_pad(r, q);
+  if (!pad && r->size > q->size) return carve_bottom(t, r, q);
   gpupart__range *u = r;
   remove_free(t, r);
   if (pad) {
@@ -266,7 +290,7 @@ static gpupart__range *carve(gpupart__tlsf *t, gpupart__range *r, const request 
     insert_free(t, r);
   }
   if (u->size > q->size) insert_free(t, split(t, u, q->size));
-  mark_used(t, u);
+  mark_used(t, u, q);
   return u;
 }
 
@@ -283,36 +307,19 @@ int gpupart__tlsf_can_alloc(const gpupart__tlsf *t, uint64_t size, uint64_t alig
   return make_request(t, size, align, &q) && find_fit(t, &q) != NULL;
 }
 
-/* A fresh node takes r's place in its block and r retires to the quarantine. Without
- * host memory for a fresh node, r stays (the double-free check then weakens, nothing else). */
-static gpupart__range *replace(gpupart__tlsf *t, gpupart__range *r) {
-  if (!reserve_nodes(t, 1)) return r;
-  gpupart__range *f = take_node(t);
-  f->offset = r->offset, f->size = r->size, f->block = r->block, f->home = r->home;
-  f->prev_phys = r->prev_phys, f->next_phys = r->next_phys;
-  if (f->prev_phys) f->prev_phys->next_phys = f;
-  else f->home->first = f;
-  if (f->next_phys) f->next_phys->prev_phys = f;
-  retire_handle(t, r);
-  return f;
-}
-
 gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r) {
-  if (!r || r->owner != t || r->state != GPUPART__RANGE_USED) return NULL;
+  if (!r || gpupart__range_owner(r) != t || r->state != GPUPART__RANGE_USED) return NULL;
   gpupart__range *p = r->prev_phys, *n = r->next_phys;
+  r->gen++; /* every handle of r so far is stale */
   t->totals.used -= r->size;
   t->totals.used_ranges--;
-  if (p && p->state == GPUPART__RANGE_FREE) {
-    remove_free(t, p);
+  int p_free = p && p->state == GPUPART__RANGE_FREE, n_free = n && n->state == GPUPART__RANGE_FREE;
+  if (p_free) {
     absorb(t, p, r);
-    r = p;
-  } else {
-    r = replace(t, r);
+    if (n_free) remove_free(t, n), absorb(t, p, n);
+    return relist(t, p), p;
   }
-  if (n && n->state == GPUPART__RANGE_FREE) {
-    remove_free(t, n);
-    absorb(t, r, n);
-  }
+  if (n_free) return absorb_below(t, n, r), relist(t, n), n;
   insert_free(t, r);
   return r;
 }
@@ -320,11 +327,10 @@ gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r) {
 /* ---- blocks ---- */
 
 /* The one FREE range that covers a new block. */
-static gpupart__range *whole_block(gpupart__tlsf *t, gpupart__tlsf_block *b, void *block) {
+static gpupart__range *whole_block(gpupart__tlsf *t, gpupart__tlsf_block *b) {
   gpupart__range *r = take_node(t);
   r->offset = 0;
   r->size = b->size;
-  r->block = block;
   r->home = b;
   r->prev_phys = r->next_phys = NULL;
   insert_free(t, r);
@@ -339,10 +345,10 @@ gpupart__range *gpupart__tlsf_add_block(gpupart__tlsf *t, void *block, uint64_t 
   if (!reserve_nodes(t, 1)) return NULL;
   gpupart__tlsf_block *b = gpupart__host_calloc(&t->mem, 1, sizeof *b);
   if (!b) return NULL;
-  *b = (gpupart__tlsf_block){base, size, NULL, NULL, t->blocks};
+  *b = (gpupart__tlsf_block){base, size, block, NULL, NULL, t->blocks};
   if (t->blocks) t->blocks->prev = b;
   t->blocks = b;
-  b->first = whole_block(t, b, block);
+  b->first = whole_block(t, b);
   t->totals.managed = managed;
   t->totals.blocks++;
   return b->first;
@@ -353,7 +359,7 @@ int gpupart__tlsf_block_is_empty(const gpupart__range *r) {
 }
 
 int gpupart__tlsf_remove_block(gpupart__tlsf *t, gpupart__range *r) {
-  if (!r || r->owner != t || !gpupart__tlsf_block_is_empty(r)) return -1;
+  if (!r || gpupart__range_owner(r) != t || !gpupart__tlsf_block_is_empty(r)) return -1;
   gpupart__tlsf_block *b = r->home;
   if (b->prev)
     b->prev->next = b->next;
@@ -380,7 +386,7 @@ void gpupart__tlsf_foreach_block(gpupart__tlsf *t, void (*fn)(gpupart__range *fi
 
 gpupart__tlsf *gpupart__tlsf_create(uint64_t granule, const gpupart__hostmem *mem) {
   if (!mem) mem = gpupart__hostmem_default();
-  if (granule == 0 || (granule & (granule - 1u))) return NULL;
+  if (granule == 0 || (granule & (granule - 1u)) || granule > (1ull << 32)) return NULL;
   gpupart__tlsf *t = gpupart__host_calloc(mem, 1, sizeof *t);
   if (!t) return NULL;
   t->mem = *mem;
@@ -400,7 +406,7 @@ void gpupart__tlsf_destroy(gpupart__tlsf *t) {
   while (t->slabs) {
     slab *s = t->slabs;
     t->slabs = s->next;
-    gpupart__host_free(&mem, s);
+    gpupart__host_free(&mem, s->raw);
   }
   gpupart__host_free(&mem, t);
 }
@@ -448,8 +454,8 @@ static int check_free_links(walk *w, const gpupart__range *r) {
 }
 
 static int check_range(walk *w, const gpupart__range *r, const gpupart__range *first, uint64_t at) {
-  if (r->owner != w->t) return fail(w, "range of another allocator in a chain; offset", at);
-  if (r->home != first->home || r->block != first->block)
+  if (gpupart__range_owner(r) != w->t) return fail(w, "range of another allocator in a chain; offset", at);
+  if (r->home != first->home)
     return fail(w, "range of another block in a chain; offset", at);
   if (r->offset != at) return fail(w, "gap or overlap in a chain at offset", at);
   if (r->size == 0 || (r->size & (w->t->granule - 1u)))
@@ -496,7 +502,8 @@ static int check_list(walk *w, uint32_t list) {
   const gpupart__range *prev = NULL;
   for (const gpupart__range *r = w->t->heads[list]; r; prev = r, r = r->next_free) {
     if (w->listed++ >= w->t->totals.free_ranges) return fail(w, "free lists longer than counted; list", list);
-    if (r->owner != w->t || r->state != GPUPART__RANGE_FREE) return fail(w, "non-free node on list", list);
+    if (gpupart__range_owner(r) != w->t || r->state != GPUPART__RANGE_FREE)
+      return fail(w, "non-free node on list", list);
     if (r->list != list || list_of(r->size >> w->t->shift) != list)
       return fail(w, "range of another size class on list", list);
     if (r->prev_free != prev) return fail(w, "broken prev_free link on list", list);
@@ -524,21 +531,19 @@ static int check_dead_list(walk *w, const gpupart__range *head, uint64_t count, 
   uint64_t seen = 0;
   for (const gpupart__range *n = head; n; n = n->next_free) {
     if (seen++ >= count) return fail(w, what, count);
-    if (n->owner != w->t || n->state != GPUPART__RANGE_DEAD) return fail(w, "live node in the pool", seen);
+    if (gpupart__range_owner(n) != w->t || n->state != GPUPART__RANGE_DEAD)
+      return fail(w, "live node in the pool", seen);
   }
   return seen == count ? 0 : fail(w, what, seen);
 }
 
-/* Every node of every slab is in a chain, the stack or the quarantine: none has leaked. */
+/* Every node of every slab is in a chain or the stack: none has leaked. */
 static int check_pool(walk *w) {
   const gpupart__tlsf *t = w->t;
-  uint64_t slabs = 0, pooled = t->pool_count + t->quarantined;
-  if (t->quarantined > QUARANTINE) return fail(w, "quarantine longer than its bound", t->quarantined);
-  if (check_dead_list(w, t->pool, t->pool_count, "pool length differs from its count") ||
-      check_dead_list(w, t->q_head, t->quarantined, "quarantine length differs from its count"))
-    return -1;
+  uint64_t slabs = 0;
+  if (check_dead_list(w, t->pool, t->pool_count, "pool length differs from its count")) return -1;
   for (const slab *s = t->slabs; s; s = s->next) slabs++;
-  if (slabs * SLAB_NODES != pooled + t->totals.used_ranges + t->totals.free_ranges)
+  if (slabs * (SLAB_NODES - 1u) != t->pool_count + t->totals.used_ranges + t->totals.free_ranges)
     return fail(w, "nodes leaked or counted twice; slabs", slabs);
   return 0;
 }
@@ -563,6 +568,4 @@ int gpupart__tlsf_check(const gpupart__tlsf *t, char *why, uint64_t why_len) {
 
 gpupart__range *gpupart__tlsf_block_first(const gpupart__tlsf_block *home) { return home->first; }
 
-void gpupart__tlsf_set_user(gpupart__tlsf *t, void *user) { t->user = user; }
-
-void *gpupart__tlsf_user(const gpupart__tlsf *t) { return t->user; }
+void gpupart__tlsf_set_user(gpupart__tlsf *t, void *user) { t->head.user = user; }

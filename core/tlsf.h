@@ -1,8 +1,10 @@
 /* The offset sub-allocator: a two-level segregated fit (TLSF) allocator over ranges of
  * driver blocks. It never touches the memory it manages: every range is described by a
- * host-side node (gpupart__range) taken from a pool that the allocator owns. Allocation
- * and free are O(1); freed ranges coalesce with their free neighbours at once. One
- * allocator manages any number of blocks; ranges never span two blocks.
+ * host-side node (gpupart__range, one 64-byte cache line) taken from slabs that the
+ * allocator owns. Allocation and free are O(1); freed ranges coalesce with their free
+ * neighbours at once. One allocator manages any number of blocks; ranges never span two
+ * blocks. A USED range is named to callers by a handle (gpupart__tlsf_handle): the node
+ * plus an 8-bit generation that every free advances, so a stale handle is refused in O(1).
  *
  * Not thread-safe: the arena that owns an allocator serialises calls to it. */
 #ifndef GPUPART_CORE_TLSF_H
@@ -20,23 +22,79 @@ enum {
 
 typedef struct gpupart__tlsf gpupart__tlsf;
 typedef struct gpupart__range gpupart__range;
-typedef struct gpupart__tlsf_block gpupart__tlsf_block; /* internal to tlsf.c */
+typedef struct gpupart__tlsf_block gpupart__tlsf_block;
 
-struct gpupart__range {
-  uint64_t offset;                      /* within the block */
-  uint64_t size;                        /* a multiple of the granule */
-  void *block;                          /* the caller's block cookie given to add_block */
-  gpupart__range *prev_phys, *next_phys; /* neighbours in the same block, by offset */
-  gpupart__range *prev_free, *next_free; /* free-list links, only while FREE */
-  gpupart__tlsf *owner;                 /* set when the node's pool slab is made; never changes */
-  uint32_t state;                       /* GPUPART__RANGE_* */
-  uint32_t list;                        /* free-list index while FREE (internal) */
-  /* Fields the allocator's user owns; the allocator zeroes them when it hands out a node. */
-  uint64_t user_size;
-  uint64_t user_tag;
-  void *user_ext;
-  gpupart__tlsf_block *home; /* internal: the allocator's record of the block (base, size) */
+/* One added block: what its ranges share, kept out of the nodes. */
+struct gpupart__tlsf_block {
+  uint64_t base;  /* address of offset 0, for alignment */
+  uint64_t size;  /* bytes, a multiple of the granule */
+  void *cookie;   /* the caller's block cookie given to add_block */
+  gpupart__range *first; /* the offset-0 node */
+  gpupart__tlsf_block *prev, *next;
 };
+
+/* One cache line. The fields a FREE range needs for its list and those a USED range
+ * carries for the allocator's user share storage; what all ranges of a block share
+ * (base, cookie) lives in the block record (home), the owner in the node's slab. */
+struct gpupart__range {
+  uint64_t offset;                       /* within the block */
+  uint64_t size;                         /* a multiple of the granule */
+  gpupart__range *prev_phys, *next_phys; /* neighbours in the same block, by offset */
+  gpupart__tlsf_block *home;             /* the block's record (base, cookie, first) */
+  union {
+    struct {
+      gpupart__range *prev_free, *next_free; /* free-list links while FREE; next_free links the pool */
+    };
+    struct {             /* USED: the allocator's user owns these; zeroed at hand-out */
+      uint64_t user_tag;
+      void *user_ext;
+    };
+  };
+  uint8_t state;  /* GPUPART__RANGE_* */
+  uint8_t gen;    /* advanced by every free of the node while USED */
+  uint16_t list;  /* free-list index while FREE (internal) */
+  uint32_t slack; /* USED: rounded size minus the size asked for (below the granule) */
+};
+
+_Static_assert(sizeof(gpupart__range) <= 64, "a range node fits one cache line");
+
+/* The caller's block cookie of r's block. */
+static inline void *gpupart__range_block(const gpupart__range *r) { return r->home->cookie; }
+/* The bytes asked for when r (USED) was allocated. */
+static inline uint64_t gpupart__range_user_size(const gpupart__range *r) { return r->size - r->slack; }
+/* Handles: a slab of nodes starts at a multiple of GPUPART__TLSF_SLAB_SPACE, holds its
+ * owner at its start and nodes 1 .. GPUPART__TLSF_SLAB_NODES - 1 after it. A handle is
+ * the slab's address + node index * 256 + generation: it fits the slab's address space
+ * (larger than the slab's memory), so decoding it is arithmetic and one load. */
+#define GPUPART__TLSF_GEN_BITS 8u
+#define GPUPART__TLSF_SLAB_NODES 256u
+#define GPUPART__TLSF_SLAB_SPACE ((uintptr_t)GPUPART__TLSF_SLAB_NODES << GPUPART__TLSF_GEN_BITS)
+
+/* The allocator that owns r (any node, even a DEAD one, while its allocator lives). */
+static inline gpupart__tlsf *gpupart__range_owner(const gpupart__range *r) {
+  return *(gpupart__tlsf *const *)((uintptr_t)r & ~(GPUPART__TLSF_SLAB_SPACE - 1u));
+}
+
+/* The handle of a USED range: an opaque nonzero token naming its node and generation. */
+static inline uintptr_t gpupart__tlsf_handle(const gpupart__range *r) {
+  uintptr_t base = (uintptr_t)r & ~(GPUPART__TLSF_SLAB_SPACE - 1u);
+  return base + (((uintptr_t)r - base) / sizeof *r << GPUPART__TLSF_GEN_BITS) + r->gen;
+}
+
+/* The node a handle names, whatever its state; h must have come from gpupart__tlsf_handle
+ * of an allocator that still exists. */
+static inline gpupart__range *gpupart__tlsf_node(uintptr_t h) {
+  uintptr_t base = h & ~(GPUPART__TLSF_SLAB_SPACE - 1u);
+  return (gpupart__range *)(base + ((h - base) >> GPUPART__TLSF_GEN_BITS) * sizeof(gpupart__range));
+}
+
+/* Nonzero when h names a range that is USED now under the same generation: zero for a
+ * handle freed already, even after its node was handed out again (up to 255 times, so
+ * at least 255 later frees of any handle). */
+static inline int gpupart__tlsf_live(uintptr_t h) {
+  const gpupart__range *r = gpupart__tlsf_node(h);
+  return r->state == GPUPART__RANGE_USED && r->gen == (uint8_t)h;
+}
 
 /* Live figures, kept exactly at every call. */
 typedef struct gpupart__tlsf_totals {
@@ -47,8 +105,8 @@ typedef struct gpupart__tlsf_totals {
   uint64_t free_ranges; /* FREE ranges */
 } gpupart__tlsf_totals;
 
-/* Create an allocator. granule: a power of two >= 1; every range size and offset is a
- * multiple of it. Returns NULL when out of host memory or granule is invalid. */
+/* Create an allocator. granule: a power of two from 1 to 2^32; every range size and
+ * offset is a multiple of it. Returns NULL when out of host memory or granule is invalid. */
 gpupart__tlsf *gpupart__tlsf_create(uint64_t granule, const gpupart__hostmem *mem);
 /* Frees the allocator and every node; blocks are the caller's to free. NULL is a no-op. */
 void gpupart__tlsf_destroy(gpupart__tlsf *t);
@@ -74,12 +132,10 @@ int gpupart__tlsf_block_is_empty(const gpupart__range *r);
 gpupart__range *gpupart__tlsf_alloc(gpupart__tlsf *t, uint64_t size, uint64_t align);
 /* Whether a request would fit without allocating anything (same rules as alloc). */
 int gpupart__tlsf_can_alloc(const gpupart__tlsf *t, uint64_t size, uint64_t align);
-/* Frees a USED range; coalesces with free neighbours. r itself retires (DEAD, into the
- * quarantine) and never becomes a FREE range, so a second free of r returns NULL until r
- * is reused, which takes at least QUARANTINE (128) later frees while host memory lasts
- * (out of host memory, nodes come from the quarantine early). Returns the
- * resulting FREE range, or NULL (nothing changed) if r is not USED or belongs to another
- * allocator. */
+/* Frees a USED range and advances its generation (its handles go stale); coalesces with
+ * free neighbours, so r merges into a free neighbour or becomes the FREE range. Returns
+ * the resulting FREE range, or NULL (nothing changed) if r is not USED or belongs to
+ * another allocator. */
 gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r);
 
 /* Size of the largest FREE range (0 if none). O(lists + length of the top list). */
@@ -99,12 +155,20 @@ int gpupart__tlsf_check(const gpupart__tlsf *t, char *why, uint64_t why_len);
 
 /* The range at offset 0 of the block that home describes (r->home of any of its ranges):
  * the node that remove_block takes once the block is empty. It changes as ranges are
- * freed, so callers keep home, not the node. */
+ * allocated and freed, so callers keep home, not the node. */
 gpupart__range *gpupart__tlsf_block_first(const gpupart__tlsf_block *home);
 
 /* A cookie for the allocator's owner, so that a range (through its owner field) leads
  * back to whoever owns the allocator, even after the range was freed. */
 void gpupart__tlsf_set_user(gpupart__tlsf *t, void *user);
-void *gpupart__tlsf_user(const gpupart__tlsf *t);
+
+/* Every allocator starts with this, so that reading the cookie inlines. */
+typedef struct gpupart__tlsf_head {
+  void *user;
+} gpupart__tlsf_head;
+
+static inline void *gpupart__tlsf_user(const gpupart__tlsf *t) {
+  return ((const gpupart__tlsf_head *)(const void *)t)->user;
+}
 
 #endif

@@ -148,7 +148,7 @@ typedef struct memory {
 
 static int adopt(const app *a, uint32_t type, gpupart_context *ctx, gpupart_device **out) {
   gpupart_vulkan_desc v = {.instance = a->instance, .physical_device = a->physical, .device = a->device,
-                           .memory_type_index = type};
+                           .memory_type = type == UINT32_MAX ? 0 : type + 1};
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_VULKAN, .backend_desc = &v};
   CHECK_GP(gpupart_device_open(ctx, &d, out));
   return 0;

@@ -17,7 +17,15 @@
  *     children (devices of a context, allocations of a partition) is GPUPART_EBUSY and
  *     frees nothing.
  *  6. Every call is thread-safe, but an object may not be destroyed while another
- *     thread still uses it. */
+ *     thread still uses it.
+ *  7. Structs can grow (docs/api.md, "Extending structs"): fields are only ever appended,
+ *     and every function that takes or fills a struct has a `_sized` twin taking the
+ *     caller's sizeof; the plain name is a macro passing this header's sizeof. A larger
+ *     input struct than the library knows must have its unknown tail zero (else EINVAL:
+ *     built against a newer gpupart), a smaller one gets its missing fields as defaults;
+ *     an output struct gets what the library knows and a zeroed tail. A size below the
+ *     struct's 0.2 layout is EINVAL. Programs in other languages call the `_sized`
+ *     symbols with their own struct sizes. */
 #ifndef GPUPART_H
 #define GPUPART_H
 
@@ -35,7 +43,7 @@ extern "C" {
 #endif
 
 #define GPUPART_VERSION_MAJOR 0
-#define GPUPART_VERSION_MINOR 1
+#define GPUPART_VERSION_MINOR 2
 #define GPUPART_VERSION_PATCH 0
 
 /* ---- results ---------------------------------------------------------------------- */
@@ -155,8 +163,10 @@ typedef struct gpupart_context_desc {
  * checked here, once; a later change of the environment does not affect the context (each
  * device open warns through log when known variables changed since). Errors: EINVAL (out NULL, only one of host_alloc/host_free set), ENOMEM, ECONFIG (bad
  * configuration, message names the source). */
-GPUPART_API gpupart_result gpupart_context_create(const gpupart_context_desc *desc,
-                                                  gpupart_context **out);
+GPUPART_API gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size,
+                                                        gpupart_context **out);
+#define gpupart_context_create(desc, out) \
+  gpupart_context_create_sized((desc), sizeof(gpupart_context_desc), (out))
 /* Destroys a context and unloads its backends. EBUSY (nothing freed) while devices are
  * open. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_context_destroy(gpupart_context *ctx);
@@ -167,7 +177,7 @@ typedef struct gpupart_device_info {
   uint32_t index;            /* index within the backend */
   char name[256];
   char vendor[64];
-  uint8_t uuid[16];          /* zero where the backend has none */
+  uint8_t uuid[16];          /* zero where the backend has none; names the physical device */
   uint64_t total_bytes;
   uint64_t free_bytes;       /* UINT64_MAX where the backend cannot tell */
   uint64_t max_block_bytes;  /* largest single driver allocation */
@@ -177,15 +187,20 @@ typedef struct gpupart_device_info {
                                  min_alignment; CUDA's VMM granularity is 2 MiB); the device's
                                  granularity is raised to it */
   char pci_bus_id[32];        /* "dddd:bb:dd.f" where the backend can tell, else "" */
+  /* Fields appended after 0.2 go here; a caller built against an older header gets the
+   * fields it knows. */
 } gpupart_device_info;
 
 /* Lists devices. *count is in: the capacity of infos (ignored when infos is NULL); out:
  * the number of devices found, which may exceed the capacity (then only the capacity is
  * written). backend == AUTO lists every backend present except sim; a named backend that
- * is not built or whose driver is missing is ENOBACKEND. Errors: EINVAL, ENOBACKEND,
- * EBACKEND. */
-GPUPART_API gpupart_result gpupart_enumerate(gpupart_context *ctx, gpupart_backend backend,
-                                             gpupart_device_info *infos, uint32_t *count);
+ * is not built or whose driver is missing is ENOBACKEND. info_size is the caller's
+ * sizeof(gpupart_device_info), the stride of infos. Errors: EINVAL (also info_size below
+ * the 0.2 layout), ENOBACKEND, EBACKEND, ENOMEM. */
+GPUPART_API gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart_backend backend,
+                                                   gpupart_device_info *infos, size_t info_size, uint32_t *count);
+#define gpupart_enumerate(ctx, backend, infos, count) \
+  gpupart_enumerate_sized((ctx), (backend), (infos), sizeof(gpupart_device_info), (count))
 
 #define GPUPART_GROWTH_DEFAULT 0 /* configuration, else on */
 #define GPUPART_GROWTH_ON 1      /* grow on demand */
@@ -201,17 +216,24 @@ typedef struct gpupart_device_desc {
   uint64_t granularity;      /* 0 = config, else 2 MiB: a power of two; limits round down, blocks round up to it */
   const void *backend_desc;  /* e.g. const gpupart_sim_desc *, or adopted native handles; NULL = backend defaults */
   uint32_t flags;            /* GPUPART_DEVICE_SHARED */
+  /* --- 0.2 --- */
+  /* The backend that backend_desc is for; AUTO = backend. A backend_desc whose backend
+   * cannot be proven (both AUTO), or that is not the backend the device opens through
+   * (e.g. GPUPART_BACKEND chose another), is EINVAL: a descriptor is never read as
+   * another backend's. */
+  gpupart_backend backend_desc_type;
+  uint32_t backend_desc_size; /* sizeof(*backend_desc) as compiled; 0 = the 0.2 size of that struct */
 } gpupart_device_desc;
 
 /* Account this device in a ledger shared by every process of the same user that opens the
-   same device with this flag (or with GPUPART_SHARED=1): the budget and the guarantees then
-   hold across processes; creating a partition whose name another process already created
-   joins it (its descriptor must match or leave limit and guarantee 0), and its limit is
-   shared by all members; a member that dies has its bytes returned to the ledger.
-   gpupart_partition_find also finds partitions that other processes created (reading their
-   stats; allocating through the handle makes this process a member); destroying a
-   partition leaves it, and it disappears when its last member leaves or dies.
-   Not implemented yet: gpupart_device_open returns ENOTSUP when it is set. */
+   same physical device with this flag (or with GPUPART_SHARED=1): a file in the ledger
+   folder (gpupart_context_desc.ledger_dir, GPUPART_LEDGER_DIR, else /dev/shm), mode 0600.
+   The first process fixes the budget and later ones adopt it; reservations and guarantees
+   then hold across processes; partition names are unique across them (EEXIST); a process
+   that dies, even killed, has its bytes returned. A ledger file of another user, with
+   group or other permissions, or not written by this library is refused (ECONFIG,
+   ECORRUPT). Not implemented yet: joining another process's partition by name (so
+   gpupart_partition_find sees this process's partitions only). */
 #define GPUPART_DEVICE_SHARED 0x1u
 
 /* Opens device desc->index of desc->backend and computes this process's budget. The index
@@ -219,26 +241,40 @@ typedef struct gpupart_device_desc {
  * CUDA_VISIBLE_DEVICES) index 0 opens device 2, index 1 device 0, index 2 is ENODEV; no
  * two program indexes open the same device. The budget is
  * min(total * memory_fraction, memory_limit) - headroom, rounded down to the granularity.
- * desc NULL = defaults. Partitions declared in configuration are created, in order.
+ * A device already open in ctx (the same physical device by UUID, else PCI bus id, else
+ * backend and index) is not given a second budget: this handle shares the first open's
+ * budget and ledger (reservations and guarantees add up across handles, partition names
+ * are unique across them), and a different figure asked for is reported through the log
+ * callback at GPUPART_LOG_WARN. desc NULL = defaults. Partitions declared in
+ * configuration are created, in order, by the first open of the device.
  * Errors: EINVAL (bad field: fraction outside (0, 1], granularity not a power of two,
- * budget of zero, unknown backend), ENOBACKEND, ENODEV (also past the visible list),
- * EBACKEND, ECONFIG, ENOTSUP (DEVICE_SHARED). A zero budget is ECONFIG when the input that
- * makes it came from a variable or the file, and the message names that input. */
-GPUPART_API gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
-                                               gpupart_device **out);
+ * budget of zero, unknown backend, a backend_desc of another or unknown backend),
+ * ENOBACKEND, ENODEV (also past the visible list), EBACKEND, ECONFIG (also: the shared
+ * ledger cannot be opened, is another user's or not 0600, or its folder is full),
+ * ECORRUPT (a shared ledger file that is not one). A zero budget is ECONFIG when the
+ * input that makes it came from a variable or the file, and the message names that input. */
+GPUPART_API gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const gpupart_device_desc *desc,
+                                                     size_t desc_size, gpupart_device **out);
+#define gpupart_device_open(ctx, desc, out) \
+  gpupart_device_open_sized((ctx), (desc), sizeof(gpupart_device_desc), (out))
 /* Destroys every partition of the device, then closes it. EBUSY (nothing freed) while
  * any partition has live allocations. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_device_close(gpupart_device *dev);
 /* The device's info as its backend reported it at open; free_bytes is queried anew. */
-GPUPART_API gpupart_result gpupart_device_get_info(const gpupart_device *dev, gpupart_device_info *out);
-/* This process's budget on the device in bytes; 0 for NULL. */
+GPUPART_API gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_device_info *out,
+                                                         size_t out_size);
+#define gpupart_device_get_info(dev, out) \
+  gpupart_device_get_info_sized((dev), (out), sizeof(gpupart_device_info))
+/* This process's budget on the device in bytes, shared by every handle of the same
+ * physical device in the context (the first open's); 0 for NULL. */
 GPUPART_API uint64_t gpupart_device_budget(const gpupart_device *dev);
 
 /* The simulated backend: a device with no memory behind it (or host memory, for tests
  * that write data), with knobs to emulate real drivers' limits and failures. Pass it as
- * gpupart_device_desc.backend_desc with backend SIM. */
+ * gpupart_device_desc.backend_desc with backend (or backend_desc_type) SIM, and
+ * backend_desc_size = sizeof(gpupart_sim_desc) (0 = its 0.2 layout). */
 typedef struct gpupart_sim_desc {
-  uint64_t total_bytes;         /* 0 = $GPUPART_SIM_TOTAL, else 16 GiB */
+  uint64_t total_bytes;         /* 0 = the sim_total option ($GPUPART_SIM_TOTAL), else 16 GiB */
   uint64_t max_block_bytes;     /* 0 = total_bytes */
   uint64_t min_alignment;       /* 0 = 256; a power of two */
   uint32_t max_blocks;          /* 0 = unlimited (real Vulkan drivers: 4096) */
@@ -263,7 +299,7 @@ typedef struct gpupart_sim_desc {
 typedef int (*gpupart_reclaim_fn)(gpupart_partition *p, uint64_t bytes_wanted, void *user);
 
 typedef struct gpupart_partition_desc {
-  const char *name;           /* copied; unique per device; NULL = "p<index>" */
+  const char *name;           /* copied; unique per physical device, across its handles; NULL = "p<index>" */
   double fraction;            /* share of the device budget, (0, 1]; 0 = use limit */
   uint64_t limit;             /* bytes, used when fraction == 0; both 0 = whole budget */
   double guarantee_fraction;  /* floor as a share of the budget; 0 = use guarantee */
@@ -289,15 +325,18 @@ typedef struct gpupart_partition_desc {
  * values), once: a second create of that name is EEXIST. desc's reclaim callback is
  * installed on it when it has none.
  * Errors: EINVAL (fraction outside (0, 1], guarantee above the limit, limit rounding to 0,
- * growth_factor below 1), EEXIST (name taken), ELIMIT (guarantees would sum past the
- * budget, or a preallocated limit exceeds what the budget can grant), EDEVMEM (a
- * preallocated partition the driver cannot back; nothing is left behind), ENOMEM. */
-GPUPART_API gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
-                                                    gpupart_partition **out);
+ * growth_factor below 1), EEXIST (name taken on the device, through any handle of it),
+ * ELIMIT (guarantees of all the device's handles would sum past the budget, or a
+ * preallocated limit exceeds what the budget can grant), EDEVMEM (a preallocated
+ * partition the driver cannot back; nothing is left behind), ENOMEM. */
+GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
+                                                          size_t desc_size, gpupart_partition **out);
+#define gpupart_partition_create(dev, desc, out) \
+  gpupart_partition_create_sized((dev), (desc), sizeof(gpupart_partition_desc), (out))
 /* Returns every block to the driver and frees the partition. EBUSY (nothing freed) while
  * allocations are live. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_partition_destroy(gpupart_partition *p);
-/* The partition of dev named name, or NULL (also for NULL arguments). */
+/* The partition of dev (this handle) named name, or NULL (also for NULL arguments). */
 GPUPART_API gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name);
 /* Number of partitions of dev; 0 for NULL. */
 GPUPART_API uint32_t gpupart_partition_count(const gpupart_device *dev);
@@ -336,12 +375,15 @@ typedef struct gpupart_alloc_desc {
 } gpupart_alloc_desc;
 
 /* gpupart_alloc with flags and a tag. Errors as gpupart_alloc, plus EINVAL for unknown flags. */
-GPUPART_API gpupart_result gpupart_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *desc,
-                                            gpupart_allocation **out);
-/* Frees an allocation. NULL is a no-op. A handle freed a second time before 128 later
- * frees of its partition is reported through gpupart_last_error and otherwise ignored
- * (accounting unchanged); the partition must still exist. */
-GPUPART_API void gpupart_free(gpupart_allocation *a);
+GPUPART_API gpupart_result gpupart_alloc_ex_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
+                                                  size_t desc_size, gpupart_allocation **out);
+#define gpupart_alloc_ex(p, desc, out) gpupart_alloc_ex_sized((p), (desc), sizeof(gpupart_alloc_desc), (out))
+/* Frees an allocation: OK, and OK for NULL. A handle freed a second time, or freed after
+ * its allocation's record was reused (up to 255 reuses of that record, so at least 255
+ * later frees of its partition), is GPUPART_EINVAL (the message names the partition),
+ * counted in gpupart_stats.double_frees and otherwise ignored (accounting unchanged); the
+ * partition must still exist. Ignoring the result is fine: a double free changes nothing. */
+GPUPART_API gpupart_result gpupart_free(gpupart_allocation *a);
 
 typedef struct gpupart_allocation_info {
   gpupart_partition *partition;
@@ -352,7 +394,23 @@ typedef struct gpupart_allocation_info {
   void *native_block;       /* CUdeviceptr base, VkDeviceMemory, cl_mem, or sim base */
 } gpupart_allocation_info;
 /* Describes a live allocation. EINVAL for NULL or a freed handle. */
-GPUPART_API gpupart_result gpupart_allocation_get_info(const gpupart_allocation *a, gpupart_allocation_info *out);
+GPUPART_API gpupart_result gpupart_allocation_get_info_sized(const gpupart_allocation *a, gpupart_allocation_info *out,
+                                                             size_t out_size);
+#define gpupart_allocation_get_info(a, out) \
+  gpupart_allocation_get_info_sized((a), (out), sizeof(gpupart_allocation_info))
+
+/* gpupart_alloc_ex that also describes the new allocation (what gpupart_allocation_get_info
+ * would say: offset, device address, block) from the same call, under the same lock,
+ * so the caller needs no second call. desc_size and info_size are the caller's sizeof of
+ * the two structs (the gpupart_alloc_info macro passes them): a smaller struct than this
+ * library's 0.2 layout is EINVAL; a larger desc must be zero past this library's size;
+ * a larger info gets its tail zeroed (the ABI rule of every _sized call). Errors as gpupart_alloc_ex, plus EINVAL for a NULL desc or
+ * info; on failure *out is NULL and info is untouched. */
+GPUPART_API gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
+                                                    size_t desc_size, gpupart_allocation **out,
+                                                    gpupart_allocation_info *info, size_t info_size);
+#define gpupart_alloc_info(p, desc, out, info)                                                                 \
+  gpupart_alloc_info_sized((p), (desc), sizeof(gpupart_alloc_desc), (out), (info), sizeof(gpupart_allocation_info))
 
 /* ---- statistics ------------------------------------------------------------------- */
 
@@ -364,14 +422,22 @@ typedef struct gpupart_stats {
   uint64_t driver_allocs, driver_frees; /* blocks obtained from / returned to the driver */
   uint64_t failed_allocations;          /* calls that returned ELIMIT or EDEVMEM */
   uint64_t largest_free;                /* largest range allocatable without a driver call */
+  /* --- 0.2 --- */
+  uint64_t double_frees;                /* gpupart_free calls refused as a double free */
 } gpupart_stats;
 
 /* A consistent snapshot of one partition's figures. */
-GPUPART_API gpupart_result gpupart_partition_get_stats(const gpupart_partition *p, gpupart_stats *out);
+GPUPART_API gpupart_result gpupart_partition_get_stats_sized(const gpupart_partition *p, gpupart_stats *out,
+                                                             size_t out_size);
+#define gpupart_partition_get_stats(p, out) gpupart_partition_get_stats_sized((p), (out), sizeof(gpupart_stats))
 /* Device figures: limit = budget, guarantee = sum of guarantees, current figures and
  * counts summed over partitions (including destroyed ones' counts), peaks the device's
- * own peaks, largest_free the largest of any partition's. */
-GPUPART_API gpupart_result gpupart_device_get_stats(const gpupart_device *dev, gpupart_stats *out);
+ * own peaks, largest_free the largest of any partition's. limit, guarantee and
+ * peak_reserved are the ledger's, so they cover every handle of the physical device in
+ * the context; the other figures cover this handle's partitions. */
+GPUPART_API gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart_stats *out,
+                                                          size_t out_size);
+#define gpupart_device_get_stats(dev, out) gpupart_device_get_stats_sized((dev), (out), sizeof(gpupart_stats))
 /* Sets peak_in_use and peak_reserved of p to their current values. NULL is a no-op. */
 GPUPART_API void gpupart_partition_reset_peak(gpupart_partition *p);
 /* Full invariant walk (every arena's sub-allocator, counters against what the arenas

@@ -27,8 +27,9 @@ extern "C" {
 #endif
 
 /* Handles to adopt, passed as gpupart_device_desc.backend_desc with backend VULKAN
- * (gpupart_device_desc.index is then ignored). Adopt all three handles or none: with
- * instance NULL gpupart creates its own and only memory_type_index is read.
+ * (gpupart_device_desc.index is then ignored; set backend_desc_size to
+ * sizeof(gpupart_vulkan_desc)). Adopt all three handles or none: with instance NULL
+ * gpupart creates its own and only the memory type is read.
  * Requirements on adopted handles: the instance was created with apiVersion 1.1 or
  * later; physical_device is one of the instance's; device was created from it.
  * gpupart checks the first two and what it can of the third (Vulkan has no query from a
@@ -38,10 +39,9 @@ typedef struct gpupart_vulkan_desc {
   VkPhysicalDevice physical_device;
   VkDevice device;
   PFN_vkGetInstanceProcAddr get_instance_proc_addr; /* NULL = from the loaded libvulkan */
-  /* The memory type whose heap this gpupart device partitions. UINT32_MAX = pick a
-   * device-local type (the one on the largest device-local heap that can back buffers).
-   * Note that a zero-initialised desc asks for type 0: set UINT32_MAX for the pick. An
-   * index out of range, or a type that cannot back buffers, is GPUPART_EINVAL. */
+  /* Deprecated since 0.2, still honoured when memory_type is 0: the memory type index,
+   * with 0 and UINT32_MAX both meaning "pick" (in 0.1, 0 meant type 0, against the "0
+   * means default" rule). Use memory_type; to ask for type 0, set memory_type = 1. */
   uint32_t memory_type_index;
   /* Adoption only: nonzero when the application enabled the bufferDeviceAddress feature
    * on device. Blocks are then allocated with VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT,
@@ -49,6 +49,11 @@ typedef struct gpupart_vulkan_desc {
    * allocation, and create_buffer accepts VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT.
    * A device gpupart creates enables the feature wherever the device has it. */
   uint32_t buffer_device_address;
+  /* --- 0.2 --- */
+  /* The memory type whose heap this gpupart device partitions, as type index + 1.
+   * 0 = pick a device-local type (the one on the largest device-local heap that can back
+   * buffers). A type out of range, or one that cannot back buffers, is GPUPART_EINVAL. */
+  uint32_t memory_type;
 } gpupart_vulkan_desc;
 
 /* The handles behind a gpupart device opened through the Vulkan backend (adopted or

@@ -91,10 +91,12 @@ Test(alloc, double_free_is_reported_and_changes_nothing) {
   cr_assert_eq(gpupart_alloc(p, 4096, 0, &b), GPUPART_OK);
   gpupart_free(a);
   gpupart_stats before = test_stats(p);
-  gpupart_free(a);
-  cr_expect_neq(strstr(gpupart_last_error(), "already freed"), NULL, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_free(a), GPUPART_EINVAL);
+  cr_expect_neq(strstr(gpupart_last_error(), "of partition 'a' was already freed"), NULL, "%s", gpupart_last_error());
   gpupart_stats after = test_stats(p);
-  cr_expect_eq(memcmp(&before, &after, sizeof before), 0);
+  cr_expect_eq(after.double_frees, before.double_frees + 1, "the double free is counted");
+  after.double_frees = before.double_frees;
+  cr_expect_eq(memcmp(&before, &after, sizeof before), 0, "and changes nothing else");
   gpupart_allocation_info info;
   cr_expect_eq(gpupart_allocation_get_info(a, &info), GPUPART_EINVAL);
   test_check(dev);
@@ -172,24 +174,81 @@ Test(alloc, device_peak_is_the_peak_of_the_sum_over_partitions) {
 Test(alloc, a_stale_handle_freed_again_never_frees_a_newer_allocation) {
   gpupart_partition *p = test_partition(dev, "a", 0, 0);
   gpupart_allocation *x, *a, *b[100], *held[510];
-  for (int i = 0; i < 510; i++) /* 512 records in use: the pool is empty, and reuse must still wait */
+  for (int i = 0; i < 510; i++) /* the node pool is nearly empty: freed nodes are reused at once */
     cr_assert_eq(gpupart_alloc(p, 512, 0, &held[i]), GPUPART_OK);
   cr_assert_eq(gpupart_alloc(p, 4096, 0, &x), GPUPART_OK);
   cr_assert_eq(gpupart_alloc(p, 4096, 0, &a), GPUPART_OK);
   gpupart_free(a);
   for (int i = 0; i < 100; i++) {
     cr_assert_eq(gpupart_alloc(p, 4096 + 256 * (uint64_t)i, 0, &b[i]), GPUPART_OK);
-    cr_expect_neq(b[i], a, "a freed record is reused only after many others");
+    cr_expect_neq(b[i], a, "a new allocation never gets the freed handle back, even on the same node");
   }
   gpupart_stats before = test_stats(p);
-  gpupart_free(a);
+  cr_expect_eq(gpupart_free(a), GPUPART_EINVAL, "a stale handle is refused");
   cr_expect_neq(strstr(gpupart_last_error(), "already freed"), NULL, "%s", gpupart_last_error());
   gpupart_stats after = test_stats(p);
+  cr_expect_eq(after.double_frees, before.double_frees + 1);
+  after.double_frees = before.double_frees;
   cr_expect_eq(memcmp(&before, &after, sizeof before), 0, "accounting unchanged");
   gpupart_allocation_info info;
   for (int i = 0; i < 100; i++) cr_expect_eq(gpupart_allocation_get_info(b[i], &info), GPUPART_OK);
   for (int i = 0; i < 100; i++) gpupart_free(b[i]);
   for (int i = 0; i < 510; i++) gpupart_free(held[i]);
   gpupart_free(x);
+  test_check(dev);
+}
+
+static void expect_same_info(gpupart_allocation *a, const gpupart_allocation_info *got) {
+  gpupart_allocation_info want;
+  cr_assert_eq(gpupart_allocation_get_info(a, &want), GPUPART_OK);
+  cr_expect_eq(memcmp(&want, got, sizeof want), 0, "alloc_info says what get_info says");
+}
+
+Test(alloc, alloc_info_describes_the_new_allocation_on_the_slow_and_the_fast_path) {
+  gpupart_partition *p = test_partition(dev, "a", 0, 0);
+  gpupart_alloc_desc d = {.size = 1000, .alignment = 4096, .tag = 7};
+  gpupart_allocation *a, *b;
+  gpupart_allocation_info ia, ib;
+  cr_assert_eq(gpupart_alloc_info(p, &d, &a, &ia), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(test_stats(p).driver_allocs, 1, "the first allocation grew the partition (slow path)");
+  expect_same_info(a, &ia);
+  cr_assert_eq(gpupart_alloc_info(p, &d, &b, &ib), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(test_stats(p).driver_allocs, 1, "the second fit the block (fast path)");
+  expect_same_info(b, &ib);
+  cr_expect_eq(ib.size, 1000);
+  cr_expect_eq(ib.partition, p);
+  cr_expect_eq(ib.offset % 4096, 0, "aligned");
+  gpupart_free(a);
+  gpupart_free(b);
+  test_check(dev);
+}
+
+Test(alloc, alloc_info_refuses_short_structs_and_unknown_tails_with_nothing_changed) {
+  gpupart_partition *p = test_partition(dev, "a", 0, 0);
+  struct {
+    gpupart_alloc_desc d;
+    uint64_t future;
+  } big = {.d = {.size = 256}, .future = 1};
+  struct {
+    gpupart_allocation_info info;
+    uint64_t future;
+  } out = {.future = 99};
+  gpupart_allocation *a = (gpupart_allocation *)&a;
+  gpupart_stats before = test_stats(p);
+  cr_expect_eq(gpupart_alloc_info_sized(p, &big.d, sizeof big, &a, &out.info, sizeof out), GPUPART_EINVAL);
+  cr_expect_neq(strstr(gpupart_last_error(), "newer gpupart"), NULL, "%s", gpupart_last_error());
+  cr_expect_null(a);
+  cr_expect_eq(gpupart_alloc_info_sized(p, &big.d, sizeof big.d - 1, &a, &out.info, sizeof out), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc_info_sized(p, &big.d, sizeof big.d, &a, &out.info, sizeof out.info - 1), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc_info(p, NULL, &a, &out.info), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc_info(p, &big.d, &a, NULL), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_alloc_info(p, &big.d, NULL, &out.info), GPUPART_EINVAL);
+  gpupart_stats after = test_stats(p);
+  cr_expect_eq(memcmp(&before, &after, sizeof before), 0, "nothing allocated");
+  big.future = 0;
+  cr_assert_eq(gpupart_alloc_info_sized(p, &big.d, sizeof big, &a, &out.info, sizeof out), GPUPART_OK);
+  cr_expect_eq(out.future, 0, "a larger info gets its tail zeroed");
+  expect_same_info(a, &out.info);
+  gpupart_free(a);
   test_check(dev);
 }

@@ -357,14 +357,25 @@ Test(config, unprefixed_partitions_skip_a_backend_the_list_excludes) {
   close_all(dev, ctx);
 }
 
-Test(config, shared_is_not_supported_yet) {
+Test(config, shared_opens_the_ledger_in_the_ledger_dir) {
+  char dir[] = "/tmp/gpupart-cfg-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
   setenv("GPUPART_SHARED", "1", 1);
+  setenv("GPUPART_LEDGER_DIR", "/nonexistent-gpupart-dir", 1);
   gpupart_context *ctx = env_context();
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM};
   gpupart_device *dev;
-  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ENOTSUP);
-  cr_expect(strstr(gpupart_last_error(), "GPUPART_SHARED"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ECONFIG);
+  cr_expect(strstr(gpupart_last_error(), "/nonexistent-gpupart-dir") && strstr(gpupart_last_error(), "GPUPART_LEDGER_DIR"),
+            "%s", gpupart_last_error());
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  setenv("GPUPART_LEDGER_DIR", dir, 1);
+  ctx = env_context();
+  dev = open_sim(ctx, 0);
+  close_all(dev, ctx);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
 }
 
 Test(config, ledger_dir_is_validated) {
@@ -694,23 +705,36 @@ Test(config, a_partition_that_does_not_fit_closes_the_device_and_names_its_sourc
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK, "no device was left open");
 }
 
-/* Two opens of the same sim device share its memory: the second one's first partition
- * fits, its second does not, and the first must be given back. */
+/* The driver refuses the second configured partition's preallocation: the open fails
+ * naming it, and the first one's blocks go back (they are host memory here, so a leak
+ * would show under the sanitizers), leaving no device open. */
 Test(config, a_preallocation_the_driver_refuses_releases_what_was_taken) {
   setenv("GPUPART_ALLOW_GROWTH", "false", 1);
+  setenv("GPUPART_SIM_TOTAL", "64MiB", 1);
   setenv("GPUPART_PARTITIONS", "a:25%,b:50%", 1);
   gpupart_context *ctx = env_context();
-  gpupart_device *first = open_sim(ctx, 0);
-  gpupart_device_info info;
-  gpupart_device_get_info(first, &info);
-  cr_assert_eq(info.free_bytes, 4 * GiB);
+  gpupart_sim_desc sim = {.fail_block_alloc_at = 2, .host_backed = 1};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim};
   gpupart_device *dev = (gpupart_device *)1;
-  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM};
   cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_EDEVMEM);
   cr_expect_null(dev);
   cr_expect(strstr(gpupart_last_error(), "GPUPART_PARTITIONS: partition 'b' on sim:0"), "%s", gpupart_last_error());
-  gpupart_device_get_info(first, &info);
-  cr_expect_eq(info.free_bytes, 4 * GiB, "partition a of the failed open was given back");
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK, "no device was left open");
+}
+
+/* Configured partitions belong to the physical device: a second open of a device that is
+ * open already shares its ledger, where they exist, and does not make them again. */
+Test(config, a_second_open_of_a_device_leaves_its_configured_partitions_to_the_first) {
+  setenv("GPUPART_PARTITIONS", "a:25%,b:50%", 1);
+  gpupart_context *ctx = env_context();
+  gpupart_device *first = open_sim(ctx, 0), *second = open_sim(ctx, 0);
+  cr_expect_eq(gpupart_partition_count(first), 2);
+  cr_expect_eq(gpupart_partition_count(second), 0, "a and b are the first handle's");
+  gpupart_partition_desc pd = {.name = "a"};
+  gpupart_partition *p = NULL;
+  cr_expect_eq(gpupart_partition_create(second, &pd, &p), GPUPART_EEXIST, "names are device-wide");
+  test_check(second);
+  cr_expect_eq(gpupart_device_close(second), GPUPART_OK);
   test_check(first);
   close_all(first, ctx);
 }

@@ -2,6 +2,7 @@
  * the granularity), descriptor validation, close and context destroy while children live,
  * and NULL handling of every public call. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "policy.h"
@@ -395,5 +396,152 @@ Test(device, a_failed_preallocation_keeps_its_driver_calls_in_the_device_counts)
   cr_expect_eq(s.driver_frees, 2, "and both were given back");
   cr_expect_eq(s.reserved, 0);
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* ---- one physical device, one budget and one ledger in a context ---- */
+
+static gpupart_device *open_half(gpupart_context *ctx, const gpupart_sim_desc *sim, double fraction) {
+  gpupart_device_desc d = {.memory_fraction = fraction};
+  return test_sim_device(ctx, sim, &d);
+}
+
+Test(device, two_opens_of_one_device_at_half_share_one_budget) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 8 * GiB};
+  gpupart_device *a = open_half(ctx, &sim, 0.5), *b = open_half(ctx, &sim, 0.5);
+  cr_expect_eq(gpupart_device_budget(a), 4 * GiB);
+  cr_expect_eq(gpupart_device_budget(b), 4 * GiB, "the same budget, not a second one");
+  gpupart_partition *pa = test_partition(a, "pa", 0, 0), *pb = test_partition(b, "pb", 0, 0);
+  gpupart_allocation *x = alloc_ok(pa, 3 * GiB), *y = NULL, *z = (gpupart_allocation *)&sim;
+  cr_expect_eq(gpupart_alloc(pb, 2 * GiB, 0, &z), GPUPART_ELIMIT, "together at most 4 GiB");
+  cr_expect_null(z);
+  cr_expect(message_has("budget"), "%s", gpupart_last_error());
+  y = alloc_ok(pb, 1 * GiB);
+  cr_expect_eq(dev_stats(a).reserved + dev_stats(b).reserved, 4 * GiB);
+  cr_expect_eq(dev_stats(b).peak_reserved, 4 * GiB, "the ledger's peak is device-wide");
+  test_check(a);
+  test_check(b);
+  gpupart_free(x);
+  gpupart_free(y);
+  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(device, guarantees_are_summed_across_the_handles_of_one_device) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 8 * GiB};
+  gpupart_device *a = open_half(ctx, &sim, 0.5), *b = open_half(ctx, &sim, 0.5);
+  test_partition(a, "floor", 3 * GiB, 3 * GiB);
+  gpupart_partition_desc pd = {.name = "more", .limit = 2 * GiB, .guarantee = 2 * GiB};
+  gpupart_partition *p = (gpupart_partition *)&pd;
+  cr_expect_eq(gpupart_partition_create(b, &pd, &p), GPUPART_ELIMIT, "3 + 2 GiB of guarantees on 4");
+  cr_expect_null(p);
+  gpupart_partition *open = test_partition(b, "open", 0, 0), *q = test_partition(b, "rest", 1 * GiB, 1 * GiB);
+  cr_expect_eq(dev_stats(b).guarantee, 4 * GiB, "device figures sum the guarantees of both handles");
+  gpupart_allocation *z = NULL;
+  cr_expect_eq(gpupart_alloc(open, 2 * MiB, 0, &z), GPUPART_ELIMIT, "the other handle's floor is held back");
+  gpupart_allocation *x = alloc_ok(q, 1 * GiB);
+  test_check(a);
+  test_check(b);
+  gpupart_free(x);
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  x = alloc_ok(open, 2 * GiB); /* a's floor left with it */
+  gpupart_free(x);
+  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+static char warn_log[1024];
+static int warn_count;
+
+static void capture_warnings(gpupart_log_level level, const char *message, void *user) {
+  (void)user;
+  if (level != GPUPART_LOG_WARN) return;
+  warn_count++;
+  snprintf(warn_log, sizeof warn_log, "%s", message);
+}
+
+Test(device, a_second_open_asking_another_budget_shares_the_first_and_warns) {
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .log = capture_warnings};
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK);
+  warn_count = 0;
+  gpupart_sim_desc sim = {.total_bytes = 8 * GiB};
+  gpupart_device *a = open_half(ctx, &sim, 0.5), *same = open_half(ctx, &sim, 0.5);
+  cr_expect_eq(warn_count, 0, "the same budget asked again is no mismatch");
+  gpupart_device *b = open_half(ctx, &sim, 0.25);
+  cr_expect_eq(gpupart_device_budget(b), 4 * GiB, "the first open fixed the budget");
+  cr_expect_eq(warn_count, 1);
+  cr_expect(strstr(warn_log, "4294967296") && strstr(warn_log, "2147483648"), "both figures: %s", warn_log);
+  cr_expect(strstr(warn_log, "sim:0:8589934592"), "names the device: %s", warn_log);
+  gpupart_partition *p = test_partition(b, "whole", 0, 0);
+  cr_expect_eq(test_stats(p).limit, 4 * GiB, "its default partition spans the shared budget");
+  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(same), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(device, closing_one_handle_keeps_the_other_working) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
+  gpupart_device *a = test_sim_device(ctx, &sim, NULL), *b = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition *pa = test_partition(a, "pa", 0, 512 * MiB), *pb = test_partition(b, "pb", 0, 0);
+  gpupart_allocation *x = alloc_ok(pa, 256 * MiB), *y = alloc_ok(pb, 256 * MiB);
+  gpupart_free(x);
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  gpupart_allocation *z = alloc_ok(pb, 700 * MiB);
+  cr_expect_eq(dev_stats(b).guarantee, 0, "a's guarantee went with it");
+  test_check(b);
+  gpupart_free(y);
+  gpupart_free(z);
+  gpupart_device *c = test_sim_device(ctx, &sim, NULL);
+  cr_expect_eq(gpupart_partition_find(c, "pa"), NULL);
+  test_partition(c, "pa", 0, 0); /* the name left with a */
+  cr_expect_eq(gpupart_device_close(c), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(device, partition_names_are_unique_across_the_handles_of_one_device) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
+  gpupart_device *a = test_sim_device(ctx, &sim, NULL), *b = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition *p0 = make_partition(a, NULL), *pa = test_partition(a, "train", 0, 0);
+  gpupart_partition_desc pd = {.name = "train"};
+  gpupart_partition *p = (gpupart_partition *)&pd;
+  cr_expect_eq(gpupart_partition_create(b, &pd, &p), GPUPART_EEXIST);
+  cr_expect_null(p);
+  cr_expect(message_has("'train'") && message_has("another handle"), "%s", gpupart_last_error());
+  cr_expect_str_eq(gpupart_partition_name(p0), "p0");
+  gpupart_partition *q = make_partition(b, NULL);
+  cr_expect_str_eq(gpupart_partition_name(q), "p1", "an unnamed partition never clashes with the other handle's");
+  cr_expect_eq(gpupart_partition_find(b, "train"), NULL, "find looks in this handle's partitions");
+  cr_expect_eq(gpupart_partition_find(a, "train"), pa);
+  test_check(a);
+  test_check(b);
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(device, distinct_sim_devices_have_their_own_budgets) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc big = {.total_bytes = 8 * GiB}, small = {.total_bytes = 4 * GiB};
+  gpupart_device_desc one = {.index = 1, .memory_fraction = 0.5};
+  gpupart_device *a = open_half(ctx, &big, 0.5), *b = test_sim_device(ctx, &big, &one);
+  gpupart_device *c = open_half(ctx, &small, 0.5);
+  cr_expect_eq(gpupart_device_budget(c), 2 * GiB, "index 0 of 4 GiB is another device than index 0 of 8");
+  gpupart_allocation *x = alloc_ok(test_partition(a, "p", 0, 0), 4 * GiB);
+  gpupart_allocation *y = alloc_ok(test_partition(b, "p", 0, 0), 4 * GiB);
+  gpupart_allocation *z = alloc_ok(test_partition(c, "p", 0, 0), 2 * GiB);
+  gpupart_free(x);
+  gpupart_free(y);
+  gpupart_free(z);
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(c), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }

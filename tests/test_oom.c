@@ -296,20 +296,21 @@ Test(oom, the_driver_refusing_a_growth_block_retries_with_the_requests_own_size)
   close_env(&e);
 }
 
-Test(oom, a_driver_short_of_memory_gets_a_smaller_block) {
-  /* Two handles on one simulated device: the other holds most of it, so the driver
-   * refuses blocks the budget would grant. */
+Test(oom, a_second_handle_of_the_device_is_refused_by_the_shared_budget_not_the_driver) {
+  /* Two handles on one simulated device share its budget: what the other holds, the
+   * ledger refuses (ELIMIT) before the driver is asked. */
   gpupart_sim_desc sim = {.total_bytes = 256 * MiB};
   sim_env e = open_env(&sim, NULL);
   gpupart_device *other = test_sim_device(e.ctx, &sim, NULL);
   gpupart_allocation *hog = alloc_ok(test_partition(other, "hog", 0, 0), 200 * MiB);
   gpupart_partition_desc d = {.name = "a", .initial_block = 64 * MiB};
   gpupart_partition *a = make_partition(e.dev, &d);
-  gpupart_allocation *x = alloc_ok(a, 1 * MiB);
-  cr_expect_eq(info_of(x).block_size, 2 * MiB);
-  gpupart_allocation *y;
-  cr_expect_eq(gpupart_alloc(a, 60 * MiB, 0, &y), GPUPART_EDEVMEM, "%s", gpupart_last_error());
-  cr_expect(message_has("driver"), "%s", gpupart_last_error());
+  gpupart_allocation *x = alloc_ok(a, 1 * MiB), *y;
+  cr_expect_leq(test_stats(a).reserved, 56 * MiB, "the first block is capped by what the budget grants");
+  uint64_t calls = test_stats(a).driver_allocs;
+  cr_expect_eq(gpupart_alloc(a, 60 * MiB, 0, &y), GPUPART_ELIMIT, "%s", gpupart_last_error());
+  cr_expect(message_has("budget"), "%s", gpupart_last_error());
+  cr_expect_eq(test_stats(a).driver_allocs, calls, "a budget refusal makes no driver call");
   gpupart_free(x);
   gpupart_free(hog);
   cr_expect_eq(gpupart_device_close(other), GPUPART_OK);

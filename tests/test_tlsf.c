@@ -73,13 +73,14 @@ Test(tlsf, alloc_then_free_restores_an_empty_block) {
   cr_assert_eq(r->state, GPUPART__RANGE_USED, "state");
   cr_assert_eq(r->size, 1024, "size rounded up to the granule");
   cr_assert_eq(r->offset, 0, "offset");
-  cr_assert_eq(r->block, &block_cookie, "block cookie");
-  cr_assert_eq(r->owner, t, "owner");
+  cr_assert_eq(gpupart__range_block(r), &block_cookie, "block cookie");
+  cr_assert_eq(gpupart__range_owner(r), t, "owner");
   cr_assert(!gpupart__tlsf_block_is_empty(first), "block in use");
   expect_totals(t, MiB, 1024, 1, 1, 1);
   gpupart__range *f = gpupart__tlsf_free(t, r);
   cr_assert_eq(f, gpupart__tlsf_block_first(f->home), "the free range is the block's first node");
-  cr_assert_eq(r->state, GPUPART__RANGE_DEAD, "the freed node retired: it never becomes the free range");
+  cr_assert_eq(f, first, "the block's free range absorbs the freed node: nothing is copied");
+  cr_assert_eq(r->state, GPUPART__RANGE_DEAD, "the freed node is back in the pool");
   cr_assert(gpupart__tlsf_block_is_empty(f), "block empty again");
   expect_totals(t, MiB, 0, 1, 0, 1);
   gpupart__tlsf_destroy(t);
@@ -178,14 +179,14 @@ Test(tlsf, free_coalesces_with_both_neighbours) {
   gpupart__range *b = gpupart__tlsf_alloc(t, KiB, 0);
   gpupart__range *c = gpupart__tlsf_alloc(t, KiB, 0);
   gpupart__range *d = gpupart__tlsf_alloc(t, KiB, 0);
-  cr_assert_eq(a, first, "a is the first node");
+  cr_assert_eq(gpupart__tlsf_block_first(a->home), a, "a is the block's first node now");
+  cr_assert(first == d->next_phys && first->state == GPUPART__RANGE_FREE, "the block's free range keeps the rest");
   expect_totals(t, 64 * KiB, 4 * KiB, 1, 4, 1);
   gpupart__range *fa = gpupart__tlsf_free(t, a);
-  cr_assert(fa && fa != a && fa->offset == 0 && fa->size == KiB, "a alone: a fresh node takes its place");
-  cr_assert_eq(a->state, GPUPART__RANGE_DEAD, "a retired");
-  cr_assert_eq(gpupart__tlsf_block_first(fa->home), fa, "the block's first node follows");
+  cr_assert(fa == a && fa->offset == 0 && fa->size == KiB, "a alone: its node becomes the free range");
+  cr_assert_eq(gpupart__tlsf_block_first(fa->home), fa, "the block's first node");
   gpupart__range *fc = gpupart__tlsf_free(t, c);
-  cr_assert(fc && fc != c && fc->size == KiB, "c alone (d is used)");
+  cr_assert(fc == c && fc->size == KiB, "c alone (d is used)");
   expect_totals(t, 64 * KiB, 2 * KiB, 1, 2, 3);
   cr_assert_eq(gpupart__tlsf_free(t, b), fa, "b merges into a's range and absorbs c's");
   cr_assert_eq(b->state, GPUPART__RANGE_DEAD, "b is dead");
@@ -199,7 +200,7 @@ Test(tlsf, free_coalesces_with_both_neighbours) {
   gpupart__tlsf_destroy(t);
 }
 
-Test(tlsf, a_freed_node_retires_and_a_fresh_one_absorbs_the_next) {
+Test(tlsf, a_freed_node_merges_into_the_free_range_above_it) {
   gpupart__tlsf *t = make(16);
   gpupart__tlsf_add_block(t, &block_cookie, 0, 4096);
   gpupart__range *a = gpupart__tlsf_alloc(t, 16, 0);
@@ -207,10 +208,9 @@ Test(tlsf, a_freed_node_retires_and_a_fresh_one_absorbs_the_next) {
   gpupart__range *rest = b->next_phys;
   cr_assert(a && b && a->next_phys == b, "a then b");
   gpupart__range *fb = gpupart__tlsf_free(t, b);
-  cr_assert(fb && fb != b && fb->offset == 16, "b's place is taken by a fresh node, which absorbs the remainder");
-  cr_assert_eq(b->state, GPUPART__RANGE_DEAD, "b retired");
-  cr_assert_eq(rest->state, GPUPART__RANGE_DEAD, "remainder dead");
-  cr_assert_eq(rest->owner, t, "dead nodes keep their owner");
+  cr_assert(fb == rest && fb->offset == 16, "the remainder grows down over b");
+  cr_assert_eq(b->state, GPUPART__RANGE_DEAD, "b is back in the pool");
+  cr_assert_eq(gpupart__range_owner(b), t, "dead nodes keep their owner");
   cr_assert_eq(fb->size, 4096 - 16, "the free range spans the rest");
   expect_totals(t, 4096, 16, 1, 1, 1);
   gpupart__tlsf_destroy(t);
@@ -568,8 +568,8 @@ static uint64_t random_align(model *m) {
 
 static void check_new_range(model *m, const gpupart__range *r, uint64_t size, uint64_t align) {
   uint64_t g = m->g, want = (size + g - 1) / g * g;
-  mblock *b = r->block;
-  REQUIRE(r->owner == m->t && r->state == GPUPART__RANGE_USED, "bad new range");
+  mblock *b = gpupart__range_block(r);
+  REQUIRE(gpupart__range_owner(r) == m->t && r->state == GPUPART__RANGE_USED, "bad new range");
   REQUIRE(r->size == want, "size %llu, want %llu", (unsigned long long)r->size, (unsigned long long)want);
   REQUIRE(b >= m->blocks && b < m->blocks + M_BLOCKS && b->first, "range of an unknown block");
   REQUIRE(r->offset % g == 0, "offset not a granule multiple");
@@ -591,7 +591,7 @@ static void do_alloc(model *m) {
     return;
   }
   check_new_range(m, r, size, align);
-  mblock *b = r->block;
+  mblock *b = gpupart__range_block(r);
   mlive *l = &m->live[m->nlive++];
   *l = (mlive){r, b, (uint32_t)(r->offset / g), (uint32_t)(r->size / g)};
   memset(b->map + l->at, 1, l->n);
@@ -603,7 +603,7 @@ static void free_live(model *m, uint32_t i) {
   mlive l = m->live[i];
   m->live[i] = m->live[--m->nlive];
   gpupart__range *f = gpupart__tlsf_free(m->t, l.r);
-  REQUIRE(f && f->state == GPUPART__RANGE_FREE && f->block == l.b, "free failed");
+  REQUIRE(f && f->state == GPUPART__RANGE_FREE && gpupart__range_block(f) == l.b, "free failed");
   uint64_t lo = (uint64_t)l.at * m->g, hi = lo + (uint64_t)l.n * m->g;
   REQUIRE(f->offset <= lo && f->offset + f->size >= hi, "merged range does not cover the freed one");
   REQUIRE(!f->prev_phys || f->prev_phys->state == GPUPART__RANGE_USED, "not coalesced with prev");
@@ -721,21 +721,39 @@ Test(tlsf, differential_granule_4096) { run_differential(5, 4096, 0, DIFF_STEPS)
 Test(tlsf, differential_granule_1gib) { run_differential(6, GiB, 0, DIFF_STEPS); }
 Test(tlsf, differential_small_ranges_granule_32) { run_differential(7, 32, 1, DIFF_STEPS); }
 
-Test(tlsf, a_freed_node_is_not_reused_before_the_quarantine_passes) {
+Test(tlsf, a_stale_handle_is_refused_while_its_node_is_handed_out_255_more_times) {
   gpupart__tlsf *t = make(256);
   gpupart__tlsf_add_block(t, &block_cookie, 0, MiB);
-  gpupart__range *stale = gpupart__tlsf_alloc(t, KiB, 0);
-  cr_assert_not_null(gpupart__tlsf_free(t, stale));
-  for (int i = 0; i < 127; i++) { /* 127 more frees: the quarantine holds 128 */
-    gpupart__range *r = gpupart__tlsf_alloc(t, KiB * (uint64_t)(1 + i % 3), 0);
-    cr_assert_neq(r, stale, "a retired node came back after %d frees", i);
-    cr_assert_not_null(gpupart__tlsf_free(t, r));
+  gpupart__range *r = gpupart__tlsf_alloc(t, KiB, 0);
+  uintptr_t stale = gpupart__tlsf_handle(r);
+  cr_assert(stale && gpupart__tlsf_live(stale), "a live handle");
+  cr_assert_eq(gpupart__tlsf_node(stale), r, "the handle names its node");
+  cr_assert_not_null(gpupart__tlsf_free(t, r));
+  cr_assert(!gpupart__tlsf_live(stale), "freed");
+  for (int i = 0; i < 255; i++) { /* the hottest reuse: the same node every time */
+    gpupart__range *n = gpupart__tlsf_alloc(t, KiB, 0);
+    cr_assert_eq(n, r, "the freed node is reused at once");
+    cr_assert_neq(gpupart__tlsf_handle(n), stale, "a new handle for the new allocation");
+    cr_assert(!gpupart__tlsf_live(stale), "the stale handle is refused after %d reuses", i + 1);
+    cr_assert_not_null(gpupart__tlsf_free(t, n));
   }
-  gpupart__tlsf_totals before = totals_of(t);
-  cr_assert_null(gpupart__tlsf_free(t, stale), "the stale node is still DEAD");
-  gpupart__tlsf_totals after = totals_of(t);
-  cr_assert_eq(memcmp(&before, &after, sizeof before), 0, "nothing changed");
-  char why[128];
-  cr_assert_eq(gpupart__tlsf_check(t, why, sizeof why), 0, "%s", why);
+  check_ok(t);
   gpupart__tlsf_destroy(t);
+}
+
+Test(tlsf, handles_name_their_node_and_owner_across_slabs) {
+  gpupart__tlsf *t = make(16), *u = make(16);
+  gpupart__tlsf_add_block(t, &block_cookie, 0, MiB);
+  gpupart__tlsf_add_block(u, &block_cookie, 0, MiB);
+  for (int i = 0; i < 1000; i++) { /* several slabs of each allocator */
+    gpupart__range *r = gpupart__tlsf_alloc(i % 2 ? u : t, 16, 0);
+    uintptr_t h = gpupart__tlsf_handle(r);
+    cr_assert_eq(gpupart__tlsf_node(h), r, "node of handle %d", i);
+    cr_assert_eq(gpupart__range_owner(r), i % 2 ? u : t, "owner of range %d", i);
+    cr_assert(gpupart__tlsf_live(h), "live %d", i);
+  }
+  check_ok(t);
+  check_ok(u);
+  gpupart__tlsf_destroy(t);
+  gpupart__tlsf_destroy(u);
 }

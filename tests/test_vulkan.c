@@ -196,7 +196,7 @@ Test(vulkan, a_host_visible_type_is_partitioned_mapped_and_copied_by_the_gpu) {
   uint32_t type = host_visible_type(probe);
   close_dev(probe);
   if (type == UINT32_MAX) cr_skip_test("no host-visible coherent memory type");
-  gpupart_vulkan_desc v = {.memory_type_index = type};
+  gpupart_vulkan_desc v = {.memory_type = type + 1};
   gpupart_device *dev = open_own(&v);
   uint32_t got;
   VkMemoryPropertyFlags flags;
@@ -219,15 +219,45 @@ Test(vulkan, a_host_visible_type_is_partitioned_mapped_and_copied_by_the_gpu) {
   close_dev(dev);
 }
 
-Test(vulkan, memory_type_index_out_of_range_is_refused) {
-  gpupart_vulkan_desc v = {.memory_type_index = 1000};
-  gpupart_device_desc d = {.backend = GPUPART_BACKEND_VULKAN, .backend_desc = &v};
-  gpupart_device *dev = (gpupart_device *)&v;
+static void expect_out_of_range(const gpupart_vulkan_desc *v) {
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_VULKAN, .backend_desc = v};
+  gpupart_device *dev = (gpupart_device *)v;
   gpupart_result rc = gpupart_device_open(ctx, &d, &dev);
   if (rc == GPUPART_ENODEV) cr_skip_test("no Vulkan device here");
   cr_expect_eq(rc, GPUPART_EINVAL);
   cr_expect_null(dev);
-  cr_expect_neq(strstr(gpupart_last_error(), "out of range"), NULL, "%s", gpupart_last_error());
+  cr_expect_neq(strstr(gpupart_last_error(), "memory type 1000 is out of range"), NULL, "%s", gpupart_last_error());
+}
+
+Test(vulkan, memory_type_out_of_range_is_refused) {
+  expect_out_of_range(&(gpupart_vulkan_desc){.memory_type = 1001});
+  expect_out_of_range(&(gpupart_vulkan_desc){.memory_type_index = 1000}); /* deprecated, still honoured */
+}
+
+static uint32_t type_of(gpupart_device *dev) {
+  uint32_t type = UINT32_MAX;
+  VkMemoryPropertyFlags flags;
+  cr_assert_eq(gpupart_vulkan_memory_type(dev, &type, &flags), GPUPART_OK, "%s", gpupart_last_error());
+  return type;
+}
+
+/* 0 means default, as everywhere in the headers: a zeroed descriptor picks the type a
+ * NULL one picks (in 0.1, memory_type_index 0 asked for type 0), and memory_type = 1
+ * is how to ask for type 0. */
+Test(vulkan, a_zeroed_descriptor_picks_the_default_memory_type) {
+  gpupart_device *probe = open_own(NULL);
+  uint32_t picked = type_of(probe);
+  close_dev(probe);
+  gpupart_vulkan_desc zero = {0};
+  gpupart_device *dev = open_own(&zero);
+  cr_expect_eq(type_of(dev), picked);
+  close_dev(dev);
+  dev = open_own(&(gpupart_vulkan_desc){.memory_type_index = UINT32_MAX});
+  cr_expect_eq(type_of(dev), picked);
+  close_dev(dev);
+  dev = open_own(&(gpupart_vulkan_desc){.memory_type = picked + 1});
+  cr_expect_eq(type_of(dev), picked);
+  close_dev(dev);
 }
 
 Test(vulkan, adopted_handles_that_do_not_belong_together_are_refused) {
@@ -262,10 +292,10 @@ Test(vulkan, request_above_max_allocation_size_makes_no_driver_call) {
   close_dev(dev);
 }
 
-/* Two gpupart devices on one adopted VkDevice share its heap: what one holds, the other
- * cannot take beyond the heap size (no VK_EXT_memory_budget on lavapipe; with it, the
- * driver's budget decides). The refusal is EDEVMEM, with nothing changed. */
-Test(vulkan, devices_on_one_vkdevice_share_the_heap) {
+/* Two gpupart devices on one adopted VkDevice are one physical device (one UUID), so
+ * they share one budget: what one holds, the other cannot take beyond it. The shared
+ * ledger refuses (ELIMIT) before the driver is asked, with nothing changed. */
+Test(vulkan, devices_on_one_vkdevice_share_one_budget) {
   vkt_env e;
   env_or_skip(&e, 0);
   gpupart_vulkan_desc v = vkt_desc(&e);
@@ -277,8 +307,9 @@ Test(vulkan, devices_on_one_vkdevice_share_the_heap) {
   gpupart_partition *p1 = test_partition(one, "p1", 0, 0), *p2 = test_partition(two, "p2", 0, 0);
   gpupart_allocation *a, *b;
   cr_assert_eq(gpupart_alloc(p1, heap / 4 * 3, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
-  cr_expect_eq(gpupart_alloc(p2, heap / 2, 0, &b), GPUPART_EDEVMEM);
-  cr_expect_neq(strstr(gpupart_last_error(), "heap"), NULL, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(two), heap, "the second handle shares the first one's budget");
+  cr_expect_eq(gpupart_alloc(p2, heap / 2, 0, &b), GPUPART_ELIMIT);
+  cr_expect_neq(strstr(gpupart_last_error(), "budget"), NULL, "%s", gpupart_last_error());
   cr_expect_eq(test_stats(p2).reserved, 0);
   gpupart_free(a);
   cr_expect_eq(gpupart_partition_trim(p1), GPUPART_OK);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "identity.h"
 #include "options.h"
 #include "registry.h"
 
@@ -27,12 +28,9 @@ static const char help[] =
     "exit status: 0 devices found, 1 none found or the backend is missing, 2 bad usage\n";
 
 /* The UUID as 8-4-4-4-12 hex digits; "" when it is all zero (the backend has none). */
-static void format_uuid(const uint8_t u[16], char out[37]) {
-  static const uint8_t zero[16];
+static void format_uuid(const uint8_t u[16], char out[GPUPART__UUID_STRING]) {
   out[0] = '\0';
-  if (!memcmp(u, zero, sizeof zero)) return;
-  char *o = out;
-  for (int i = 0; i < 16; i++) o += sprintf(o, "%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
+  if (!gpupart__uuid_is_zero(u)) gpupart__uuid_format(u, out);
 }
 
 static void json_string_or_null(const char *s) {
@@ -53,7 +51,7 @@ static void print_json(const gpupart_device_info *d, uint32_t n) {
     else printf("%llu", (unsigned long long)d[i].free_bytes);
     printf(", \"max_block\": %llu, \"block_granularity\": %llu, \"uuid\": ", (unsigned long long)d[i].max_block_bytes,
            (unsigned long long)d[i].block_granularity);
-    char uuid[37];
+    char uuid[GPUPART__UUID_STRING];
     format_uuid(d[i].uuid, uuid);
     json_string_or_null(uuid);
     printf(", \"pci_bus_id\": ");
@@ -67,7 +65,7 @@ static void print_table(const gpupart_device_info *d, uint32_t n) {
   printf("%-8s %-5s %-36s %-16s %10s %10s %10s  %-36s %s\n", "BACKEND", "INDEX", "NAME", "VENDOR", "TOTAL", "FREE",
          "MAX BLOCK", "UUID", "PCI");
   for (uint32_t i = 0; i < n; i++) {
-    char total[32], free_[32], max[32], uuid[37];
+    char total[32], free_[32], max[32], uuid[GPUPART__UUID_STRING];
     format_uuid(d[i].uuid, uuid);
     human_bytes(d[i].total_bytes, total, sizeof total);
     human_bytes(d[i].max_block_bytes, max, sizeof max);

@@ -8,6 +8,7 @@
 
 #include "opencl.h" /* first: it sets CL_TARGET_OPENCL_VERSION */
 #include "gpupart_opencl.h"
+#include "extstruct.h"
 
 #define CL_PLATFORM_NOT_FOUND -1001 /* CL_PLATFORM_NOT_FOUND_KHR: the ICD loader found no platform */
 #define SVM_MAX_ALIGNMENT 128u      /* clSVMAlloc accepts alignments up to sizeof(long16) */
@@ -319,11 +320,16 @@ static int check_desc(const gpupart_opencl_desc *desc) {
   return GPUPART_OK;
 }
 
+/* gpupart_opencl_desc as 0.2 published it, and as this library knows it. */
+#define OPENCL_DESC_SIZE_0_2 GPUPART__END(gpupart_opencl_desc, flags)
+#define OPENCL_DESC_SIZE sizeof(gpupart_opencl_desc)
+
 static int ocl_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **out) {
   const gpupart__cl_state *s = state;
-  gpupart_opencl_desc desc = {0};
-  if (native_desc) memcpy(&desc, native_desc, native_size && native_size < sizeof desc ? native_size : sizeof desc);
-  int rc = check_desc(&desc);
+  gpupart_opencl_desc desc;
+  int rc = gpupart__backend_desc_in(&desc, OPENCL_DESC_SIZE, native_desc, native_size, OPENCL_DESC_SIZE_0_2,
+                                    "opencl: gpupart_opencl_desc");
+  if (rc == GPUPART_OK) rc = check_desc(&desc);
   if (rc) return rc;
   gpupart__cl_device *d = gpupart__host_calloc(s->cl.mem, 1, sizeof *d);
   if (!d) return gpupart__fail(GPUPART_ENOMEM, "opencl: out of host memory");

@@ -12,10 +12,14 @@
 
 #include "backend.h"
 #include "error.h"
+#include "extstruct.h"
 
 #define SIM_DEFAULT_TOTAL (16ull << 30)
 #define SIM_DEFAULT_ALIGN 256ull
 #define SIM_ADDRESS_BASE (1ull << 40)
+/* gpupart_sim_desc as 0.2 published it, and as this library knows it. */
+#define SIM_DESC_SIZE_0_2 GPUPART__END(gpupart_sim_desc, block_round_up)
+#define SIM_DESC_SIZE sizeof(gpupart_sim_desc)
 
 typedef struct sim_device sim_device;
 typedef struct sim_state sim_state;
@@ -33,6 +37,7 @@ struct sim_device {
 
 struct sim_state {
   const gpupart__hostmem *mem; /* the context's allocator */
+  uint64_t sim_total;          /* the sim_total option: total_bytes of a descriptor that leaves it 0 */
   pthread_mutex_t lock;
   sim_device *devices; /* open devices; the same (index, total) is the same device */
 };
@@ -42,6 +47,7 @@ static int sim_load(const gpupart__backend_env *env, const char *library, void *
   sim_state *s = gpupart__host_calloc(env->mem, 1, sizeof *s);
   if (!s) return gpupart__fail(GPUPART_ENOMEM, "sim: out of host memory");
   s->mem = env->mem;
+  s->sim_total = env->sim_total;
   pthread_mutex_init(&s->lock, NULL);
   *state = s;
   return GPUPART_OK;
@@ -61,15 +67,17 @@ static int check_pow2(const char *what, uint64_t v) {
   return gpupart__fail(GPUPART_EINVAL, "sim: %s %llu is not a power of two", what, (unsigned long long)v);
 }
 
-/* in: size bytes of the caller's descriptor (0 = all of this library's), or NULL. */
-static int sim_apply_defaults(const gpupart_sim_desc *in, size_t size, gpupart_sim_desc *out) {
-  *out = (gpupart_sim_desc){0};
-  if (in) memcpy(out, in, size && size < sizeof *out ? size : sizeof *out);
-  if (!out->total_bytes) out->total_bytes = SIM_DEFAULT_TOTAL;
+/* The caller's descriptor (in, size bytes as compiled, 0 = its 0.2 layout; NULL = all
+ * defaults), checked by the struct rule, with defaults applied: total_bytes 0 is
+ * sim_total (the option the core resolved), else 16 GiB. */
+static int sim_apply_defaults(const void *in, size_t size, uint64_t sim_total, gpupart_sim_desc *out) {
+  int rc = gpupart__backend_desc_in(out, SIM_DESC_SIZE, in, size, SIM_DESC_SIZE_0_2, "sim: gpupart_sim_desc");
+  if (rc) return rc;
+  if (!out->total_bytes) out->total_bytes = sim_total ? sim_total : SIM_DEFAULT_TOTAL;
   if (!out->max_block_bytes || out->max_block_bytes > out->total_bytes)
     out->max_block_bytes = out->total_bytes;
   if (!out->min_alignment) out->min_alignment = SIM_DEFAULT_ALIGN;
-  int rc = check_pow2("min_alignment", out->min_alignment);
+  rc = check_pow2("min_alignment", out->min_alignment);
   if (rc == GPUPART_OK) rc = check_pow2("block_granularity", out->block_granularity);
   if (rc == GPUPART_OK) rc = check_pow2("block_round_up", out->block_round_up);
   if (out->block_granularity < out->min_alignment) out->block_granularity = out->min_alignment;
@@ -99,7 +107,7 @@ static int sim_enumerate(void *state, gpupart_device_info *out, uint32_t *count)
   (void)state;
   if (out && *count >= 1) {
     gpupart_sim_desc d;
-    sim_apply_defaults(NULL, 0, &d);
+    sim_apply_defaults(NULL, 0, 0, &d);
     sim_fill_info(&d, 0, 0, out);
   }
   *count = 1;
@@ -140,7 +148,7 @@ static int sim_attach(sim_state *s, uint32_t index, const gpupart_sim_desc *desc
 static int sim_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **out) {
   sim_state *s = state;
   gpupart_sim_desc desc;
-  int rc = sim_apply_defaults(native_desc, native_size, &desc);
+  int rc = sim_apply_defaults(native_desc, native_size, s->sim_total, &desc);
   if (rc) return rc;
   sim_device *d = NULL;
   pthread_mutex_lock(&s->lock);

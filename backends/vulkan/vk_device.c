@@ -201,15 +201,24 @@ static int open_adopted(gpupart__vk_device *d, const gpupart_vulkan_desc *v, gpu
   return gpupart__vk_load_device(d, v->buffer_device_address != 0);
 }
 
+/* The memory type a descriptor asks for, or UINT32_MAX to pick one: memory_type (type + 1)
+ * first, then the deprecated memory_type_index, whose 0 (a zeroed descriptor) also picks. */
+static uint32_t requested_type(const gpupart_vulkan_desc *v) {
+  if (v->memory_type) return v->memory_type - 1;
+  return v->memory_type_index ? v->memory_type_index : UINT32_MAX;
+}
+
 int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **out) {
-  gpupart_vulkan_desc copy = {0};
-  if (native_desc) memcpy(&copy, native_desc, native_size && native_size < sizeof copy ? native_size : sizeof copy);
-  const gpupart_vulkan_desc *v = native_desc ? &copy : NULL;
+  gpupart_vulkan_desc desc;
+  const gpupart_vulkan_desc *v = &desc;
+  int rc = gpupart__backend_desc_in(&desc, GPUPART__VK_DESC_SIZE, native_desc, native_size,
+                                    GPUPART__VK_DESC_SIZE_0_2, "vulkan: gpupart_vulkan_desc");
+  if (rc) return rc;
   gpupart__vk_device *d = device_new(state);
   if (!d) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");
   gpupart__vk_facts f;
-  int rc = v && v->instance ? open_adopted(d, v, &f, &index) : open_own(d, index, &f);
-  if (rc == GPUPART_OK) rc = gpupart__vk_configure(d, &f, v ? v->memory_type_index : UINT32_MAX);
+  rc = v->instance ? open_adopted(d, v, &f, &index) : open_own(d, index, &f);
+  if (rc == GPUPART_OK) rc = gpupart__vk_configure(d, &f, requested_type(v));
   if (rc == GPUPART_OK) {
     fill_info(&f, index, d->type_index, &d->info);
     d->info.total_bytes = d->heap_size;

@@ -108,7 +108,7 @@ static int choose_type(gpupart__vk_device *d, const VkPhysicalDeviceMemoryProper
                          (void *)d->device, (void *)d->physical);
   uint32_t t = request == UINT32_MAX ? gpupart__vk_default_type(mem, allowed) : request;
   if (request != UINT32_MAX && request >= mem->memoryTypeCount)
-    return gpupart__fail(GPUPART_EINVAL, "vulkan: memory_type_index %u is out of range: the device has %u memory types",
+    return gpupart__fail(GPUPART_EINVAL, "vulkan: memory type %u is out of range: the device has %u memory types",
                          request, mem->memoryTypeCount);
   if (t == UINT32_MAX) return gpupart__fail(GPUPART_ENOTSUP, "vulkan: no memory type can back buffers");
   if (!(allowed & (1u << t)) || (mem->memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_PROTECTED_BIT))

@@ -158,8 +158,9 @@ def test_config_errors_are_exit_1_naming_file_and_line():
         os.unlink(path)
     _, err = expect_rc(["config", "--device", "sim:0"], 1, env={"GPUPART_MEMORY_FRACTION": "150%"})
     check("GPUPART_MEMORY_FRACTION: '150%' is above 100%" in err, "variable errors name the variable", err)
-    _, err = expect_rc(["config", "--device", "sim:0"], 1, env={"GPUPART_SHARED": "1"})
-    check("not implemented" in err, "shared is refused", err)
+    _, err = expect_rc(["config", "--device", "sim:0"], 1,
+                       env={"GPUPART_SHARED": "1", "GPUPART_LEDGER_DIR": "/nonexistent-gpupart-dir"})
+    check("/nonexistent-gpupart-dir" in err, "a shared ledger that cannot be opened names its folder", err)
     _, err = expect_rc(["config", "--device", "sim:0"], 1,
                        env={"GPUPART_PARTITIONS": "a:60%:60%,b:60%:60%"})
     check("GPUPART_PARTITIONS: partition 'b'" in err and "GPUPART_ECONFIG" in err, "partition error", err)

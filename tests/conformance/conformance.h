@@ -21,12 +21,16 @@ typedef struct conformance_adapter {
   /* Optional: opens the backend's first device in a context of its own (*ctx, which the
    * caller destroys) with the driver instrumented: it refuses every new block while
    * max_live_blocks blocks are live (0 = never), and driver_bytes works on the device.
-   * On failure the reason is in why. */
+   * On failure the reason is in why; ENOTSUP (the test is skipped) where this driver
+   * cannot be instrumented. */
   gpupart_result (*open_instrumented)(gpupart_context **ctx, const gpupart_device_desc *base,
                                       uint64_t max_live_blocks, gpupart_device **out, char *why, size_t why_len);
   /* Bytes of device memory that gpupart holds on an instrumented device, as the driver
    * itself counts them. 0 = success. */
   int (*driver_bytes)(gpupart_device *dev, uint64_t *bytes);
+  /* Optional: the config_text of the contexts the suite creates for this backend (e.g.
+   * "[gpupart]\ncuda_library = PATH" to route it to a driver test double); NULL = none. */
+  const char *(*context_config)(void);
   /* Optional: called after the device that open returned was closed, to destroy what
    * open created for it (e.g. adopted native handles) and report errors the driver
    * side found meanwhile (e.g. Vulkan validation errors). 0 = pass. */

@@ -22,12 +22,21 @@ typedef struct fixture {
   gpupart_device *dev;
 } fixture;
 
+/* A context that reads nothing from the environment, with the adapter's configuration
+ * (e.g. the driver library to load) where it has one. */
+static gpupart_context *suite_context(const conformance_adapter *ad) {
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV,
+                             .config_text = ad->context_config ? ad->context_config() : NULL};
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  return ctx;
+}
+
 /* Opens the backend's device with the given policy, or skips the test saying why. */
 static fixture open_or_skip(gpupart_backend b, const gpupart_device_desc *base) {
   fixture f = {conformance_adapter_for(b), NULL, NULL};
   if (!f.ad) cr_skip_test("%s: backend not built into this test", gpupart_backend_name(b));
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV};
-  cr_assert_eq(gpupart_context_create(&cd, &f.ctx), GPUPART_OK);
+  f.ctx = suite_context(f.ad);
   gpupart_device_desc none = {0};
   gpupart_result rc = f.ad->open(f.ctx, base ? base : &none, &f.dev);
   if (rc == GPUPART_ENOBACKEND || rc == GPUPART_ENODEV) {
@@ -52,6 +61,7 @@ static fixture open_instrumented_or_skip(gpupart_backend b, const gpupart_device
   gpupart_device_desc none = {0};
   char why[512] = "";
   gpupart_result rc = f.ad->open_instrumented(&f.ctx, base ? base : &none, max_live_blocks, &f.dev, why, sizeof why);
+  if (rc == GPUPART_ENOTSUP) cr_skip_test("%s: %s", gpupart_backend_name(b), why);
   cr_assert_eq(rc, GPUPART_OK, "%s: instrumented open failed: %s", gpupart_backend_name(b), why);
   return f;
 }
@@ -205,9 +215,7 @@ ParameterizedTest(gpupart_backend *b, conformance, adopted_handles_stay_the_appl
   fixture f = open_or_skip(*b, NULL);
   close_fixture(&f);
   if (!f.ad->adopt_roundtrip) cr_skip_test("%s: the backend has no native handles to adopt", gpupart_backend_name(*b));
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV};
-  gpupart_context *ctx;
-  cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK);
+  gpupart_context *ctx = suite_context(f.ad);
   char why[512] = "";
   cr_expect_eq(f.ad->adopt_roundtrip(ctx, why, sizeof why), 0, "%s", why);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);

@@ -1,0 +1,558 @@
+/* The shared ledger: the same accounting as ledger_local.c, kept in a file of the
+ * ledger folder (GPUPART_LEDGER_DIR, default /dev/shm) that every process of the user
+ * maps, one file per physical device, so that budgets and guarantees hold across
+ * processes. The file is untrusted input: it must be a regular file of this user with no
+ * group or other permission bits, its header must carry the magic, version, size and
+ * device identity this library writes, and every index read from it is bounds-checked.
+ * A process-shared robust mutex guards it; when a holder died, the next locker finds the
+ * dead members, returns their bytes and recomputes every sum from the entries. A member
+ * is alive while its process holds an open-file-description lock on the member's byte of
+ * the file, which the kernel drops when the process dies (whatever its pid or namespace). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "ledger_shm.h"
+
+#define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
+#define SHM_VERSION 1u
+#define SHM_MEMBERS 64u
+#define SHM_ENTRIES 256u
+#define SHM_NAME 64u
+#define SHM_LOCK_BASE ((off_t)1 << 32) /* member i's lock byte: far past the data */
+
+typedef struct shm_member {
+  uint64_t id; /* 0 = free */
+  int64_t pid; /* for people reading the file; liveness is the lock */
+} shm_member;
+
+typedef struct shm_slot {
+  uint64_t member; /* owner's id; 0 = free */
+  uint32_t member_slot, pad;
+  char name[SHM_NAME];
+  uint64_t limit, guarantee, reserved, peak_reserved;
+} shm_slot;
+
+typedef struct shm_header {
+  uint64_t magic;
+  uint32_t version, size, members, entries;
+  char identity[GPUPART__IDENTITY_MAX];
+  pthread_mutex_t lock;
+  uint64_t budget, guarantees, reserved, peak_reserved, unused, last_member;
+  shm_member member[SHM_MEMBERS];
+  shm_slot entry[SHM_ENTRIES];
+} shm_header;
+
+typedef struct shm_ledger {
+  gpupart__ledger base; /* first, so the interface pointer is the ledger */
+  const gpupart__hostmem *mem;
+  int fd;
+  shm_header *h;
+  uint8_t mine[SHM_MEMBERS]; /* member slots this attachment holds the lock of */
+  struct shm_entry *handles; /* this attachment's entry handles (guarded by the file's lock) */
+} shm_ledger;
+
+/* The process-local handle of an entry. */
+typedef struct shm_entry {
+  struct shm_entry *next;
+  uint32_t slot;
+  uint64_t member;
+} shm_entry;
+
+/* What find returns for an entry of another process: non-NULL, and no slot of the file,
+ * so any operation on it is refused. */
+static shm_entry foreign = {NULL, UINT32_MAX, 0};
+
+static shm_ledger *shm(gpupart__ledger *l) { return (shm_ledger *)l; }
+static shm_entry *handle(const gpupart__ledger_entry *e) { return (shm_entry *)(uintptr_t)e; }
+static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+static uint64_t unused_of(const shm_slot *s) { return sub0(s->guarantee, s->reserved); }
+
+/* ---- members and their liveness ---- */
+
+static int member_lock(int fd, uint32_t slot, short type) {
+  struct flock f = {.l_type = type, .l_whence = SEEK_SET, .l_start = SHM_LOCK_BASE + (off_t)slot, .l_len = 1};
+  return fcntl(fd, F_OFD_SETLK, &f);
+}
+
+/* Whether another open file description holds member slot's lock (its process lives). */
+static int held_elsewhere(int fd, uint32_t slot) {
+  struct flock f = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = SHM_LOCK_BASE + (off_t)slot, .l_len = 1};
+  if (fcntl(fd, F_OFD_GETLK, &f) != 0) return 1; /* cannot tell: never reap on doubt */
+  return f.l_type != F_UNLCK;
+}
+
+/* Lock held: every sum again from the entries, as after a holder died mid-update. */
+static void recompute_locked(shm_header *h) {
+  uint64_t g = 0, r = 0, u = 0;
+  for (uint32_t i = 0; i < SHM_ENTRIES; i++) {
+    shm_slot *s = &h->entry[i];
+    if (!s->member) continue;
+    if (s->reserved > s->peak_reserved) s->peak_reserved = s->reserved;
+    g = add_sat(g, s->guarantee), r = add_sat(r, s->reserved), u = add_sat(u, unused_of(s));
+  }
+  h->guarantees = g, h->reserved = r, h->unused = u;
+  if (r > h->peak_reserved) h->peak_reserved = r;
+}
+
+/* Lock held: frees member slot i and its entries. */
+static void drop_member_locked(shm_header *h, uint32_t i) {
+  uint64_t id = h->member[i].id;
+  for (uint32_t k = 0; k < SHM_ENTRIES; k++)
+    if (h->entry[k].member == id) memset(&h->entry[k], 0, sizeof h->entry[k]);
+  h->member[i] = (shm_member){0};
+}
+
+/* Lock held: returns the bytes of members whose process is gone. */
+static int reap_locked(shm_ledger *L) {
+  int reaped = 0;
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++) {
+    if (!L->h->member[i].id || L->mine[i] || held_elsewhere(L->fd, i)) continue;
+    drop_member_locked(L->h, i);
+    reaped = 1;
+  }
+  if (reaped) recompute_locked(L->h);
+  return reaped;
+}
+
+static int lock_ledger(shm_ledger *L) {
+  int rc = pthread_mutex_lock(&L->h->lock);
+  if (rc == EOWNERDEAD) {
+    reap_locked(L);
+    recompute_locked(L->h);
+    pthread_mutex_consistent(&L->h->lock);
+    rc = 0;
+  }
+  return rc;
+}
+
+static void unlock_ledger(shm_ledger *L) { pthread_mutex_unlock(&L->h->lock); }
+
+/* Lock held: the slot of a live entry handle, or NULL when the file no longer has it. */
+static shm_slot *slot_of(shm_ledger *L, const gpupart__ledger_entry *e) {
+  const shm_entry *x = handle(e);
+  if (x->slot >= SHM_ENTRIES || L->h->entry[x->slot].member != x->member) return NULL;
+  return &L->h->entry[x->slot];
+}
+
+/* ---- the interface ---- */
+
+static void shm_destroy(gpupart__ledger *l) {
+  shm_ledger *L = shm(l);
+  while (L->handles) {
+    shm_entry *x = L->handles;
+    L->handles = x->next;
+    gpupart__host_free(L->mem, x);
+  }
+  munmap(L->h, sizeof *L->h);
+  close(L->fd); /* drops every member lock this attachment held */
+  gpupart__host_free(L->mem, L);
+}
+
+/* Lock held: a free member slot whose lock this attachment could take. */
+static int join_locked(shm_ledger *L, gpupart__ledger_member *out) {
+  for (int pass = 0; pass < 2; pass++) {
+    for (uint32_t i = 0; i < SHM_MEMBERS; i++) {
+      if (L->h->member[i].id || member_lock(L->fd, i, F_WRLCK) != 0) continue;
+      L->h->member[i] = (shm_member){.id = ++L->h->last_member, .pid = getpid()};
+      L->mine[i] = 1;
+      *out = L->h->member[i].id;
+      return GPUPART_OK;
+    }
+    if (!reap_locked(L)) break;
+  }
+  return gpupart__fail(GPUPART_EBUSY, "ledger: all %u member slots of the shared ledger are taken", SHM_MEMBERS);
+}
+
+static int shm_join(gpupart__ledger *l, gpupart__ledger_member *out) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return gpupart__fail(GPUPART_ECORRUPT, "ledger: the shared ledger's lock is unusable");
+  int rc = join_locked(L, out);
+  unlock_ledger(L);
+  return rc;
+}
+
+static void shm_leave(gpupart__ledger *l, gpupart__ledger_member id) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return;
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++) {
+    if (!L->mine[i] || L->h->member[i].id != id) continue;
+    drop_member_locked(L->h, i);
+    recompute_locked(L->h);
+    L->mine[i] = 0;
+    member_lock(L->fd, i, F_UNLCK);
+  }
+  unlock_ledger(L);
+}
+
+/* Lock held: member id's slot if this attachment holds it, else SHM_MEMBERS. */
+static uint32_t my_member_slot(const shm_ledger *L, gpupart__ledger_member id) {
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++)
+    if (L->mine[i] && L->h->member[i].id == id) return i;
+  return SHM_MEMBERS;
+}
+
+/* Lock held. */
+static int find_locked(const shm_header *h, const char *name) {
+  for (uint32_t i = 0; i < SHM_ENTRIES; i++)
+    if (h->entry[i].member && strncmp(h->entry[i].name, name, SHM_NAME) == 0) return (int)i;
+  return -1;
+}
+
+/* Lock held: the code add returns, with the free slot in *slot. */
+static int admit_locked(shm_ledger *L, uint32_t ms, const char *name, uint64_t limit, uint64_t guarantee,
+                        uint32_t *slot) {
+  shm_header *h = L->h;
+  if (ms == SHM_MEMBERS) return GPUPART_EINVAL;
+  if (find_locked(h, name) >= 0) return GPUPART_EEXIST;
+  if (limit > h->budget || guarantee > sub0(h->budget, h->guarantees)) return GPUPART_ELIMIT;
+  for (*slot = 0; *slot < SHM_ENTRIES; (*slot)++)
+    if (!h->entry[*slot].member) return GPUPART_OK;
+  return GPUPART_ENOMEM;
+}
+
+static int shm_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
+                   uint64_t guarantee, gpupart__ledger_entry **out) {
+  shm_ledger *L = shm(l);
+  *out = NULL;
+  if (strlen(name) >= SHM_NAME) return GPUPART_EINVAL;
+  shm_entry *x = gpupart__host_calloc(L->mem, 1, sizeof *x);
+  if (!x) return GPUPART_ENOMEM;
+  if (lock_ledger(L)) return gpupart__host_free(L->mem, x), GPUPART_ECORRUPT;
+  uint32_t slot = 0, ms = my_member_slot(L, m);
+  int rc = admit_locked(L, ms, name, limit, guarantee, &slot);
+  if (rc == GPUPART_OK) {
+    shm_slot *s = &L->h->entry[slot];
+    *s = (shm_slot){.member = m, .member_slot = ms, .limit = limit, .guarantee = guarantee};
+    memcpy(s->name, name, strlen(name) + 1);
+    L->h->guarantees += guarantee, L->h->unused += guarantee;
+    *x = (shm_entry){L->handles, slot, m};
+    L->handles = x;
+  }
+  unlock_ledger(L);
+  if (rc) gpupart__host_free(L->mem, x);
+  else *out = (gpupart__ledger_entry *)(void *)x;
+  return rc;
+}
+
+static void shm_remove(gpupart__ledger *l, gpupart__ledger_entry *e) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L) == 0) {
+    shm_slot *s = slot_of(L, e);
+    if (s) memset(s, 0, sizeof *s), recompute_locked(L->h);
+    for (shm_entry **p = &L->handles; *p; p = &(*p)->next)
+      if (*p == handle(e)) {
+        *p = handle(e)->next;
+        break;
+      }
+    unlock_ledger(L);
+  }
+  gpupart__host_free(L->mem, handle(e));
+}
+
+/* This process's handle of the entry named name; another process's entry is `foreign`. */
+static gpupart__ledger_entry *shm_find(gpupart__ledger *l, const char *name) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return NULL;
+  int i = find_locked(L->h, name);
+  shm_entry *x = i < 0 ? NULL : &foreign;
+  for (shm_entry *h = L->handles; h && i >= 0; h = h->next)
+    if (h->slot == (uint32_t)i && h->member == L->h->entry[i].member) x = h;
+  unlock_ledger(L);
+  return (gpupart__ledger_entry *)(void *)x;
+}
+
+static uint32_t shm_list(gpupart__ledger *l, gpupart__ledger_member m, gpupart__ledger_entry_info *out, uint32_t cap) {
+  shm_ledger *L = shm(l);
+  uint32_t n = 0;
+  if (lock_ledger(L)) return 0;
+  reap_locked(L);
+  for (uint32_t i = 0; i < SHM_ENTRIES; i++) {
+    const shm_slot *s = &L->h->entry[i];
+    if (!s->member || (m && s->member != m)) continue;
+    if (n < cap) {
+      snprintf(out[n].name, sizeof out[n].name, "%.*s", (int)strnlen(s->name, SHM_NAME), s->name);
+      out[n].member = s->member;
+      out[n].figures = (gpupart__ledger_figures){s->limit, s->guarantee, s->reserved, s->peak_reserved};
+    }
+    n++;
+  }
+  unlock_ledger(L);
+  return n;
+}
+
+/* Lock held: what s may still take (as ledger_local.c's grantable_locked). */
+static uint64_t grantable_locked(const shm_header *h, const shm_slot *s, gpupart__refusal *bound) {
+  uint64_t own = sub0(s->limit, s->reserved);
+  uint64_t taken = add_sat(h->reserved, sub0(h->unused, unused_of(s)));
+  uint64_t device = sub0(h->budget, taken);
+  *bound = own <= device ? GPUPART__REFUSED_LIMIT : GPUPART__REFUSED_BUDGET;
+  return own <= device ? own : device;
+}
+
+static void set_reserved_locked(shm_header *h, shm_slot *s, uint64_t reserved) {
+  h->unused = sub0(h->unused, unused_of(s));
+  h->reserved = add_sat(sub0(h->reserved, s->reserved), reserved);
+  s->reserved = reserved;
+  h->unused = add_sat(h->unused, unused_of(s));
+  if (s->reserved > s->peak_reserved) s->peak_reserved = s->reserved;
+  if (h->reserved > h->peak_reserved) h->peak_reserved = h->reserved;
+}
+
+/* Lock held: grants bytes to s if they fit; a refusal first returns dead members' bytes. */
+static gpupart__refusal reserve_locked(shm_ledger *L, shm_slot *s, uint64_t bytes) {
+  gpupart__refusal bound;
+  if (bytes > grantable_locked(L->h, s, &bound) && !(reap_locked(L) && bytes <= grantable_locked(L->h, s, &bound)))
+    return bound;
+  set_reserved_locked(L->h, s, s->reserved + bytes);
+  return GPUPART__GRANTED;
+}
+
+static gpupart__refusal shm_reserve(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t bytes) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return GPUPART__REFUSED_BUDGET;
+  shm_slot *s = slot_of(L, e);
+  gpupart__refusal r = s ? reserve_locked(L, s, bytes) : GPUPART__REFUSED_BUDGET;
+  unlock_ledger(L);
+  return r;
+}
+
+static void shm_release(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t bytes) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return;
+  shm_slot *s = slot_of(L, e);
+  if (s) set_reserved_locked(L->h, s, sub0(s->reserved, bytes));
+  unlock_ledger(L);
+}
+
+static uint64_t shm_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gpupart__refusal *bound) {
+  shm_ledger *L = shm(l);
+  *bound = GPUPART__REFUSED_BUDGET;
+  if (lock_ledger(L)) return 0;
+  shm_slot *s = slot_of(L, e);
+  if (s) reap_locked(L);
+  uint64_t can = s ? grantable_locked(L->h, s, bound) : 0;
+  unlock_ledger(L);
+  return can;
+}
+
+static int shm_set_limit(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t new_limit) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return GPUPART_ECORRUPT;
+  shm_slot *s = slot_of(L, e);
+  int rc = !s ? GPUPART_ECORRUPT : new_limit > L->h->budget ? GPUPART_ELIMIT
+           : s->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
+  if (rc == GPUPART_OK) {
+    s->limit = new_limit;
+    if (s->guarantee > new_limit) s->guarantee = new_limit, recompute_locked(L->h);
+  }
+  unlock_ledger(L);
+  return rc;
+}
+
+static void shm_get(gpupart__ledger *l, const gpupart__ledger_entry *e, gpupart__ledger_figures *out) {
+  shm_ledger *L = shm(l);
+  *out = (gpupart__ledger_figures){0};
+  if (lock_ledger(L)) return;
+  const shm_slot *s = slot_of(L, e);
+  if (s) *out = (gpupart__ledger_figures){s->limit, s->guarantee, s->reserved, s->peak_reserved};
+  unlock_ledger(L);
+}
+
+static void shm_totals(gpupart__ledger *l, gpupart__ledger_figures *out) {
+  shm_ledger *L = shm(l);
+  *out = (gpupart__ledger_figures){0};
+  if (lock_ledger(L)) return;
+  reap_locked(L);
+  *out = (gpupart__ledger_figures){L->h->budget, L->h->guarantees, L->h->reserved, L->h->peak_reserved};
+  unlock_ledger(L);
+}
+
+static void shm_reset_peak(gpupart__ledger *l, gpupart__ledger_entry *e) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return;
+  shm_slot *s = slot_of(L, e);
+  if (s) s->peak_reserved = s->reserved;
+  unlock_ledger(L);
+}
+
+/* Lock held: one entry against its limits and its member. */
+static int check_slot(const shm_header *h, const shm_slot *s, char *why, uint64_t n) {
+  if (s->reserved > s->limit || s->guarantee > s->limit)
+    return snprintf(why, n, "shared partition '%.*s' exceeds its limit", (int)strnlen(s->name, SHM_NAME), s->name), -1;
+  if (s->member_slot >= SHM_MEMBERS || h->member[s->member_slot].id != s->member)
+    return snprintf(why, n, "a shared partition belongs to no member"), -1;
+  if (strnlen(s->name, SHM_NAME) == SHM_NAME) return snprintf(why, n, "a shared partition's name is unterminated"), -1;
+  return 0;
+}
+
+static int check_locked(const shm_header *h, char *why, uint64_t n) {
+  uint64_t g = 0, r = 0, u = 0;
+  for (uint32_t i = 0; i < SHM_ENTRIES; i++) {
+    const shm_slot *s = &h->entry[i];
+    if (!s->member) continue;
+    if (check_slot(h, s, why, n)) return -1;
+    g = add_sat(g, s->guarantee), r = add_sat(r, s->reserved), u = add_sat(u, unused_of(s));
+  }
+  if (g != h->guarantees || r != h->reserved || u != h->unused)
+    return snprintf(why, n, "shared ledger sums differ from its entries"), -1;
+  if (g > h->budget || r > h->budget) return snprintf(why, n, "the shared ledger is past its budget"), -1;
+  return 0;
+}
+
+static int shm_check(gpupart__ledger *l, char *why, uint64_t why_len) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return snprintf(why, why_len, "the shared ledger's lock is unusable"), -1;
+  reap_locked(L);
+  int rc = check_locked(L->h, why, why_len);
+  unlock_ledger(L);
+  return rc;
+}
+
+static const gpupart__ledger_ops shm_ops = {
+    .destroy = shm_destroy,
+    .join = shm_join,
+    .leave = shm_leave,
+    .add = shm_add,
+    .remove = shm_remove,
+    .find = shm_find,
+    .list = shm_list,
+    .reserve = shm_reserve,
+    .release = shm_release,
+    .grantable = shm_grantable,
+    .set_limit = shm_set_limit,
+    .get = shm_get,
+    .totals = shm_totals,
+    .reset_peak = shm_reset_peak,
+    .check = shm_check,
+};
+
+/* ---- opening the file ---- */
+
+void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n) {
+  char key[GPUPART__IDENTITY_MAX];
+  size_t i = 0;
+  for (; id->key[i] && i + 1 < sizeof key; i++) {
+    char c = id->key[i];
+    int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+    key[i] = plain ? c : '_';
+  }
+  key[i] = '\0';
+  snprintf(out, n, "%s/gpupart-%u-%s.ledger", dir, (unsigned)geteuid(), key);
+}
+
+/* The file must be this user's regular file with no group or other permissions. */
+static int check_owner(int fd, const char *path, struct stat *st) {
+  if (fstat(fd, st) != 0) return gpupart__fail(GPUPART_ECONFIG, "ledger %s: %s", path, strerror(errno));
+  if (!S_ISREG(st->st_mode)) return gpupart__fail(GPUPART_ECONFIG, "ledger %s is not a regular file", path);
+  if (st->st_uid != geteuid())
+    return gpupart__fail(GPUPART_ECONFIG, "ledger %s belongs to uid %u, not to this user (%u): refused", path,
+                         (unsigned)st->st_uid, (unsigned)geteuid());
+  if (st->st_mode & 077)
+    return gpupart__fail(GPUPART_ECONFIG, "ledger %s has mode %03o; a ledger must be 0600: refused", path,
+                         (unsigned)(st->st_mode & 0777));
+  return GPUPART_OK;
+}
+
+static int init_mutex(pthread_mutex_t *m) {
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  int rc = pthread_mutex_init(m, &a);
+  pthread_mutexattr_destroy(&a);
+  return rc;
+}
+
+/* A new file: sized (a full folder is a clear error), then the header, magic last. */
+static int create_file(shm_ledger *L, const char *path, const char *dir, uint64_t budget) {
+  int err = posix_fallocate(L->fd, 0, sizeof *L->h);
+  if (err)
+    return gpupart__fail(GPUPART_ECONFIG, "ledger %s: cannot reserve %zu bytes in %s (%s); free space there or set "
+                         "GPUPART_LEDGER_DIR to another folder", path, sizeof *L->h, dir, strerror(err));
+  L->h = mmap(NULL, sizeof *L->h, PROT_READ | PROT_WRITE, MAP_SHARED, L->fd, 0);
+  if (L->h == MAP_FAILED) return L->h = NULL, gpupart__fail(GPUPART_ECONFIG, "ledger %s: mmap: %s", path, strerror(errno));
+  shm_header *h = L->h;
+  memset(h, 0, sizeof *h);
+  h->version = SHM_VERSION, h->size = (uint32_t)sizeof *h, h->members = SHM_MEMBERS, h->entries = SHM_ENTRIES;
+  memcpy(h->identity, L->base.id.key, sizeof h->identity);
+  h->budget = budget;
+  if (init_mutex(&h->lock)) return gpupart__fail(GPUPART_ECONFIG, "ledger %s: cannot make its lock", path);
+  __atomic_store_n(&h->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+  return GPUPART_OK;
+}
+
+/* An existing file: its header must be this library's, for this device. */
+static int attach_file(shm_ledger *L, const char *path, const struct stat *st) {
+  if ((uint64_t)st->st_size != sizeof *L->h)
+    return gpupart__fail(GPUPART_ECORRUPT, "ledger %s has %lld bytes, not the %zu of a gpupart ledger: refused", path,
+                         (long long)st->st_size, sizeof *L->h);
+  L->h = mmap(NULL, sizeof *L->h, PROT_READ | PROT_WRITE, MAP_SHARED, L->fd, 0);
+  if (L->h == MAP_FAILED) return L->h = NULL, gpupart__fail(GPUPART_ECONFIG, "ledger %s: mmap: %s", path, strerror(errno));
+  const shm_header *h = L->h;
+  if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->size != sizeof *h || h->members != SHM_MEMBERS ||
+      h->entries != SHM_ENTRIES)
+    return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: not a gpupart %u ledger (bad magic, version or size): refused",
+                         path, SHM_VERSION);
+  if (strncmp(h->identity, L->base.id.key, sizeof h->identity) || !h->budget)
+    return gpupart__fail(GPUPART_ECORRUPT, "ledger %s is not the ledger of %s: refused", path, L->base.id.key);
+  return GPUPART_OK;
+}
+
+static int open_file(shm_ledger *L, const char *dir, uint64_t budget) {
+  char path[4096];
+  struct stat st;
+  gpupart__ledger_shm_path(dir, &L->base.id, path, sizeof path);
+  L->fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (L->fd < 0)
+    return gpupart__fail(GPUPART_ECONFIG, "ledger %s: %s (the folder is GPUPART_LEDGER_DIR)", path, strerror(errno));
+  flock(L->fd, LOCK_EX); /* one process sets a new file up; the others wait for it */
+  int rc = check_owner(L->fd, path, &st);
+  if (rc == GPUPART_OK) rc = st.st_size == 0 ? create_file(L, path, dir, budget) : attach_file(L, path, &st);
+  flock(L->fd, LOCK_UN);
+  return rc;
+}
+
+/* A ledger no live process uses is this one's to size: the file outlives its processes,
+ * and the budget of a run long gone must not bind this one. */
+static int claim_if_unused(shm_ledger *L, uint64_t budget) {
+  if (lock_ledger(L)) return gpupart__fail(GPUPART_ECORRUPT, "ledger: the shared ledger's lock is unusable");
+  reap_locked(L);
+  uint32_t live = 0;
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++) live += L->h->member[i].id != 0;
+  if (!live) {
+    memset(L->h->entry, 0, sizeof L->h->entry);
+    L->h->budget = budget, L->h->peak_reserved = 0;
+    recompute_locked(L->h);
+  }
+  unlock_ledger(L);
+  return GPUPART_OK;
+}
+
+int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
+                               const char *dir, gpupart__ledger **out) {
+  *out = NULL;
+  shm_ledger *L = gpupart__host_calloc(mem, 1, sizeof *L);
+  if (!L) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
+  L->base.ops = &shm_ops;
+  L->base.id = *id;
+  L->mem = mem;
+  int rc = open_file(L, dir && *dir ? dir : "/dev/shm", budget);
+  if (rc == GPUPART_OK) rc = claim_if_unused(L, budget);
+  if (rc) {
+    if (L->h) munmap(L->h, sizeof *L->h);
+    if (L->fd >= 0) close(L->fd);
+    gpupart__host_free(mem, L);
+    return rc;
+  }
+  *out = &L->base;
+  return GPUPART_OK;
+}

@@ -1,0 +1,307 @@
+/* The shared ledger (core/ledger_shm.c) across processes: two processes that open one
+ * device with GPUPART_DEVICE_SHARED share its budget; a member killed with SIGKILL has its
+ * bytes returned, also when killed at random points of a churn (most of them inside the
+ * ledger's lock, so the EOWNERDEAD recovery runs), with no drift over 40 cycles; a ledger file that is corrupt, truncated, of the wrong mode or of another
+ * user is refused with a clear error. Children are forked and report through their exit
+ * status and a pipe; each test has its own ledger folder. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "identity.h"
+#include "ledger_shm.h"
+#include "policy.h"
+
+static char dir[64];
+
+static void setup(void) {
+  snprintf(dir, sizeof dir, "/tmp/gpupart-shm-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(ledger_shm, .init = setup, .fini = teardown, .timeout = 60);
+
+static gpupart_context *shared_context(void) {
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = dir};
+  gpupart_context *ctx = NULL;
+  if (gpupart_context_create(&d, &ctx)) return NULL;
+  return ctx;
+}
+
+static gpupart_result open_shared(gpupart_context *ctx, gpupart_device **dev) {
+  static gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED};
+  return gpupart_device_open(ctx, &d, dev);
+}
+
+static void ledger_path(char *out, size_t n) {
+  gpupart_device_info info = {.backend = GPUPART_BACKEND_SIM, .total_bytes = 1 * GiB};
+  gpupart__identity id;
+  gpupart__identity_of(&info, &id);
+  gpupart__ledger_shm_path(dir, &id, out, n);
+}
+
+/* In a child: opens the shared device, allocates bytes in partition name, writes one byte
+ * to ready, and waits for a byte on go (or to be killed). Exit 0 when all went well. */
+static void child_holds(const char *name, uint64_t bytes, int ready, int go) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  gpupart_partition *p = NULL;
+  gpupart_allocation *a = NULL;
+  gpupart_partition_desc pd = {.name = name};
+  if (!ctx || open_shared(ctx, &dev) || gpupart_partition_create(dev, &pd, &p) || gpupart_alloc(p, bytes, 0, &a))
+    _exit(2);
+  char c = 1;
+  if (write(ready, &c, 1) != 1 || read(go, &c, 1) != 1) _exit(3);
+  gpupart_free(a);
+  _exit(gpupart_device_close(dev) || gpupart_context_destroy(ctx) ? 4 : 0);
+}
+
+typedef struct child {
+  pid_t pid;
+  int ready, go;
+} child;
+
+static child spawn_holder(const char *name, uint64_t bytes) {
+  int r[2], g[2];
+  cr_assert_eq(pipe(r), 0);
+  cr_assert_eq(pipe(g), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) child_holds(name, bytes, r[1], g[0]);
+  close(r[1]), close(g[0]);
+  char c;
+  cr_assert_eq(read(r[0], &c, 1), 1, "the child holds its bytes");
+  return (child){pid, r[0], g[1]};
+}
+
+static int wait_child(child *c) {
+  int status = 0;
+  cr_assert_eq(waitpid(c->pid, &status, 0), c->pid);
+  close(c->ready), close(c->go);
+  return status;
+}
+
+Test(ledger_shm, two_processes_share_one_budget) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(dev, "mine", 0, 0);
+  child c = spawn_holder("theirs", 600 * MiB);
+  gpupart_allocation *a = NULL;
+  cr_expect_eq(gpupart_alloc(p, 600 * MiB, 0, &a), GPUPART_ELIMIT, "the other process holds 600 of 1024 MiB");
+  cr_expect_eq(dev_stats(dev).guarantee, 0);
+  test_check(dev);
+  char go = 1;
+  cr_assert_eq(write(c.go, &go, 1), 1);
+  int status = wait_child(&c);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  a = alloc_ok(p, 600 * MiB);
+  gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(ledger_shm, guarantees_hold_across_processes) {
+  child c = spawn_holder("theirs", 2 * MiB);
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition_desc pd = {.name = "theirs"};
+  gpupart_partition *p = NULL;
+  cr_expect_eq(gpupart_partition_create(dev, &pd, &p), GPUPART_EEXIST, "names are device-wide across processes");
+  p = test_partition(dev, "floor", 800 * MiB, 800 * MiB);
+  gpupart_partition_desc big = {.name = "big", .guarantee = 300 * MiB};
+  gpupart_partition *q = NULL;
+  cr_expect_eq(gpupart_partition_create(dev, &big, &q), GPUPART_ELIMIT);
+  char go = 1;
+  cr_assert_eq(write(c.go, &go, 1), 1);
+  cr_expect_eq(wait_child(&c), 0);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(ledger_shm, a_killed_members_bytes_come_back) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(dev, "mine", 0, 0);
+  child c = spawn_holder("victim", 800 * MiB);
+  gpupart_allocation *a = NULL;
+  cr_expect_eq(gpupart_alloc(p, 800 * MiB, 0, &a), GPUPART_ELIMIT);
+  cr_assert_eq(kill(c.pid, SIGKILL), 0);
+  int status = wait_child(&c);
+  cr_expect(WIFSIGNALED(status), "status %d", status);
+  a = alloc_ok(p, 800 * MiB); /* the refusal finds the dead member and returns its bytes */
+  test_check(dev);
+  gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* Opens the shared device expecting code, with want in the message. */
+static void expect_refused(gpupart_result code, const char *want) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = (gpupart_device *)&dev;
+  cr_expect_eq(open_shared(ctx, &dev), code, "%s", gpupart_last_error());
+  cr_expect_null(dev);
+  cr_expect(message_has(want) && message_has(dir), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+static void write_file(const char *path, mode_t mode, const void *bytes, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(fchmod(fd, mode), 0);
+  cr_assert_eq(write(fd, bytes, n), (ssize_t)n);
+  close(fd);
+}
+
+static size_t ledger_size(void) {
+  char path[256];
+  struct stat st;
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  ledger_path(path, sizeof path);
+  cr_assert_eq(stat(path, &st), 0);
+  cr_expect_eq(st.st_mode & 0777, 0600, "a new ledger is 0600");
+  cr_expect_eq(st.st_uid, geteuid());
+  gpupart_device_close(dev);
+  gpupart_context_destroy(ctx);
+  unlink(path);
+  return (size_t)st.st_size;
+}
+
+Test(ledger_shm, a_corrupt_or_truncated_ledger_is_refused) {
+  char path[256];
+  size_t n = ledger_size();
+  ledger_path(path, sizeof path);
+  char *junk = malloc(n);
+  cr_assert_not_null(junk);
+  memset(junk, 0x5a, n);
+  write_file(path, 0600, junk, n);
+  expect_refused(GPUPART_ECORRUPT, "not a gpupart");
+  write_file(path, 0600, junk, n / 2);
+  expect_refused(GPUPART_ECORRUPT, "bytes");
+  free(junk);
+}
+
+Test(ledger_shm, a_ledger_others_may_read_is_refused) {
+  char path[256];
+  ledger_path(path, sizeof path);
+  write_file(path, 0644, "", 0);
+  expect_refused(GPUPART_ECONFIG, "0600");
+}
+
+Test(ledger_shm, a_ledger_of_another_user_is_refused) {
+  if (geteuid() != 0) cr_skip_test("needs root to give a file to another user");
+  char path[256];
+  ledger_path(path, sizeof path);
+  write_file(path, 0600, "", 0);
+  cr_assert_eq(chown(path, 65534, 65534), 0);
+  expect_refused(GPUPART_ECONFIG, "belongs to uid 65534");
+}
+
+Test(ledger_shm, the_environment_switches_the_shared_ledger_on) {
+  setenv("GPUPART_SHARED", "1", 1);
+  setenv("GPUPART_LEDGER_DIR", dir, 1);
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(NULL, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM};
+  gpupart_device *dev = NULL;
+  cr_assert_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  char path[256];
+  gpupart_device_info info;
+  gpupart_device_get_info(dev, &info);
+  gpupart__identity id;
+  gpupart__identity_of(&info, &id);
+  gpupart__ledger_shm_path(dir, &id, path, sizeof path);
+  cr_expect_eq(access(path, F_OK), 0, "%s exists", path);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  unsetenv("GPUPART_SHARED");
+  unsetenv("GPUPART_LEDGER_DIR");
+}
+
+Test(ledger_shm, a_ledger_no_process_uses_takes_the_next_budget) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    gpupart_context *ctx = shared_context();
+    gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
+    gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED,
+                             .memory_fraction = 0.5};
+    gpupart_device *dev = NULL;
+    if (!ctx || gpupart_device_open(ctx, &d, &dev) || gpupart_device_budget(dev) != 512 * MiB) _exit(2);
+    _exit(0); /* exits without closing: the file stays, its member is dead */
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(dev), 1 * GiB, "the dead run's budget does not bind this one");
+  gpupart_allocation *a = alloc_ok(test_partition(dev, "all", 0, 0), 1 * GiB);
+  test_check(dev);
+  gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* In a child: allocates and frees for ever through the shared ledger (every free gives
+ * its block back, so every step reserves and releases there), after one byte to ready. */
+static void child_churns(int ready) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  gpupart_partition *p = NULL;
+  gpupart_partition_desc pd = {.name = "churn", .release_threshold = 1};
+  if (!ctx || open_shared(ctx, &dev) || gpupart_partition_create(dev, &pd, &p)) _exit(2);
+  char c = 1;
+  if (write(ready, &c, 1) != 1) _exit(3);
+  for (uint64_t i = 1;; i++) {
+    gpupart_allocation *a = NULL;
+    if (gpupart_alloc(p, (i % 32 + 1) * 2 * MiB, 0, &a) == GPUPART_OK) gpupart_free(a);
+  }
+}
+
+Test(ledger_shm, members_killed_at_random_points_leave_no_drift, .timeout = 120) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition_desc pd = {.name = "mine", .release_threshold = 1};
+  gpupart_partition *p = make_partition(dev, &pd);
+  srand(7);
+  for (int cycle = 0; cycle < 40; cycle++) {
+    int r[2];
+    cr_assert_eq(pipe(r), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) close(r[0]), child_churns(r[1]);
+    close(r[1]);
+    char c;
+    cr_assert_eq(read(r[0], &c, 1), 1, "cycle %d: the child started", cycle);
+    close(r[0]);
+    usleep((useconds_t)(rand() % 3000)); /* somewhere in the churn, inside the lock or not */
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    gpupart_allocation *a = alloc_ok(p, 1 * GiB); /* all of the budget: nothing of the child's stays */
+    test_check(dev);
+    gpupart_free(a);
+    cr_assert_eq(dev_stats(dev).reserved, 0);
+  }
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
