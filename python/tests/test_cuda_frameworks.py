@@ -37,7 +37,7 @@ def cuda_part():
         pytest.skip("the CUDA driver test double was not built")
     with gpupart.Context(ignore_env=True, config_text=f"[gpupart]\ncuda_library = {double}\n") as ctx:
         dev = ctx.open_device("cuda")
-        part = dev.partition("torch", limit=64 * MiB)
+        part = dev.partition("frameworks", limit=64 * MiB)
         yield part
         import gpupart.torch as gt
 
@@ -83,7 +83,7 @@ def test_refused_allocation_is_null_and_last_error_says_why(cuda_part, shim):
     gt.bind(0, cuda_part)
     alloc, _ = _entry_points(shim)
     assert not alloc(128 * MiB, 0, None)
-    assert "torch" in gpupart.last_error()
+    assert "frameworks" in gpupart.last_error()
     assert gt.stats().failed_allocations == 1
 
 
