@@ -16,8 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Variables of these prefixes belong to the benchmark and test scripts, not the library. */
-static const char *const foreign_prefixes[] = {"GPUPART_TEST_", "GPUPART_BENCH_"};
+/* Variables of these prefixes belong to the benchmark and test scripts and to the Python
+ * package (GPUPART_PYTHON_LIBRARY names the libgpupart it loads), not the library. */
+static const char *const foreign_prefixes[] = {"GPUPART_TEST_", "GPUPART_BENCH_", "GPUPART_PYTHON_"};
 
 void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) {
   char msg[GPUPART__MSG_MAX];

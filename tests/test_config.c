@@ -453,6 +453,11 @@ Test(config, unknown_variables_are_errors_but_script_prefixes_are_not) {
   gpupart_context_destroy(env_context());
 }
 
+Test(config, the_python_packages_variables_are_not_errors) {
+  setenv("GPUPART_PYTHON_LIBRARY", "/opt/gpupart/lib/libgpupart.so", 1);
+  gpupart_context_destroy(env_context());
+}
+
 Test(config, an_empty_variable_is_unset) {
   cr_expect_eq(budget_with("GPUPART_MEMORY_FRACTION", ""), 16 * GiB);
 }
