@@ -41,8 +41,8 @@ static gpupart__share *add(gpupart__config *c, gpupart__share_kind kind, const c
   return s;
 }
 
-/* Digits, then an optional unit of one letter among units (K, M, G, T: powers of 1024; B:
- * bytes), case-insensitive; no unit means unit_none bytes. Nothing else: no sign, no
+/* Digits, then an optional unit of one letter among units (K, M, G, T: powers of 1024),
+ * case-insensitive; no unit means unit_none bytes. Nothing else: no sign, no
  * space, no hexadecimal, no decimal point. 0, or -1 on garbage or overflow. */
 static int parse_size(const char *s, uint64_t unit_none, const char *units, uint64_t *out) {
   uint64_t v = 0, mult = unit_none;
@@ -53,7 +53,7 @@ static int parse_size(const char *s, uint64_t unit_none, const char *units, uint
   if (*p) {
     const char *u = strchr(units, toupper((unsigned char)*p));
     if (!u || p[1]) return -1;
-    mult = *u == 'B' ? 1 : 1ull << (10 * (strchr("KMGT", *u) - "KMGT" + 1));
+    mult = 1ull << (10 * (strchr("KMGT", *u) - "KMGT" + 1));
   }
   return __builtin_mul_overflow(v, mult, out) ? -1 : 0;
 }
