@@ -1,6 +1,8 @@
 /* Applying configuration when a device opens: the descriptor's non-zero fields override
- * the configuration (descriptor > environment > file > default), the declared partitions
- * are created in order, and GPUPART_VERBOSE=1 prints what came from where. Reads only the
+ * the configuration (descriptor > environment > file > an orchestrator's share, for
+ * memory_limit > default), then the operator's ceilings lower memory_fraction and
+ * memory_limit whoever set them; the declared partitions are created in order, and
+ * GPUPART_VERBOSE=1 prints what came from where. Reads only the
  * context's already-validated configuration, so nothing here parses text. */
 #include <stdio.h>
 #include <string.h>
