@@ -252,6 +252,32 @@ int gpupart__config_env_changed(const gpupart__config *c, char *buf, size_t n) {
   return count;
 }
 
+/* ---- shares assigned by an orchestrator --------------------------------------------- */
+
+#define HAMI "CUDA_DEVICE_MEMORY_LIMIT"
+
+/* HAMi's CUDA_DEVICE_MEMORY_LIMIT_<i> (every one set), then CUDA_DEVICE_MEMORY_LIMIT, then
+ * Slurm's SLURM_SHARD_MEM_PER_GPU, then the cgroup's dmem.max: the order of precedence
+ * among them. Names are found in environ, values read with secure_getenv. */
+static void hami_devices(gpupart__config *c) {
+  for (char **v = environ; v && *v; v++) {
+    const char *eq = strchr(*v, '=');
+    char name[96];
+    if (!eq || strncmp(*v, HAMI "_", sizeof HAMI) != 0 || (size_t)(eq - *v) >= sizeof name) continue;
+    snprintf(name, sizeof name, "%.*s", (int)(eq - *v), *v);
+    const char *value = secure_getenv(name);
+    if (value && *value) gpupart__share_hami(c, name, value);
+  }
+}
+
+static void load_shares(gpupart__config *c) {
+  const char *v;
+  hami_devices(c);
+  if ((v = secure_getenv(HAMI)) && *v) gpupart__share_hami(c, HAMI, v);
+  if ((v = secure_getenv("SLURM_SHARD_MEM_PER_GPU")) && *v) gpupart__share_slurm(c, v);
+  gpupart__share_dmem(c);
+}
+
 static int load_env(gpupart__config *c, gpupart__errors *e) {
   env_snapshot(c);
   env_foreign(c);
@@ -320,6 +346,7 @@ static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart
   if (d->flags & GPUPART_CONTEXT_IGNORE_ENV) /* no variable and no file (include/gpupart.h) */
     return d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e) ? -1 : 0;
   if (load_env(c, e)) return -1;
+  load_shares(c);
   const char *path = d->config_path, *what = "config_path";
   if (!path && c->env.global[GPUPART__OPT_CONFIG].set)
     path = c->env.global[GPUPART__OPT_CONFIG].str, what = "GPUPART_CONFIG";

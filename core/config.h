@@ -43,6 +43,36 @@ typedef struct gpupart__foreign {
 } gpupart__foreign;
 #define GPUPART__MAX_FOREIGN 8
 
+/* A memory share an orchestrator assigned, read from its own variables or the cgroup: HAMi's
+ * CUDA_DEVICE_MEMORY_LIMIT_<i> and CUDA_DEVICE_MEMORY_LIMIT, Slurm's
+ * SLURM_SHARD_MEM_PER_GPU, the cgroup v2 dmem.max. Kept in the order they are read, which
+ * is the order of precedence among them (docs/configuration.md). */
+typedef enum gpupart__share_kind {
+  GPUPART__SHARE_HAMI_DEVICE, /* CUDA_DEVICE_MEMORY_LIMIT_<i>: device index i */
+  GPUPART__SHARE_HAMI,        /* CUDA_DEVICE_MEMORY_LIMIT: every device */
+  GPUPART__SHARE_SLURM,       /* SLURM_SHARD_MEM_PER_GPU: a PCI address, or every device */
+  GPUPART__SHARE_DMEM         /* dmem.max: a region whose name holds the PCI address */
+} gpupart__share_kind;
+
+typedef struct gpupart__share {
+  gpupart__share_kind kind;
+  int all;          /* names every device */
+  uint32_t index;   /* HAMI_DEVICE */
+  char key[128];    /* SLURM: the PCI address; DMEM: the region name */
+  uint64_t bytes;   /* 0 = no limit (HAMi's 0m): the next share in the order applies */
+  char source[160]; /* the variable, or "dmem.max of cgroup /path" */
+} gpupart__share;
+#define GPUPART__MAX_SHARES 32
+#define GPUPART__MAX_SHARE_WARNINGS 8
+
+/* Where the cgroup v2 files are read: the process's cgroup line ("0::/path") from
+ * proc_cgroup, and dmem.max under root + path. Tests point them at a fake tree. */
+typedef struct gpupart__cgroup_paths {
+  const char *proc_cgroup; /* "/proc/self/cgroup" */
+  const char *root;        /* "/sys/fs/cgroup" */
+} gpupart__cgroup_paths;
+extern gpupart__cgroup_paths gpupart__cgroup;
+
 typedef struct gpupart__config {
   gpupart__layer env, file;
   char file_name[GPUPART__PATH_MAX]; /* the file read; file sources point here */
@@ -50,6 +80,10 @@ typedef struct gpupart__config {
   uint64_t env_hash[GPUPART__OPT_COUNT]; /* each known variable as read: 0 unset, else a hash */
   gpupart__foreign foreign[GPUPART__MAX_FOREIGN];
   uint32_t nforeign;
+  gpupart__share shares[GPUPART__MAX_SHARES]; /* orchestrator shares, in precedence order */
+  uint32_t nshares;
+  char share_warnings[GPUPART__MAX_SHARE_WARNINGS][GPUPART__MSG_MAX]; /* values ignored, and why */
+  uint32_t nshare_warnings;
 } gpupart__config;
 
 /* Receives each error line of a check, e.g. "a.ini:3: unknown key 'memroy_fraction'". */
@@ -104,6 +138,18 @@ void gpupart__config_get(const gpupart__config *c, gpupart__opt o, gpupart_backe
  * how many were written. */
 uint32_t gpupart__config_partitions(const gpupart__config *c, gpupart_backend b, uint32_t index,
                                     const gpupart__pspec **out, uint32_t cap);
+
+/* shares.c: records the share of HAMi's variable name = value, of SLURM_SHARD_MEM_PER_GPU,
+ * and of the cgroup's dmem.max files; what does not parse is a
+ * warning in c->share_warnings, and ignored. */
+void gpupart__share_hami(gpupart__config *c, const char *name, const char *value);
+void gpupart__share_slurm(gpupart__config *c, const char *value);
+void gpupart__share_dmem(gpupart__config *c);
+
+/* The orchestrator share that applies to device index with PCI address pci ("" when
+ * unknown): the first kind in the order that names it with a limit, the smallest within a
+ * kind; NULL when none does. */
+const gpupart__share *gpupart__config_share(const gpupart__config *c, uint32_t index, const char *pci);
 
 /* "name:line", or "name" when the source has no line. */
 void gpupart__source_format(gpupart__source s, char *buf, size_t n);

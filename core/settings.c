@@ -1,6 +1,8 @@
 /* Applying configuration when a device opens: the descriptor's non-zero fields override
- * the configuration (descriptor > environment > file > default), the declared partitions
- * are created in order, and GPUPART_VERBOSE=1 prints what came from where. Reads only the
+ * the configuration (descriptor > environment > file > an orchestrator's share, for
+ * memory_limit > default), then the operator's ceilings lower memory_fraction and
+ * memory_limit whoever set them; the declared partitions are created in order, and
+ * GPUPART_VERBOSE=1 prints what came from where. Reads only the
  * context's already-validated configuration, so nothing here parses text. */
 #include <stdio.h>
 #include <string.h>
@@ -98,8 +100,40 @@ static int below_granularity(const gpupart_device *dev, const input *in) {
                        (unsigned long long)dev->granularity, GPUPART__ECHO(gwhere));
 }
 
+/* ---- what the operator says: orchestrator shares and ceilings -------------------- */
+
+static int is_default(const gpupart__value *v) { return !v->src.name || !strcmp(v->src.name, "default"); }
+
+/* An orchestrator's share is the memory_limit of a device that nothing else limits. */
+static void apply_share(gpupart_device *dev) {
+  gpupart__settings *s = &dev->settings;
+  gpupart__value *lim = &s->v[GPUPART__OPT_MEMORY_LIMIT];
+  if (!is_default(lim)) return;
+  s->share = gpupart__config_share(dev->ctx->cfg, s->index, dev->info.pci_bus_id);
+  if (s->share) *lim = (gpupart__value){.set = 1, .src = {s->share->source, 0}, .u = s->share->bytes};
+}
+
+/* Lowers option o to its ceiling max_o when it asks for more, whoever set it. */
+static void clip(gpupart__settings *s, gpupart__opt o, gpupart__opt max_o, int which) {
+  gpupart__value *v = &s->v[o];
+  const gpupart__value *m = &s->v[max_o];
+  int over = o == GPUPART__OPT_MEMORY_FRACTION ? m->share > 0 && m->share < v->share : m->u && (!v->u || m->u < v->u);
+  if (!over) return;
+  if (!is_default(v)) s->asked[which] = *v, s->clipped[which] = 1;
+  if (o == GPUPART__OPT_MEMORY_FRACTION) v->share = m->share;
+  else v->u = m->u;
+  v->src = m->src;
+}
+
+static void apply_operator(gpupart_device *dev) {
+  apply_share(dev);
+  clip(&dev->settings, GPUPART__OPT_MEMORY_FRACTION, GPUPART__OPT_MEMORY_FRACTION_MAX, GPUPART__CLIP_FRACTION);
+  clip(&dev->settings, GPUPART__OPT_MEMORY_LIMIT, GPUPART__OPT_MEMORY_LIMIT_MAX, GPUPART__CLIP_LIMIT);
+}
+
 /* min(total * fraction, limit) - headroom, rounded down to the granularity. */
 int gpupart__settings_budget(gpupart_device *dev) {
+  apply_operator(dev);
   const gpupart__value *v = dev->settings.v;
   const gpupart__value *sim = dev->info.backend == GPUPART_BACKEND_SIM ? &v[GPUPART__OPT_SIM_TOTAL] : NULL;
   double fraction = v[GPUPART__OPT_MEMORY_FRACTION].share;
@@ -199,13 +233,23 @@ void gpupart__settings_log(gpupart_context *ctx, gpupart_log_level level, int ve
 
 static void emit(gpupart_context *ctx, const char *line) { gpupart__settings_log(ctx, GPUPART_LOG_INFO, 1, line); }
 
+static void warn_shares(gpupart_device *dev);
+
 void gpupart__settings_warn_env(gpupart_device *dev) {
   char names[512], line[768];
+  warn_shares(dev);
   int n = gpupart__config_env_changed(dev->ctx->cfg, names, sizeof names);
   if (!n) return;
   snprintf(line, sizeof line, "%s changed after gpupart_context_create read %s; this context keeps the value%s it "
            "read (create a new context to apply the change)", names, n == 1 ? "it" : "them", n == 1 ? "" : "s");
   gpupart__settings_log(dev->ctx, GPUPART_LOG_WARN, (int)dev->settings.v[GPUPART__OPT_VERBOSE].u, line);
+}
+
+static void warn_shares(gpupart_device *dev) {
+  const gpupart__config *c = dev->ctx->cfg;
+  for (uint32_t i = 0; i < c->nshare_warnings; i++)
+    gpupart__settings_log(dev->ctx, GPUPART_LOG_WARN, (int)dev->settings.v[GPUPART__OPT_VERBOSE].u,
+                          c->share_warnings[i]);
 }
 
 static void print_foreign(gpupart_device *dev) {
@@ -219,12 +263,28 @@ static void print_foreign(gpupart_device *dev) {
   }
 }
 
+void gpupart__settings_clip_note(const gpupart__settings *s, gpupart__opt o, char *buf, size_t n) {
+  int which = o == GPUPART__OPT_MEMORY_FRACTION ? GPUPART__CLIP_FRACTION : GPUPART__CLIP_LIMIT;
+  char value[64], where[GPUPART__PATH_MAX + 16];
+  if (n) buf[0] = 0;
+  if (n < sizeof where + sizeof value + 32) return;
+  if ((o != GPUPART__OPT_MEMORY_FRACTION && o != GPUPART__OPT_MEMORY_LIMIT) || !s->clipped[which]) return;
+  gpupart__option_format(o, &s->asked[which], value, sizeof value);
+  gpupart__source_format(s->asked[which].src, where, sizeof where);
+  snprintf(buf, n, "clipped by the ceiling: %s asked %s", where, value);
+}
+
 static void print_option(gpupart_device *dev, int o) {
   const gpupart__value *v = &dev->settings.v[o];
-  char value[GPUPART__PATH_MAX], where[GPUPART__PATH_MAX + 16], line[2 * GPUPART__PATH_MAX + 64];
+  char value[GPUPART__PATH_MAX], where[GPUPART__PATH_MAX + 16], note[GPUPART__PATH_MAX + 128];
+  char line[3 * GPUPART__PATH_MAX + 64];
   gpupart__option_format((gpupart__opt)o, v, value, sizeof value);
   gpupart__source_format(v->src, where, sizeof where);
-  snprintf(line, sizeof line, "  %-18s = %s (%s)", gpupart__options[o].key, value, where);
+  gpupart__settings_clip_note(&dev->settings, (gpupart__opt)o, note, sizeof note);
+  /* A line longer than line is cut at its end (the key and value come first). */
+  if (snprintf(line, sizeof line, "  %-18s = %s (%s%s%s)", gpupart__options[o].key, value, where, *note ? "; " : "",
+               note) >= (int)sizeof line)
+    line[sizeof line - 1] = '\0';
   emit(dev->ctx, line);
 }
 

@@ -209,8 +209,10 @@ GPUPART_API gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart
 typedef struct gpupart_device_desc {
   gpupart_backend backend;   /* AUTO = config/env choice, else first present of cuda, vulkan, opencl, sim */
   uint32_t index;            /* program index: the index-th device GPUPART_DEVICE lists, else this index */
-  double memory_fraction;    /* 0 = config, else 1.0: share of total memory this process may use, (0, 1] */
-  uint64_t memory_limit;     /* 0 = none: absolute cap; the budget is the smaller of the two */
+  double memory_fraction;    /* 0 = config, else 1.0: share of total memory this process may use, (0, 1];
+                                lowered to the operator's memory_fraction_max where one is set */
+  uint64_t memory_limit;     /* 0 = config, else an orchestrator's share, else none: absolute cap; the
+                                budget is the smaller of the two; lowered to memory_limit_max where set */
   uint64_t headroom;         /* 0 = config, else 0: bytes left to the driver and other libraries */
   int growth;                /* GPUPART_GROWTH_*: the default policy of this device's partitions */
   uint64_t granularity;      /* 0 = config, else 2 MiB: a power of two; limits round down, blocks round up to it */
@@ -240,7 +242,9 @@ typedef struct gpupart_device_desc {
  * is the program's: with GPUPART_DEVICE="2,0" (a visible-device list, as
  * CUDA_VISIBLE_DEVICES) index 0 opens device 2, index 1 device 0, index 2 is ENODEV; no
  * two program indexes open the same device. The budget is
- * min(total * memory_fraction, memory_limit) - headroom, rounded down to the granularity.
+ * min(total * memory_fraction, memory_limit) - headroom, rounded down to the granularity,
+ * after the operator's ceilings (GPUPART_MEMORY_FRACTION_MAX, GPUPART_MEMORY_LIMIT_MAX) have
+ * lowered the two where they ask for more (docs/configuration.md, "Precedence").
  * A device already open in ctx (the same physical device by UUID, else PCI bus id, else
  * backend and index) is not given a second budget: this handle shares the first open's
  * budget and ledger (reservations and guarantees add up across handles, partition names

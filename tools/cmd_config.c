@@ -23,13 +23,16 @@ static const char help[] =
     "                partitions [{name, limit, guarantee}], plus the options, a\n"
     "                \"sources\" object naming where each option came from, and\n"
     "                other_frameworks [{name, value, applied, equivalent}]: the\n"
-    "                TensorFlow, JAX and PyTorch memory variables seen (never applied)\n"
+    "                TensorFlow, JAX and PyTorch memory variables seen (never applied),\n"
+    "                clipped {memory_limit|memory_fraction: {asked, source}} where\n"
+    "                an operator's ceiling lowered a value, and orchestrator\n"
+    "                {shares [{source, device, bytes, applied}], ignored [...]}\n"
     "\n"
     "exit status: 0 success, 1 bad configuration or no such device, 2 bad usage\n";
 
 static const gpupart__opt shown[] = {
     GPUPART__OPT_BACKEND,   GPUPART__OPT_DEVICE,      GPUPART__OPT_ALLOW_GROWTH,      GPUPART__OPT_MEMORY_FRACTION,
-    GPUPART__OPT_MEMORY_LIMIT, GPUPART__OPT_HEADROOM, GPUPART__OPT_GRANULARITY,       GPUPART__OPT_RELEASE_THRESHOLD,
+    GPUPART__OPT_MEMORY_LIMIT, GPUPART__OPT_MEMORY_FRACTION_MAX, GPUPART__OPT_MEMORY_LIMIT_MAX, GPUPART__OPT_HEADROOM, GPUPART__OPT_GRANULARITY,       GPUPART__OPT_RELEASE_THRESHOLD,
     GPUPART__OPT_SHARED,    GPUPART__OPT_LEDGER_DIR,  GPUPART__OPT_SIM_TOTAL,         GPUPART__OPT_VERBOSE,
     GPUPART__OPT_CONFIG,    GPUPART__OPT_CUDA_LIBRARY, GPUPART__OPT_OPENCL_LIBRARY,   GPUPART__OPT_VULKAN_LIBRARY,
 };
@@ -103,6 +106,66 @@ static void json_foreign(const gpupart__config *c) {
   printf("%s]", c->nforeign ? "\n  " : "");
 }
 
+/* Where a ceiling lowered memory_fraction or memory_limit: what was asked, by whom. */
+static void json_clipped(const gpupart__settings *s) {
+  static const gpupart__opt opts[2] = {GPUPART__OPT_MEMORY_FRACTION, GPUPART__OPT_MEMORY_LIMIT};
+  char src[GPUPART__PATH_MAX + 16];
+  int first = 1;
+  printf(",\n  \"clipped\": {");
+  for (int i = 0; i < 2; i++) {
+    if (!s->clipped[i]) continue;
+    source_text(s->asked[i].src, src, sizeof src);
+    printf("%s\"%s\": {\"asked\": ", first ? "" : ", ", gpupart__options[opts[i]].key);
+    json_value(opts[i], &s->asked[i]);
+    printf(", \"source\": ");
+    json_string(stdout, src);
+    printf("}");
+    first = 0;
+  }
+  printf("}");
+}
+
+/* What a share names: "index 1", "every device", or its PCI address or dmem region. */
+static void share_device(const gpupart__share *sh, char *buf, size_t n) {
+  if (sh->all) snprintf(buf, n, "every device");
+  else if (sh->kind == GPUPART__SHARE_HAMI_DEVICE) snprintf(buf, n, "index %u", sh->index);
+  else snprintf(buf, n, "%s", sh->key);
+}
+
+static void json_shares(gpupart_device *dev) {
+  const gpupart__config *c = dev->ctx->cfg;
+  char what[160];
+  printf(",\n  \"orchestrator\": {\"shares\": [");
+  for (uint32_t i = 0; i < c->nshares; i++) {
+    share_device(&c->shares[i], what, sizeof what);
+    printf("%s\n    {\"source\": ", i ? "," : "");
+    json_string(stdout, c->shares[i].source);
+    printf(", \"device\": ");
+    json_string(stdout, what);
+    printf(", \"bytes\": %llu, \"applied\": %s}", (unsigned long long)c->shares[i].bytes,
+           dev->settings.share == &c->shares[i] ? "true" : "false");
+  }
+  printf("%s], \"ignored\": [", c->nshares ? "\n  " : "");
+  for (uint32_t i = 0; i < c->nshare_warnings; i++) {
+    printf("%s", i ? ", " : "");
+    json_string(stdout, c->share_warnings[i]);
+  }
+  printf("]}");
+}
+
+static void print_shares(gpupart_device *dev) {
+  const gpupart__config *c = dev->ctx->cfg;
+  char what[160];
+  if (!c->nshares && !c->nshare_warnings) return;
+  printf("\norchestrator shares (applied to memory_limit when nothing else sets it):\n");
+  for (uint32_t i = 0; i < c->nshares; i++) {
+    share_device(&c->shares[i], what, sizeof what);
+    printf("%-40s %-24s %20llu  %s\n", c->shares[i].source, what, (unsigned long long)c->shares[i].bytes,
+           dev->settings.share == &c->shares[i] ? "applied" : "not applied");
+  }
+  for (uint32_t i = 0; i < c->nshare_warnings; i++) printf("%s\n", c->share_warnings[i]);
+}
+
 static void print_foreign(const gpupart__config *c) {
   if (!c->nforeign) return;
   printf("\nother frameworks' variables (not applied by gpupart):\n");
@@ -121,16 +184,20 @@ static void print_json(gpupart_device *dev) {
   for (uint32_t i = 0; i < dev->settings.nparts; i++) json_partition(dev, i);
   printf("%s]", dev->settings.nparts ? "\n  " : "");
   json_foreign(dev->ctx->cfg);
+  json_clipped(&dev->settings);
+  json_shares(dev);
   printf("\n}\n");
 }
 
 static void print_options(const gpupart__settings *s) {
-  char value[GPUPART__PATH_MAX], src[GPUPART__PATH_MAX + 16];
-  printf("\n%-18s %-20s %s\n", "OPTION", "VALUE", "SOURCE");
+  char value[GPUPART__PATH_MAX], src[GPUPART__PATH_MAX + 16], note[GPUPART__PATH_MAX + 128];
+  printf("\n%-19s %-20s %s\n", "OPTION", "VALUE", "SOURCE");
   for (size_t i = 0; i < NSHOWN; i++) {
     gpupart__option_format(shown[i], &s->v[shown[i]], value, sizeof value);
     source_text(s->v[shown[i]].src, src, sizeof src);
-    printf("%-18s %-20s %s\n", gpupart__options[shown[i]].key, value, src);
+    gpupart__settings_clip_note(s, shown[i], note, sizeof note);
+    printf("%-19s %-20s %s%s%s%s\n", gpupart__options[shown[i]].key, value, src, *note ? " (" : "", note,
+           *note ? ")" : "");
   }
 }
 
@@ -160,6 +227,7 @@ static void print_text(gpupart_device *dev) {
   printf("budget   %llu bytes (%s)\n", (unsigned long long)dev->budget, budget);
   print_options(&dev->settings);
   print_partitions(dev);
+  print_shares(dev);
   print_foreign(dev->ctx->cfg);
 }
 

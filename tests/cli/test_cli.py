@@ -15,7 +15,8 @@ failures = []
 
 
 def run(*args, env=None):
-    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_SHARD_MEM_PER_GPU"))}
     base.update(env or {})
     p = subprocess.run([GPUPART, *args], env=base, capture_output=True, text=True, timeout=120)
     return p.returncode, p.stdout, p.stderr
@@ -289,6 +290,26 @@ def test_config_reports_other_frameworks_variables():
     check("TF_FORCE_GPU_ALLOW_GROWTH=true  ->  GPUPART_ALLOW_GROWTH=true" in out, "text output", out)
     out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0)
     check(parse_json(out)["other_frameworks"] == [], "none seen", out)
+
+
+def test_config_shows_ceilings_and_orchestrator_shares():
+    env = {"GPUPART_MEMORY_FRACTION": "0.9", "GPUPART_MEMORY_FRACTION_MAX": "50%",
+           "CUDA_DEVICE_MEMORY_LIMIT_0": "4096m", "CUDA_DEVICE_MEMORY_LIMIT": "lots",
+           "SLURM_SHARD_MEM_PER_GPU": "0000:3b:00.0=2048M"}
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+    c = parse_json(out)
+    check(c["budget"] == 4 << 30 and c["sources"]["memory_limit"] == "CUDA_DEVICE_MEMORY_LIMIT_0", "HAMi applied", out)
+    check(c["clipped"] == {"memory_fraction": {"asked": 0.9, "source": "GPUPART_MEMORY_FRACTION"}}, "clipped", out)
+    shares = c["orchestrator"]["shares"]
+    check([(s["source"], s["applied"]) for s in shares] ==
+          [("CUDA_DEVICE_MEMORY_LIMIT_0", True), ("SLURM_SHARD_MEM_PER_GPU", False)], "shares", out)
+    check(len(c["orchestrator"]["ignored"]) == 1 and "'lots' is not an amount" in c["orchestrator"]["ignored"][0],
+          "garbage is reported, not applied", out)
+    out, _ = expect_rc(["config", "--device", "sim:0"], 0, env=env)
+    check("GPUPART_MEMORY_FRACTION_MAX (clipped by the ceiling: GPUPART_MEMORY_FRACTION asked 0.9)" in out, "text", out)
+    check("CUDA_DEVICE_MEMORY_LIMIT_0" in out and "applied" in out, "text shares", out)
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0)
+    check(parse_json(out)["clipped"] == {} and parse_json(out)["orchestrator"]["shares"] == [], "none", out)
 
 
 def test_devices_says_why_a_backend_was_skipped():

@@ -1,14 +1,16 @@
 /* libFuzzer target for the configuration parsers. The first byte chooses what the rest of
  * the input is fed to: INI text (through gpupart_context_create and a device open, so
  * partitions declared by the text are created too), the amount parser, the partition
- * spec parser, or one GPUPART_* variable (the second byte picks which). Any crash, sanitizer
+ * spec parser, one GPUPART_* variable (the second byte picks which), or the readers of the
+ * orchestrators' values (HAMi's variables, Slurm's list). Any crash, sanitizer
  * report or leak is a finding; parse errors are expected and ignored. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpupart.h"
-#include "options.h"
+#include "config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -64,16 +66,32 @@ static void fuzz_variable(uint8_t which, const char *text) {
   unsetenv(o->env);
 }
 
+/* HAMi's and Slurm's values are hostile text: each either parses or is a warning, and a
+ * share that applies has a limit. */
+static void fuzz_shares(const char *text) {
+  static gpupart__config c;
+  char name[96];
+  memset(&c, 0, sizeof c);
+  snprintf(name, sizeof name, "CUDA_DEVICE_MEMORY_LIMIT_%s", text);
+  gpupart__share_hami(&c, name, "1g");
+  gpupart__share_hami(&c, "CUDA_DEVICE_MEMORY_LIMIT", text);
+  gpupart__share_slurm(&c, text);
+  if (c.nshares > GPUPART__MAX_SHARES || c.nshare_warnings > GPUPART__MAX_SHARE_WARNINGS) abort();
+  const gpupart__share *s = gpupart__config_share(&c, 0, "0000:3b:00.0");
+  if (s && !s->bytes) abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   char *text = malloc(size - 1);
   if (!text) return 0;
   memcpy(text, data + 2, size - 2);
   text[size - 2] = 0;
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
   case 0: fuzz_ini(text); break;
   case 1: fuzz_amount(text); break;
   case 2: fuzz_partitions(text); break;
+  case 4: fuzz_shares(text); break;
   default: fuzz_variable(data[1], text); break;
   }
   free(text);
