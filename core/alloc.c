@@ -53,30 +53,29 @@ static refusal refusal_of(int rc, gpupart__refusal bound) {
   return rc; /* another failure (EBACKEND, ...): passed on as it is */
 }
 
-/* One attempt under the partition lock: the held blocks, then one new block. */
+/* One attempt, device slow lock held: the held blocks under the partition lock, then one
+ * new block, whose driver call runs with the partition lock dropped (arena.c). */
 static refusal attempt(gpupart_partition *p, const request *q, gpupart__range **out) {
   gpupart__lock_acquire(&p->lock);
   gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
-  refusal why = REFUSED_NONE;
   if (!r) {
+    gpupart__lock_release(&p->lock);
     gpupart__refusal bound = GPUPART__GRANTED;
-    int rc = gpupart__arena_grow(p, q->size, q->align, &bound);
-    if (rc == GPUPART_OK && !(r = gpupart__arena_try(p, q->size, q->align))) rc = GPUPART_ENOMEM;
-    why = refusal_of(rc, bound);
+    int rc = gpupart__arena_grow(p, q->size, q->align, &bound); /* OK: the lock is held again */
+    if (rc) return *out = NULL, refusal_of(rc, bound);
+    if (!(r = gpupart__arena_try(p, q->size, q->align))) {
+      gpupart__lock_release(&p->lock);
+      return *out = NULL, refusal_of(gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name), bound);
+    }
   }
-  *out = r ? account_alloc(p, r, q) : NULL;
+  *out = account_alloc(p, r, q);
   gpupart__lock_release(&p->lock);
-  return why;
+  return REFUSED_NONE;
 }
 
 static int reaches_others(refusal why) { return why == REFUSED_BUDGET || why == REFUSED_DRIVER; }
 
-static uint64_t release_own(gpupart_partition *p) {
-  gpupart__lock_acquire(&p->lock);
-  uint64_t released = gpupart__arena_release_empty(p);
-  gpupart__lock_release(&p->lock);
-  return released;
-}
+static uint64_t release_own(gpupart_partition *p) { return gpupart__arena_release_empty(p); }
 
 /* Steps 1 and 2. Device slow lock held. */
 static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
@@ -237,6 +236,8 @@ static void account_free(gpupart_partition *p, uint64_t size) {
   atomic_store_explicit(&p->published_in_use, p->c.in_use, memory_order_relaxed);
 }
 
+/* The bookkeeping runs under the partition lock; the view's release and a block's
+ * return to the driver (under the device's slow lock) run after it is dropped. */
 void gpupart_free(gpupart_allocation *a) {
   if (!a) return;
   gpupart__range *r = (gpupart__range *)a;
@@ -250,11 +251,18 @@ void gpupart_free(gpupart_allocation *a) {
   }
   gpupart__block *b = r->block;
   uint64_t size = r->user_size;
-  if (r->user_ext) p->dev->ops->view_release(p->dev->bdev, r->user_ext);
+  void *view = r->user_ext;
+  r->user_ext = NULL;
   gpupart__tlsf_free(p->arena.tlsf, r);
   account_free(p, size);
-  gpupart__arena_on_free(p, b);
+  gpupart__block *gone = gpupart__arena_on_free(p, b);
   gpupart__lock_release(&p->lock);
+  gpupart_device *dev = p->dev;
+  if (view) dev->ops->view_release(dev->bdev, view);
+  if (!gone) return;
+  pthread_mutex_lock(&dev->slow);
+  gpupart__arena_release_detached(p, gone);
+  pthread_mutex_unlock(&dev->slow);
 }
 
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out) {

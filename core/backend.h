@@ -21,6 +21,18 @@ typedef struct gpupart_block {
   void *backend_data;      /* the backend's own bookkeeping for this block */
 } gpupart_block;
 
+/* Lock rules (which core lock is held when the core calls each entry):
+ *   load                            the context lock (once per context and backend)
+ *   unload                          none (the context is being destroyed)
+ *   enumerate, open, close, info    none (the backend locks what it shares itself)
+ *   block_alloc, block_free         the device's slow (sleeping) lock; NEVER a partition
+ *                                   spinlock: other threads keep allocating from the
+ *                                   partition's held blocks meanwhile
+ *   mem_info                        none (may run concurrently with anything)
+ *   view construction (the make function given to gpupart__allocation_view) and
+ *   view_release                    none (view_release runs after the allocation was
+ *                                   unlinked, or for the loser of two concurrent makes)
+ * A backend may block in any call; it must not call back into gpupart. */
 typedef struct gpupart_backend_ops {
   uint32_t abi_version; /* first field, checked at registration */
   const char *name;     /* "sim", "opencl", "vulkan", "cuda" */
@@ -44,7 +56,7 @@ typedef struct gpupart_backend_ops {
   void (*block_free)(void *dev, gpupart_block *block);
   /* Optional (NULL = the backend makes no views): releases a per-allocation view made
    * through gpupart__allocation_view (core/interop.h) when its allocation is freed. Runs
-   * under the partition lock. */
+   * with no gpupart lock held. */
   void (*view_release)(void *dev, void *view);
 } gpupart_backend_ops;
 

@@ -2,10 +2,13 @@
  * internal calls between core files. Lock order, outermost first (never take an outer
  * lock while holding an inner one):
  *   1. context lock (backend loading, device count)
- *   2. device slow lock (growth, the OOM sequence, partition list, create/destroy/resize)
- *   3. partition lock (its arena and counters; the allocation fast path takes only this)
+ *   2. device slow lock, a sleeping mutex (growth, block release, the OOM sequence, the
+ *      partition list, create/destroy/resize/trim): every block_alloc and block_free
+ *      runs under it, and under no partition lock
+ *   3. partition lock, a spinlock (its arena and counters; the allocation fast path takes
+ *      only this): held for bookkeeping only, never across a driver or backend call
  *   4. ledger lock (inside the ledger) and the device's peak lock (peak.c): leaves
- * Reclaim callbacks run with none of them held. */
+ * Reclaim callbacks, view construction and view_release run with none of them held. */
 #ifndef GPUPART_CORE_INTERNAL_H
 #define GPUPART_CORE_INTERNAL_H
 
@@ -61,6 +64,7 @@ typedef struct gpupart__block {
   gpupart__tlsf_block *home;          /* the sub-allocator's record of it (its first range) */
   uint64_t live;                      /* live allocations in the block */
   int prealloc;                       /* reserved at creation; released only at destroy */
+  struct gpupart__block *chain;       /* a private list of blocks being taken or released */
 } gpupart__block;
 
 /* Growth parameters, defaults applied (partition.c). */
@@ -77,6 +81,7 @@ typedef struct gpupart__arena {
   gpupart__block *blocks;
   uint64_t reserved, peak_reserved; /* bytes of blocks held */
   uint64_t empty_bytes;             /* bytes of blocks with no live allocation */
+  uint64_t releasing;               /* bytes of detached blocks the driver has not had back yet */
   uint64_t last_block;              /* size of the last growth block (geometric sequence) */
 } gpupart__arena;
 
@@ -126,7 +131,10 @@ char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
 gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
                                     gpupart_device **out);
 
-/* arena.c: every function runs with the partition lock held. */
+/* arena.c. Partition lock held: try, on_alloc, on_free, check. Device slow lock held and
+ * partition lock NOT held (they call the driver): fini, grow (returns GPUPART_OK with the
+ * partition lock held and a block in place that fits the request), reserve_exact,
+ * release_empty, release_detached. */
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
 void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p);
 gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align);
@@ -135,7 +143,7 @@ int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int preal
 uint64_t gpupart__arena_release_empty(gpupart_partition *p);
 void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r);
 gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b);
-void gpupart__arena_release_block(gpupart_partition *p, gpupart__block *b);
+void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b);
 int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n);
 
 /* peak.c */

@@ -31,16 +31,33 @@ void *gpupart__allocation_device(const gpupart_allocation *a, gpupart_backend b)
   return p->dev->bdev;
 }
 
+/* Partition lock held: whether r is still the live allocation that info describes. */
+static int still_live(const gpupart__range *r, const gpupart_allocation_info *info) {
+  const gpupart__block *b = r->block;
+  return r->state == GPUPART__RANGE_USED && r->offset == info->offset && r->user_size == info->size &&
+         b->drv.native == info->native_block;
+}
+
+/* The view is built with no gpupart lock held (an OpenCL sub-buffer or a VkBuffer is a
+ * driver call) and installed under the partition lock after a recheck; of two threads
+ * that built one at once, the loser's view is released. */
 void *gpupart__allocation_view(const gpupart_allocation *a, gpupart_backend b, gpupart__view_fn make, void *user) {
   gpupart_partition *p = lock_live(a, b);
   if (!p) return NULL;
   gpupart__range *r = (gpupart__range *)a;
-  if (!r->user_ext) {
-    gpupart_allocation_info info;
-    gpupart__range_info(p, r, &info);
-    r->user_ext = make(p->dev->bdev, &info, user);
-  }
   void *view = r->user_ext;
+  gpupart_allocation_info info;
+  if (!view) gpupart__range_info(p, r, &info);
   gpupart__lock_release(&p->lock);
+  if (view) return view;
+  void *made = make(p->dev->bdev, &info, user);
+  if (!made) return NULL;
+  gpupart__lock_acquire(&p->lock);
+  int live = still_live(r, &info);
+  if (live && !r->user_ext) r->user_ext = made;
+  view = live ? r->user_ext : NULL;
+  gpupart__lock_release(&p->lock);
+  if (view != made) p->dev->ops->view_release(p->dev->bdev, made);
+  if (!live) return gpupart__fail(GPUPART_EINVAL, "allocation %p was freed while its view was made", (const void *)a), NULL;
   return view;
 }

@@ -241,9 +241,9 @@ const char *gpupart_partition_name(const gpupart_partition *p) { return p ? p->n
 
 gpupart_result gpupart_partition_trim(gpupart_partition *p) {
   if (!p) return gpupart__fail(GPUPART_EINVAL, "partition_trim: p is NULL");
-  gpupart__lock_acquire(&p->lock);
+  pthread_mutex_lock(&p->dev->slow);
   gpupart__arena_release_empty(p);
-  gpupart__lock_release(&p->lock);
+  pthread_mutex_unlock(&p->dev->slow);
   return GPUPART_OK;
 }
 
@@ -253,18 +253,14 @@ static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_li
   if (rc) return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu",
                                p->name, (unsigned long long)new_limit, (unsigned long long)p->dev->budget);
   if (!p->growth.prealloc) return GPUPART_OK;
-  gpupart__lock_acquire(&p->lock);
   rc = gpupart__arena_reserve_exact(p, new_limit - old_limit, 1);
-  gpupart__lock_release(&p->lock);
   if (rc) l->ops->set_limit(l, p->account, old_limit);
   return rc;
 }
 
 static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
   gpupart__ledger *l = p->dev->ledger;
-  gpupart__lock_acquire(&p->lock);
   gpupart__arena_release_empty(p);
-  gpupart__lock_release(&p->lock);
   int rc = l->ops->set_limit(l, p->account, new_limit);
   if (rc == GPUPART_EBUSY) {
     gpupart__ledger_figures f;

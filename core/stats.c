@@ -77,9 +77,9 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   if (gpupart__arena_check(p, why, n)) return -1;
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  if (f.reserved != p->arena.reserved)
+  if (f.reserved != p->arena.reserved + p->arena.releasing)
     return snprintf(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
-                    (unsigned long long)f.reserved, (unsigned long long)p->arena.reserved), -1;
+                    (unsigned long long)f.reserved, (unsigned long long)(p->arena.reserved + p->arena.releasing)), -1;
   if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
     return snprintf(why, n, "partition '%s': a figure exceeds its peak", p->name), -1;
   if (atomic_load(&p->published_in_use) != p->c.in_use)
