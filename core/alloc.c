@@ -39,9 +39,7 @@ static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, co
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
   c->live_allocations++;
   c->total_allocations++;
-  atomic_store_explicit(&p->published_in_use, c->in_use, memory_order_relaxed);
-  atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in peak.c's rebalance */
-  if (c->in_use > atomic_load_explicit(&p->ceiling, memory_order_relaxed)) gpupart__peak_crossed(p);
+  if (c->in_use > p->charge) gpupart__peak_crossed(p); /* O(1), rare: see peak.c */
   return r;
 }
 
@@ -233,7 +231,7 @@ static void account_free(gpupart_partition *p, uint64_t size) {
   p->c.in_use -= size;
   p->c.live_allocations--;
   p->c.total_frees++;
-  atomic_store_explicit(&p->published_in_use, p->c.in_use, memory_order_relaxed);
+  gpupart__peak_freed(p);
 }
 
 /* The bookkeeping runs under the partition lock; the view's release and a block's

@@ -153,7 +153,6 @@ static void device_free(gpupart_device *dev) {
   if (dev->ledger) dev->ledger->ops->destroy(dev->ledger);
   if (dev->bdev) dev->ops->close(dev->bdev);
   pthread_mutex_destroy(&dev->slow);
-  pthread_mutex_destroy(&dev->peak_lock);
   gpupart__host_free(mem, dev->parts);
   gpupart__host_free(mem, dev);
 }
@@ -203,7 +202,6 @@ gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_d
   if (!dev) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   dev->ctx = ctx;
   pthread_mutex_init(&dev->slow, NULL);
-  pthread_mutex_init(&dev->peak_lock, NULL);
   rc = device_setup(dev, &d, exact);
   if (rc) return device_free(dev), rc;
   pthread_mutex_lock(&ctx->lock);
@@ -238,12 +236,7 @@ gpupart_result gpupart_device_close(gpupart_device *dev) {
     return gpupart__fail(GPUPART_EBUSY, "device_close: %llu allocation(s) still live",
                          (unsigned long long)live);
   }
-  while (dev->nparts) {
-    gpupart__peak_list_lock(dev);
-    gpupart_partition *p = dev->parts[--dev->nparts];
-    gpupart__peak_list_unlock(dev);
-    gpupart__partition_free(p);
-  }
+  while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]);
   pthread_mutex_unlock(&dev->slow);
   gpupart_context *ctx = dev->ctx;
   device_free(dev);

@@ -7,7 +7,7 @@
  *      runs under it, and under no partition lock
  *   3. partition lock, a spinlock (its arena and counters; the allocation fast path takes
  *      only this): held for bookkeeping only, never across a driver or backend call
- *   4. ledger lock (inside the ledger) and the device's peak lock (peak.c): leaves
+ *   4. ledger lock (inside the ledger): a leaf
  * Reclaim callbacks, view construction and view_release run with none of them held. */
 #ifndef GPUPART_CORE_INTERNAL_H
 #define GPUPART_CORE_INTERNAL_H
@@ -97,9 +97,7 @@ struct gpupart_partition {
   gpupart_reclaim_fn reclaim;
   void *reclaim_user;
   atomic_flag reclaim_busy;
-  atomic_uint_fast64_t published_in_use; /* c.in_use, for the device's peak (peak.c) */
-  atomic_uint_fast64_t ceiling;          /* crossing it rebalances the device's peak */
-  uint64_t peak_snapshot;                /* published_in_use as the last rebalance read it (peak lock) */
+  uint64_t charge; /* >= c.in_use, a multiple of the granularity: its share of the device's peak (peak.c) */
   char pad_tail[64];
 };
 
@@ -117,8 +115,9 @@ struct gpupart_device {
   gpupart_partition **parts;
   uint32_t nparts, cap, created;
   gpupart__counters retired; /* counts of destroyed partitions */
-  pthread_mutex_t peak_lock;  /* a leaf: peak_in_use, and (with slow) the partition list */
-  uint64_t peak_in_use;
+  atomic_uint_fast64_t charged;     /* sum of the partitions' charges (peak.c) */
+  atomic_uint_fast64_t peak_in_use; /* highest value of charged since open or the last reset */
+  atomic_uint_fast64_t peak_crossings, peak_visits; /* charge raises, and partitions each one read */
 };
 
 /* context.c */
@@ -146,11 +145,13 @@ gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b);
 void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b);
 int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n);
 
-/* peak.c */
+/* peak.c. crossed and freed: partition lock held (after in_use rose above the charge, or
+ * fell). reset: device slow lock held. leave: the partition is unreachable. */
 void gpupart__peak_crossed(gpupart_partition *p);
+void gpupart__peak_freed(gpupart_partition *p);
+void gpupart__peak_leave(gpupart_partition *p);
 uint64_t gpupart__peak_in_use(gpupart_device *dev);
-void gpupart__peak_list_lock(gpupart_device *dev);
-void gpupart__peak_list_unlock(gpupart_device *dev);
+void gpupart__peak_reset(gpupart_device *dev);
 
 /* alloc.c: describes a live allocation's range (partition lock held). */
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out);

@@ -99,15 +99,10 @@ static int append_locked(gpupart_device *dev, gpupart_partition *p) {
     gpupart_partition **parts = gpupart__host_calloc(&dev->ctx->mem, cap, sizeof *parts);
     if (!parts) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
     if (dev->nparts) memcpy(parts, dev->parts, dev->nparts * sizeof *parts);
-    gpupart__peak_list_lock(dev);
-    gpupart_partition **old = dev->parts;
+    gpupart__host_free(&dev->ctx->mem, dev->parts);
     dev->parts = parts, dev->cap = cap;
-    gpupart__peak_list_unlock(dev);
-    gpupart__host_free(&dev->ctx->mem, old);
   }
-  gpupart__peak_list_lock(dev);
   dev->parts[dev->nparts++] = p;
-  gpupart__peak_list_unlock(dev);
   dev->created++;
   return GPUPART_OK;
 }
@@ -116,6 +111,7 @@ void gpupart__partition_free(gpupart_partition *p) {
   gpupart_device *dev = p->dev;
   if (p->arena.tlsf) gpupart__arena_fini(&p->arena, p);
   if (p->account) dev->ledger->ops->remove(dev->ledger, p->account);
+  gpupart__peak_leave(p);
   gpupart__host_free(&dev->ctx->mem, p->name);
   gpupart__host_free(&dev->ctx->mem, p);
 }
@@ -179,10 +175,8 @@ static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
   uint32_t i = 0;
   while (i < dev->nparts && dev->parts[i] != p) i++;
   if (i == dev->nparts) return gpupart__fail(GPUPART_EINVAL, "partition_destroy: not a partition of its device");
-  gpupart__peak_list_lock(dev);
   memmove(dev->parts + i, dev->parts + i + 1, (dev->nparts - i - 1) * sizeof *dev->parts);
   dev->nparts--;
-  gpupart__peak_list_unlock(dev);
   return GPUPART_OK;
 }
 

@@ -342,10 +342,20 @@ typedef struct gpupart_stats {
 GPUPART_API gpupart_result gpupart_partition_get_stats(const gpupart_partition *p, gpupart_stats *out);
 /* Device figures: limit = budget, guarantee = sum of guarantees, current figures and
  * counts summed over partitions (including destroyed ones' counts), peaks the device's
- * own peaks, largest_free the largest of any partition's. */
+ * own peaks, largest_free the largest of any partition's. The device's peak_in_use is an
+ * upper bound of the highest sum of the partitions' in-use bytes, kept without a
+ * device-wide write per allocation: never below it, and above it by less than two
+ * granules (gpupart_device_desc.granularity) for each partition holding bytes at that
+ * moment (less than one each right after gpupart_device_reset_peak; exact where every
+ * partition holds a multiple of the granularity). A partition's own peaks are exact. */
 GPUPART_API gpupart_result gpupart_device_get_stats(const gpupart_device *dev, gpupart_stats *out);
 /* Sets peak_in_use and peak_reserved of p to their current values. NULL is a no-op. */
 GPUPART_API void gpupart_partition_reset_peak(gpupart_partition *p);
+/* Starts the device's peak_in_use again from the bytes in use now (TensorFlow's
+ * reset_memory_stats): within one granule per partition of their sum (see
+ * gpupart_device_get_stats). The partitions' own peaks and the device's peak_reserved
+ * are left as they are. EINVAL for NULL. */
+GPUPART_API gpupart_result gpupart_device_reset_peak(gpupart_device *dev);
 /* Full invariant walk (every arena's sub-allocator, counters against what the arenas
  * hold, reserved within limits and budget, guarantees intact): OK or ECORRUPT with the
  * first broken invariant in gpupart_last_error. */
