@@ -168,13 +168,19 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
                        p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
 }
 
+/* The counts keep a reclaim callback from destroying p or closing its device while this
+ * allocation still needs them (partition.c, device.c refuse with EBUSY). */
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
-  pthread_mutex_lock(&p->dev->slow);
+  gpupart_device *dev = p->dev;
+  atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&dev->allocating, 1);
+  pthread_mutex_lock(&dev->slow);
   refusal why = attempt(p, q, out);
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
-  pthread_mutex_unlock(&p->dev->slow);
+  pthread_mutex_unlock(&dev->slow);
   if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
-  return why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);
+  gpupart_result rc = why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);
+  atomic_fetch_sub(&p->allocating, 1), atomic_fetch_sub(&dev->allocating, 1);
+  return rc;
 }
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }

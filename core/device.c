@@ -229,6 +229,9 @@ static uint64_t live_allocations(gpupart_device *dev) {
 
 gpupart_result gpupart_device_close(gpupart_device *dev) {
   if (!dev) return GPUPART_OK;
+  if (atomic_load(&dev->allocating))
+    return gpupart__fail(GPUPART_EBUSY, "device_close: allocation in progress on this device (a reclaim "
+                                        "callback may not close the device it runs for)");
   pthread_mutex_lock(&dev->slow);
   uint64_t live = live_allocations(dev);
   if (live) {

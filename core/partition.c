@@ -187,6 +187,10 @@ static int destroy_locked(gpupart_device *dev, gpupart_partition *p) {
   if (live)
     return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' has %llu live allocation(s)", p->name,
                          (unsigned long long)live);
+  if (atomic_load(&p->allocating))
+    return gpupart__fail(GPUPART_EBUSY,
+                         "partition_destroy: '%s' has an allocation in progress (a reclaim callback may not "
+                         "destroy the partition whose allocation called it)", p->name);
   if (atomic_flag_test_and_set(&p->reclaim_busy))
     return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' is running its reclaim callback", p->name);
   int rc = remove_locked(dev, p);

@@ -210,7 +210,8 @@ typedef struct gpupart_device_desc {
 GPUPART_API gpupart_result gpupart_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
                                                gpupart_device **out);
 /* Destroys every partition of the device, then closes it. EBUSY (nothing freed) while
- * any partition has live allocations. NULL is a no-op returning OK. */
+ * any partition has live allocations or an allocation is in progress on the device (e.g.
+ * from a reclaim callback). NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_device_close(gpupart_device *dev);
 /* The device's info as its backend reported it at open; free_bytes is queried anew. */
 GPUPART_API gpupart_result gpupart_device_get_info(const gpupart_device *dev, gpupart_device_info *out);
@@ -236,7 +237,10 @@ typedef struct gpupart_sim_desc {
    keeps there); bytes_wanted is the shortfall. Runs on the allocating thread with no
    gpupart lock held, so it may free allocations of any partition; it is never re-entered
    (an allocation made inside it skips the callbacks), and one partition's callback never
-   runs on two threads at once. Return 0; other values are reserved. */
+   runs on two threads at once. It may not destroy the partition whose allocation called
+   it (or its own), nor close the device: gpupart_partition_destroy and
+   gpupart_device_close return GPUPART_EBUSY then ("allocation in progress"), because
+   the allocation goes on after the callback returns. Return 0; other values are reserved. */
 typedef int (*gpupart_reclaim_fn)(gpupart_partition *p, uint64_t bytes_wanted, void *user);
 
 typedef struct gpupart_partition_desc {
@@ -267,7 +271,9 @@ typedef struct gpupart_partition_desc {
 GPUPART_API gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                     gpupart_partition **out);
 /* Returns every block to the driver and frees the partition. EBUSY (nothing freed) while
- * allocations are live. NULL is a no-op returning OK. */
+ * allocations are live, while one is in progress on it (in the out-of-memory sequence,
+ * e.g. from a reclaim callback), or from its own reclaim callback. NULL is a no-op
+ * returning OK. */
 GPUPART_API gpupart_result gpupart_partition_destroy(gpupart_partition *p);
 /* The partition of dev named name, or NULL (also for NULL arguments). */
 GPUPART_API gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name);

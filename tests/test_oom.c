@@ -441,3 +441,66 @@ Test(oom, edevmem_and_elimit_are_told_apart) {
   gpupart_free(x);
   close_env(&e);
 }
+
+/* What a callback's destroy or close returned, and its message. */
+typedef struct attempt_log {
+  void *target;
+  gpupart_result rc;
+  int says_in_progress;
+} attempt_log;
+
+static void destroy_target(cache *c, gpupart_partition *p) {
+  (void)p;
+  attempt_log *l = c->extra_arg;
+  l->rc = gpupart_partition_destroy(l->target);
+  l->says_in_progress = message_has("allocation in progress");
+}
+
+static void close_target(cache *c, gpupart_partition *p) {
+  (void)p;
+  release_cache(c); /* frees its cache first, so no allocation is live */
+  attempt_log *l = c->extra_arg;
+  l->rc = gpupart_device_close(l->target);
+  l->says_in_progress = message_has("allocation in progress");
+}
+
+Test(oom, a_callback_cannot_destroy_the_partition_whose_allocation_called_it) {
+  attempt_log log = {.rc = GPUPART_OK};
+  cache cb = {.extra = destroy_target, .extra_arg = &log};
+  gpupart_partition *a = test_partition(env.dev, "a", 0, 0);
+  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  stash(&cb, b, 48 * MiB);
+  log.target = a;
+  gpupart_allocation *x = alloc_ok(a, 32 * MiB); /* the budget refuses: b's callback runs */
+  cr_expect_eq(cb.calls, 1);
+  cr_expect_eq(log.rc, GPUPART_EBUSY, "destroy of the requester inside a callback");
+  cr_expect(log.says_in_progress);
+  cr_expect_eq(info_of(x).partition, a, "the allocation and its partition are intact");
+  gpupart_free(x);
+  test_check(env.dev);
+}
+
+Test(oom, a_callback_cannot_destroy_its_own_partition) {
+  attempt_log log = {.rc = GPUPART_OK};
+  cache ca = {.extra = destroy_target, .extra_arg = &log};
+  gpupart_partition *a = cached_partition(env.dev, "a", 0, 0, &ca);
+  stash(&ca, a, 48 * MiB);
+  log.target = a;
+  gpupart_allocation *x = alloc_ok(a, 32 * MiB);
+  cr_expect_eq(log.rc, GPUPART_EBUSY);
+  gpupart_free(x);
+}
+
+Test(oom, a_callback_cannot_close_the_device) {
+  attempt_log log = {.rc = GPUPART_OK, .target = env.dev};
+  cache cb = {.extra = close_target, .extra_arg = &log};
+  gpupart_partition *a = test_partition(env.dev, "a", 0, 0);
+  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  stash(&cb, b, 48 * MiB);
+  gpupart_allocation *x = alloc_ok(a, 32 * MiB);
+  cr_expect_eq(log.rc, GPUPART_EBUSY, "close inside a callback");
+  cr_expect(log.says_in_progress);
+  cr_expect_eq(gpupart_partition_count(env.dev), 2, "nothing was freed");
+  gpupart_free(x);
+  test_check(env.dev);
+}
