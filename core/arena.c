@@ -270,7 +270,7 @@ int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int preal
   if (l->ops->reserve(l, p->account, bytes) != GPUPART__GRANTED)
     return gpupart__fail(GPUPART_ELIMIT, "partition '%s': the budget cannot grant %llu bytes", p->name,
                          (unsigned long long)bytes);
-  uint64_t max = p->growth.max_block, left = bytes;
+  uint64_t max = p->growth.prealloc_block, left = bytes;
   gpupart__block *list = NULL, **tail = &list, *b;
   int rc = GPUPART_OK;
   while (left && rc == GPUPART_OK) {

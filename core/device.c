@@ -181,6 +181,7 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   if (dev->granularity < dev->alignment) dev->granularity = dev->alignment;
   dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
   dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
+  dev->prealloc_block = v[GPUPART__OPT_PREALLOC_BLOCK].u;
   rc = compute_budget(dev);
   if (rc) return rc;
   dev->ledger = gpupart__ledger_local_create(&dev->ctx->mem, dev->budget);

@@ -71,6 +71,7 @@ typedef struct gpupart__block {
 typedef struct gpupart__growth {
   int prealloc;
   uint64_t initial_block, max_block;
+  uint64_t prealloc_block; /* block size of preallocation (and its resize) */
   double factor;
   uint64_t release_threshold;
 } gpupart__growth;
@@ -110,6 +111,7 @@ struct gpupart_device {
   uint64_t budget, granularity, alignment;
   int growth;
   uint64_t release_threshold; /* default of partitions that leave theirs 0 */
+  uint64_t prealloc_block;    /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
   gpupart__settings settings; /* what the device was opened with, and where each value came from */
   pthread_mutex_t slow; /* growth, OOM sequence, the partition list */
   gpupart__ledger *ledger;

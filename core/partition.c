@@ -42,6 +42,11 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
   g->max_block = round_block(dev, d->max_block, DEFAULT_MAX_BLOCK);
   g->initial_block = round_block(dev, d->initial_block, DEFAULT_INITIAL_BLOCK);
   if (g->initial_block > g->max_block) g->initial_block = g->max_block;
+  /* Preallocation: the descriptor's max_block, else GPUPART_PREALLOC_BLOCK, else one
+   * block as large as the driver allows, so that one request can be as large as the
+   * reservation wherever the driver lets a block be. */
+  uint64_t largest = dev->info.max_block_bytes & ~(dev->granularity - 1);
+  g->prealloc_block = d->max_block ? g->max_block : round_block(dev, dev->prealloc_block, largest);
   g->factor = d->growth_factor ? d->growth_factor : DEFAULT_GROWTH_FACTOR;
   g->release_threshold = d->release_threshold ? d->release_threshold : dev->release_threshold;
   return GPUPART_OK;
