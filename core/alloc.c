@@ -137,19 +137,36 @@ static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, 
   return why;
 }
 
-static const char *refusal_text(refusal why) {
+/* Why a limit refusal happened: the limit itself only when the request does not fit in
+ * what the limit leaves; otherwise the bytes are there but not in one piece (the block
+ * size of a preallocated partition, or fragmentation of the held blocks). */
+static void limit_cause(const gpupart_partition *p, const request *q, uint64_t limit, uint64_t in_use,
+                        char *out, size_t n) {
+  uint64_t pre = p->growth.prealloc_block;
+  if (in_use + q->size > limit) snprintf(out, n, "the partition limit is reached");
+  else if (p->growth.prealloc && q->size > pre)
+    snprintf(out, n,
+             "the request is larger than the preallocation block size %" PRIu64
+             " (set GPUPART_PREALLOC_BLOCK / prealloc_block, or the partition's max_block)", pre);
+  else
+    snprintf(out, n, "the limit leaves room for the bytes but no held block has them in one piece "
+                     "(fragmentation) and no new block fits under the limit");
+}
+
+static void refusal_text(const gpupart_partition *p, const request *q, refusal why, uint64_t limit, uint64_t in_use,
+                         char *out, size_t n) {
   switch (why) {
-  case REFUSED_LIMIT: return "the partition limit is reached";
-  case REFUSED_BUDGET: return "the device budget (less other partitions' guarantees) is reached";
-  case REFUSED_DRIVER: return "the driver refused a block";
-  default: return "out of host memory";
+  case REFUSED_LIMIT: limit_cause(p, q, limit, in_use, out, n); break;
+  case REFUSED_BUDGET: snprintf(out, n, "the device budget (less other partitions' guarantees) is reached"); break;
+  case REFUSED_DRIVER: snprintf(out, n, "the driver refused a block"); break;
+  default: snprintf(out, n, "out of host memory");
   }
 }
 
 /* Step 4: count the failure and say why, naming every figure that explains it, and for a
  * driver refusal the backend's own message (with the driver's error code). */
 static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal why) {
-  char driver[256] = "";
+  char driver[256] = "", cause[256];
   if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   if (why < 0)
     return gpupart__fail(why, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s", p->name,
@@ -160,12 +177,13 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   if (why != REFUSED_HOST) p->c.failed_allocations++;
   uint64_t in_use = p->c.in_use, largest = gpupart__tlsf_largest_free(p->arena.tlsf);
   gpupart__lock_release(&p->lock);
+  refusal_text(p, q, why, f.limit, in_use, cause, sizeof cause);
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
                         : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
   return gpupart__fail(code,
                        "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
                        ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
-                       p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
+                       p->name, q->size, q->tag, cause, driver, f.limit, in_use, f.reserved, largest);
 }
 
 /* The counts keep a reclaim callback from destroying p or closing its device while this

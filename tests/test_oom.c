@@ -504,3 +504,22 @@ Test(oom, a_callback_cannot_close_the_device) {
   gpupart_free(x);
   test_check(env.dev);
 }
+
+Test(oom, a_limit_refusal_says_the_limit_when_the_bytes_do_not_fit_under_it) {
+  gpupart_partition *a = test_partition(env.dev, "a", 8 * MiB, 0);
+  gpupart_allocation *x = alloc_ok(a, 6 * MiB), *y;
+  cr_expect_eq(gpupart_alloc(a, 4 * MiB, 0, &y), GPUPART_ELIMIT);
+  cr_expect(message_has("the partition limit is reached"), "%s", gpupart_last_error());
+  gpupart_free(x);
+}
+
+Test(oom, a_limit_refusal_with_room_under_the_limit_says_fragmentation) {
+  gpupart_partition *a = test_partition(env.dev, "a", 8 * MiB, 0);
+  gpupart_allocation *x = alloc_ok(a, 3 * MiB), *y = alloc_ok(a, 3 * MiB), *z;
+  cr_expect_eq(test_stats(a).reserved, 8 * MiB, "two 4 MiB blocks with 1 MiB free in each");
+  cr_expect_eq(gpupart_alloc(a, 2 * MiB, 0, &z), GPUPART_ELIMIT);
+  cr_expect(message_has("fragmentation"), "%s", gpupart_last_error());
+  cr_expect(!message_has("the partition limit is reached"), "%s", gpupart_last_error());
+  gpupart_free(x);
+  gpupart_free(y);
+}
