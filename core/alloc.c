@@ -3,7 +3,8 @@
  *   1. release this partition's empty cached blocks and retry;
  *   2. if the budget or the driver refused: release other partitions' empty blocks, retry;
  *   3. the reclaim callbacks, the requester's first, then (budget or driver refusals)
- *      those of partitions above their guarantee, with no gpupart lock held; retry;
+ *      those of partitions above their guarantee, with no gpupart lock held, each asked
+ *      for the shortfall and followed by a retry, until the request fits;
  *   4. fail with ELIMIT or EDEVMEM and a message that says why. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -101,24 +102,7 @@ static gpupart_partition *claim_reclaimer(gpupart_device *dev, gpupart_partition
   return NULL;
 }
 
-/* Runs the callbacks of one round (own, or others) with no lock held. */
-static int run_reclaimers(gpupart_partition *p, int own, uint64_t wanted) {
-  gpupart_device *dev = p->dev;
-  int ran = 0;
-  for (uint32_t i = 0;;) {
-    pthread_mutex_lock(&dev->slow);
-    gpupart_partition *c = claim_reclaimer(dev, p, own, &i);
-    pthread_mutex_unlock(&dev->slow);
-    if (!c) return ran;
-    in_reclaim = 1;
-    c->reclaim(c, wanted, c->reclaim_user);
-    in_reclaim = 0;
-    atomic_flag_clear(&c->reclaim_busy);
-    ran = 1;
-  }
-}
-
-/* Retry after callbacks: what they freed may fit at once, else the emptied blocks go. */
+/* Retry after a callback: what it freed may fit at once, else the emptied blocks go. */
 static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   pthread_mutex_lock(&p->dev->slow);
   refusal again = attempt(p, q, out);
@@ -127,13 +111,44 @@ static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refus
   return again;
 }
 
+/* What the request lacks now (device slow lock held): the block it needs less what the
+ * limit and budget can still grant; the whole block when the driver refused. */
+static uint64_t shortfall(const gpupart_partition *p, const request *q, refusal why) {
+  const gpupart_device *dev = p->dev;
+  uint64_t need = q->size, g = dev->granularity;
+  if (q->align > dev->alignment) need += q->align - dev->alignment;
+  need = (need + g - 1) & ~(g - 1);
+  if (why == REFUSED_DRIVER) return need;
+  gpupart__refusal bound;
+  uint64_t grant = dev->ledger->ops->grantable(dev->ledger, p->account, &bound) & ~(g - 1);
+  return need > grant ? need - grant : g;
+}
+
+/* One round of callbacks (own, or others), each asked for the shortfall as it is then,
+ * with no lock held; the request is retried after each and the round stops once it fits. */
+static refusal reclaim_round(gpupart_partition *p, const request *q, int own, refusal why, gpupart__range **out) {
+  gpupart_device *dev = p->dev;
+  for (uint32_t i = 0;;) {
+    pthread_mutex_lock(&dev->slow);
+    gpupart_partition *c = claim_reclaimer(dev, p, own, &i);
+    uint64_t wanted = c ? shortfall(p, q, why) : 0;
+    pthread_mutex_unlock(&dev->slow);
+    if (!c) return why;
+    in_reclaim = 1;
+    c->reclaim(c, wanted, c->reclaim_user);
+    in_reclaim = 0;
+    atomic_flag_clear(&c->reclaim_busy);
+    refusal again = retry_after_reclaim(p, q, why, out);
+    if (again == REFUSED_NONE || is_final(again)) return again;
+    why = again;
+  }
+}
+
 /* Step 3. No lock held. */
 static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   if (is_final(why) || in_reclaim || (q->flags & GPUPART_ALLOC_NO_RECLAIM)) return why;
-  if (run_reclaimers(p, 1, q->size) && (why = retry_after_reclaim(p, q, why, out)) == REFUSED_NONE)
-    return why;
-  if (reaches_others(why) && run_reclaimers(p, 0, q->size))
-    why = retry_after_reclaim(p, q, why, out);
+  why = reclaim_round(p, q, 1, why, out);
+  if (reaches_others(why)) why = reclaim_round(p, q, 0, why, out);
   return why;
 }
 

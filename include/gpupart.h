@@ -234,7 +234,10 @@ typedef struct gpupart_sim_desc {
 /* ---- partitions ------------------------------------------------------------------- */
 
 /* Asked, in the OOM sequence, to free memory of partition p (e.g. caches the application
-   keeps there); bytes_wanted is the shortfall. Runs on the allocating thread with no
+   keeps there); bytes_wanted is the shortfall as it is when this callback is called: the
+   block the request needs less what the limit and budget can still grant (the whole
+   block when the driver refused), at least one granule. The allocation is retried after
+   each callback and no further callback is asked once it fits. Runs on the allocating thread with no
    gpupart lock held, so it may free allocations of any partition; it is never re-entered
    (an allocation made inside it skips the callbacks), and one partition's callback never
    runs on two threads at once. It may not destroy the partition whose allocation called

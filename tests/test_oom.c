@@ -523,3 +523,20 @@ Test(oom, a_limit_refusal_with_room_under_the_limit_says_fragmentation) {
   gpupart_free(x);
   gpupart_free(y);
 }
+
+Test(oom, callbacks_are_asked_for_the_shortfall_and_stop_once_the_request_fits) {
+  cache cb = {0}, cc = {0}, cd = {0};
+  gpupart_partition *a = test_partition(env.dev, "a", 0, 0);
+  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  gpupart_partition *c = cached_partition(env.dev, "c", 0, 0, &cc);
+  gpupart_partition *d = cached_partition(env.dev, "d", 0, 0, &cd);
+  stash(&cb, b, 8 * MiB), stash(&cb, b, 8 * MiB);
+  stash(&cc, c, 8 * MiB), stash(&cc, c, 8 * MiB);
+  stash(&cd, d, 8 * MiB), stash(&cd, d, 8 * MiB); /* 48 of the 64 MiB budget cached */
+  gpupart_allocation *x = alloc_ok(a, 32 * MiB);   /* 16 MiB short */
+  cr_expect_str_eq(rec.log, "b", "b's callback freed enough: c and d are not asked");
+  cr_expect_eq(cb.wanted, 16 * MiB, "asked for the shortfall, not the request");
+  cr_expect_eq(cc.count + cd.count, 4, "c and d kept their caches");
+  gpupart_free(x);
+  release_cache(&cc), release_cache(&cd);
+}
