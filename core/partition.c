@@ -121,9 +121,32 @@ void gpupart__partition_free(gpupart_partition *p) {
   gpupart__host_free(&dev->ctx->mem, p);
 }
 
+/* A guarantee is honoured by asking borrowers to give bytes back (their reclaim
+ * callbacks, then their empty blocks: alloc.c), but a preallocated partition never
+ * gives its blocks back: a guarantee that only its bytes could cover is refused now,
+ * rather than accepted and never usable. Device slow lock held. */
+static int check_floor_locked(gpupart_device *dev, uint64_t guarantee) {
+  uint64_t floors = 0, pinned = 0;
+  for (uint32_t i = 0; i < dev->nparts; i++) {
+    gpupart__ledger_figures f;
+    dev->ledger->ops->get(dev->ledger, dev->parts[i]->account, &f);
+    uint64_t held = dev->parts[i]->growth.prealloc ? f.reserved : 0;
+    floors += held > f.guarantee ? held : f.guarantee;
+    pinned += held;
+  }
+  if (!guarantee || floors + guarantee <= dev->budget) return GPUPART_OK;
+  return gpupart__fail(GPUPART_ELIMIT,
+                       "partition_create: guarantee %llu cannot be honoured: preallocated partitions hold %llu "
+                       "bytes that are never given back, and guarantees and those leave %llu of the budget %llu",
+                       (unsigned long long)guarantee, (unsigned long long)pinned,
+                       (unsigned long long)(dev->budget > floors ? dev->budget - floors : 0),
+                       (unsigned long long)dev->budget);
+}
+
 static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r) {
   gpupart_device *dev = p->dev;
   int rc = name_partition(p, d);
+  if (rc == GPUPART_OK) rc = check_floor_locked(dev, r->guarantee);
   if (rc) return rc;
   if (gpupart__arena_init(&p->arena, dev)) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   gpupart__tlsf_set_user(p->arena.tlsf, p);

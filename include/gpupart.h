@@ -272,7 +272,9 @@ typedef struct gpupart_partition_desc {
  * granularity. desc NULL = defaults (the whole budget, no guarantee).
  * Errors: EINVAL (fraction outside (0, 1], guarantee above the limit, limit rounding to 0,
  * growth_factor below 1), EEXIST (name taken), ELIMIT (guarantees would sum past the
- * budget, or a preallocated limit exceeds what the budget can grant), EDEVMEM (a
+ * budget, a guarantee only preallocated partitions' bytes could cover, or a preallocated
+ * limit exceeds what the budget can grant; a guarantee whose bytes growing partitions
+ * borrow is accepted, and they are asked to give them back when it needs them), EDEVMEM (a
  * preallocated partition the driver cannot back; nothing is left behind), ENOMEM. */
 GPUPART_API gpupart_result gpupart_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                     gpupart_partition **out);

@@ -540,3 +540,28 @@ Test(oom, callbacks_are_asked_for_the_shortfall_and_stop_once_the_request_fits) 
   gpupart_free(x);
   release_cache(&cc), release_cache(&cd);
 }
+
+Test(oom, a_guarantee_under_a_borrower_is_given_back_by_its_callback_and_empty_blocks) {
+  cache cb = {0};
+  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  for (int i = 0; i < 4; i++) stash(&cb, b, 16 * MiB); /* b borrows the whole budget */
+  gpupart_partition *g = test_partition(env.dev, "g", 0, 32 * MiB);
+  gpupart_allocation *x = alloc_ok(g, 32 * MiB);
+  cr_expect_eq(cb.calls, 1, "the borrower was asked once");
+  cr_expect_eq(cb.count, 2, "and gave back exactly the guarantee's 32 MiB");
+  cr_expect_eq(test_stats(b).reserved, 32 * MiB, "its emptied blocks went back to the driver");
+  gpupart_free(x);
+  release_cache(&cb);
+}
+
+Test(oom, a_guarantee_that_only_a_preallocated_partitions_bytes_could_cover_is_refused_at_creation) {
+  gpupart_partition_desc pd = {.name = "pre", .limit = 48 * MiB, .growth = GPUPART_GROWTH_OFF};
+  make_partition(env.dev, &pd);
+  gpupart_partition_desc gd = {.name = "g", .guarantee = 32 * MiB};
+  gpupart_partition *g = NULL;
+  cr_expect_eq(gpupart_partition_create(env.dev, &gd, &g), GPUPART_ELIMIT);
+  cr_expect(message_has("cannot be honoured"), "%s", gpupart_last_error());
+  gd.guarantee = 16 * MiB;
+  cr_expect_eq(gpupart_partition_create(env.dev, &gd, &g), GPUPART_OK, "16 MiB is free: %s", gpupart_last_error());
+  gpupart_free(alloc_ok(g, 16 * MiB));
+}
