@@ -330,8 +330,22 @@ static void account_free(gpupart_partition *p, uint64_t size) {
   gpupart__peak_freed(p);
 }
 
+/* After the partition lock: the view's release, and a detached block's return to the
+ * driver under the device's slow lock. The caller counted this as an allocation in
+ * progress, so p cannot be destroyed, nor its device closed, meanwhile. */
+static void free_outside(gpupart_partition *p, void *view, gpupart__block *gone) {
+  gpupart_device *dev = p->dev;
+  if (view) dev->ops->view_release(dev->bdev, view);
+  if (gone) {
+    pthread_mutex_lock(&dev->slow);
+    gpupart__arena_release_detached(p, gone);
+    pthread_mutex_unlock(&dev->slow);
+  }
+  atomic_fetch_sub(&p->allocating, 1), atomic_fetch_sub(&dev->allocating, 1);
+}
+
 /* The bookkeeping runs under the partition lock; the view's release and a block's
- * return to the driver (under the device's slow lock) run after it is dropped. */
+ * return to the driver run after it is dropped (free_outside). */
 gpupart_result gpupart_free(gpupart_allocation *a) {
   if (!a) return GPUPART_OK;
   gpupart__range *r = gpupart__range_of(a);
@@ -350,13 +364,10 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   gpupart__tlsf_free(p->arena.tlsf, r);
   account_free(p, size);
   gpupart__block *gone = gpupart__arena_on_free(p, b);
+  int outside = view || gone;
+  if (outside) atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&p->dev->allocating, 1);
   gpupart__lock_release(&p->lock);
-  gpupart_device *dev = p->dev;
-  if (view) dev->ops->view_release(dev->bdev, view);
-  if (!gone) return GPUPART_OK;
-  pthread_mutex_lock(&dev->slow);
-  gpupart__arena_release_detached(p, gone);
-  pthread_mutex_unlock(&dev->slow);
+  if (outside) free_outside(p, view, gone);
   return GPUPART_OK;
 }
 

@@ -105,7 +105,9 @@ struct gpupart_partition {
   gpupart_reclaim_fn reclaim;
   void *reclaim_user;
   atomic_flag reclaim_busy;
-  atomic_uint allocating; /* allocations in the slow path (OOM sequence, reclaim): destroy is EBUSY */
+  /* allocations in the slow path (OOM sequence, reclaim) and frees still releasing a view
+   * or block outside the lock: destroy is EBUSY */
+  atomic_uint allocating;
   uint64_t charge; /* >= c.in_use, a multiple of the granularity: its share of the device's peak (peak.c) */
   int configured; /* made by configuration at device open, not yet handed to a program's create (slow lock) */
   char pad_tail[64];
@@ -128,7 +130,7 @@ struct gpupart_device {
   gpupart_partition **parts;
   uint32_t nparts, cap, created;
   gpupart__counters retired; /* counts of destroyed partitions */
-  atomic_uint allocating;           /* allocations in the slow path on this device: close is EBUSY */
+  atomic_uint allocating;           /* the partitions' allocating, summed: close is EBUSY */
   atomic_uint_fast64_t charged;     /* sum of the partitions' charges (peak.c) */
   atomic_uint_fast64_t peak_in_use; /* highest value of charged since open or the last reset */
   atomic_uint_fast64_t peak_crossings, peak_visits; /* charge raises, and partitions each one read */

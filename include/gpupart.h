@@ -259,7 +259,8 @@ GPUPART_API gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const
   gpupart_device_open_sized((ctx), (desc), sizeof(gpupart_device_desc), (out))
 /* Destroys every partition of the device, then closes it. EBUSY (nothing freed) while
  * any partition has live allocations or an allocation is in progress on the device (e.g.
- * from a reclaim callback). NULL is a no-op returning OK. */
+ * from a reclaim callback), or a gpupart_free on it is still releasing a view or block.
+ * NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_device_close(gpupart_device *dev);
 /* The device's info as its backend reported it at open; free_bytes is queried anew. */
 GPUPART_API gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_device_info *out,
@@ -347,8 +348,8 @@ GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, c
   gpupart_partition_create_sized((dev), (desc), sizeof(gpupart_partition_desc), (out))
 /* Returns every block to the driver and frees the partition. EBUSY (nothing freed) while
  * allocations are live, while one is in progress on it (in the out-of-memory sequence,
- * e.g. from a reclaim callback), or from its own reclaim callback. NULL is a no-op
- * returning OK. */
+ * e.g. from a reclaim callback, or a gpupart_free still releasing its view or block), or
+ * from its own reclaim callback. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_partition_destroy(gpupart_partition *p);
 /* The partition of dev (this handle) named name, or NULL (also for NULL arguments). */
 GPUPART_API gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name);

@@ -187,3 +187,47 @@ Test(locks, other_threads_allocate_while_a_view_is_built_and_free_releases_it_ou
   cr_expect_eq(atomic_load(&views_released), 1);
   finish(ctx, dev);
 }
+
+/* A view_release that waits, inside gpupart_free, until the main thread has tried to
+ * destroy the partition and close the device. */
+static atomic_int gate_release, tried, destroy_rc, close_rc;
+
+static void waiting_view_release(void *dev, void *view) {
+  (void)dev, (void)view;
+  atomic_store(&gate_release, 1);
+  for (long i = 0; i < GIVE_UP_YIELDS && !atomic_load(&tried); i++) sched_yield();
+}
+
+static void *free_with_view(void *arg) {
+  gpupart_free(arg);
+  return NULL;
+}
+
+static void *no_make(void *bdev, const gpupart_allocation_info *info, void *user) {
+  (void)bdev, (void)info, (void)user;
+  return &fake_view;
+}
+
+Test(locks, destroy_and_close_are_busy_while_a_free_releases_its_view_outside_the_lock) {
+  gpupart_context *ctx = test_context();
+  gpupart_device *dev = gated_device(ctx);
+  gated_ops.view_release = waiting_view_release;
+  gpupart_partition *p = NULL;
+  cr_assert_eq(gpupart_partition_create(dev, NULL, &p), GPUPART_OK);
+  gpupart_allocation *a = NULL;
+  cr_assert_eq(gpupart_alloc(p, 4096, 0, &a), GPUPART_OK);
+  cr_assert_eq(gpupart__allocation_view(a, GPUPART_BACKEND_SIM, no_make, NULL), &fake_view);
+  atomic_store(&gate_release, 0), atomic_store(&tried, 0);
+  pthread_t f;
+  pthread_create(&f, NULL, free_with_view, a);
+  while (!atomic_load(&gate_release)) sched_yield();
+  atomic_store(&destroy_rc, gpupart_partition_destroy(p));
+  atomic_store(&close_rc, gpupart_device_close(dev));
+  atomic_store(&tried, 1);
+  pthread_join(f, NULL);
+  cr_expect_eq(atomic_load(&destroy_rc), GPUPART_EBUSY, "destroy ran while the free was still using the partition");
+  cr_expect_eq(atomic_load(&close_rc), GPUPART_EBUSY, "close ran while the free was still using the device");
+  if (atomic_load(&destroy_rc) == GPUPART_EBUSY) cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK);
+  if (atomic_load(&close_rc) == GPUPART_EBUSY) cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
