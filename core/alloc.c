@@ -3,7 +3,8 @@
  *   1. release this partition's empty cached blocks and retry;
  *   2. if the budget or the driver refused: release other partitions' empty blocks, retry;
  *   3. the reclaim callbacks, the requester's first, then (budget or driver refusals)
- *      those of partitions above their guarantee, with no gpupart lock held; retry;
+ *      those of partitions above their guarantee, with no gpupart lock held, each asked
+ *      for the shortfall and followed by a retry, until the request fits;
  *   4. fail with ELIMIT or EDEVMEM and a message that says why. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -40,9 +41,7 @@ static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, co
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
   c->live_allocations++;
   c->total_allocations++;
-  atomic_store_explicit(&p->published_in_use, c->in_use, memory_order_relaxed);
-  atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in peak.c's rebalance */
-  if (c->in_use > atomic_load_explicit(&p->ceiling, memory_order_relaxed)) gpupart__peak_crossed(p);
+  if (c->in_use > p->charge) gpupart__peak_crossed(p); /* O(1), rare: see peak.c */
   return r;
 }
 
@@ -54,30 +53,29 @@ static refusal refusal_of(int rc, gpupart__refusal bound) {
   return rc; /* another failure (EBACKEND, ...): passed on as it is */
 }
 
-/* One attempt under the partition lock: the held blocks, then one new block. */
+/* One attempt, device slow lock held: the held blocks under the partition lock, then one
+ * new block, whose driver call runs with the partition lock dropped (arena.c). */
 static refusal attempt(gpupart_partition *p, const request *q, gpupart__range **out) {
   gpupart__lock_acquire(&p->lock);
   gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
-  refusal why = REFUSED_NONE;
   if (!r) {
+    gpupart__lock_release(&p->lock);
     gpupart__refusal bound = GPUPART__GRANTED;
-    int rc = gpupart__arena_grow(p, q->size, q->align, &bound);
-    if (rc == GPUPART_OK && !(r = gpupart__arena_try(p, q->size, q->align))) rc = GPUPART_ENOMEM;
-    why = refusal_of(rc, bound);
+    int rc = gpupart__arena_grow(p, q->size, q->align, &bound); /* OK: the lock is held again */
+    if (rc) return *out = NULL, refusal_of(rc, bound);
+    if (!(r = gpupart__arena_try(p, q->size, q->align))) {
+      gpupart__lock_release(&p->lock);
+      return *out = NULL, refusal_of(gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name), bound);
+    }
   }
-  *out = r ? account_alloc(p, r, q) : NULL;
+  *out = account_alloc(p, r, q);
   gpupart__lock_release(&p->lock);
-  return why;
+  return REFUSED_NONE;
 }
 
 static int reaches_others(refusal why) { return why == REFUSED_BUDGET || why == REFUSED_DRIVER; }
 
-static uint64_t release_own(gpupart_partition *p) {
-  gpupart__lock_acquire(&p->lock);
-  uint64_t released = gpupart__arena_release_empty(p);
-  gpupart__lock_release(&p->lock);
-  return released;
-}
+static uint64_t release_own(gpupart_partition *p) { return gpupart__arena_release_empty(p); }
 
 /* Steps 1 and 2. Device slow lock held. */
 static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
@@ -109,24 +107,7 @@ static gpupart_partition *claim_reclaimer(gpupart_device *dev, gpupart_partition
   return NULL;
 }
 
-/* Runs the callbacks of one round (own, or others) with no lock held. */
-static int run_reclaimers(gpupart_partition *p, int own, uint64_t wanted) {
-  gpupart_device *dev = p->dev;
-  int ran = 0;
-  for (uint32_t i = 0;;) {
-    pthread_mutex_lock(&dev->slow);
-    gpupart_partition *c = claim_reclaimer(dev, p, own, &i);
-    pthread_mutex_unlock(&dev->slow);
-    if (!c) return ran;
-    in_reclaim = 1;
-    c->reclaim(c, wanted, c->reclaim_user);
-    in_reclaim = 0;
-    atomic_flag_clear(&c->reclaim_busy);
-    ran = 1;
-  }
-}
-
-/* Retry after callbacks: what they freed may fit at once, else the emptied blocks go. */
+/* Retry after a callback: what it freed may fit at once, else the emptied blocks go. */
 static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   pthread_mutex_lock(&p->dev->slow);
   refusal again = attempt(p, q, out);
@@ -135,29 +116,77 @@ static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refus
   return again;
 }
 
+/* What the request lacks now (device slow lock held): the block it needs less what the
+ * limit and budget can still grant; the whole block when the driver refused. */
+static uint64_t shortfall(const gpupart_partition *p, const request *q, refusal why) {
+  const gpupart_device *dev = p->dev;
+  uint64_t need = q->size, g = dev->granularity;
+  if (q->align > dev->alignment) need += q->align - dev->alignment;
+  need = (need + g - 1) & ~(g - 1);
+  if (why == REFUSED_DRIVER) return need;
+  gpupart__refusal bound;
+  uint64_t grant = dev->ledger->ops->grantable(dev->ledger, p->account, &bound) & ~(g - 1);
+  return need > grant ? need - grant : g;
+}
+
+/* One round of callbacks (own, or others), each asked for the shortfall as it is then,
+ * with no lock held; the request is retried after each and the round stops once it fits. */
+static refusal reclaim_round(gpupart_partition *p, const request *q, int own, refusal why, gpupart__range **out) {
+  gpupart_device *dev = p->dev;
+  for (uint32_t i = 0;;) {
+    pthread_mutex_lock(&dev->slow);
+    gpupart_partition *c = claim_reclaimer(dev, p, own, &i);
+    uint64_t wanted = c ? shortfall(p, q, why) : 0;
+    pthread_mutex_unlock(&dev->slow);
+    if (!c) return why;
+    in_reclaim = 1;
+    c->reclaim(c, wanted, c->reclaim_user);
+    in_reclaim = 0;
+    atomic_flag_clear(&c->reclaim_busy);
+    refusal again = retry_after_reclaim(p, q, why, out);
+    if (again == REFUSED_NONE || is_final(again)) return again;
+    why = again;
+  }
+}
+
 /* Step 3. No lock held. */
 static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   if (is_final(why) || in_reclaim || (q->flags & GPUPART_ALLOC_NO_RECLAIM)) return why;
-  if (run_reclaimers(p, 1, q->size) && (why = retry_after_reclaim(p, q, why, out)) == REFUSED_NONE)
-    return why;
-  if (reaches_others(why) && run_reclaimers(p, 0, q->size))
-    why = retry_after_reclaim(p, q, why, out);
+  why = reclaim_round(p, q, 1, why, out);
+  if (reaches_others(why)) why = reclaim_round(p, q, 0, why, out);
   return why;
 }
 
-static const char *refusal_text(refusal why) {
+/* Why a limit refusal happened: the limit itself only when the request does not fit in
+ * what the limit leaves; otherwise the bytes are there but not in one piece (the block
+ * size of a preallocated partition, or fragmentation of the held blocks). */
+static void limit_cause(const gpupart_partition *p, const request *q, uint64_t limit, uint64_t in_use,
+                        char *out, size_t n) {
+  uint64_t pre = p->growth.prealloc_block;
+  if (in_use + q->size > limit) snprintf(out, n, "the partition limit is reached");
+  else if (p->growth.prealloc && q->size > pre)
+    snprintf(out, n,
+             "the request is larger than the preallocation block size %" PRIu64
+             " (set GPUPART_PREALLOC_BLOCK / prealloc_block, or the partition's max_block)", pre);
+  else
+    snprintf(out, n, "the limit leaves room for the bytes but no held block has them in one piece "
+                     "(fragmentation) and no new block fits under the limit");
+}
+
+static void refusal_text(const gpupart_partition *p, const request *q, refusal why, uint64_t limit, uint64_t in_use,
+                         char *out, size_t n) {
   switch (why) {
-  case REFUSED_LIMIT: return "the partition limit is reached";
-  case REFUSED_BUDGET: return "the device budget (less other partitions' guarantees) is reached";
-  case REFUSED_DRIVER: return "the driver refused a block";
-  default: return "out of host memory";
+  case REFUSED_LIMIT: limit_cause(p, q, limit, in_use, out, n); break;
+  case REFUSED_BUDGET: snprintf(out, n, "the device budget (less other partitions' guarantees) is reached"); break;
+  case REFUSED_DRIVER: snprintf(out, n, "the driver refused a block"); break;
+  default: snprintf(out, n, "out of host memory");
   }
 }
 
 /* Step 4: count the failure and say why, naming every figure that explains it, and for a
  * driver refusal the backend's own message (with the driver's error code). */
 static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal why) {
-  char driver[256] = "";
+  char driver[256] = "", cause[256];
   int64_t native = why == REFUSED_DRIVER || why < 0 ? gpupart_last_native_error() : 0; /* passed on */
   if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   if (why < 0)
@@ -169,21 +198,28 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   if (why != REFUSED_HOST) p->c.failed_allocations++;
   uint64_t in_use = p->c.in_use, largest = gpupart__tlsf_largest_free(p->arena.tlsf);
   gpupart__lock_release(&p->lock);
+  refusal_text(p, q, why, f.limit, in_use, cause, sizeof cause);
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
                         : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
   return gpupart__fail_native(code, native,
                               "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
                               ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
-                              p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
+                              p->name, q->size, q->tag, cause, driver, f.limit, in_use, f.reserved, largest);
 }
 
+/* The counts keep a reclaim callback from destroying p or closing its device while this
+ * allocation still needs them (partition.c, device.c refuse with EBUSY). */
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
-  pthread_mutex_lock(&p->dev->slow);
+  gpupart_device *dev = p->dev;
+  atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&dev->allocating, 1);
+  pthread_mutex_lock(&dev->slow);
   refusal why = attempt(p, q, out);
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
-  pthread_mutex_unlock(&p->dev->slow);
+  pthread_mutex_unlock(&dev->slow);
   if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
-  return why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);
+  gpupart_result rc = why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);
+  atomic_fetch_sub(&p->allocating, 1), atomic_fetch_sub(&dev->allocating, 1);
+  return rc;
 }
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
@@ -291,9 +327,25 @@ static void account_free(gpupart_partition *p, uint64_t size) {
   p->c.in_use -= size;
   p->c.live_allocations--;
   p->c.total_frees++;
-  atomic_store_explicit(&p->published_in_use, p->c.in_use, memory_order_relaxed);
+  gpupart__peak_freed(p);
 }
 
+/* After the partition lock: the view's release, and a detached block's return to the
+ * driver under the device's slow lock. The caller counted this as an allocation in
+ * progress, so p cannot be destroyed, nor its device closed, meanwhile. */
+static void free_outside(gpupart_partition *p, void *view, gpupart__block *gone) {
+  gpupart_device *dev = p->dev;
+  if (view) dev->ops->view_release(dev->bdev, view);
+  if (gone) {
+    pthread_mutex_lock(&dev->slow);
+    gpupart__arena_release_detached(p, gone);
+    pthread_mutex_unlock(&dev->slow);
+  }
+  atomic_fetch_sub(&p->allocating, 1), atomic_fetch_sub(&dev->allocating, 1);
+}
+
+/* The bookkeeping runs under the partition lock; the view's release and a block's
+ * return to the driver run after it is dropped (free_outside). */
 gpupart_result gpupart_free(gpupart_allocation *a) {
   if (!a) return GPUPART_OK;
   gpupart__range *r = gpupart__range_of(a);
@@ -307,11 +359,15 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   }
   gpupart__block *b = gpupart__range_block(r);
   uint64_t size = gpupart__range_user_size(r);
-  if (r->user_ext) p->dev->ops->view_release(p->dev->bdev, r->user_ext);
+  void *view = r->user_ext;
+  r->user_ext = NULL;
   gpupart__tlsf_free(p->arena.tlsf, r);
   account_free(p, size);
-  gpupart__arena_on_free(p, b);
+  gpupart__block *gone = gpupart__arena_on_free(p, b);
+  int outside = view || gone;
+  if (outside) atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&p->dev->allocating, 1);
   gpupart__lock_release(&p->lock);
+  if (outside) free_outside(p, view, gone);
   return GPUPART_OK;
 }
 

@@ -3,7 +3,10 @@
  * factor up to max_block, so driver calls stay logarithmic in the memory held; a new
  * block is also at most 1/16 of what the partition already holds, so the unused tail at
  * the peak stays near 6%; and a request that would not fit twice in the chosen block gets
- * a block of its own size. Every function here runs with the partition lock held. */
+ * a block of its own size. Driver calls never run under the partition lock: growth and
+ * release run under the device's slow (sleeping) lock, drop the partition lock for the
+ * driver call, and take it again to insert a block or after detaching one. Each
+ * function says which locks it expects. */
 #include <stdio.h>
 
 #include "internal.h"
@@ -20,12 +23,6 @@ int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev) {
   *a = (gpupart__arena){0};
   a->tlsf = gpupart__tlsf_create(dev->alignment, &dev->ctx->mem);
   return a->tlsf ? GPUPART_OK : GPUPART_ENOMEM;
-}
-
-void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p) {
-  while (a->blocks) gpupart__arena_release_block(p, a->blocks);
-  gpupart__tlsf_destroy(a->tlsf);
-  a->tlsf = NULL;
 }
 
 void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r) {
@@ -72,6 +69,7 @@ static uint64_t choose_block(const gpupart_partition *p, uint64_t exact, uint64_
 }
 
 static void link_block(gpupart__arena *a, gpupart__block *b) {
+  b->prev = NULL;
   b->next = a->blocks;
   if (a->blocks) a->blocks->prev = b;
   a->blocks = b;
@@ -81,6 +79,7 @@ static void unlink_block(gpupart__arena *a, gpupart__block *b) {
   if (b->prev) b->prev->next = b->next;
   else a->blocks = b->next;
   if (b->next) b->next->prev = b->prev;
+  b->prev = b->next = NULL;
 }
 
 /* The driver may allocate more than asked (block.size): every byte it allocated is
@@ -103,47 +102,87 @@ static int account_actual(gpupart_partition *p, uint64_t asked, uint64_t prepaid
   return rc;
 }
 
-/* Undoes account_actual for a block the sub-allocator could not take. */
-static void give_back(gpupart_partition *p, uint64_t prepaid, gpupart_block *drv) {
-  gpupart_device *dev = p->dev;
-  if (drv->size > prepaid) dev->ledger->ops->release(dev->ledger, p->account, drv->size - prepaid);
-  dev->ops->block_free(dev->bdev, drv);
-}
-
-/* Takes a block of at least size bytes from the driver and hands it to the
- * sub-allocator. prepaid (>= size): bytes already reserved in the ledger that the block
- * may use; the block's bytes beyond them are reserved here. */
-static int add_block(gpupart_partition *p, uint64_t size, uint64_t prepaid, int prealloc) {
+/* No partition lock: a host record and a driver block of at least size bytes, not yet
+ * visible to the sub-allocator. prepaid (>= size): bytes already reserved in the ledger
+ * that the block may use; its bytes beyond them are reserved here (account_actual), so
+ * the ledger holds b->size for it on GPUPART_OK. */
+static int new_block(gpupart_partition *p, uint64_t size, uint64_t prepaid, gpupart__block **out) {
   gpupart_device *dev = p->dev;
   gpupart__block *b = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *b);
   if (!b) return gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
   int rc = dev->ops->block_alloc(dev->bdev, size, &b->drv);
   if (rc == GPUPART_OK) rc = account_actual(p, size, prepaid, &b->drv);
-  if (rc == GPUPART_OK) {
-    gpupart__range *first = gpupart__tlsf_add_block(p->arena.tlsf, b, b->drv.device_address, b->drv.size);
-    if (first) b->home = first->home;
-    else give_back(p, prepaid, &b->drv);
-    rc = first ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
-  }
   if (rc) return gpupart__host_free(&dev->ctx->mem, b), rc;
-  size = b->drv.size;
-  b->size = size;
+  b->size = b->drv.size;
+  *out = b;
+  return GPUPART_OK;
+}
+
+/* No partition lock: returns a block that was never inserted to the driver; both driver
+ * calls stay in the counts. */
+static void drop_block(gpupart_partition *p, gpupart__block *b) {
+  p->dev->ops->block_free(p->dev->bdev, &b->drv);
+  gpupart__lock_acquire(&p->lock);
+  p->c.driver_allocs++, p->c.driver_frees++;
+  gpupart__lock_release(&p->lock);
+  gpupart__host_free(&p->dev->ctx->mem, b);
+}
+
+/* Partition lock held: hands a new block to the sub-allocator. ENOMEM (nothing changed)
+ * when the sub-allocator is out of host memory. */
+static int insert_block(gpupart_partition *p, gpupart__block *b, int prealloc) {
+  gpupart__range *first = gpupart__tlsf_add_block(p->arena.tlsf, b, b->drv.device_address, b->size);
+  if (!first) return gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
+  b->home = first->home;
   b->prealloc = prealloc;
   link_block(&p->arena, b);
-  p->arena.reserved += size;
-  p->arena.empty_bytes += size;
+  p->arena.reserved += b->size;
+  p->arena.empty_bytes += b->size;
   if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
   p->c.driver_allocs++;
   return GPUPART_OK;
 }
 
-/* Reserves size bytes in the ledger and backs them with one block. */
+/* Partition lock held: takes an empty block out of the sub-allocator and the list; its
+ * bytes stay reserved in the ledger (as "releasing") until the driver has them back. */
+static void detach_block(gpupart_partition *p, gpupart__block *b) {
+  gpupart__tlsf_remove_block(p->arena.tlsf, gpupart__tlsf_block_first(b->home));
+  unlink_block(&p->arena, b);
+  p->arena.reserved -= b->size;
+  if (b->live == 0) p->arena.empty_bytes -= b->size;
+  p->arena.releasing += b->size;
+}
+
+/* Device slow lock held (or the partition private), partition lock not held: the driver
+ * call, then the ledger and the counts under the partition lock. */
+void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b) {
+  gpupart_device *dev = p->dev;
+  dev->ops->block_free(dev->bdev, &b->drv);
+  gpupart__lock_acquire(&p->lock);
+  dev->ledger->ops->release(dev->ledger, p->account, b->size);
+  p->arena.releasing -= b->size;
+  p->c.driver_frees++;
+  gpupart__lock_release(&p->lock);
+  gpupart__host_free(&dev->ctx->mem, b);
+}
+
+/* Reserves size bytes in the ledger and backs them with one block, calling the driver
+ * with no partition lock held. On GPUPART_OK the block is in the sub-allocator and the
+ * partition lock is HELD, so that the caller's request takes its bytes before another
+ * thread can. */
 static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpupart__refusal *why) {
   gpupart__ledger *l = p->dev->ledger;
   *why = l->ops->reserve(l, p->account, size);
   if (*why != GPUPART__GRANTED) return GPUPART_ELIMIT;
-  int rc = add_block(p, size, size, prealloc);
-  if (rc) l->ops->release(l, p->account, size);
+  gpupart__block *b = NULL;
+  int rc = new_block(p, size, size, &b);
+  if (rc) return l->ops->release(l, p->account, size), rc;
+  gpupart__lock_acquire(&p->lock);
+  rc = insert_block(p, b, prealloc);
+  if (rc == GPUPART_OK) return rc;
+  gpupart__lock_release(&p->lock);
+  l->ops->release(l, p->account, b->size); /* the request's bytes and any extra */
+  drop_block(p, b);
   return rc;
 }
 
@@ -163,89 +202,157 @@ static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t n
   return block < need ? 0 : block;
 }
 
-/* Before growing would set a new reserved peak, the cached empty blocks go: they could
- * not hold this request, and a new block may fit where several small empty ones did not. */
-static void release_before_peak(gpupart_partition *p, uint64_t block) {
-  if (p->arena.empty_bytes && p->arena.reserved + block > p->arena.peak_reserved)
-    gpupart__arena_release_empty(p);
+/* What one growth would take: the request's own bytes (exact), rounded to the
+ * granularity (need), the geometric step and the block chosen, uncapped. */
+typedef struct growth_plan {
+  uint64_t exact, need, step, block;
+  int own;
+} growth_plan;
+
+/* Partition lock held. Nonzero on overflow. */
+static int plan_growth(const gpupart_partition *p, uint64_t size, uint64_t align, growth_plan *g) {
+  int overflow = 0;
+  uint64_t gran = p->dev->granularity, max = largest_block(p->dev);
+  g->exact = block_need(p->dev, size, align, &overflow);
+  g->need = round_up(g->exact, gran, &overflow);
+  if (g->need > max) g->need = max; /* rounding never asks past the driver's largest (exact <= max) */
+  g->step = round_up(growth_size(p), gran, &overflow);
+  g->block = round_up(choose_block(p, g->exact, g->need, &g->own), gran, &overflow);
+  return overflow;
+}
+
+/* Partition lock held. Before growing would set a new reserved peak, the cached empty
+ * blocks go: they could not hold this request, and a new block may fit where several
+ * small empty ones did not. */
+static int should_release_first(const gpupart_partition *p, uint64_t block) {
+  return p->arena.empty_bytes && p->arena.reserved + block > p->arena.peak_reserved;
+}
+
+/* Partition lock taken here: the plan, after releasing empty blocks where it says so. */
+static int plan_locked(gpupart_partition *p, uint64_t size, uint64_t align, growth_plan *g) {
+  gpupart__lock_acquire(&p->lock);
+  int bad = plan_growth(p, size, align, g), release = !bad && should_release_first(p, g->block);
+  gpupart__lock_release(&p->lock);
+  if (!release) return bad;
+  gpupart__arena_release_empty(p);
+  gpupart__lock_acquire(&p->lock);
+  bad = plan_growth(p, size, align, g);
+  gpupart__lock_release(&p->lock);
+  return bad;
 }
 
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why) {
-  int overflow = 0, own;
-  uint64_t gran = p->dev->granularity, max = largest_block(p->dev);
-  uint64_t exact = block_need(p->dev, size, align, &overflow);
-  uint64_t need = round_up(exact, gran, &overflow);
-  if (overflow) return gpupart__fail(GPUPART_EINVAL, "size %llu overflows", (unsigned long long)size);
-  if (need > max) need = max; /* rounding never asks past the driver's largest (exact <= max) */
-  release_before_peak(p, round_up(choose_block(p, exact, need, &own), gran, &overflow));
-  uint64_t step = round_up(growth_size(p), gran, &overflow);
-  uint64_t block = round_up(choose_block(p, exact, need, &own), gran, &overflow);
-  block = cap_block(p, block, need, why);
+  growth_plan g;
+  if (plan_locked(p, size, align, &g))
+    return gpupart__fail(GPUPART_EINVAL, "size %llu overflows", (unsigned long long)size);
+  uint64_t block = cap_block(p, g.block, g.need, why);
   if (!block) return GPUPART_ELIMIT;
   int rc = reserve_block(p, block, 0, why);
-  if (rc == GPUPART_EDEVMEM && block > need) rc = reserve_block(p, block = need, 0, why);
+  if (rc == GPUPART_EDEVMEM && block > g.need) rc = reserve_block(p, block = g.need, 0, why);
   /* An own-size block counts as one step of the sequence (the step it replaced), so a
    * stream of large requests reaches shared blocks instead of costing one block each. */
-  if (rc == GPUPART_OK) p->arena.last_block = own ? step : block;
+  if (rc == GPUPART_OK) p->arena.last_block = g.own ? g.step : block;
   return rc;
 }
 
-/* Reserves bytes in blocks no larger than max_block (preallocation and its resize).
- * The ledger grants the whole amount before the driver is called, so a refusal (ELIMIT)
- * makes no driver call. All or nothing: on failure every block taken here is returned. */
+/* Returns the blocks of a failed reservation, chained by b->chain: the first inserted
+ * ones (detached already) through the ledger with their counts, the others straight. */
+static void undo_reserve(gpupart_partition *p, gpupart__block *list, uint32_t inserted) {
+  for (gpupart__block *b = list, *next; b; b = next) {
+    next = b->chain;
+    if (inserted) inserted--, gpupart__arena_release_detached(p, b);
+    else p->dev->ledger->ops->release(p->dev->ledger, p->account, b->size), drop_block(p, b);
+  }
+}
+
+/* Partition lock not held: inserts the chained blocks under one hold of the lock, so no
+ * allocation can land in them before all are in. All or nothing. */
+static int insert_all(gpupart_partition *p, gpupart__block *list, int prealloc) {
+  uint32_t inserted = 0;
+  int rc = GPUPART_OK;
+  gpupart__lock_acquire(&p->lock);
+  for (gpupart__block *b = list; b && rc == GPUPART_OK; b = b->chain)
+    if ((rc = insert_block(p, b, prealloc)) == GPUPART_OK) inserted++;
+  if (rc) {
+    gpupart__block *b = list;
+    for (uint32_t i = 0; i < inserted; i++, b = b->chain) detach_block(p, b);
+  }
+  gpupart__lock_release(&p->lock);
+  if (rc) undo_reserve(p, list, inserted);
+  return rc;
+}
+
+/* Reserves bytes in blocks of at most chunk bytes (preallocation and its resize). The
+ * ledger grants the whole amount before the driver is called, so a refusal (ELIMIT)
+ * makes no driver call. The driver calls run with no partition lock held. All or
+ * nothing: on failure every block taken here is returned. Device slow lock held (or the
+ * partition not yet published). */
 int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc) {
   gpupart__ledger *l = p->dev->ledger;
   if (l->ops->reserve(l, p->account, bytes) != GPUPART__GRANTED)
     return gpupart__fail(GPUPART_ELIMIT, "partition '%s': the budget cannot grant %llu bytes", p->name,
                          (unsigned long long)bytes);
-  uint64_t max = p->growth.max_block, left = bytes;
-  gpupart__block *mark = p->arena.blocks;
+  uint64_t max = p->growth.prealloc_block, left = bytes;
+  gpupart__block *list = NULL, **tail = &list, *b = NULL;
   int rc = GPUPART_OK;
   while (left && rc == GPUPART_OK) {
     uint64_t chunk = left < max ? left : max;
-    rc = add_block(p, chunk, left, prealloc); /* all of left is reserved already */
+    rc = new_block(p, chunk, left, &b); /* all of left is reserved already */
     if (rc) break;
-    uint64_t got = p->arena.blocks->size; /* a block larger than asked covers more */
-    left -= got < left ? got : left;
+    *tail = b, tail = &b->chain;
+    left -= b->size < left ? b->size : left; /* a block larger than asked covers more */
   }
-  if (rc == GPUPART_OK) return rc;
-  l->ops->release(l, p->account, left); /* each block releases its own bytes below */
-  while (p->arena.blocks != mark) gpupart__arena_release_block(p, p->arena.blocks);
+  if (rc == GPUPART_OK) return insert_all(p, list, prealloc);
+  l->ops->release(l, p->account, left); /* the blocks taken release their own bytes */
+  undo_reserve(p, list, 0);
   return rc;
 }
 
-void gpupart__arena_release_block(gpupart_partition *p, gpupart__block *b) {
-  gpupart_device *dev = p->dev;
-  gpupart__tlsf_remove_block(p->arena.tlsf, gpupart__tlsf_block_first(b->home));
-  unlink_block(&p->arena, b);
-  dev->ops->block_free(dev->bdev, &b->drv);
-  dev->ledger->ops->release(dev->ledger, p->account, b->size);
-  p->arena.reserved -= b->size;
-  if (b->live == 0) p->arena.empty_bytes -= b->size;
-  p->c.driver_frees++;
-  gpupart__host_free(&dev->ctx->mem, b);
+/* Device slow lock held (or the partition private): the partition's last blocks. */
+void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p) {
+  while (a->blocks) {
+    gpupart__block *b = a->blocks;
+    gpupart__lock_acquire(&p->lock);
+    detach_block(p, b);
+    gpupart__lock_release(&p->lock);
+    gpupart__arena_release_detached(p, b);
+  }
+  gpupart__tlsf_destroy(a->tlsf);
+  a->tlsf = NULL;
 }
 
+/* Device slow lock held, partition lock not held: the empty blocks are detached under
+ * the partition lock, then given back to the driver outside it. */
 uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
   uint64_t released = 0;
+  gpupart__block *list = NULL;
+  gpupart__lock_acquire(&p->lock);
   for (gpupart__block *b = p->arena.blocks, *next; b; b = next) {
     next = b->next;
     if (b->live || b->prealloc) continue;
+    detach_block(p, b);
+    b->chain = list, list = b;
     released += b->size;
-    gpupart__arena_release_block(p, b);
+  }
+  gpupart__lock_release(&p->lock);
+  for (gpupart__block *next; list; list = next) {
+    next = list->chain;
+    gpupart__arena_release_detached(p, list);
   }
   return released;
 }
 
-/* Called after a range of b was freed: an emptied block goes back to the driver when
- * the cached empty bytes pass the release threshold. Returns b, or NULL if released. */
+/* Partition lock held. Called after a range of b was freed: an emptied block is due back
+ * to the driver when the cached empty bytes pass the release threshold; it is then
+ * detached and returned, for the caller to release with gpupart__arena_release_detached
+ * once the partition lock is dropped. NULL when nothing is due. */
 gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b) {
-  if (--b->live) return b;
+  if (--b->live) return NULL;
   p->arena.empty_bytes += b->size;
   uint64_t threshold = p->growth.release_threshold;
-  if (!threshold || b->prealloc || p->arena.empty_bytes <= threshold) return b;
-  gpupart__arena_release_block(p, b);
-  return NULL;
+  if (!threshold || b->prealloc || p->arena.empty_bytes <= threshold) return NULL;
+  detach_block(p, b);
+  return b;
 }
 
 static int fail_check(char *why, uint64_t n, const gpupart_partition *p, const char *what) {

@@ -47,11 +47,16 @@ typedef struct gpupart_block {
 } gpupart_block;
 
 /* Lock rules (which core lock is held when the core calls each entry):
- *   load, unload, enumerate         the context lock
- *   open, close, info               the context lock
- *   block_alloc, block_free, trim   the device's slow (sleeping) lock; NEVER a partition spinlock
- *   mem_info                        none (may run concurrently with anything; backend locks itself)
- *   view_release                    none (after the allocation was unlinked)
+ *   load                            the context lock (once per context and backend)
+ *   unload                          none (the context is being destroyed)
+ *   enumerate, open, close, info    none (the backend locks what it shares itself)
+ *   block_alloc, block_free, trim   the device's slow (sleeping) lock; NEVER a partition
+ *                                   spinlock: other threads keep allocating from the
+ *                                   partition's held blocks meanwhile
+ *   mem_info                        none (may run concurrently with anything)
+ *   view construction (the make function given to gpupart__allocation_view) and
+ *   view_release                    none (view_release runs after the allocation was
+ *                                   unlinked, or for the loser of two concurrent makes)
  * A backend may block in any call; it must not call back into gpupart. */
 typedef struct gpupart_backend_ops {
   uint32_t abi_version;  /* GPUPART__BACKEND_ABI; checked at registration */
@@ -89,8 +94,9 @@ typedef struct gpupart_backend_ops {
   /* Budget query: free_bytes UINT64_MAX when the driver cannot tell. NULL = the core uses
    * info.total_bytes and reports free as unknown. */
   int (*mem_info)(void *dev, uint64_t *free_bytes, uint64_t *total_bytes);
-  /* Releases a per-allocation view made through gpupart__allocation_view. A backend that
-   * leaves it NULL cannot make views (gpupart__allocation_view refuses, ENOTSUP). */
+  /* Releases a per-allocation view made through gpupart__allocation_view (core/interop.h)
+   * when its allocation is freed; runs with no gpupart lock held. A backend that leaves it
+   * NULL cannot make views (gpupart__allocation_view refuses, ENOTSUP). */
   void (*view_release)(void *dev, void *view);
   /* Gives back driver-side caches the backend keeps (called by gpupart_partition_trim and
    * the OOM sequence after blocks were released). */

@@ -171,7 +171,6 @@ static void device_free(gpupart_device *dev) {
   if (dev->ledger) gpupart__ledger_release(dev->ctx, dev->ledger, dev->member);
   if (dev->bdev) dev->ops->close(dev->bdev);
   pthread_mutex_destroy(&dev->slow);
-  pthread_mutex_destroy(&dev->peak_lock);
   gpupart__host_free(mem, dev->parts);
   gpupart__host_free(mem, dev);
 }
@@ -229,6 +228,7 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   if (dev->granularity < dev->info.block_granularity) dev->granularity = dev->info.block_granularity;
   dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
   dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
+  dev->prealloc_block = v[GPUPART__OPT_PREALLOC_BLOCK].u;
   rc = gpupart__settings_budget(dev);
   if (rc) return rc;
   rc = join_ledger(dev);
@@ -254,7 +254,6 @@ static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc
   if (!dev) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   dev->ctx = ctx;
   pthread_mutex_init(&dev->slow, NULL);
-  pthread_mutex_init(&dev->peak_lock, NULL);
   rc = device_setup(dev, &d, exact);
   if (rc) return device_free(dev), rc;
   pthread_mutex_lock(&ctx->lock);
@@ -287,6 +286,9 @@ static uint64_t live_allocations(gpupart_device *dev) {
 
 gpupart_result gpupart_device_close(gpupart_device *dev) {
   if (!dev) return GPUPART_OK;
+  if (atomic_load(&dev->allocating))
+    return gpupart__fail(GPUPART_EBUSY, "device_close: allocation in progress on this device (a reclaim "
+                                        "callback may not close the device it runs for)");
   pthread_mutex_lock(&dev->slow);
   uint64_t live = live_allocations(dev);
   if (live) {
@@ -294,12 +296,7 @@ gpupart_result gpupart_device_close(gpupart_device *dev) {
     return gpupart__fail(GPUPART_EBUSY, "device_close: %llu allocation(s) still live",
                          (unsigned long long)live);
   }
-  while (dev->nparts) {
-    gpupart__peak_list_lock(dev);
-    gpupart_partition *p = dev->parts[--dev->nparts];
-    gpupart__peak_list_unlock(dev);
-    gpupart__partition_free(p);
-  }
+  while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]);
   pthread_mutex_unlock(&dev->slow);
   gpupart_context *ctx = dev->ctx;
   device_free(dev);
@@ -329,10 +326,3 @@ int gpupart__device_trim_locked(gpupart_device *dev) {
   return trim ? trim(dev->bdev) : GPUPART_OK; /* none: the backend keeps no driver-side caches */
 }
 
-int gpupart__device_trim_backend(gpupart_device *dev) {
-  if (!GPUPART__BACKEND_OP(dev->ops, trim)) return GPUPART_OK;
-  pthread_mutex_lock(&dev->slow);
-  int rc = gpupart__device_trim_locked(dev);
-  pthread_mutex_unlock(&dev->slow);
-  return rc;
-}

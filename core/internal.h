@@ -2,10 +2,13 @@
  * internal calls between core files. Lock order, outermost first (never take an outer
  * lock while holding an inner one):
  *   1. context lock (backend loading, device count, the registry of ledgers)
- *   2. device slow lock (growth, the OOM sequence, partition list, create/destroy/resize)
- *   3. partition lock (its arena and counters; the allocation fast path takes only this)
- *   4. ledger lock (inside the ledger) and the device's peak lock (peak.c): leaves
- * Reclaim callbacks run with none of them held. */
+ *   2. device slow lock, a sleeping mutex (growth, block release, the OOM sequence, the
+ *      partition list, create/destroy/resize/trim): every block_alloc, block_free and
+ *      trim runs under it, and under no partition lock
+ *   3. partition lock, a spinlock (its arena and counters; the allocation fast path takes
+ *      only this): held for bookkeeping only, never across a driver or backend call
+ *   4. ledger lock (inside the ledger): a leaf
+ * Reclaim callbacks, view construction and view_release run with none of them held. */
 #ifndef GPUPART_CORE_INTERNAL_H
 #define GPUPART_CORE_INTERNAL_H
 
@@ -68,12 +71,14 @@ typedef struct gpupart__block {
   gpupart__tlsf_block *home;          /* the sub-allocator's record of it (its first range) */
   uint64_t live;                      /* live allocations in the block */
   int prealloc;                       /* reserved at creation; released only at destroy */
+  struct gpupart__block *chain;       /* a private list of blocks being taken or released */
 } gpupart__block;
 
 /* Growth parameters, defaults applied (partition.c). */
 typedef struct gpupart__growth {
   int prealloc;
   uint64_t initial_block, max_block;
+  uint64_t prealloc_block; /* block size of preallocation (and its resize) */
   double factor;
   uint64_t release_threshold;
 } gpupart__growth;
@@ -84,6 +89,7 @@ typedef struct gpupart__arena {
   gpupart__block *blocks;
   uint64_t reserved, peak_reserved; /* bytes of blocks held */
   uint64_t empty_bytes;             /* bytes of blocks with no live allocation */
+  uint64_t releasing;               /* bytes of detached blocks the driver has not had back yet */
   uint64_t last_block;              /* size of the last growth block (geometric sequence) */
 } gpupart__arena;
 
@@ -99,9 +105,10 @@ struct gpupart_partition {
   gpupart_reclaim_fn reclaim;
   void *reclaim_user;
   atomic_flag reclaim_busy;
-  atomic_uint_fast64_t published_in_use; /* c.in_use, for the device's peak (peak.c) */
-  atomic_uint_fast64_t ceiling;          /* crossing it rebalances the device's peak */
-  uint64_t peak_snapshot;                /* published_in_use as the last rebalance read it (peak lock) */
+  /* allocations in the slow path (OOM sequence, reclaim) and frees still releasing a view
+   * or block outside the lock: destroy is EBUSY */
+  atomic_uint allocating;
+  uint64_t charge; /* >= c.in_use, a multiple of the granularity: its share of the device's peak (peak.c) */
   int configured; /* made by configuration at device open, not yet handed to a program's create (slow lock) */
   char pad_tail[64];
 };
@@ -114,6 +121,7 @@ struct gpupart_device {
   uint64_t budget, granularity, alignment;
   int growth;
   uint64_t release_threshold; /* default of partitions that leave theirs 0 */
+  uint64_t prealloc_block;    /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
   gpupart__settings settings; /* what the device was opened with, and where each value came from */
   pthread_mutex_t slow; /* growth, OOM sequence, the partition list */
   gpupart__identity id;          /* the physical device (identity.c) */
@@ -122,8 +130,10 @@ struct gpupart_device {
   gpupart_partition **parts;
   uint32_t nparts, cap, created;
   gpupart__counters retired; /* counts of destroyed partitions */
-  pthread_mutex_t peak_lock;  /* a leaf: peak_in_use, and (with slow) the partition list */
-  uint64_t peak_in_use;
+  atomic_uint allocating;           /* the partitions' allocating, summed: close is EBUSY */
+  atomic_uint_fast64_t charged;     /* sum of the partitions' charges (peak.c) */
+  atomic_uint_fast64_t peak_in_use; /* highest value of charged since open or the last reset */
+  atomic_uint_fast64_t peak_crossings, peak_visits; /* charge raises, and partitions each one read */
 };
 
 /* context.c */
@@ -144,13 +154,14 @@ void gpupart__ledger_release(gpupart_context *ctx, gpupart__ledger *l, gpupart__
  * (the gpupart command's --device), where the public call lets configuration choose. */
 gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
                                     gpupart_device **out);
-/* Calls the backend's optional trim (its driver-side caches) under the device's slow
- * lock; OK where the backend has none. No lock held by the caller. */
-int gpupart__device_trim_backend(gpupart_device *dev);
-/* The same with the device's slow lock already held (the OOM sequence). */
+/* Calls the backend's optional trim (its driver-side caches); OK where the backend has
+ * none. Device slow lock held, no partition lock (partition_trim, the OOM sequence). */
 int gpupart__device_trim_locked(gpupart_device *dev);
 
-/* arena.c: every function runs with the partition lock held. */
+/* arena.c. Partition lock held: try, on_alloc, on_free, check. Device slow lock held and
+ * partition lock NOT held (they call the driver): fini, grow (returns GPUPART_OK with the
+ * partition lock held and a block in place that fits the request), reserve_exact,
+ * release_empty, release_detached. */
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
 void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p);
 gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align);
@@ -159,14 +170,16 @@ int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int preal
 uint64_t gpupart__arena_release_empty(gpupart_partition *p);
 void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r);
 gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b);
-void gpupart__arena_release_block(gpupart_partition *p, gpupart__block *b);
+void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b);
 int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n);
 
-/* peak.c */
+/* peak.c. crossed and freed: partition lock held (after in_use rose above the charge, or
+ * fell). reset: device slow lock held. leave: the partition is unreachable. */
 void gpupart__peak_crossed(gpupart_partition *p);
+void gpupart__peak_freed(gpupart_partition *p);
+void gpupart__peak_leave(gpupart_partition *p);
 uint64_t gpupart__peak_in_use(gpupart_device *dev);
-void gpupart__peak_list_lock(gpupart_device *dev);
-void gpupart__peak_list_unlock(gpupart_device *dev);
+void gpupart__peak_reset(gpupart_device *dev);
 
 /* A public handle is the sub-allocator's handle of the allocation's range (tlsf.h). */
 static inline gpupart__range *gpupart__range_of(const gpupart_allocation *a) {

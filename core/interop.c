@@ -30,20 +30,36 @@ void *gpupart__allocation_device(const gpupart_allocation *a, gpupart_backend b)
   return p->dev->bdev;
 }
 
+/* Installs made on a's range unless a was freed meanwhile (the handle's generation tells)
+ * or another thread installed one first; returns the view a now has, NULL when freed.
+ * A view that lost is released, with no lock held. */
+static void *install_view(gpupart_partition *p, const gpupart_allocation *a, void *made) {
+  gpupart__lock_acquire(&p->lock);
+  int live = gpupart__handle_live(a);
+  gpupart__range *r = gpupart__range_of(a);
+  if (live && !r->user_ext) r->user_ext = made;
+  void *view = live ? r->user_ext : NULL;
+  gpupart__lock_release(&p->lock);
+  if (view != made) p->dev->ops->view_release(p->dev->bdev, made);
+  if (!live) return gpupart__fail(GPUPART_EINVAL, "allocation %p was freed while its view was made", (const void *)a), NULL;
+  return view;
+}
+
+/* The view is built with no gpupart lock held (an OpenCL sub-buffer or a VkBuffer is a
+ * driver call) and installed under the partition lock after a recheck; of two threads
+ * that built one at once, the loser's view is released. A backend without view_release
+ * cannot make views: one it could not release would leak (ENOTSUP). */
 void *gpupart__allocation_view(const gpupart_allocation *a, gpupart_backend b, gpupart__view_fn make, void *user) {
   gpupart_partition *p = lock_live(a, b);
   if (!p) return NULL;
   gpupart__range *r = gpupart__range_of(a);
-  if (!r->user_ext && !GPUPART__BACKEND_OP(p->dev->ops, view_release)) {
-    gpupart__lock_release(&p->lock); /* a view it could not release would leak */
-    return gpupart__fail(GPUPART_ENOTSUP, "backend '%s' makes no views (no view_release)", p->dev->ops->name), NULL;
-  }
-  if (!r->user_ext) {
-    gpupart_allocation_info info;
-    gpupart__range_info(p, r, &info);
-    r->user_ext = make(p->dev->bdev, &info, user);
-  }
   void *view = r->user_ext;
+  gpupart_allocation_info info;
+  if (!view) gpupart__range_info(p, r, &info);
   gpupart__lock_release(&p->lock);
-  return view;
+  if (view) return view;
+  if (!GPUPART__BACKEND_OP(p->dev->ops, view_release))
+    return gpupart__fail(GPUPART_ENOTSUP, "backend '%s' makes no views (no view_release)", p->dev->ops->name), NULL;
+  void *made = make(p->dev->bdev, &info, user);
+  return made ? install_view(p, a, made) : NULL;
 }

@@ -17,8 +17,10 @@ void *gpupart__device_native(const gpupart_device *dev, gpupart_backend b);
  * opened through backend b; NULL (message set) for NULL, freed, or another backend. */
 void *gpupart__allocation_device(const gpupart_allocation *a, gpupart_backend b);
 
-/* Builds a view of a live allocation; runs under the partition lock, so it must not call
- * back into gpupart. Returns NULL (message set) on failure. */
+/* Builds a view of a live allocation. Runs with no gpupart lock held (it may block in the
+ * driver) but must not call back into gpupart; two threads may build a view of the same
+ * allocation at once, and the one not kept is released through the backend's
+ * view_release. Returns NULL (message set) on failure. */
 typedef void *(*gpupart__view_fn)(void *backend_dev, const gpupart_allocation_info *info, void *user);
 
 /* The allocation's cached view, made with make on first use. NULL (message set) when a

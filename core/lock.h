@@ -1,7 +1,8 @@
 /* The partition lock: a test-and-test-and-set spinlock that yields the processor when it
  * spins for long. The allocation fast path holds it for a few dozen nanoseconds, where a
  * pthread mutex's second atomic operation on unlock would be a measurable share of the
- * cost. Slow paths (driver calls) also hold it, so waiters back off with sched_yield. */
+ * cost. No driver call runs under it (they run under the device's sleeping slow lock);
+ * waiters still back off with sched_yield after a while. */
 #ifndef GPUPART_CORE_LOCK_H
 #define GPUPART_CORE_LOCK_H
 

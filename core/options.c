@@ -43,6 +43,8 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
     [GPUPART__OPT_RELEASE_THRESHOLD] = {"release_threshold", "GPUPART_RELEASE_THRESHOLD", GPUPART__T_LIMIT,
                                         ENV | FILE_ | DEV, "none",
                                         "cached empty bytes a partition keeps; none = keep all until trim"},
+    [GPUPART__OPT_PREALLOC_BLOCK] = {"prealloc_block", "GPUPART_PREALLOC_BLOCK", GPUPART__T_LIMIT, ENV | FILE_ | DEV,
+                                     "none", "block size of preallocation; none = the largest the driver allows"},
     [GPUPART__OPT_PARTITIONS] = {"partitions", "GPUPART_PARTITIONS", GPUPART__T_PARTITIONS, ENV, NULL,
                                  "partitions created when a device opens: name:size[:guarantee],..."},
     [GPUPART__OPT_SHARED] = {"shared", "GPUPART_SHARED", GPUPART__T_BOOL, ENV | FILE_, "0",

@@ -42,6 +42,11 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
   g->max_block = round_block(dev, d->max_block, DEFAULT_MAX_BLOCK);
   g->initial_block = round_block(dev, d->initial_block, DEFAULT_INITIAL_BLOCK);
   if (g->initial_block > g->max_block) g->initial_block = g->max_block;
+  /* Preallocation: the descriptor's max_block, else GPUPART_PREALLOC_BLOCK, else one
+   * block as large as the driver allows, so that one request can be as large as the
+   * reservation wherever the driver lets a block be. */
+  uint64_t largest = dev->info.max_block_bytes & ~(dev->granularity - 1);
+  g->prealloc_block = d->max_block ? g->max_block : round_block(dev, dev->prealloc_block, largest);
   g->factor = d->growth_factor ? d->growth_factor : DEFAULT_GROWTH_FACTOR;
   g->release_threshold = d->release_threshold ? d->release_threshold : dev->release_threshold;
   return GPUPART_OK;
@@ -100,15 +105,10 @@ static int append_locked(gpupart_device *dev, gpupart_partition *p) {
     gpupart_partition **parts = gpupart__host_calloc(&dev->ctx->mem, cap, sizeof *parts);
     if (!parts) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
     if (dev->nparts) memcpy(parts, dev->parts, dev->nparts * sizeof *parts);
-    gpupart__peak_list_lock(dev);
-    gpupart_partition **old = dev->parts;
+    gpupart__host_free(&dev->ctx->mem, dev->parts);
     dev->parts = parts, dev->cap = cap;
-    gpupart__peak_list_unlock(dev);
-    gpupart__host_free(&dev->ctx->mem, old);
   }
-  gpupart__peak_list_lock(dev);
   dev->parts[dev->nparts++] = p;
-  gpupart__peak_list_unlock(dev);
   dev->created++;
   return GPUPART_OK;
 }
@@ -117,13 +117,37 @@ void gpupart__partition_free(gpupart_partition *p) {
   gpupart_device *dev = p->dev;
   if (p->arena.tlsf) gpupart__arena_fini(&p->arena, p);
   if (p->account) dev->ledger->ops->remove(dev->ledger, p->account);
+  gpupart__peak_leave(p);
   gpupart__host_free(&dev->ctx->mem, p->name);
   gpupart__host_free(&dev->ctx->mem, p);
+}
+
+/* A guarantee is honoured by asking borrowers to give bytes back (their reclaim
+ * callbacks, then their empty blocks: alloc.c), but a preallocated partition never
+ * gives its blocks back: a guarantee that only its bytes could cover is refused now,
+ * rather than accepted and never usable. Device slow lock held. */
+static int check_floor_locked(gpupart_device *dev, uint64_t guarantee) {
+  uint64_t floors = 0, pinned = 0;
+  for (uint32_t i = 0; i < dev->nparts; i++) {
+    gpupart__ledger_figures f;
+    dev->ledger->ops->get(dev->ledger, dev->parts[i]->account, &f);
+    uint64_t held = dev->parts[i]->growth.prealloc ? f.reserved : 0;
+    floors += held > f.guarantee ? held : f.guarantee;
+    pinned += held;
+  }
+  if (!guarantee || floors + guarantee <= dev->budget) return GPUPART_OK;
+  return gpupart__fail(GPUPART_ELIMIT,
+                       "partition_create: guarantee %llu cannot be honoured: preallocated partitions hold %llu "
+                       "bytes that are never given back, and guarantees and those leave %llu of the budget %llu",
+                       (unsigned long long)guarantee, (unsigned long long)pinned,
+                       (unsigned long long)(dev->budget > floors ? dev->budget - floors : 0),
+                       (unsigned long long)dev->budget);
 }
 
 static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r) {
   gpupart_device *dev = p->dev;
   int rc = name_partition(p, d);
+  if (rc == GPUPART_OK) rc = check_floor_locked(dev, r->guarantee);
   if (rc) return rc;
   if (gpupart__arena_init(&p->arena, dev)) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   gpupart__tlsf_set_user(p->arena.tlsf, p);
@@ -204,10 +228,8 @@ static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
   uint32_t i = 0;
   while (i < dev->nparts && dev->parts[i] != p) i++;
   if (i == dev->nparts) return gpupart__fail(GPUPART_EINVAL, "partition_destroy: not a partition of its device");
-  gpupart__peak_list_lock(dev);
   memmove(dev->parts + i, dev->parts + i + 1, (dev->nparts - i - 1) * sizeof *dev->parts);
   dev->nparts--;
-  gpupart__peak_list_unlock(dev);
   return GPUPART_OK;
 }
 
@@ -218,6 +240,10 @@ static int destroy_locked(gpupart_device *dev, gpupart_partition *p) {
   if (live)
     return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' has %llu live allocation(s)", p->name,
                          (unsigned long long)live);
+  if (atomic_load(&p->allocating))
+    return gpupart__fail(GPUPART_EBUSY,
+                         "partition_destroy: '%s' has an allocation in progress (a reclaim callback may not "
+                         "destroy the partition whose allocation called it)", p->name);
   if (atomic_flag_test_and_set(&p->reclaim_busy))
     return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' is running its reclaim callback", p->name);
   int rc = remove_locked(dev, p);
@@ -266,10 +292,11 @@ const char *gpupart_partition_name(const gpupart_partition *p) { return p ? p->n
 
 gpupart_result gpupart_partition_trim(gpupart_partition *p) {
   if (!p) return gpupart__fail(GPUPART_EINVAL, "partition_trim: p is NULL");
-  gpupart__lock_acquire(&p->lock);
+  pthread_mutex_lock(&p->dev->slow);
   gpupart__arena_release_empty(p);
-  gpupart__lock_release(&p->lock);
-  return gpupart__device_trim_backend(p->dev);
+  int rc = gpupart__device_trim_locked(p->dev);
+  pthread_mutex_unlock(&p->dev->slow);
+  return rc;
 }
 
 static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_limit) {
@@ -278,18 +305,14 @@ static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_li
   if (rc) return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu",
                                p->name, (unsigned long long)new_limit, (unsigned long long)p->dev->budget);
   if (!p->growth.prealloc) return GPUPART_OK;
-  gpupart__lock_acquire(&p->lock);
   rc = gpupart__arena_reserve_exact(p, new_limit - old_limit, 1);
-  gpupart__lock_release(&p->lock);
   if (rc) l->ops->set_limit(l, p->account, old_limit);
   return rc;
 }
 
 static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
   gpupart__ledger *l = p->dev->ledger;
-  gpupart__lock_acquire(&p->lock);
   gpupart__arena_release_empty(p);
-  gpupart__lock_release(&p->lock);
   int rc = l->ops->set_limit(l, p->account, new_limit);
   if (rc == GPUPART_EBUSY) {
     gpupart__ledger_figures f;

@@ -52,6 +52,14 @@ void gpupart_partition_reset_peak(gpupart_partition *p) {
   gpupart__lock_release(&p->lock);
 }
 
+gpupart_result gpupart_device_reset_peak(gpupart_device *dev) {
+  if (!dev) return gpupart__fail(GPUPART_EINVAL, "device_reset_peak: dev is NULL");
+  pthread_mutex_lock(&dev->slow);
+  gpupart__peak_reset(dev);
+  pthread_mutex_unlock(&dev->slow);
+  return GPUPART_OK;
+}
+
 /* Adds a partition's current figures and counts into device figures. */
 static void add_stats(gpupart_stats *s, const gpupart_stats *ps) {
   s->in_use += ps->in_use, s->reserved += ps->reserved, s->live_allocations += ps->live_allocations;
@@ -86,13 +94,13 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   if (gpupart__arena_check(p, why, n)) return -1;
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  if (f.reserved != p->arena.reserved)
+  if (f.reserved != p->arena.reserved + p->arena.releasing)
     return snprintf(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
-                    (unsigned long long)f.reserved, (unsigned long long)p->arena.reserved), -1;
+                    (unsigned long long)f.reserved, (unsigned long long)(p->arena.reserved + p->arena.releasing)), -1;
   if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
     return snprintf(why, n, "partition '%s': a figure exceeds its peak", p->name), -1;
-  if (atomic_load(&p->published_in_use) != p->c.in_use)
-    return snprintf(why, n, "partition '%s': in_use differs from what the device's peak sees", p->name), -1;
+  if (p->charge < p->c.in_use)
+    return snprintf(why, n, "partition '%s': in_use exceeds its charge in the device's peak", p->name), -1;
   if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations)
     return snprintf(why, n, "partition '%s': allocations minus frees differ from live", p->name), -1;
   return 0;
@@ -112,14 +120,16 @@ static int members_entries(gpupart_device *d, char *why, uint64_t n) {
 }
 
 static int check_locked(gpupart_device *d, char *why, uint64_t n) {
-  uint64_t in_use = 0;
+  uint64_t in_use = 0, charged = 0;
   int rc = 0;
   uint32_t locked = 0;
   for (; locked < d->nparts; locked++) gpupart__lock_acquire(&d->parts[locked]->lock);
   for (uint32_t i = 0; i < d->nparts && !rc; i++) {
     rc = check_partition(d->parts[i], why, n);
-    in_use += d->parts[i]->c.in_use;
+    in_use += d->parts[i]->c.in_use, charged += d->parts[i]->charge;
   }
+  if (!rc && charged != atomic_load(&d->charged))
+    rc = -1, snprintf(why, n, "the partitions' charges differ from the device's sum of them");
   if (!rc && in_use > gpupart__peak_in_use(d))
     rc = -1, snprintf(why, n, "the partitions' in-use bytes exceed the device's peak");
   while (locked) gpupart__lock_release(&d->parts[--locked]->lock);

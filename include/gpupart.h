@@ -262,7 +262,9 @@ GPUPART_API gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const
 #define gpupart_device_open(ctx, desc, out) \
   gpupart_device_open_sized((ctx), (desc), sizeof(gpupart_device_desc), (out))
 /* Destroys every partition of the device, then closes it. EBUSY (nothing freed) while
- * any partition has live allocations. NULL is a no-op returning OK. */
+ * any partition has live allocations or an allocation is in progress on the device (e.g.
+ * from a reclaim callback), or a gpupart_free on it is still releasing a view or block.
+ * NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_device_close(gpupart_device *dev);
 /* The device's info as its backend reported it at open; free_bytes is queried anew. */
 GPUPART_API gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_device_info *out,
@@ -296,10 +298,16 @@ typedef struct gpupart_sim_desc {
 /* ---- partitions ------------------------------------------------------------------- */
 
 /* Asked, in the OOM sequence, to free memory of partition p (e.g. caches the application
-   keeps there); bytes_wanted is the shortfall. Runs on the allocating thread with no
+   keeps there); bytes_wanted is the shortfall as it is when this callback is called: the
+   block the request needs less what the limit and budget can still grant (the whole
+   block when the driver refused), at least one granule. The allocation is retried after
+   each callback and no further callback is asked once it fits. Runs on the allocating thread with no
    gpupart lock held, so it may free allocations of any partition; it is never re-entered
    (an allocation made inside it skips the callbacks), and one partition's callback never
-   runs on two threads at once. Return 0; other values are reserved. */
+   runs on two threads at once. It may not destroy the partition whose allocation called
+   it (or its own), nor close the device: gpupart_partition_destroy and
+   gpupart_device_close return GPUPART_EBUSY then ("allocation in progress"), because
+   the allocation goes on after the callback returns. Return 0; other values are reserved. */
 typedef int (*gpupart_reclaim_fn)(gpupart_partition *p, uint64_t bytes_wanted, void *user);
 
 typedef struct gpupart_partition_desc {
@@ -310,7 +318,10 @@ typedef struct gpupart_partition_desc {
   uint64_t guarantee;         /* floor in bytes; both 0 = best effort (no floor) */
   int growth;                 /* GPUPART_GROWTH_*; DEFAULT = the device's */
   uint64_t initial_block;     /* 0 = 2 MiB */
-  uint64_t max_block;         /* 0 = 1 GiB, capped by the backend's max_block_bytes */
+  uint64_t max_block;         /* 0 = 1 GiB, capped by the backend's max_block_bytes; for a
+                                 preallocated partition also the block size of the reservation
+                                 (0 = GPUPART_PREALLOC_BLOCK, else one block as large as the
+                                 driver allows) */
   double growth_factor;       /* 0 = 2.0; at least 1.0 */
   uint64_t release_threshold; /* empty cached blocks kept beyond it go back to the driver when
                                  an allocation is freed; 0 = keep them all until trim, the OOM
@@ -330,15 +341,19 @@ typedef struct gpupart_partition_desc {
  * installed on it when it has none.
  * Errors: EINVAL (fraction outside (0, 1], guarantee above the limit, limit rounding to 0,
  * growth_factor below 1), EEXIST (name taken on the device, through any handle of it),
- * ELIMIT (guarantees of all the device's handles would sum past the budget, or a
- * preallocated limit exceeds what the budget can grant), EDEVMEM (a preallocated
- * partition the driver cannot back; nothing is left behind), ENOMEM. */
+ * ELIMIT (guarantees of all the device's handles would sum past the budget, a guarantee
+ * only preallocated partitions' bytes could cover, or a preallocated limit exceeds what
+ * the budget can grant; a guarantee whose bytes growing partitions borrow is accepted, and
+ * they are asked to give them back when it needs them), EDEVMEM (a preallocated partition
+ * the driver cannot back; nothing is left behind), ENOMEM. */
 GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                           size_t desc_size, gpupart_partition **out);
 #define gpupart_partition_create(dev, desc, out) \
   gpupart_partition_create_sized((dev), (desc), sizeof(gpupart_partition_desc), (out))
 /* Returns every block to the driver and frees the partition. EBUSY (nothing freed) while
- * allocations are live. NULL is a no-op returning OK. */
+ * allocations are live, while one is in progress on it (in the out-of-memory sequence,
+ * e.g. from a reclaim callback, or a gpupart_free still releasing its view or block), or
+ * from its own reclaim callback. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_partition_destroy(gpupart_partition *p);
 /* The partition of dev (this handle) named name, or NULL (also for NULL arguments). */
 GPUPART_API gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name);
@@ -438,12 +453,22 @@ GPUPART_API gpupart_result gpupart_partition_get_stats_sized(const gpupart_parti
  * counts summed over partitions (including destroyed ones' counts), peaks the device's
  * own peaks, largest_free the largest of any partition's. limit, guarantee and
  * peak_reserved are the ledger's, so they cover every handle of the physical device in
- * the context; the other figures cover this handle's partitions. */
+ * the context; the other figures cover this handle's partitions. The device's
+ * peak_in_use is an upper bound of the highest sum of the partitions' in-use bytes, kept
+ * without a device-wide write per allocation: never below it, and above it by less than
+ * two granules (gpupart_device_desc.granularity) for each partition holding bytes at that
+ * moment (less than one each right after gpupart_device_reset_peak; exact where every
+ * partition holds a multiple of the granularity). A partition's own peaks are exact. */
 GPUPART_API gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart_stats *out,
                                                           size_t out_size);
 #define gpupart_device_get_stats(dev, out) gpupart_device_get_stats_sized((dev), (out), sizeof(gpupart_stats))
 /* Sets peak_in_use and peak_reserved of p to their current values. NULL is a no-op. */
 GPUPART_API void gpupart_partition_reset_peak(gpupart_partition *p);
+/* Starts the device's peak_in_use again from the bytes in use now (TensorFlow's
+ * reset_memory_stats): within one granule per partition of their sum (see
+ * gpupart_device_get_stats). The partitions' own peaks and the device's peak_reserved
+ * are left as they are. EINVAL for NULL. */
+GPUPART_API gpupart_result gpupart_device_reset_peak(gpupart_device *dev);
 /* Full invariant walk (every arena's sub-allocator, counters against what the arenas
  * hold, reserved within limits and budget, guarantees intact): OK or ECORRUPT with the
  * first broken invariant in gpupart_last_error. */

@@ -143,7 +143,7 @@ Test(alloc, a_terabyte_device_costs_nothing) {
   cr_expect_eq(gpupart_device_close(big), GPUPART_OK);
 }
 
-Test(alloc, device_peak_is_the_peak_of_the_sum_over_partitions) {
+Test(alloc, device_peak_bounds_the_peak_of_the_sum_over_partitions_within_two_granules_each) {
   gpupart_partition *p[3] = {test_partition(dev, "x", 0, 0), test_partition(dev, "y", 0, 0),
                              test_partition(dev, "z", 0, 0)};
   gpupart_allocation *live[3][40] = {{0}};
@@ -164,7 +164,8 @@ Test(alloc, device_peak_is_the_peak_of_the_sum_over_partitions) {
     gpupart_stats s;
     gpupart_device_get_stats(dev, &s);
     cr_assert_eq(s.in_use, sum, "step %d", step);
-    cr_assert_eq(s.peak_in_use, peak, "step %d", step);
+    cr_assert_geq(s.peak_in_use, peak, "step %d", step);
+    cr_assert_lt(s.peak_in_use, peak + 3 * 2 * 2 * MiB, "step %d", step);
   }
   for (int k = 0; k < 3; k++)
     for (int i = 0; i < 40; i++) gpupart_free(live[k][i]);

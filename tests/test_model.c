@@ -462,7 +462,9 @@ static void expect_model(const model *m) {
   cr_assert_eq(d.driver_allocs, sum.driver_allocs);
   cr_assert_eq(d.driver_frees, sum.driver_frees);
   cr_assert_eq(d.failed_allocations, sum.failed_allocations);
-  cr_assert_eq(d.peak_in_use, m->dev_peak);
+  /* The device's peak is an upper bound, within two granules (2 MiB here) per partition. */
+  cr_assert_geq(d.peak_in_use, m->dev_peak);
+  cr_assert_lt(d.peak_in_use, m->dev_peak + NPART * 2 * 2 * MiB);
   cr_assert_geq(d.peak_reserved, d.reserved);
   cr_assert_leq(d.peak_reserved, m->budget);
   cr_assert_leq(floors, m->budget, "every guarantee stays available: sum of max(reserved, guarantee) <= budget");

@@ -442,3 +442,127 @@ Test(oom, edevmem_and_elimit_are_told_apart) {
   gpupart_free(x);
   close_env(&e);
 }
+
+/* What a callback's destroy or close returned, and its message. */
+typedef struct attempt_log {
+  void *target;
+  gpupart_result rc;
+  int says_in_progress;
+} attempt_log;
+
+static void destroy_target(cache *c, gpupart_partition *p) {
+  (void)p;
+  attempt_log *l = c->extra_arg;
+  l->rc = gpupart_partition_destroy(l->target);
+  l->says_in_progress = message_has("allocation in progress");
+}
+
+static void close_target(cache *c, gpupart_partition *p) {
+  (void)p;
+  release_cache(c); /* frees its cache first, so no allocation is live */
+  attempt_log *l = c->extra_arg;
+  l->rc = gpupart_device_close(l->target);
+  l->says_in_progress = message_has("allocation in progress");
+}
+
+Test(oom, a_callback_cannot_destroy_the_partition_whose_allocation_called_it) {
+  attempt_log log = {.rc = GPUPART_OK};
+  cache cb = {.extra = destroy_target, .extra_arg = &log};
+  gpupart_partition *a = test_partition(env.dev, "a", 0, 0);
+  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  stash(&cb, b, 48 * MiB);
+  log.target = a;
+  gpupart_allocation *x = alloc_ok(a, 32 * MiB); /* the budget refuses: b's callback runs */
+  cr_expect_eq(cb.calls, 1);
+  cr_expect_eq(log.rc, GPUPART_EBUSY, "destroy of the requester inside a callback");
+  cr_expect(log.says_in_progress);
+  cr_expect_eq(info_of(x).partition, a, "the allocation and its partition are intact");
+  gpupart_free(x);
+  test_check(env.dev);
+}
+
+Test(oom, a_callback_cannot_destroy_its_own_partition) {
+  attempt_log log = {.rc = GPUPART_OK};
+  cache ca = {.extra = destroy_target, .extra_arg = &log};
+  gpupart_partition *a = cached_partition(env.dev, "a", 0, 0, &ca);
+  stash(&ca, a, 48 * MiB);
+  log.target = a;
+  gpupart_allocation *x = alloc_ok(a, 32 * MiB);
+  cr_expect_eq(log.rc, GPUPART_EBUSY);
+  gpupart_free(x);
+}
+
+Test(oom, a_callback_cannot_close_the_device) {
+  attempt_log log = {.rc = GPUPART_OK, .target = env.dev};
+  cache cb = {.extra = close_target, .extra_arg = &log};
+  gpupart_partition *a = test_partition(env.dev, "a", 0, 0);
+  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  stash(&cb, b, 48 * MiB);
+  gpupart_allocation *x = alloc_ok(a, 32 * MiB);
+  cr_expect_eq(log.rc, GPUPART_EBUSY, "close inside a callback");
+  cr_expect(log.says_in_progress);
+  cr_expect_eq(gpupart_partition_count(env.dev), 2, "nothing was freed");
+  gpupart_free(x);
+  test_check(env.dev);
+}
+
+Test(oom, a_limit_refusal_says_the_limit_when_the_bytes_do_not_fit_under_it) {
+  gpupart_partition *a = test_partition(env.dev, "a", 8 * MiB, 0);
+  gpupart_allocation *x = alloc_ok(a, 6 * MiB), *y;
+  cr_expect_eq(gpupart_alloc(a, 4 * MiB, 0, &y), GPUPART_ELIMIT);
+  cr_expect(message_has("the partition limit is reached"), "%s", gpupart_last_error());
+  gpupart_free(x);
+}
+
+Test(oom, a_limit_refusal_with_room_under_the_limit_says_fragmentation) {
+  gpupart_partition *a = test_partition(env.dev, "a", 8 * MiB, 0);
+  gpupart_allocation *x = alloc_ok(a, 3 * MiB), *y = alloc_ok(a, 3 * MiB), *z;
+  cr_expect_eq(test_stats(a).reserved, 8 * MiB, "two 4 MiB blocks with 1 MiB free in each");
+  cr_expect_eq(gpupart_alloc(a, 2 * MiB, 0, &z), GPUPART_ELIMIT);
+  cr_expect(message_has("fragmentation"), "%s", gpupart_last_error());
+  cr_expect(!message_has("the partition limit is reached"), "%s", gpupart_last_error());
+  gpupart_free(x);
+  gpupart_free(y);
+}
+
+Test(oom, callbacks_are_asked_for_the_shortfall_and_stop_once_the_request_fits) {
+  cache cb = {0}, cc = {0}, cd = {0};
+  gpupart_partition *a = test_partition(env.dev, "a", 0, 0);
+  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  gpupart_partition *c = cached_partition(env.dev, "c", 0, 0, &cc);
+  gpupart_partition *d = cached_partition(env.dev, "d", 0, 0, &cd);
+  stash(&cb, b, 8 * MiB), stash(&cb, b, 8 * MiB);
+  stash(&cc, c, 8 * MiB), stash(&cc, c, 8 * MiB);
+  stash(&cd, d, 8 * MiB), stash(&cd, d, 8 * MiB); /* 48 of the 64 MiB budget cached */
+  gpupart_allocation *x = alloc_ok(a, 32 * MiB);   /* 16 MiB short */
+  cr_expect_str_eq(rec.log, "b", "b's callback freed enough: c and d are not asked");
+  cr_expect_eq(cb.wanted, 16 * MiB, "asked for the shortfall, not the request");
+  cr_expect_eq(cc.count + cd.count, 4, "c and d kept their caches");
+  gpupart_free(x);
+  release_cache(&cc), release_cache(&cd);
+}
+
+Test(oom, a_guarantee_under_a_borrower_is_given_back_by_its_callback_and_empty_blocks) {
+  cache cb = {0};
+  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  for (int i = 0; i < 4; i++) stash(&cb, b, 16 * MiB); /* b borrows the whole budget */
+  gpupart_partition *g = test_partition(env.dev, "g", 0, 32 * MiB);
+  gpupart_allocation *x = alloc_ok(g, 32 * MiB);
+  cr_expect_eq(cb.calls, 1, "the borrower was asked once");
+  cr_expect_eq(cb.count, 2, "and gave back exactly the guarantee's 32 MiB");
+  cr_expect_eq(test_stats(b).reserved, 32 * MiB, "its emptied blocks went back to the driver");
+  gpupart_free(x);
+  release_cache(&cb);
+}
+
+Test(oom, a_guarantee_that_only_a_preallocated_partitions_bytes_could_cover_is_refused_at_creation) {
+  gpupart_partition_desc pd = {.name = "pre", .limit = 48 * MiB, .growth = GPUPART_GROWTH_OFF};
+  make_partition(env.dev, &pd);
+  gpupart_partition_desc gd = {.name = "g", .guarantee = 32 * MiB};
+  gpupart_partition *g = NULL;
+  cr_expect_eq(gpupart_partition_create(env.dev, &gd, &g), GPUPART_ELIMIT);
+  cr_expect(message_has("cannot be honoured"), "%s", gpupart_last_error());
+  gd.guarantee = 16 * MiB;
+  cr_expect_eq(gpupart_partition_create(env.dev, &gd, &g), GPUPART_OK, "16 MiB is free: %s", gpupart_last_error());
+  gpupart_free(alloc_ok(g, 16 * MiB));
+}

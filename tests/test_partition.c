@@ -466,3 +466,54 @@ Test(partition, borrowing_takes_only_the_unguaranteed_remainder) {
   gpupart_free(ax);
   gpupart_free(bx);
 }
+
+/* A context whose configuration is the given INI text (no environment). */
+static gpupart_context *context_with(const char *text) {
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_text = text};
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  return ctx;
+}
+
+Test(partition, an_empty_preallocated_partition_serves_one_request_as_large_as_its_limit) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 16 * GiB};
+  gpupart_device *dev = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition_desc d = {.name = "pre", .limit = 8 * GiB, .growth = GPUPART_GROWTH_OFF};
+  gpupart_partition *p = make_partition(dev, &d);
+  cr_expect_eq(test_stats(p).driver_allocs, 1, "one block where the driver allows it");
+  gpupart_free(alloc_ok(p, 2 * GiB));
+  gpupart_free(alloc_ok(p, 8 * GiB));
+  cr_expect_eq(test_stats(p).driver_allocs, 1, "and no driver call after creation");
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(partition, preallocation_takes_the_largest_blocks_the_driver_allows_and_says_so_when_a_request_is_larger) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 16 * GiB, .max_block_bytes = 3 * GiB};
+  gpupart_device *dev = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition_desc d = {.name = "pre", .limit = 8 * GiB, .growth = GPUPART_GROWTH_OFF};
+  gpupart_partition *p = make_partition(dev, &d);
+  cr_expect_eq(test_stats(p).driver_allocs, 3, "3 + 3 + 2 GiB");
+  gpupart_free(alloc_ok(p, 3 * GiB));
+  gpupart_allocation *a = NULL;
+  cr_expect_eq(gpupart_alloc(p, 3 * GiB + 1, 0, &a), GPUPART_EINVAL, "no driver block could hold it");
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(partition, the_preallocation_block_size_is_set_by_configuration_and_named_when_it_refuses) {
+  gpupart_context *ctx = context_with("[gpupart]\nprealloc_block = 1GiB\n");
+  gpupart_sim_desc sim = {.total_bytes = 16 * GiB};
+  gpupart_device *dev = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition_desc d = {.name = "pre", .limit = 4 * GiB, .growth = GPUPART_GROWTH_OFF};
+  gpupart_partition *p = make_partition(dev, &d);
+  cr_expect_eq(test_stats(p).driver_allocs, 4);
+  gpupart_allocation *a = NULL;
+  cr_expect_eq(gpupart_alloc(p, 2 * GiB, 0, &a), GPUPART_ELIMIT);
+  cr_expect(message_has("larger than the preallocation block size"), "%s", gpupart_last_error());
+  cr_expect(message_has("GPUPART_PREALLOC_BLOCK"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}

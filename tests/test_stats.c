@@ -158,7 +158,8 @@ Test(stats, the_device_sums_its_partitions) {
   cr_expect_eq(d.driver_frees, 0);
   cr_expect_eq(d.failed_allocations, 1);
   cr_expect_eq(d.largest_free, sp.largest_free > sq.largest_free ? sp.largest_free : sq.largest_free);
-  cr_expect_eq(d.peak_in_use, 1000 + 10 * MiB);
+  cr_expect_geq(d.peak_in_use, 1000 + 10 * MiB, "an upper bound of the highest sum ...");
+  cr_expect_lt(d.peak_in_use, 1000 + 10 * MiB + 2 * 2 * 2 * MiB, "... within two granules per partition");
   cr_expect_eq(d.peak_reserved, d.reserved);
   gpupart_free(a);
   gpupart_free(b);
@@ -234,7 +235,7 @@ Test(stats, device_check_finds_each_broken_invariant) {
   gpupart_allocation *a = alloc_ok(p, 1000);
   gpupart_free(alloc_ok(p, 5 * MiB)); /* an empty block too */
   test_check(env.dev);
-  EXPECT_CAUGHT(p->c.in_use, p->c.in_use + 1, "device's peak sees");
+  EXPECT_CAUGHT(p->charge, 0, "charge");
   EXPECT_CAUGHT(p->c.in_use, 1 * GiB, "in_use exceeds");
   EXPECT_CAUGHT(p->c.live_allocations, 2, "live allocations");
   EXPECT_CAUGHT(p->c.peak_in_use, 0, "peak");
