@@ -179,8 +179,10 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
 
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
   pthread_mutex_lock(&p->dev->slow);
+  gpupart__device_honour_trim_locked(p->dev); /* shared ledger: other processes' requests */
   refusal why = attempt(p, q, out);
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
+  if (why == REFUSED_BUDGET) gpupart__device_ask_trim(p->dev); /* shared ledger: the others trim next */
   pthread_mutex_unlock(&p->dev->slow);
   if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
   return why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);

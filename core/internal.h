@@ -124,6 +124,11 @@ struct gpupart_device {
   gpupart__counters retired; /* counts of destroyed partitions */
   pthread_mutex_t peak_lock;  /* a leaf: peak_in_use, and (with slow) the partition list */
   uint64_t peak_in_use;
+  /* Shared ledgers: the last trim request of other processes this handle honoured, and
+   * whether gpupart_partition_find joins their partitions (not while the device opens, so
+   * configured partitions another process made stay its own). Guarded by slow. */
+  uint64_t trim_seen;
+  int find_joins;
 };
 
 /* context.c */
@@ -149,6 +154,10 @@ gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_d
 int gpupart__device_trim_backend(gpupart_device *dev);
 /* The same with the device's slow lock already held (the OOM sequence). */
 int gpupart__device_trim_locked(gpupart_device *dev);
+/* Shared ledger (device.c): honours the other processes' trim requests (slow lock held),
+ * and asks them for one (the OOM sequence, when the budget refused). No-ops in-process. */
+void gpupart__device_honour_trim_locked(gpupart_device *dev);
+void gpupart__device_ask_trim(gpupart_device *dev);
 
 /* arena.c: every function runs with the partition lock held. */
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);

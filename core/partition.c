@@ -121,16 +121,44 @@ void gpupart__partition_free(gpupart_partition *p) {
   gpupart__host_free(&dev->ctx->mem, p);
 }
 
-static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r) {
+/* A descriptor that leaves limit and guarantee unset joins a shared partition as it is. */
+static int leaves_figures(const gpupart_partition_desc *d) {
+  return !d->limit && !d->fraction && !d->guarantee && !d->guarantee_fraction;
+}
+
+/* Shared ledger: joins the partition of that name another process made, when the
+ * descriptor leaves its figures to it (or join_only). *joined tells whether it did. */
+static int join_shared(gpupart_partition *p, const gpupart_partition_desc *d, int join_only, int *joined) {
+  gpupart__ledger *l = p->dev->ledger;
+  *joined = 0;
+  if (!l->ops->join_named || !(join_only || leaves_figures(d))) return GPUPART_OK;
+  int rc = l->ops->join_named(l, p->dev->member, p->name, &p->account);
+  if (rc) return gpupart__fail(rc, "partition_create: cannot join the shared partition '%s'", p->name);
+  if (!p->account && join_only) return gpupart__fail(GPUPART_EINVAL, "partition_find: '%s' is gone", p->name);
+  *joined = p->account != NULL;
+  return GPUPART_OK;
+}
+
+static int eexist(const gpupart_partition *p) {
+  if (p->dev->ledger->shared)
+    return gpupart__fail(GPUPART_EEXIST, "partition_create: the shared partition '%s' has another limit or guarantee "
+                         "(another process or handle made it): pass the same ones, or leave limit and guarantee 0, "
+                         "to join it", p->name);
+  /* names are unique per physical device, across its handles */
+  return gpupart__fail(GPUPART_EEXIST, "partition_create: '%s' exists on this device (made through another handle "
+                       "of it)", p->name);
+}
+
+static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only) {
   gpupart_device *dev = p->dev;
-  int rc = name_partition(p, d);
+  int joined = 0, rc = name_partition(p, d);
   if (rc) return rc;
   if (gpupart__arena_init(&p->arena, dev)) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   gpupart__tlsf_set_user(p->arena.tlsf, p);
+  rc = join_shared(p, d, join_only, &joined);
+  if (rc || joined) return rc ? rc : append_locked(dev, p); /* a joined partition is never preallocated again */
   rc = dev->ledger->ops->add(dev->ledger, dev->member, p->name, r->limit, r->guarantee, &p->account);
-  if (rc == GPUPART_EEXIST) /* names are unique per physical device, across its handles */
-    return gpupart__fail(rc, "partition_create: '%s' exists on this device (made through another handle of it)",
-                         p->name);
+  if (rc == GPUPART_EEXIST) return eexist(p);
   if (rc == GPUPART_EINVAL)
     return gpupart__fail(rc, "partition_create: '%s' is too long a name for a shared ledger (63 bytes at most)", p->name);
   if (rc == GPUPART_ELIMIT)
@@ -173,30 +201,36 @@ static gpupart_partition *take_configured(gpupart_device *dev, const gpupart_par
   return p;
 }
 
+/* Creates (or, in a shared ledger, joins) the partition of descriptor d; join_only: only
+ * joins one another process made. */
+static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join_only, gpupart_partition **out) {
+  resolved r = {0};
+  int rc = resolve(dev, d, &r);
+  if (rc) return rc;
+  gpupart_partition *p = take_configured(dev, d);
+  if (p) return gpupart__settings_adopted(p, d, r.limit, r.guarantee), *out = p, GPUPART_OK;
+  p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
+  if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
+  *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user};
+  gpupart__lock_init(&p->lock);
+  atomic_flag_clear(&p->reclaim_busy);
+  pthread_mutex_lock(&dev->slow);
+  rc = setup_locked(p, d, &r, join_only);
+  if (rc) discard_locked(dev, p);
+  pthread_mutex_unlock(&dev->slow);
+  if (rc == GPUPART_OK) *out = p;
+  return rc;
+}
+
 gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
                                               size_t desc_size, gpupart_partition **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
   *out = NULL;
   if (!dev) return gpupart__fail(GPUPART_EINVAL, "partition_create: dev is NULL");
   gpupart_partition_desc d;
-  resolved r = {0};
   int rc = gpupart__copy_in(&d, GPUPART__PARTITION_DESC_SIZE, desc, desc_size, GPUPART__PARTITION_DESC_SIZE_0_2,
                             "partition_create: gpupart_partition_desc");
-  if (rc == GPUPART_OK) rc = resolve(dev, &d, &r);
-  if (rc) return rc;
-  gpupart_partition *p = take_configured(dev, &d);
-  if (p) return gpupart__settings_adopted(p, &d, r.limit, r.guarantee), *out = p, GPUPART_OK;
-  p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
-  if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
-  *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d.reclaim, .reclaim_user = d.reclaim_user};
-  gpupart__lock_init(&p->lock);
-  atomic_flag_clear(&p->reclaim_busy);
-  pthread_mutex_lock(&dev->slow);
-  rc = setup_locked(p, &d, &r);
-  if (rc) discard_locked(dev, p);
-  pthread_mutex_unlock(&dev->slow);
-  if (rc == GPUPART_OK) *out = p;
-  return rc;
+  return rc ? rc : create(dev, &d, 0, out);
 }
 
 
@@ -241,8 +275,11 @@ gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name)
   if (!dev || !name) return NULL;
   pthread_mutex_lock(&dev->slow);
   gpupart_partition *p = find_locked(dev, name);
+  int joins = !p && dev->find_joins;
   pthread_mutex_unlock(&dev->slow);
-  return p;
+  if (!joins || !dev->ledger->ops->find(dev->ledger, name)) return p;
+  gpupart_partition_desc d = {.name = name}; /* another process's: this one joins it */
+  return create(dev, &d, 1, &p) == GPUPART_OK ? p : NULL;
 }
 
 uint32_t gpupart_partition_count(const gpupart_device *dev) {

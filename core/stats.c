@@ -24,6 +24,7 @@ static void partition_stats_locked(const gpupart_partition *p, gpupart_stats *s)
   *s = (gpupart_stats){.limit = f.limit, .guarantee = f.guarantee, .peak_in_use = p->c.peak_in_use,
                        .reserved = p->arena.reserved, .peak_reserved = p->arena.peak_reserved,
                        .largest_free = gpupart__tlsf_largest_free(p->arena.tlsf)};
+  if (p->dev->ledger->shared) s->reserved = f.reserved, s->peak_reserved = f.peak_reserved; /* partition-wide */
   add_counters(s, &p->c);
 }
 
@@ -77,6 +78,7 @@ gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart
   d->ledger->ops->totals(d->ledger, &t);
   pthread_mutex_unlock(&d->slow);
   s.limit = t.limit, s.guarantee = t.guarantee, s.peak_reserved = t.peak_reserved;
+  if (d->ledger->shared) s.reserved = t.reserved; /* device-wide, across processes */
   s.peak_in_use = gpupart__peak_in_use(d);
   return gpupart__copy_out(out, out_size, &s, sizeof s, GPUPART__STATS_SIZE_0_2, "device_get_stats: gpupart_stats");
 }
@@ -86,9 +88,9 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   if (gpupart__arena_check(p, why, n)) return -1;
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  if (f.reserved != p->arena.reserved)
+  if (f.own_reserved != p->arena.reserved)
     return snprintf(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
-                    (unsigned long long)f.reserved, (unsigned long long)p->arena.reserved), -1;
+                    (unsigned long long)f.own_reserved, (unsigned long long)p->arena.reserved), -1;
   if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
     return snprintf(why, n, "partition '%s': a figure exceeds its peak", p->name), -1;
   if (atomic_load(&p->published_in_use) != p->c.in_use)
