@@ -27,7 +27,7 @@
 
 #define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
 #define SHM_VERSION 2u
-#define SHM_MEMBERS 64u
+#define SHM_MEMBERS 128u
 #define SHM_PARTS 256u
 #define SHM_SHARES 512u
 #define SHM_NAME 64u
