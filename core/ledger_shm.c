@@ -454,8 +454,9 @@ static uint64_t shm_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gpup
   *bound = GPUPART__REFUSED_BUDGET;
   if (lock_ledger(L)) return 0;
   shm_share *s = share_of(L, e);
-  if (s) reap_locked(L);
   uint64_t can = s ? grantable_locked(L->h, part_of(L, s), bound) : 0;
+  if (s && *bound == GPUPART__REFUSED_BUDGET && reap_locked(L)) /* others' bytes bound it: any dead? */
+    can = grantable_locked(L->h, part_of(L, s), bound);
   unlock_ledger(L);
   return can;
 }
@@ -664,14 +665,21 @@ static int open_file(shm_ledger *L, const char *dir, uint64_t budget) {
   return rc;
 }
 
+/* Lock held: whether any member's process lives (stops at the first: O(1) when processes
+ * start while others run, so a crowd of starts scans nothing; dead ones are reaped
+ * lazily, by the calls that read the ledger). */
+static int any_live_locked(const shm_ledger *L) {
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++)
+    if (L->h->member[i].id && (L->mine[i] || held_elsewhere(L->fd, i))) return 1;
+  return 0;
+}
+
 /* A ledger no live process uses is this one's to size: the file outlives its processes,
  * and the budget of a run long gone must not bind this one. */
 static int claim_if_unused(shm_ledger *L, uint64_t budget) {
   if (lock_ledger(L)) return gpupart__fail(GPUPART_ECORRUPT, "ledger: the shared ledger's lock is unusable");
-  reap_locked(L);
-  uint32_t live = 0;
-  for (uint32_t i = 0; i < SHM_MEMBERS; i++) live += L->h->member[i].id != 0;
-  if (!live) {
+  if (!any_live_locked(L)) {
+    memset(L->h->member, 0, sizeof L->h->member);
     memset(L->h->part, 0, sizeof L->h->part);
     memset(L->h->share, 0, sizeof L->h->share);
     L->h->budget = budget, L->h->peak_reserved = 0;
