@@ -512,3 +512,25 @@ Test(ledger_shm, a_trim_asked_by_another_process_is_honoured) {
   gpupart_free(a);
   close_shared_env(&e);
 }
+
+Test(ledger_shm, a_hundred_dead_members_are_reclaimed_by_one_call) {
+  shared_env e = open_shared_env();
+  for (int i = 0; i < 100; i++) {
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* a member holding 8 MiB, gone without closing */
+      gpupart_context *ctx = shared_context();
+      gpupart_device *dev = NULL;
+      gpupart_partition *p = NULL;
+      gpupart_allocation *a = NULL;
+      gpupart_partition_desc pd = {.name = "dead"};
+      _exit(!ctx || open_shared(ctx, &dev) || gpupart_partition_create(dev, &pd, &p) || gpupart_alloc(p, 8 * MiB, 0, &a));
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "member %d", i);
+  }
+  cr_expect_eq(dev_stats(e.dev).reserved, 0, "one read of the ledger returned all 800 MiB");
+  gpupart_free(alloc_ok(test_partition(e.dev, "all", 0, 0), 1 * GiB));
+  close_shared_env(&e);
+}
