@@ -449,14 +449,20 @@ static void shm_release(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t b
   unlock_ledger(L);
 }
 
+/* Lock held: whether other members' bytes bound what s can grow by (through the budget,
+ * or through its partition's limit when others share it): only then can a dead member
+ * be what is in the way. */
+static int others_bound(shm_ledger *L, const shm_share *s, gpupart__refusal bound) {
+  return bound == GPUPART__REFUSED_BUDGET || part_of(L, s)->reserved > s->reserved;
+}
+
 static uint64_t shm_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gpupart__refusal *bound) {
   shm_ledger *L = shm(l);
   *bound = GPUPART__REFUSED_BUDGET;
   if (lock_ledger(L)) return 0;
   shm_share *s = share_of(L, e);
   uint64_t can = s ? grantable_locked(L->h, part_of(L, s), bound) : 0;
-  if (s && *bound == GPUPART__REFUSED_BUDGET && reap_locked(L)) /* others' bytes bound it: any dead? */
-    can = grantable_locked(L->h, part_of(L, s), bound);
+  if (s && others_bound(L, s, *bound) && reap_locked(L)) can = grantable_locked(L->h, part_of(L, s), bound);
   unlock_ledger(L);
   return can;
 }

@@ -164,7 +164,8 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
   if (rc == GPUPART_ELIMIT)
     return gpupart__fail(rc, "partition_create: guarantee %llu would take the device's guarantees past its budget %llu",
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
-  if (rc) return gpupart__fail(rc, "partition_create: out of host memory");
+  if (rc) return gpupart__fail(rc, dev->ledger->shared ? "partition_create: out of host memory, or the shared "
+                               "ledger's tables (256 partitions, 512 shares) are full" : "partition_create: out of host memory");
   if (r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
   return rc ? rc : append_locked(dev, p);
 }

@@ -104,11 +104,12 @@ int main(int argc, char **argv) {
   gpupart_context *ctx = NULL;
   gpupart_device *dev = NULL;
   if (gpupart_context_create(&cd, &ctx) || gpupart_device_open(ctx, &dd, &dev)) return fail(0, "open");
-  for (int i = 2, n = 1; i < argc; n++) {
+  int rc = 0;
+  for (int i = 2, n = 1; i < argc && !rc; n++) {
     const char *w = argv[i];
-    if (step(dev, argv, &i)) return fail(n, w);
+    if (step(dev, argv, &i)) rc = fail(n, w);
   }
-  free_all();
-  if (gpupart_device_close(dev) || gpupart_context_destroy(ctx)) return fail(0, "close");
-  return 0;
+  free_all(); /* also after a failed step, so that the leak checker does not change the code */
+  if (gpupart_device_close(dev) || gpupart_context_destroy(ctx)) return rc ? rc : fail(0, "close");
+  return rc;
 }
