@@ -100,6 +100,16 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   return 0;
 }
 
+/* Whether p's account is the ledger's entry of its name. In a shared ledger two handles
+ * of this process may both have joined the partition (find names one of them): there,
+ * p's own share must be live. */
+static int is_ledger_entry(gpupart_device *d, const gpupart_partition *p) {
+  if (!d->ledger->shared) return d->ledger->ops->find(d->ledger, p->name) == p->account;
+  gpupart__ledger_figures f;
+  d->ledger->ops->get(d->ledger, p->account, &f);
+  return f.limit != 0 && d->ledger->ops->find(d->ledger, p->name) != NULL;
+}
+
 /* Slow lock held: this handle's ledger entries are its partitions, one for one (the
  * ledger may hold other handles' entries of the same physical device). */
 static int members_entries(gpupart_device *d, char *why, uint64_t n) {
@@ -108,7 +118,7 @@ static int members_entries(gpupart_device *d, char *why, uint64_t n) {
     return snprintf(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries,
                     d->nparts), -1;
   for (uint32_t i = 0; i < d->nparts; i++)
-    if (d->ledger->ops->find(d->ledger, d->parts[i]->name) != d->parts[i]->account)
+    if (!is_ledger_entry(d, d->parts[i]))
       return snprintf(why, n, "partition '%s' is not the ledger's entry of that name", d->parts[i]->name), -1;
   return 0;
 }

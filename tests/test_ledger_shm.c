@@ -534,3 +534,18 @@ Test(ledger_shm, a_hundred_dead_members_are_reclaimed_by_one_call) {
   gpupart_free(alloc_ok(test_partition(e.dev, "all", 0, 0), 1 * GiB));
   close_shared_env(&e);
 }
+
+Test(ledger_shm, two_handles_of_one_process_join_one_shared_partition) {
+  shared_env e = open_shared_env();
+  gpupart_device *second = NULL;
+  cr_assert_eq(open_shared(e.ctx, &second), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(e.dev, "both", 256 * MiB, 0);
+  gpupart_partition *q = test_partition(second, "both", 256 * MiB, 0); /* joins */
+  gpupart_allocation *a = alloc_ok(p, 100 * MiB), *b = alloc_ok(q, 100 * MiB);
+  cr_expect_eq(part_stats(p).reserved, 200 * MiB);
+  test_check(e.dev);
+  test_check(second);
+  gpupart_free(a), gpupart_free(b);
+  cr_expect_eq(gpupart_device_close(second), GPUPART_OK, "%s", gpupart_last_error());
+  close_shared_env(&e);
+}
