@@ -283,21 +283,45 @@ gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name)
   return create(dev, &d, 1, &p) == GPUPART_OK ? p : NULL;
 }
 
+/* Shared ledger: the partitions of the ledger this handle has none of, their names in
+ * names (cap of them; NULL when cap is 0); returns how many there are. Slow lock held. */
+static uint32_t others_locked(gpupart_device *dev, char (*names)[GPUPART__LEDGER_NAME_MAX], uint32_t cap) {
+  gpupart__ledger *l = dev->ledger;
+  uint32_t n = l->ops->list(l, 0, NULL, 0), k = 0;
+  gpupart__ledger_entry_info *all = n ? gpupart__host_calloc(&dev->ctx->mem, n, sizeof *all) : NULL;
+  if (!all) return 0;
+  uint32_t got = l->ops->list(l, 0, all, n);
+  if (got < n) n = got; /* some went meanwhile */
+  for (uint32_t i = 0; i < n; i++) {
+    if (find_locked(dev, all[i].name)) continue;
+    if (k < cap) memcpy(names[k], all[i].name, sizeof names[k]);
+    k++;
+  }
+  gpupart__host_free(&dev->ctx->mem, all);
+  return k;
+}
+
 uint32_t gpupart_partition_count(const gpupart_device *dev) {
   if (!dev) return 0;
   gpupart_device *d = (gpupart_device *)dev;
   pthread_mutex_lock(&d->slow);
-  uint32_t n = d->nparts;
+  uint32_t n = d->nparts + (d->find_joins ? others_locked(d, NULL, 0) : 0);
   pthread_mutex_unlock(&d->slow);
   return n;
 }
 
+/* The i-th partition; past this handle's own, in a shared ledger, the partitions of other
+ * processes, joined in the ledger's order until the i-th is this handle's. */
 gpupart_partition *gpupart_partition_at(gpupart_device *dev, uint32_t i) {
   if (!dev) return NULL;
-  pthread_mutex_lock(&dev->slow);
-  gpupart_partition *p = i < dev->nparts ? dev->parts[i] : NULL;
-  pthread_mutex_unlock(&dev->slow);
-  return p;
+  for (;;) {
+    char name[1][GPUPART__LEDGER_NAME_MAX];
+    pthread_mutex_lock(&dev->slow);
+    gpupart_partition *p = i < dev->nparts ? dev->parts[i] : NULL;
+    uint32_t others = !p && dev->find_joins ? others_locked(dev, name, 1) : 0;
+    pthread_mutex_unlock(&dev->slow);
+    if (p || !others || !gpupart_partition_find(dev, name[0])) return p;
+  }
 }
 
 const char *gpupart_partition_name(const gpupart_partition *p) { return p ? p->name : NULL; }

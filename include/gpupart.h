@@ -236,8 +236,8 @@ typedef struct gpupart_device_desc {
    (its descriptor must give the same limit and guarantee, or leave limit, fraction,
    guarantee and guarantee_fraction 0; else EEXIST), and its limit is shared by all
    members; gpupart_partition_find also finds partitions other processes created and
-   joins them (count/at then list them; they list this handle's partitions, made or
-   joined); destroying a partition leaves it, and it disappears when its last member
+   joins them, and gpupart_partition_count/_at list every partition of the ledger (at
+   joins one this process has none of, in the ledger's order); destroying a partition leaves it, and it disappears when its last member
    leaves or dies. limit, guarantee, reserved and peak_reserved in stats are then
    partition-wide (device-wide) across processes; the other figures this process's. An
    OOM sequence that the budget refuses asks the other processes to trim at their next
@@ -349,9 +349,12 @@ GPUPART_API gpupart_result gpupart_partition_destroy(gpupart_partition *p);
  * a shared ledger, a partition of that name that only other processes have is joined and
  * returned (GPUPART_DEVICE_SHARED); NULL when joining fails (gpupart_last_error says). */
 GPUPART_API gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name);
-/* Number of partitions of dev; 0 for NULL. */
+/* Number of partitions of dev; 0 for NULL. With a shared ledger: every partition of the
+ * ledger, this handle's and other processes' (GPUPART_DEVICE_SHARED). */
 GPUPART_API uint32_t gpupart_partition_count(const gpupart_device *dev);
-/* The i-th partition in creation (and configuration) order, or NULL when out of range. */
+/* The i-th partition in creation (and configuration) order, or NULL when out of range.
+ * With a shared ledger, past this handle's own come the other processes' partitions,
+ * joined as gpupart_partition_find joins them (each then is one of this handle's). */
 GPUPART_API gpupart_partition *gpupart_partition_at(gpupart_device *dev, uint32_t i);
 /* The partition's name (owned by the partition), or NULL for NULL. */
 GPUPART_API const char *gpupart_partition_name(const gpupart_partition *p);

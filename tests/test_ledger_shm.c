@@ -549,3 +549,25 @@ Test(ledger_shm, two_handles_of_one_process_join_one_shared_partition) {
   cr_expect_eq(gpupart_device_close(second), GPUPART_OK, "%s", gpupart_last_error());
   close_shared_env(&e);
 }
+
+Test(ledger_shm, count_and_at_list_every_partition_of_the_ledger) {
+  shared_env e = open_shared_env();
+  member m = spawn_member((const char *[]){"part", "a", "64", "0", "ready", "wait", NULL});
+  await_ready(&m);
+  member n = spawn_member((const char *[]){"part", "b", "64", "0", "ready", "wait", NULL});
+  await_ready(&n);
+  test_partition(e.dev, "mine", 64 * MiB, 0);
+  cr_assert_eq(gpupart_partition_count(e.dev), 3, "this handle's and the two others'");
+  int seen_a = 0, seen_b = 0;
+  for (uint32_t i = 0; i < gpupart_partition_count(e.dev); i++) {
+    gpupart_partition *p = gpupart_partition_at(e.dev, i);
+    cr_assert_not_null(p, "at %u: %s", i, gpupart_last_error());
+    seen_a += !strcmp(gpupart_partition_name(p), "a"), seen_b += !strcmp(gpupart_partition_name(p), "b");
+  }
+  cr_expect(seen_a == 1 && seen_b == 1);
+  cr_expect_null(gpupart_partition_at(e.dev, 3));
+  release_member(&m), release_member(&n);
+  cr_expect_eq(reap_member(&m), 0);
+  cr_expect_eq(reap_member(&n), 0);
+  close_shared_env(&e);
+}
