@@ -110,6 +110,11 @@ const char *bench_cuda_library(void);
 /* A context that ignores the environment, so results do not depend on the caller's
  * (except for where the CUDA driver is: bench_cuda_library). */
 gpupart_context *bench_context(void);
+/* When set (--shared, micro 6), bench_context puts its ledgers in this folder and
+ * bench_device_open opens devices with GPUPART_DEVICE_SHARED. NULL = in-process. */
+extern const char *bench_shared_dir;
+/* A fresh folder under /tmp for shared ledgers (removed at exit), once per run. */
+const char *bench_shared_tmpdir(void);
 /* Opens the target's device through the public API; NULL with a message on failure. */
 gpupart_device *bench_device_open(gpupart_context *ctx, const bench_target *t, char *err, size_t n);
 

@@ -27,7 +27,7 @@ static void usage(FILE *f) {
   fputs("usage: gpupart-bench [--backend sim|opencl|vulkan|cuda|all] [--workload NAME[,NAME...]|all]\n"
         "                     [--trace FILE.ops[.gz]]... [--policy driver,growth,prealloc,partitions,cudapool]\n"
         "                     [--repeat N] [--ops N] [--mem-cap MIB] [--json FILE] [--csv FILE]\n"
-        "                     [--plot FILE.png]\n"
+        "                     [--plot FILE.png] [--shared]\n"
         "       gpupart-bench --micro[=DIGITS] [--micro-scale F] [--repeat N] [--json FILE]\n"
         "workloads: transformer inference rmm_random vma_algorithms adversarial, or the name of a\n"
         "bundled trace (" DEFAULT_TRACE ", android_systemui); default: all built-in ones and\n"
@@ -59,6 +59,7 @@ static long parse_number(const char *flag, const char *v, long min) {
 /* One flag with its value; returns how many argv entries it used. */
 static int parse_flag(options *o, const char *flag, const char *v) {
   if (!strcmp(flag, "--micro")) return o->micro = 1, 1;
+  if (!strcmp(flag, "--shared")) return bench_shared_dir = bench_shared_tmpdir(), 1;
   if (!strncmp(flag, "--micro=", 8)) return o->micro = 1, o->micro_only = flag + 8, 1;
   if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) usage(stdout), exit(0);
   if (!v) bench_die("%s needs a value (see --help)", flag);

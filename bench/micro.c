@@ -12,12 +12,16 @@
  *      off (one partition with the whole budget), target <= 10 ns/op added; and the cost
  *      of a refused request (ELIMIT at the partition limit), target <= 1 us;
  *   4. two threads on two partitions against one thread (target: >= 1.8x throughput);
- *   5. replay speed of the android_systemui trace (788k operations) against glibc.
+ *   5. replay speed of the android_systemui trace (788k operations) against glibc;
+ *   6. the shared ledger: trace replay in shared mode against in-process (target:
+ *      <= 1.10x), the cost of reserving and releasing a block in the ledger file, and of
+ *      returning the bytes of 100 dead members (one call that reads the ledger).
  * Nothing here asserts: targets are reported as met or missed. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -447,14 +451,112 @@ static int write_json(const micro *m, const char *path) {
   return fclose(f) ? 1 : 0;
 }
 
+/* ---- 6. the shared ledger ---- */
+
+/* The growth policy replaying w from a fresh device, in-process or shared. */
+static double replay_ns(const micro *m, const bench_workload *w, const char *shared) {
+  bench_shared_dir = shared;
+  double ns = policy_ns(m, BENCH_GROWTH, w);
+  bench_shared_dir = NULL;
+  return ns;
+}
+
+static void shared_replay(micro *m, bench_workload *w) {
+  truncate_to(m, w);
+  double local = 1e300, shared = 1e300;
+  for (int k = 0; k < 5; k++) /* alternated, so that a burst of load on the machine hits both */
+    local = min_d(local, replay_ns(m, w, NULL)), shared = min_d(shared, replay_ns(m, w, bench_shared_tmpdir()));
+  figure f = {.unit = "x", .value = shared / local, .target = 1.10};
+  snprintf(f.name, sizeof f.name, "6. %.40s: shared / in-process (%.1f / %.1f ns/op)", w->name, shared, local);
+  report(m, f);
+}
+
+/* One 2 MiB block reserved and released per alloc/free pair (release_threshold 1). */
+static double block_pair_ns(const micro *m, const char *shared) {
+  gpupart_context *ctx;
+  gpupart_device *dev;
+  bench_shared_dir = shared;
+  gpupart_partition *p = open_one(m, &ctx, &dev, &(gpupart_partition_desc){.name = "blocks", .release_threshold = 1});
+  bench_shared_dir = NULL;
+  size_t n = scaled(m, 200000);
+  double best = 1e300;
+  for (int k = -1; k < m->o->repeat; k++) {
+    uint64_t t0 = bench_now_ns();
+    for (size_t i = 0; i < n; i++) {
+      gpupart_allocation *a;
+      if (gpupart_alloc(p, 2 * BENCH_MIB, 0, &a)) bench_die("block: %s", gpupart_last_error());
+      gpupart_free(a);
+    }
+    if (k >= 0) best = min_d(best, (double)(bench_now_ns() - t0) / (double)n);
+  }
+  close_all(ctx, dev);
+  return best;
+}
+
+/* A child: a member of the shared device holding a block, gone without closing. */
+static void dead_member(const micro *m) {
+  gpupart_context *ctx;
+  gpupart_device *dev;
+  gpupart_allocation *a;
+  gpupart_partition *p = open_one(m, &ctx, &dev, &(gpupart_partition_desc){.name = NULL});
+  _exit(gpupart_alloc(p, 2 * BENCH_MIB, 0, &a) ? 1 : 0);
+}
+
+/* The first call that reads the ledger after `dead` members died: it returns their
+ * bytes. Baseline: the same call with nobody to reap. */
+static double reclaim_ns(const micro *m, int dead, double *base) {
+  gpupart_context *ctx;
+  gpupart_device *dev;
+  gpupart_stats s;
+  bench_shared_dir = bench_shared_tmpdir();
+  open_one(m, &ctx, &dev, NULL);
+  for (int i = 0; i < dead; i++) {
+    pid_t pid = fork();
+    if (pid == 0) dead_member(m);
+    if (pid < 0 || waitpid(pid, NULL, 0) != pid) bench_die("fork: a member did not run");
+  }
+  uint64_t t0 = bench_now_ns();
+  gpupart_device_get_stats(dev, &s);
+  uint64_t t1 = bench_now_ns();
+  gpupart_device_get_stats(dev, &s);
+  *base = (double)(bench_now_ns() - t1);
+  if (s.reserved) bench_die("reclaim: %llu bytes of dead members left", (unsigned long long)s.reserved);
+  close_all(ctx, dev);
+  bench_shared_dir = NULL;
+  return (double)(t1 - t0);
+}
+
+static void micro_shared(micro *m) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/kineto_resnet50_v100.ops.gz", bench_trace_dir());
+  bench_workload w;
+  if (access(path, R_OK) == 0 && bench_trace_load(path, &w) == 0) shared_replay(m, &w), bench_workload_free(&w);
+  for (const char *const *b = bench_builtin_names(); *b; b++) {
+    bench_builtin(*b, &w);
+    shared_replay(m, &w);
+    bench_workload_free(&w);
+  }
+  double local = block_pair_ns(m, NULL), shared = block_pair_ns(m, bench_shared_tmpdir());
+  figure f = {.unit = "ns", .value = shared - local};
+  snprintf(f.name, sizeof f.name, "6. block reserve + release in the shared ledger (%.0f - %.0f ns)", shared, local);
+  report(m, f);
+  double base, best = 1e300, best_base = 1e300;
+  for (int k = 0; k < (m->o->repeat < 3 ? m->o->repeat : 3); k++)
+    best = min_d(best, reclaim_ns(m, 100, &base)), best_base = min_d(best_base, base);
+  f = (figure){.unit = "us", .value = best / 1000, .baseline = best_base / 1000};
+  snprintf(f.name, sizeof f.name, "6. reclaim of 100 dead members (baseline: none to reclaim)");
+  report(m, f);
+}
+
 int bench_micro(const bench_micro_opts *o) {
   micro *m = bench_xcalloc(1, sizeof *m);
   m->o = o;
   bench_targets_find("sim", &m->sim, 1);
   printf("gpupart micro benchmarks (sim device, best of %d, scale %g; per-op latency %.3f ns per tick, "
          "%llu ticks subtracted)\n", o->repeat, o->scale, bench_ns_per_tick(), (unsigned long long)bench_tick_overhead());
-  static void (*const parts[])(micro *) = {micro_api, micro_scaling, micro_ledger, micro_threads, micro_android};
-  for (int i = 0; i < 5; i++)
+  static void (*const parts[])(micro *) = {micro_api, micro_scaling, micro_ledger, micro_threads, micro_android,
+                                           micro_shared};
+  for (int i = 0; i < 6; i++)
     if (!o->only || strchr(o->only, '1' + i)) parts[i](m);
   int rc = o->json ? write_json(m, o->json) : 0;
   free(m);

@@ -22,10 +22,29 @@ const char *bench_cuda_library(void) {
   return p && *p ? p : NULL;
 }
 
+const char *bench_shared_dir;
+
+static char shared_tmp[64];
+
+static void remove_shared_tmp(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", shared_tmp);
+  if (system(cmd) != 0) fprintf(stderr, "gpupart-bench: could not remove %s\n", shared_tmp);
+}
+
+const char *bench_shared_tmpdir(void) {
+  if (shared_tmp[0]) return shared_tmp;
+  snprintf(shared_tmp, sizeof shared_tmp, "/tmp/gpupart-bench-XXXXXX");
+  if (!mkdtemp(shared_tmp)) bench_die("mkdtemp: cannot make a ledger folder under /tmp");
+  atexit(remove_shared_tmp);
+  return shared_tmp;
+}
+
 gpupart_context *bench_context(void) {
   static char text[600];
   if (bench_cuda_library()) snprintf(text, sizeof text, "[gpupart]\ncuda_library = %s\n", bench_cuda_library());
-  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_text = bench_cuda_library() ? text : NULL};
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_text = bench_cuda_library() ? text : NULL,
+                           .ledger_dir = bench_shared_dir};
   gpupart_context *ctx = NULL;
   if (gpupart_context_create(&d, &ctx)) bench_die("context_create: %s", gpupart_last_error());
   return ctx;
@@ -36,7 +55,8 @@ const void *bench_target_desc(const bench_target *t) {
 }
 
 gpupart_device *bench_device_open(gpupart_context *ctx, const bench_target *t, char *err, size_t n) {
-  gpupart_device_desc d = {.backend = t->backend, .index = t->index, .backend_desc = bench_target_desc(t)};
+  gpupart_device_desc d = {.backend = t->backend, .index = t->index, .backend_desc = bench_target_desc(t),
+                           .flags = bench_shared_dir ? GPUPART_DEVICE_SHARED : 0};
   gpupart_device *dev = NULL;
   gpupart_result rc = gpupart_device_open(ctx, &d, &dev);
   if (rc) snprintf(err, n, "device_open: %s: %s", gpupart_result_name(rc), gpupart_last_error());

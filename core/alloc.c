@@ -213,8 +213,10 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   gpupart_device *dev = p->dev;
   atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&dev->allocating, 1);
   pthread_mutex_lock(&dev->slow);
+  gpupart__device_honour_trim_locked(dev); /* shared ledger: other processes' requests */
   refusal why = attempt(p, q, out);
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
+  if (why == REFUSED_BUDGET) gpupart__device_ask_trim(dev); /* shared ledger: the others trim next */
   pthread_mutex_unlock(&dev->slow);
   if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
   gpupart_result rc = why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);

@@ -233,6 +233,8 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   if (rc) return rc;
   rc = join_ledger(dev);
   if (rc == GPUPART_OK) rc = gpupart__settings_create_partitions(dev);
+  dev->find_joins = dev->ledger && dev->ledger->shared;
+  if (dev->find_joins) dev->ledger->ops->trim_asked(dev->ledger, &dev->trim_seen); /* past requests are not ours */
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
   if (rc == GPUPART_OK) gpupart__settings_warn_env(dev);
   return rc;
@@ -326,3 +328,18 @@ int gpupart__device_trim_locked(gpupart_device *dev) {
   return trim ? trim(dev->bdev) : GPUPART_OK; /* none: the backend keeps no driver-side caches */
 }
 
+/* Shared ledger: when another process asked for a trim (its OOM sequence) since this
+ * handle last looked, every partition of the handle releases its empty blocks. One atomic
+ * load when nobody asked. Device slow lock held. */
+void gpupart__device_honour_trim_locked(gpupart_device *dev) {
+  gpupart__ledger *l = dev->ledger;
+  if (!l->ops->trim_asked || !l->ops->trim_asked(l, &dev->trim_seen)) return;
+  uint64_t released = 0;
+  for (uint32_t i = 0; i < dev->nparts; i++) released += gpupart__arena_release_empty(dev->parts[i]);
+  if (released) gpupart__device_trim_locked(dev);
+}
+
+/* Shared ledger: asks the other processes of the device to trim at their next call. */
+void gpupart__device_ask_trim(gpupart_device *dev) {
+  if (dev->ledger->ops->ask_trim) dev->ledger->ops->ask_trim(dev->ledger);
+}

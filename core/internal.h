@@ -134,6 +134,11 @@ struct gpupart_device {
   atomic_uint_fast64_t charged;     /* sum of the partitions' charges (peak.c) */
   atomic_uint_fast64_t peak_in_use; /* highest value of charged since open or the last reset */
   atomic_uint_fast64_t peak_crossings, peak_visits; /* charge raises, and partitions each one read */
+  /* Shared ledgers: the last trim request of other processes this handle honoured, and
+   * whether gpupart_partition_find joins their partitions (not while the device opens, so
+   * configured partitions another process made stay its own). Guarded by slow. */
+  uint64_t trim_seen;
+  int find_joins;
 };
 
 /* context.c */
@@ -157,6 +162,10 @@ gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_d
 /* Calls the backend's optional trim (its driver-side caches); OK where the backend has
  * none. Device slow lock held, no partition lock (partition_trim, the OOM sequence). */
 int gpupart__device_trim_locked(gpupart_device *dev);
+/* Shared ledger (device.c): honours the other processes' trim requests (slow lock held),
+ * and asks them for one (the OOM sequence, when the budget refused). No-ops in-process. */
+void gpupart__device_honour_trim_locked(gpupart_device *dev);
+void gpupart__device_ask_trim(gpupart_device *dev);
 
 /* arena.c. Partition lock held: try, on_alloc, on_free, check. Device slow lock held and
  * partition lock NOT held (they call the driver): fini, grow (returns GPUPART_OK with the

@@ -32,8 +32,12 @@ typedef enum gpupart__refusal {
   GPUPART__REFUSED_BUDGET, /* the device budget, less other partitions' unused guarantees */
 } gpupart__refusal;
 
+/* An entry's figures. In a shared ledger a partition can have several members (processes
+ * that joined it by name): limit, guarantee, reserved and peak_reserved are then the
+ * partition's, across them all, and own_reserved is the part of reserved that the entry's
+ * member holds (in-process, own_reserved = reserved). */
 typedef struct gpupart__ledger_figures {
-  uint64_t limit, guarantee, reserved, peak_reserved;
+  uint64_t limit, guarantee, reserved, peak_reserved, own_reserved;
 } gpupart__ledger_figures;
 
 /* One entry as the ledger lists it: a copy, valid after the ledger's lock is gone. */
@@ -79,11 +83,24 @@ typedef struct gpupart__ledger_ops {
    * and reservations within the budget, names unique, every entry owned by a member.
    * 0, or -1 with the first broken invariant written to why. */
   int (*check)(gpupart__ledger *l, char *why, uint64_t why_len);
+  /* --- shared ledgers only (NULL in-process) --- */
+  /* Member m joins the partition named name that another member made, adopting its limit
+   * and guarantee: OK with *out its new entry, or OK with *out NULL when the ledger has
+   * no partition of that name; EEXIST when m is a member of it already; EINVAL when m is
+   * not a member; ENOMEM. (add joins it too, when its limit and guarantee are the
+   * partition's; else add is EEXIST.) */
+  int (*join_named)(gpupart__ledger *l, gpupart__ledger_member m, const char *name, gpupart__ledger_entry **out);
+  /* Asks every other process of the ledger to trim at its next call (the OOM sequence). */
+  void (*ask_trim)(gpupart__ledger *l);
+  /* Whether a trim was asked since *seen (then *seen is brought up to date): one atomic
+   * load, no lock. */
+  int (*trim_asked)(gpupart__ledger *l, uint64_t *seen);
 } gpupart__ledger_ops;
 
 struct gpupart__ledger {
   const gpupart__ledger_ops *ops;
   gpupart__identity id; /* the device it accounts */
+  int shared;           /* across processes (ledger_shm.c) */
 };
 
 /* The in-process ledger of device id with budget bytes. NULL when out of host memory. */

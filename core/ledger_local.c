@@ -180,7 +180,7 @@ static gpupart__ledger_entry *local_find(gpupart__ledger *l, const char *name) {
 static void describe(const gpupart__ledger_entry *e, gpupart__ledger_entry_info *out) {
   snprintf(out->name, sizeof out->name, "%s", e->name);
   out->member = e->member;
-  out->figures = (gpupart__ledger_figures){e->limit, e->guarantee, e->reserved, e->peak_reserved};
+  out->figures = (gpupart__ledger_figures){e->limit, e->guarantee, e->reserved, e->peak_reserved, e->reserved};
 }
 
 static uint32_t local_list(gpupart__ledger *l, gpupart__ledger_member m, gpupart__ledger_entry_info *out,
@@ -265,14 +265,14 @@ static int local_set_limit(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_
 static void local_get(gpupart__ledger *l, const gpupart__ledger_entry *e, gpupart__ledger_figures *out) {
   local_ledger *L = local(l);
   pthread_mutex_lock(&L->lock);
-  *out = (gpupart__ledger_figures){e->limit, e->guarantee, e->reserved, e->peak_reserved};
+  *out = (gpupart__ledger_figures){e->limit, e->guarantee, e->reserved, e->peak_reserved, e->reserved};
   pthread_mutex_unlock(&L->lock);
 }
 
 static void local_totals(gpupart__ledger *l, gpupart__ledger_figures *out) {
   local_ledger *L = local(l);
   pthread_mutex_lock(&L->lock);
-  *out = (gpupart__ledger_figures){L->budget, L->guarantees, L->reserved, L->peak_reserved};
+  *out = (gpupart__ledger_figures){L->budget, L->guarantees, L->reserved, L->peak_reserved, 0};
   pthread_mutex_unlock(&L->lock);
 }
 

@@ -1,13 +1,17 @@
 /* The shared ledger: the same accounting as ledger_local.c, kept in a file of the
  * ledger folder (GPUPART_LEDGER_DIR, default /dev/shm) that every process of the user
  * maps, one file per physical device, so that budgets and guarantees hold across
- * processes. The file is untrusted input: it must be a regular file of this user with no
- * group or other permission bits, its header must carry the magic, version, size and
+ * processes. The file holds partitions (name, limit, guarantee, reserved, peak) and
+ * shares: one per member of a partition, with the bytes that member reserved, so that
+ * processes join a partition by name and share its limit; a partition goes when its last
+ * share does. The file is untrusted input: it must be a regular file of this user with
+ * no group or other permission bits, its header must carry the magic, version, size and
  * device identity this library writes, and every index read from it is bounds-checked.
  * A process-shared robust mutex guards it; when a holder died, the next locker finds the
- * dead members, returns their bytes and recomputes every sum from the entries. A member
+ * dead members, returns their bytes and recomputes every sum from the shares. A member
  * is alive while its process holds an open-file-description lock on the member's byte of
- * the file, which the kernel drops when the process dies (whatever its pid or namespace). */
+ * the file, which the kernel drops when the process dies (whatever its pid or namespace).
+ * A counter in the header asks the other processes to trim (the OOM sequence). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -22,9 +26,10 @@
 #include "ledger_shm.h"
 
 #define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
-#define SHM_VERSION 1u
-#define SHM_MEMBERS 64u
-#define SHM_ENTRIES 256u
+#define SHM_VERSION 2u
+#define SHM_MEMBERS 128u
+#define SHM_PARTS 256u
+#define SHM_SHARES 512u
 #define SHM_NAME 64u
 #define SHM_LOCK_BASE ((off_t)1 << 32) /* member i's lock byte: far past the data */
 
@@ -33,21 +38,31 @@ typedef struct shm_member {
   int64_t pid; /* for people reading the file; liveness is the lock */
 } shm_member;
 
-typedef struct shm_slot {
-  uint64_t member; /* owner's id; 0 = free */
-  uint32_t member_slot, pad;
+/* A partition; free while it has no members. Its members and reserved are the sums of its
+ * shares (recomputed from them after a death). */
+typedef struct shm_part {
   char name[SHM_NAME];
   uint64_t limit, guarantee, reserved, peak_reserved;
-} shm_slot;
+  uint32_t members, pad;
+} shm_part;
+
+/* One member's part of a partition. */
+typedef struct shm_share {
+  uint64_t member; /* owner's id; 0 = free */
+  uint32_t member_slot, part;
+  uint64_t reserved;
+} shm_share;
 
 typedef struct shm_header {
   uint64_t magic;
-  uint32_t version, size, members, entries;
+  uint32_t version, size, members, parts, shares, pad;
   char identity[GPUPART__IDENTITY_MAX];
   pthread_mutex_t lock;
   uint64_t budget, guarantees, reserved, peak_reserved, unused, last_member;
+  uint64_t trim_asked; /* bumped (atomically, no lock) to ask every process to trim */
   shm_member member[SHM_MEMBERS];
-  shm_slot entry[SHM_ENTRIES];
+  shm_part part[SHM_PARTS];
+  shm_share share[SHM_SHARES];
 } shm_header;
 
 typedef struct shm_ledger {
@@ -59,22 +74,22 @@ typedef struct shm_ledger {
   struct shm_entry *handles; /* this attachment's entry handles (guarded by the file's lock) */
 } shm_ledger;
 
-/* The process-local handle of an entry. */
+/* The process-local handle of an entry: one share. */
 typedef struct shm_entry {
   struct shm_entry *next;
-  uint32_t slot;
+  uint32_t share;
   uint64_t member;
 } shm_entry;
 
-/* What find returns for an entry of another process: non-NULL, and no slot of the file,
- * so any operation on it is refused. */
+/* What find returns for a partition this process is no member of: non-NULL, and no share
+ * of the file, so any operation on it is refused. */
 static shm_entry foreign = {NULL, UINT32_MAX, 0};
 
 static shm_ledger *shm(gpupart__ledger *l) { return (shm_ledger *)l; }
 static shm_entry *handle(const gpupart__ledger_entry *e) { return (shm_entry *)(uintptr_t)e; }
 static uint64_t sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 static uint64_t add_sat(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
-static uint64_t unused_of(const shm_slot *s) { return sub0(s->guarantee, s->reserved); }
+static uint64_t unused_of(const shm_part *p) { return sub0(p->guarantee, p->reserved); }
 
 /* ---- members and their liveness ---- */
 
@@ -90,24 +105,50 @@ static int held_elsewhere(int fd, uint32_t slot) {
   return f.l_type != F_UNLCK;
 }
 
-/* Lock held: every sum again from the entries, as after a holder died mid-update. */
+/* Lock held: whether share s is well formed (its member and partition in range). */
+static int share_valid(const shm_header *h, const shm_share *s) {
+  return s->member_slot < SHM_MEMBERS && h->member[s->member_slot].id == s->member && s->part < SHM_PARTS;
+}
+
+/* Lock held: every partition's members and reserved from the shares; a partition left
+ * without members, and a share that is not well formed, is freed. */
+static void recount_parts_locked(shm_header *h) {
+  for (uint32_t i = 0; i < SHM_PARTS; i++) h->part[i].members = 0, h->part[i].reserved = 0;
+  for (uint32_t i = 0; i < SHM_SHARES; i++) {
+    shm_share *s = &h->share[i];
+    if (!s->member) continue;
+    if (!share_valid(h, s)) {
+      memset(s, 0, sizeof *s);
+      continue;
+    }
+    h->part[s->part].members++;
+    h->part[s->part].reserved = add_sat(h->part[s->part].reserved, s->reserved);
+  }
+}
+
+/* Lock held: every sum again from the shares, as after a holder died mid-update. */
 static void recompute_locked(shm_header *h) {
   uint64_t g = 0, r = 0, u = 0;
-  for (uint32_t i = 0; i < SHM_ENTRIES; i++) {
-    shm_slot *s = &h->entry[i];
-    if (!s->member) continue;
-    if (s->reserved > s->peak_reserved) s->peak_reserved = s->reserved;
-    g = add_sat(g, s->guarantee), r = add_sat(r, s->reserved), u = add_sat(u, unused_of(s));
+  recount_parts_locked(h);
+  for (uint32_t i = 0; i < SHM_PARTS; i++) {
+    shm_part *p = &h->part[i];
+    if (!p->members) {
+      memset(p, 0, sizeof *p);
+      continue;
+    }
+    if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
+    g = add_sat(g, p->guarantee), r = add_sat(r, p->reserved), u = add_sat(u, unused_of(p));
   }
   h->guarantees = g, h->reserved = r, h->unused = u;
   if (r > h->peak_reserved) h->peak_reserved = r;
 }
 
-/* Lock held: frees member slot i and its entries. */
+/* Lock held: frees member slot i and its shares (recompute_locked then frees the
+ * partitions left without members). */
 static void drop_member_locked(shm_header *h, uint32_t i) {
   uint64_t id = h->member[i].id;
-  for (uint32_t k = 0; k < SHM_ENTRIES; k++)
-    if (h->entry[k].member == id) memset(&h->entry[k], 0, sizeof h->entry[k]);
+  for (uint32_t k = 0; k < SHM_SHARES; k++)
+    if (h->share[k].member == id) memset(&h->share[k], 0, sizeof h->share[k]);
   h->member[i] = (shm_member){0};
 }
 
@@ -136,12 +177,15 @@ static int lock_ledger(shm_ledger *L) {
 
 static void unlock_ledger(shm_ledger *L) { pthread_mutex_unlock(&L->h->lock); }
 
-/* Lock held: the slot of a live entry handle, or NULL when the file no longer has it. */
-static shm_slot *slot_of(shm_ledger *L, const gpupart__ledger_entry *e) {
+/* Lock held: the share of a live entry handle, or NULL when the file no longer has it. */
+static shm_share *share_of(shm_ledger *L, const gpupart__ledger_entry *e) {
   const shm_entry *x = handle(e);
-  if (x->slot >= SHM_ENTRIES || L->h->entry[x->slot].member != x->member) return NULL;
-  return &L->h->entry[x->slot];
+  if (x->share >= SHM_SHARES) return NULL;
+  shm_share *s = &L->h->share[x->share];
+  return s->member == x->member && share_valid(L->h, s) ? s : NULL;
 }
+
+static shm_part *part_of(shm_ledger *L, const shm_share *s) { return &L->h->part[s->part]; }
 
 /* ---- the interface ---- */
 
@@ -200,53 +244,93 @@ static uint32_t my_member_slot(const shm_ledger *L, gpupart__ledger_member id) {
   return SHM_MEMBERS;
 }
 
-/* Lock held. */
+/* Lock held: the partition named name, or -1. */
 static int find_locked(const shm_header *h, const char *name) {
-  for (uint32_t i = 0; i < SHM_ENTRIES; i++)
-    if (h->entry[i].member && strncmp(h->entry[i].name, name, SHM_NAME) == 0) return (int)i;
+  for (uint32_t i = 0; i < SHM_PARTS; i++)
+    if (h->part[i].members && strncmp(h->part[i].name, name, SHM_NAME) == 0) return (int)i;
   return -1;
 }
 
-/* Lock held: the code add returns, with the free slot in *slot. */
-static int admit_locked(shm_ledger *L, uint32_t ms, const char *name, uint64_t limit, uint64_t guarantee,
-                        uint32_t *slot) {
-  shm_header *h = L->h;
-  if (ms == SHM_MEMBERS) return GPUPART_EINVAL;
-  if (find_locked(h, name) >= 0) return GPUPART_EEXIST;
-  if (limit > h->budget || guarantee > sub0(h->budget, h->guarantees)) return GPUPART_ELIMIT;
-  for (*slot = 0; *slot < SHM_ENTRIES; (*slot)++)
-    if (!h->entry[*slot].member) return GPUPART_OK;
-  return GPUPART_ENOMEM;
+/* Lock held: whether member has a share of partition part. */
+static int has_share_locked(const shm_header *h, uint64_t member, uint32_t part) {
+  for (uint32_t i = 0; i < SHM_SHARES; i++)
+    if (h->share[i].member == member && h->share[i].part == part) return 1;
+  return 0;
 }
 
-static int shm_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
-                   uint64_t guarantee, gpupart__ledger_entry **out) {
+static uint32_t free_share_locked(const shm_header *h) {
+  uint32_t i = 0;
+  while (i < SHM_SHARES && h->share[i].member) i++;
+  return i;
+}
+
+/* Lock held: a new partition (no members yet: the caller adds the first share). */
+static int new_part_locked(shm_header *h, const char *name, uint64_t limit, uint64_t guarantee, uint32_t *part) {
+  if (limit > h->budget || guarantee > sub0(h->budget, h->guarantees)) return GPUPART_ELIMIT;
+  for (*part = 0; *part < SHM_PARTS; (*part)++)
+    if (!h->part[*part].members) break;
+  if (*part == SHM_PARTS) return GPUPART_ENOMEM;
+  h->part[*part] = (shm_part){.limit = limit, .guarantee = guarantee};
+  memcpy(h->part[*part].name, name, strlen(name) + 1);
+  h->guarantees += guarantee, h->unused += guarantee;
+  return GPUPART_OK;
+}
+
+/* Lock held: member m (in slot ms) takes a share of part, with handle x. */
+static void add_share_locked(shm_ledger *L, uint64_t m, uint32_t ms, uint32_t part, uint32_t share, shm_entry *x) {
+  L->h->share[share] = (shm_share){.member = m, .member_slot = ms, .part = part};
+  L->h->part[part].members++;
+  *x = (shm_entry){L->handles, share, m};
+  L->handles = x;
+}
+
+/* Lock held: the code add returns. join: adopt the figures of an existing partition
+ * (else an existing one must have limit and guarantee). */
+static int admit_locked(shm_ledger *L, uint64_t m, const char *name, uint64_t limit, uint64_t guarantee, int join,
+                        shm_entry *x) {
+  shm_header *h = L->h;
+  uint32_t ms = my_member_slot(L, m), share = free_share_locked(h), part = 0;
+  if (ms == SHM_MEMBERS) return GPUPART_EINVAL;
+  if (share == SHM_SHARES) return GPUPART_ENOMEM;
+  int i = find_locked(h, name);
+  if (i >= 0 && (has_share_locked(h, m, (uint32_t)i) ||
+                 (!join && (h->part[i].limit != limit || h->part[i].guarantee != guarantee))))
+    return GPUPART_EEXIST;
+  if (i < 0 && join) return GPUPART_OK; /* no partition to join: x stays unused */
+  int rc = i >= 0 ? GPUPART_OK : new_part_locked(h, name, limit, guarantee, &part);
+  if (rc == GPUPART_OK) add_share_locked(L, m, ms, i >= 0 ? (uint32_t)i : part, share, x);
+  return rc;
+}
+
+static int add_or_join(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
+                       uint64_t guarantee, int join, gpupart__ledger_entry **out) {
   shm_ledger *L = shm(l);
   *out = NULL;
   if (strlen(name) >= SHM_NAME) return GPUPART_EINVAL;
   shm_entry *x = gpupart__host_calloc(L->mem, 1, sizeof *x);
   if (!x) return GPUPART_ENOMEM;
   if (lock_ledger(L)) return gpupart__host_free(L->mem, x), GPUPART_ECORRUPT;
-  uint32_t slot = 0, ms = my_member_slot(L, m);
-  int rc = admit_locked(L, ms, name, limit, guarantee, &slot);
-  if (rc == GPUPART_OK) {
-    shm_slot *s = &L->h->entry[slot];
-    *s = (shm_slot){.member = m, .member_slot = ms, .limit = limit, .guarantee = guarantee};
-    memcpy(s->name, name, strlen(name) + 1);
-    L->h->guarantees += guarantee, L->h->unused += guarantee;
-    *x = (shm_entry){L->handles, slot, m};
-    L->handles = x;
-  }
+  x->share = UINT32_MAX;
+  int rc = admit_locked(L, m, name, limit, guarantee, join, x);
   unlock_ledger(L);
-  if (rc) gpupart__host_free(L->mem, x);
+  if (rc || x->share == UINT32_MAX) gpupart__host_free(L->mem, x);
   else *out = (gpupart__ledger_entry *)(void *)x;
   return rc;
+}
+
+static int shm_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
+                   uint64_t guarantee, gpupart__ledger_entry **out) {
+  return add_or_join(l, m, name, limit, guarantee, 0, out);
+}
+
+static int shm_join_named(gpupart__ledger *l, gpupart__ledger_member m, const char *name, gpupart__ledger_entry **out) {
+  return add_or_join(l, m, name, 0, 0, 1, out);
 }
 
 static void shm_remove(gpupart__ledger *l, gpupart__ledger_entry *e) {
   shm_ledger *L = shm(l);
   if (lock_ledger(L) == 0) {
-    shm_slot *s = slot_of(L, e);
+    shm_share *s = share_of(L, e);
     if (s) memset(s, 0, sizeof *s), recompute_locked(L->h);
     for (shm_entry **p = &L->handles; *p; p = &(*p)->next)
       if (*p == handle(e)) {
@@ -258,68 +342,100 @@ static void shm_remove(gpupart__ledger *l, gpupart__ledger_entry *e) {
   gpupart__host_free(L->mem, handle(e));
 }
 
-/* This process's handle of the entry named name; another process's entry is `foreign`. */
+/* This process's handle of the partition named name; one it has no share of is `foreign`. */
 static gpupart__ledger_entry *shm_find(gpupart__ledger *l, const char *name) {
   shm_ledger *L = shm(l);
   if (lock_ledger(L)) return NULL;
   int i = find_locked(L->h, name);
   shm_entry *x = i < 0 ? NULL : &foreign;
-  for (shm_entry *h = L->handles; h && i >= 0; h = h->next)
-    if (h->slot == (uint32_t)i && h->member == L->h->entry[i].member) x = h;
+  for (shm_entry *h = L->handles; h && i >= 0; h = h->next) {
+    const shm_share *s = h->share < SHM_SHARES ? &L->h->share[h->share] : NULL;
+    if (s && s->member == h->member && s->part == (uint32_t)i) x = h;
+  }
   unlock_ledger(L);
   return (gpupart__ledger_entry *)(void *)x;
 }
 
-static uint32_t shm_list(gpupart__ledger *l, gpupart__ledger_member m, gpupart__ledger_entry_info *out, uint32_t cap) {
-  shm_ledger *L = shm(l);
+static gpupart__ledger_figures figures_of(const shm_part *p, uint64_t own) {
+  return (gpupart__ledger_figures){p->limit, p->guarantee, p->reserved, p->peak_reserved, own};
+}
+
+static void describe(const shm_part *p, uint64_t member, uint64_t own, gpupart__ledger_entry_info *out) {
+  snprintf(out->name, sizeof out->name, "%.*s", (int)strnlen(p->name, SHM_NAME), p->name);
+  out->member = member;
+  out->figures = figures_of(p, own);
+}
+
+/* Lock held: the shares of member m. */
+static uint32_t list_member_locked(shm_header *h, uint64_t m, gpupart__ledger_entry_info *out, uint32_t cap) {
   uint32_t n = 0;
-  if (lock_ledger(L)) return 0;
-  reap_locked(L);
-  for (uint32_t i = 0; i < SHM_ENTRIES; i++) {
-    const shm_slot *s = &L->h->entry[i];
-    if (!s->member || (m && s->member != m)) continue;
-    if (n < cap) {
-      snprintf(out[n].name, sizeof out[n].name, "%.*s", (int)strnlen(s->name, SHM_NAME), s->name);
-      out[n].member = s->member;
-      out[n].figures = (gpupart__ledger_figures){s->limit, s->guarantee, s->reserved, s->peak_reserved};
-    }
+  for (uint32_t i = 0; i < SHM_SHARES; i++) {
+    const shm_share *s = &h->share[i];
+    if (s->member != m || !share_valid(h, s)) continue;
+    if (n < cap) describe(&h->part[s->part], m, s->reserved, &out[n]);
     n++;
   }
+  return n;
+}
+
+/* Lock held: every partition, each with the member of its first share. */
+static uint32_t list_all_locked(shm_header *h, gpupart__ledger_entry_info *out, uint32_t cap) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < SHM_PARTS; i++) {
+    if (!h->part[i].members) continue;
+    uint64_t member = 0;
+    for (uint32_t k = 0; k < SHM_SHARES && !member; k++)
+      if (h->share[k].member && h->share[k].part == i) member = h->share[k].member;
+    if (n < cap) describe(&h->part[i], member, 0, &out[n]);
+    n++;
+  }
+  return n;
+}
+
+static uint32_t shm_list(gpupart__ledger *l, gpupart__ledger_member m, gpupart__ledger_entry_info *out, uint32_t cap) {
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return 0;
+  reap_locked(L);
+  uint32_t n = m ? list_member_locked(L->h, m, out, cap) : list_all_locked(L->h, out, cap);
   unlock_ledger(L);
   return n;
 }
 
-/* Lock held: what s may still take (as ledger_local.c's grantable_locked). */
-static uint64_t grantable_locked(const shm_header *h, const shm_slot *s, gpupart__refusal *bound) {
-  uint64_t own = sub0(s->limit, s->reserved);
-  uint64_t taken = add_sat(h->reserved, sub0(h->unused, unused_of(s)));
+/* Lock held: what p may still take (as ledger_local.c's grantable_locked). */
+static uint64_t grantable_locked(const shm_header *h, const shm_part *p, gpupart__refusal *bound) {
+  uint64_t own = sub0(p->limit, p->reserved);
+  uint64_t taken = add_sat(h->reserved, sub0(h->unused, unused_of(p)));
   uint64_t device = sub0(h->budget, taken);
   *bound = own <= device ? GPUPART__REFUSED_LIMIT : GPUPART__REFUSED_BUDGET;
   return own <= device ? own : device;
 }
 
-static void set_reserved_locked(shm_header *h, shm_slot *s, uint64_t reserved) {
-  h->unused = sub0(h->unused, unused_of(s));
+/* Lock held: share s (of partition p) holds reserved bytes now. */
+static void set_reserved_locked(shm_header *h, shm_part *p, shm_share *s, uint64_t reserved) {
+  h->unused = sub0(h->unused, unused_of(p));
   h->reserved = add_sat(sub0(h->reserved, s->reserved), reserved);
+  p->reserved = add_sat(sub0(p->reserved, s->reserved), reserved);
   s->reserved = reserved;
-  h->unused = add_sat(h->unused, unused_of(s));
-  if (s->reserved > s->peak_reserved) s->peak_reserved = s->reserved;
+  h->unused = add_sat(h->unused, unused_of(p));
+  if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
   if (h->reserved > h->peak_reserved) h->peak_reserved = h->reserved;
 }
 
-/* Lock held: grants bytes to s if they fit; a refusal first returns dead members' bytes. */
-static gpupart__refusal reserve_locked(shm_ledger *L, shm_slot *s, uint64_t bytes) {
+/* Lock held: grants bytes to s if they fit; a refusal first returns dead members' bytes
+ * (which may free s's partition's other shares, never s). */
+static gpupart__refusal reserve_locked(shm_ledger *L, shm_share *s, uint64_t bytes) {
   gpupart__refusal bound;
-  if (bytes > grantable_locked(L->h, s, &bound) && !(reap_locked(L) && bytes <= grantable_locked(L->h, s, &bound)))
+  shm_part *p = part_of(L, s);
+  if (bytes > grantable_locked(L->h, p, &bound) && !(reap_locked(L) && bytes <= grantable_locked(L->h, p, &bound)))
     return bound;
-  set_reserved_locked(L->h, s, s->reserved + bytes);
+  set_reserved_locked(L->h, p, s, add_sat(s->reserved, bytes));
   return GPUPART__GRANTED;
 }
 
 static gpupart__refusal shm_reserve(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t bytes) {
   shm_ledger *L = shm(l);
   if (lock_ledger(L)) return GPUPART__REFUSED_BUDGET;
-  shm_slot *s = slot_of(L, e);
+  shm_share *s = share_of(L, e);
   gpupart__refusal r = s ? reserve_locked(L, s, bytes) : GPUPART__REFUSED_BUDGET;
   unlock_ledger(L);
   return r;
@@ -328,18 +444,25 @@ static gpupart__refusal shm_reserve(gpupart__ledger *l, gpupart__ledger_entry *e
 static void shm_release(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t bytes) {
   shm_ledger *L = shm(l);
   if (lock_ledger(L)) return;
-  shm_slot *s = slot_of(L, e);
-  if (s) set_reserved_locked(L->h, s, sub0(s->reserved, bytes));
+  shm_share *s = share_of(L, e);
+  if (s) set_reserved_locked(L->h, part_of(L, s), s, sub0(s->reserved, bytes));
   unlock_ledger(L);
+}
+
+/* Lock held: whether other members' bytes bound what s can grow by (through the budget,
+ * or through its partition's limit when others share it): only then can a dead member
+ * be what is in the way. */
+static int others_bound(shm_ledger *L, const shm_share *s, gpupart__refusal bound) {
+  return bound == GPUPART__REFUSED_BUDGET || part_of(L, s)->reserved > s->reserved;
 }
 
 static uint64_t shm_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gpupart__refusal *bound) {
   shm_ledger *L = shm(l);
   *bound = GPUPART__REFUSED_BUDGET;
   if (lock_ledger(L)) return 0;
-  shm_slot *s = slot_of(L, e);
-  if (s) reap_locked(L);
-  uint64_t can = s ? grantable_locked(L->h, s, bound) : 0;
+  shm_share *s = share_of(L, e);
+  uint64_t can = s ? grantable_locked(L->h, part_of(L, s), bound) : 0;
+  if (s && others_bound(L, s, *bound) && reap_locked(L)) can = grantable_locked(L->h, part_of(L, s), bound);
   unlock_ledger(L);
   return can;
 }
@@ -347,12 +470,13 @@ static uint64_t shm_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gpup
 static int shm_set_limit(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t new_limit) {
   shm_ledger *L = shm(l);
   if (lock_ledger(L)) return GPUPART_ECORRUPT;
-  shm_slot *s = slot_of(L, e);
-  int rc = !s ? GPUPART_ECORRUPT : new_limit > L->h->budget ? GPUPART_ELIMIT
-           : s->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
+  shm_share *s = share_of(L, e);
+  shm_part *p = s ? part_of(L, s) : NULL;
+  int rc = !p ? GPUPART_ECORRUPT : new_limit > L->h->budget ? GPUPART_ELIMIT
+           : p->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
   if (rc == GPUPART_OK) {
-    s->limit = new_limit;
-    if (s->guarantee > new_limit) s->guarantee = new_limit, recompute_locked(L->h);
+    p->limit = new_limit;
+    if (p->guarantee > new_limit) p->guarantee = new_limit, recompute_locked(L->h);
   }
   unlock_ledger(L);
   return rc;
@@ -362,8 +486,8 @@ static void shm_get(gpupart__ledger *l, const gpupart__ledger_entry *e, gpupart_
   shm_ledger *L = shm(l);
   *out = (gpupart__ledger_figures){0};
   if (lock_ledger(L)) return;
-  const shm_slot *s = slot_of(L, e);
-  if (s) *out = (gpupart__ledger_figures){s->limit, s->guarantee, s->reserved, s->peak_reserved};
+  const shm_share *s = share_of(L, e);
+  if (s) *out = figures_of(part_of(L, s), s->reserved);
   unlock_ledger(L);
 }
 
@@ -372,38 +496,51 @@ static void shm_totals(gpupart__ledger *l, gpupart__ledger_figures *out) {
   *out = (gpupart__ledger_figures){0};
   if (lock_ledger(L)) return;
   reap_locked(L);
-  *out = (gpupart__ledger_figures){L->h->budget, L->h->guarantees, L->h->reserved, L->h->peak_reserved};
+  *out = (gpupart__ledger_figures){L->h->budget, L->h->guarantees, L->h->reserved, L->h->peak_reserved, 0};
   unlock_ledger(L);
 }
 
 static void shm_reset_peak(gpupart__ledger *l, gpupart__ledger_entry *e) {
   shm_ledger *L = shm(l);
   if (lock_ledger(L)) return;
-  shm_slot *s = slot_of(L, e);
-  if (s) s->peak_reserved = s->reserved;
+  shm_share *s = share_of(L, e);
+  if (s) part_of(L, s)->peak_reserved = part_of(L, s)->reserved;
   unlock_ledger(L);
 }
 
-/* Lock held: one entry against its limits and its member. */
-static int check_slot(const shm_header *h, const shm_slot *s, char *why, uint64_t n) {
-  if (s->reserved > s->limit || s->guarantee > s->limit)
-    return snprintf(why, n, "shared partition '%.*s' exceeds its limit", (int)strnlen(s->name, SHM_NAME), s->name), -1;
-  if (s->member_slot >= SHM_MEMBERS || h->member[s->member_slot].id != s->member)
-    return snprintf(why, n, "a shared partition belongs to no member"), -1;
-  if (strnlen(s->name, SHM_NAME) == SHM_NAME) return snprintf(why, n, "a shared partition's name is unterminated"), -1;
+/* Lock held: one partition against its limits and its shares. */
+static int check_part(const shm_header *h, uint32_t i, char *why, uint64_t n) {
+  const shm_part *p = &h->part[i];
+  uint64_t r = 0;
+  uint32_t members = 0;
+  for (uint32_t k = 0; k < SHM_SHARES; k++)
+    if (h->share[k].member && h->share[k].part == i) members++, r = add_sat(r, h->share[k].reserved);
+  if (strnlen(p->name, SHM_NAME) == SHM_NAME) return snprintf(why, n, "a shared partition's name is unterminated"), -1;
+  if (p->reserved > p->limit || p->guarantee > p->limit)
+    return snprintf(why, n, "shared partition '%s' exceeds its limit", p->name), -1;
+  if (members != p->members || r != p->reserved)
+    return snprintf(why, n, "shared partition '%s' differs from its members' shares", p->name), -1;
+  return 0;
+}
+
+static int check_shares(const shm_header *h, char *why, uint64_t n) {
+  for (uint32_t k = 0; k < SHM_SHARES; k++)
+    if (h->share[k].member && (!share_valid(h, &h->share[k]) || !h->part[h->share[k].part].members))
+      return snprintf(why, n, "a share of the shared ledger belongs to no member or partition"), -1;
   return 0;
 }
 
 static int check_locked(const shm_header *h, char *why, uint64_t n) {
   uint64_t g = 0, r = 0, u = 0;
-  for (uint32_t i = 0; i < SHM_ENTRIES; i++) {
-    const shm_slot *s = &h->entry[i];
-    if (!s->member) continue;
-    if (check_slot(h, s, why, n)) return -1;
-    g = add_sat(g, s->guarantee), r = add_sat(r, s->reserved), u = add_sat(u, unused_of(s));
+  if (check_shares(h, why, n)) return -1;
+  for (uint32_t i = 0; i < SHM_PARTS; i++) {
+    const shm_part *p = &h->part[i];
+    if (!p->members) continue;
+    if (check_part(h, i, why, n)) return -1;
+    g = add_sat(g, p->guarantee), r = add_sat(r, p->reserved), u = add_sat(u, unused_of(p));
   }
   if (g != h->guarantees || r != h->reserved || u != h->unused)
-    return snprintf(why, n, "shared ledger sums differ from its entries"), -1;
+    return snprintf(why, n, "shared ledger sums differ from its partitions"), -1;
   if (g > h->budget || r > h->budget) return snprintf(why, n, "the shared ledger is past its budget"), -1;
   return 0;
 }
@@ -415,6 +552,15 @@ static int shm_check(gpupart__ledger *l, char *why, uint64_t why_len) {
   int rc = check_locked(L->h, why, why_len);
   unlock_ledger(L);
   return rc;
+}
+
+static void shm_ask_trim(gpupart__ledger *l) { __atomic_add_fetch(&shm(l)->h->trim_asked, 1, __ATOMIC_RELEASE); }
+
+static int shm_trim_asked(gpupart__ledger *l, uint64_t *seen) {
+  uint64_t now = __atomic_load_n(&shm(l)->h->trim_asked, __ATOMIC_ACQUIRE);
+  if (now == *seen) return 0;
+  *seen = now;
+  return 1;
 }
 
 static const gpupart__ledger_ops shm_ops = {
@@ -433,6 +579,9 @@ static const gpupart__ledger_ops shm_ops = {
     .totals = shm_totals,
     .reset_peak = shm_reset_peak,
     .check = shm_check,
+    .join_named = shm_join_named,
+    .ask_trim = shm_ask_trim,
+    .trim_asked = shm_trim_asked,
 };
 
 /* ---- opening the file ---- */
@@ -482,7 +631,8 @@ static int create_file(shm_ledger *L, const char *path, const char *dir, uint64_
   if (L->h == MAP_FAILED) return L->h = NULL, gpupart__fail(GPUPART_ECONFIG, "ledger %s: mmap: %s", path, strerror(errno));
   shm_header *h = L->h;
   memset(h, 0, sizeof *h);
-  h->version = SHM_VERSION, h->size = (uint32_t)sizeof *h, h->members = SHM_MEMBERS, h->entries = SHM_ENTRIES;
+  h->version = SHM_VERSION, h->size = (uint32_t)sizeof *h, h->members = SHM_MEMBERS, h->parts = SHM_PARTS;
+  h->shares = SHM_SHARES;
   memcpy(h->identity, L->base.id.key, sizeof h->identity);
   h->budget = budget;
   if (init_mutex(&h->lock)) return gpupart__fail(GPUPART_ECONFIG, "ledger %s: cannot make its lock", path);
@@ -499,7 +649,7 @@ static int attach_file(shm_ledger *L, const char *path, const struct stat *st) {
   if (L->h == MAP_FAILED) return L->h = NULL, gpupart__fail(GPUPART_ECONFIG, "ledger %s: mmap: %s", path, strerror(errno));
   const shm_header *h = L->h;
   if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->size != sizeof *h || h->members != SHM_MEMBERS ||
-      h->entries != SHM_ENTRIES)
+      h->parts != SHM_PARTS || h->shares != SHM_SHARES)
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: not a gpupart %u ledger (bad magic, version or size): refused",
                          path, SHM_VERSION);
   if (strncmp(h->identity, L->base.id.key, sizeof h->identity) || !h->budget)
@@ -521,15 +671,23 @@ static int open_file(shm_ledger *L, const char *dir, uint64_t budget) {
   return rc;
 }
 
+/* Lock held: whether any member's process lives (stops at the first: O(1) when processes
+ * start while others run, so a crowd of starts scans nothing; dead ones are reaped
+ * lazily, by the calls that read the ledger). */
+static int any_live_locked(const shm_ledger *L) {
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++)
+    if (L->h->member[i].id && (L->mine[i] || held_elsewhere(L->fd, i))) return 1;
+  return 0;
+}
+
 /* A ledger no live process uses is this one's to size: the file outlives its processes,
  * and the budget of a run long gone must not bind this one. */
 static int claim_if_unused(shm_ledger *L, uint64_t budget) {
   if (lock_ledger(L)) return gpupart__fail(GPUPART_ECORRUPT, "ledger: the shared ledger's lock is unusable");
-  reap_locked(L);
-  uint32_t live = 0;
-  for (uint32_t i = 0; i < SHM_MEMBERS; i++) live += L->h->member[i].id != 0;
-  if (!live) {
-    memset(L->h->entry, 0, sizeof L->h->entry);
+  if (!any_live_locked(L)) {
+    memset(L->h->member, 0, sizeof L->h->member);
+    memset(L->h->part, 0, sizeof L->h->part);
+    memset(L->h->share, 0, sizeof L->h->share);
     L->h->budget = budget, L->h->peak_reserved = 0;
     recompute_locked(L->h);
   }
@@ -544,6 +702,7 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
   if (!L) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   L->base.ops = &shm_ops;
   L->base.id = *id;
+  L->base.shared = 1;
   L->mem = mem;
   int rc = open_file(L, dir && *dir ? dir : "/dev/shm", budget);
   if (rc == GPUPART_OK) rc = claim_if_unused(L, budget);

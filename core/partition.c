@@ -144,23 +144,52 @@ static int check_floor_locked(gpupart_device *dev, uint64_t guarantee) {
                        (unsigned long long)dev->budget);
 }
 
-static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r) {
+/* A descriptor that leaves limit and guarantee unset joins a shared partition as it is. */
+static int leaves_figures(const gpupart_partition_desc *d) {
+  return !d->limit && !d->fraction && !d->guarantee && !d->guarantee_fraction;
+}
+
+/* Shared ledger: joins the partition of that name another process made, when the
+ * descriptor leaves its figures to it (or join_only). *joined tells whether it did. */
+static int join_shared(gpupart_partition *p, const gpupart_partition_desc *d, int join_only, int *joined) {
+  gpupart__ledger *l = p->dev->ledger;
+  *joined = 0;
+  if (!l->ops->join_named || !(join_only || leaves_figures(d))) return GPUPART_OK;
+  int rc = l->ops->join_named(l, p->dev->member, p->name, &p->account);
+  if (rc) return gpupart__fail(rc, "partition_create: cannot join the shared partition '%s'", p->name);
+  if (!p->account && join_only) return gpupart__fail(GPUPART_EINVAL, "partition_find: '%s' is gone", p->name);
+  *joined = p->account != NULL;
+  return GPUPART_OK;
+}
+
+static int eexist(const gpupart_partition *p) {
+  if (p->dev->ledger->shared)
+    return gpupart__fail(GPUPART_EEXIST, "partition_create: the shared partition '%s' has another limit or guarantee "
+                         "(another process or handle made it): pass the same ones, or leave limit and guarantee 0, "
+                         "to join it", p->name);
+  /* names are unique per physical device, across its handles */
+  return gpupart__fail(GPUPART_EEXIST, "partition_create: '%s' exists on this device (made through another handle "
+                       "of it)", p->name);
+}
+
+static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only) {
   gpupart_device *dev = p->dev;
-  int rc = name_partition(p, d);
-  if (rc == GPUPART_OK) rc = check_floor_locked(dev, r->guarantee);
+  int joined = 0, rc = name_partition(p, d);
   if (rc) return rc;
   if (gpupart__arena_init(&p->arena, dev)) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   gpupart__tlsf_set_user(p->arena.tlsf, p);
+  rc = join_shared(p, d, join_only, &joined);
+  if (rc || joined) return rc ? rc : append_locked(dev, p); /* a joined partition is never preallocated again */
+  if ((rc = check_floor_locked(dev, r->guarantee))) return rc;
   rc = dev->ledger->ops->add(dev->ledger, dev->member, p->name, r->limit, r->guarantee, &p->account);
-  if (rc == GPUPART_EEXIST) /* names are unique per physical device, across its handles */
-    return gpupart__fail(rc, "partition_create: '%s' exists on this device (made through another handle of it)",
-                         p->name);
+  if (rc == GPUPART_EEXIST) return eexist(p);
   if (rc == GPUPART_EINVAL)
     return gpupart__fail(rc, "partition_create: '%s' is too long a name for a shared ledger (63 bytes at most)", p->name);
   if (rc == GPUPART_ELIMIT)
     return gpupart__fail(rc, "partition_create: guarantee %llu would take the device's guarantees past its budget %llu",
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
-  if (rc) return gpupart__fail(rc, "partition_create: out of host memory");
+  if (rc) return gpupart__fail(rc, dev->ledger->shared ? "partition_create: out of host memory, or the shared "
+                               "ledger's tables (256 partitions, 512 shares) are full" : "partition_create: out of host memory");
   if (r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
   return rc ? rc : append_locked(dev, p);
 }
@@ -197,30 +226,36 @@ static gpupart_partition *take_configured(gpupart_device *dev, const gpupart_par
   return p;
 }
 
+/* Creates (or, in a shared ledger, joins) the partition of descriptor d; join_only: only
+ * joins one another process made. */
+static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join_only, gpupart_partition **out) {
+  resolved r = {0};
+  int rc = resolve(dev, d, &r);
+  if (rc) return rc;
+  gpupart_partition *p = take_configured(dev, d);
+  if (p) return gpupart__settings_adopted(p, d, r.limit, r.guarantee), *out = p, GPUPART_OK;
+  p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
+  if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
+  *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user};
+  gpupart__lock_init(&p->lock);
+  atomic_flag_clear(&p->reclaim_busy);
+  pthread_mutex_lock(&dev->slow);
+  rc = setup_locked(p, d, &r, join_only);
+  if (rc) discard_locked(dev, p);
+  pthread_mutex_unlock(&dev->slow);
+  if (rc == GPUPART_OK) *out = p;
+  return rc;
+}
+
 gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
                                               size_t desc_size, gpupart_partition **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
   *out = NULL;
   if (!dev) return gpupart__fail(GPUPART_EINVAL, "partition_create: dev is NULL");
   gpupart_partition_desc d;
-  resolved r = {0};
   int rc = gpupart__copy_in(&d, GPUPART__PARTITION_DESC_SIZE, desc, desc_size, GPUPART__PARTITION_DESC_SIZE_0_2,
                             "partition_create: gpupart_partition_desc");
-  if (rc == GPUPART_OK) rc = resolve(dev, &d, &r);
-  if (rc) return rc;
-  gpupart_partition *p = take_configured(dev, &d);
-  if (p) return gpupart__settings_adopted(p, &d, r.limit, r.guarantee), *out = p, GPUPART_OK;
-  p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
-  if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
-  *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d.reclaim, .reclaim_user = d.reclaim_user};
-  gpupart__lock_init(&p->lock);
-  atomic_flag_clear(&p->reclaim_busy);
-  pthread_mutex_lock(&dev->slow);
-  rc = setup_locked(p, &d, &r);
-  if (rc) discard_locked(dev, p);
-  pthread_mutex_unlock(&dev->slow);
-  if (rc == GPUPART_OK) *out = p;
-  return rc;
+  return rc ? rc : create(dev, &d, 0, out);
 }
 
 
@@ -267,25 +302,52 @@ gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name)
   if (!dev || !name) return NULL;
   pthread_mutex_lock(&dev->slow);
   gpupart_partition *p = find_locked(dev, name);
+  int joins = !p && dev->find_joins;
   pthread_mutex_unlock(&dev->slow);
-  return p;
+  if (!joins || !dev->ledger->ops->find(dev->ledger, name)) return p;
+  gpupart_partition_desc d = {.name = name}; /* another process's: this one joins it */
+  return create(dev, &d, 1, &p) == GPUPART_OK ? p : NULL;
+}
+
+/* Shared ledger: the partitions of the ledger this handle has none of, their names in
+ * names (cap of them; NULL when cap is 0); returns how many there are. Slow lock held. */
+static uint32_t others_locked(gpupart_device *dev, char (*names)[GPUPART__LEDGER_NAME_MAX], uint32_t cap) {
+  gpupart__ledger *l = dev->ledger;
+  uint32_t n = l->ops->list(l, 0, NULL, 0), k = 0;
+  gpupart__ledger_entry_info *all = n ? gpupart__host_calloc(&dev->ctx->mem, n, sizeof *all) : NULL;
+  if (!all) return 0;
+  uint32_t got = l->ops->list(l, 0, all, n);
+  if (got < n) n = got; /* some went meanwhile */
+  for (uint32_t i = 0; i < n; i++) {
+    if (find_locked(dev, all[i].name)) continue;
+    if (k < cap) memcpy(names[k], all[i].name, sizeof names[k]);
+    k++;
+  }
+  gpupart__host_free(&dev->ctx->mem, all);
+  return k;
 }
 
 uint32_t gpupart_partition_count(const gpupart_device *dev) {
   if (!dev) return 0;
   gpupart_device *d = (gpupart_device *)dev;
   pthread_mutex_lock(&d->slow);
-  uint32_t n = d->nparts;
+  uint32_t n = d->nparts + (d->find_joins ? others_locked(d, NULL, 0) : 0);
   pthread_mutex_unlock(&d->slow);
   return n;
 }
 
+/* The i-th partition; past this handle's own, in a shared ledger, the partitions of other
+ * processes, joined in the ledger's order until the i-th is this handle's. */
 gpupart_partition *gpupart_partition_at(gpupart_device *dev, uint32_t i) {
   if (!dev) return NULL;
-  pthread_mutex_lock(&dev->slow);
-  gpupart_partition *p = i < dev->nparts ? dev->parts[i] : NULL;
-  pthread_mutex_unlock(&dev->slow);
-  return p;
+  for (;;) {
+    char name[1][GPUPART__LEDGER_NAME_MAX];
+    pthread_mutex_lock(&dev->slow);
+    gpupart_partition *p = i < dev->nparts ? dev->parts[i] : NULL;
+    uint32_t others = !p && dev->find_joins ? others_locked(dev, name, 1) : 0;
+    pthread_mutex_unlock(&dev->slow);
+    if (p || !others || !gpupart_partition_find(dev, name[0])) return p;
+  }
 }
 
 const char *gpupart_partition_name(const gpupart_partition *p) { return p ? p->name : NULL; }

@@ -24,6 +24,7 @@ static void partition_stats_locked(const gpupart_partition *p, gpupart_stats *s)
   *s = (gpupart_stats){.limit = f.limit, .guarantee = f.guarantee, .peak_in_use = p->c.peak_in_use,
                        .reserved = p->arena.reserved, .peak_reserved = p->arena.peak_reserved,
                        .largest_free = gpupart__tlsf_largest_free(p->arena.tlsf)};
+  if (p->dev->ledger->shared) s->reserved = f.reserved, s->peak_reserved = f.peak_reserved; /* partition-wide */
   add_counters(s, &p->c);
 }
 
@@ -85,6 +86,7 @@ gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart
   d->ledger->ops->totals(d->ledger, &t);
   pthread_mutex_unlock(&d->slow);
   s.limit = t.limit, s.guarantee = t.guarantee, s.peak_reserved = t.peak_reserved;
+  if (d->ledger->shared) s.reserved = t.reserved; /* device-wide, across processes */
   s.peak_in_use = gpupart__peak_in_use(d);
   return gpupart__copy_out(out, out_size, &s, sizeof s, GPUPART__STATS_SIZE_0_2, "device_get_stats: gpupart_stats");
 }
@@ -94,9 +96,9 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   if (gpupart__arena_check(p, why, n)) return -1;
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  if (f.reserved != p->arena.reserved + p->arena.releasing)
+  if (f.own_reserved != p->arena.reserved + p->arena.releasing)
     return snprintf(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
-                    (unsigned long long)f.reserved, (unsigned long long)(p->arena.reserved + p->arena.releasing)), -1;
+                    (unsigned long long)f.own_reserved, (unsigned long long)(p->arena.reserved + p->arena.releasing)), -1;
   if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
     return snprintf(why, n, "partition '%s': a figure exceeds its peak", p->name), -1;
   if (p->charge < p->c.in_use)
@@ -104,6 +106,16 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations)
     return snprintf(why, n, "partition '%s': allocations minus frees differ from live", p->name), -1;
   return 0;
+}
+
+/* Whether p's account is the ledger's entry of its name. In a shared ledger two handles
+ * of this process may both have joined the partition (find names one of them): there,
+ * p's own share must be live. */
+static int is_ledger_entry(gpupart_device *d, const gpupart_partition *p) {
+  if (!d->ledger->shared) return d->ledger->ops->find(d->ledger, p->name) == p->account;
+  gpupart__ledger_figures f;
+  d->ledger->ops->get(d->ledger, p->account, &f);
+  return f.limit != 0 && d->ledger->ops->find(d->ledger, p->name) != NULL;
 }
 
 /* Slow lock held: this handle's ledger entries are its partitions, one for one (the
@@ -114,7 +126,7 @@ static int members_entries(gpupart_device *d, char *why, uint64_t n) {
     return snprintf(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries,
                     d->nparts), -1;
   for (uint32_t i = 0; i < d->nparts; i++)
-    if (d->ledger->ops->find(d->ledger, d->parts[i]->name) != d->parts[i]->account)
+    if (!is_ledger_entry(d, d->parts[i]))
       return snprintf(why, n, "partition '%s' is not the ledger's entry of that name", d->parts[i]->name), -1;
   return 0;
 }

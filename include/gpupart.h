@@ -234,8 +234,16 @@ typedef struct gpupart_device_desc {
    then hold across processes; partition names are unique across them (EEXIST); a process
    that dies, even killed, has its bytes returned. A ledger file of another user, with
    group or other permissions, or not written by this library is refused (ECONFIG,
-   ECORRUPT). Not implemented yet: joining another process's partition by name (so
-   gpupart_partition_find sees this process's partitions only). */
+   ECORRUPT). Creating a partition whose name another process already created joins it
+   (its descriptor must give the same limit and guarantee, or leave limit, fraction,
+   guarantee and guarantee_fraction 0; else EEXIST), and its limit is shared by all
+   members; gpupart_partition_find also finds partitions other processes created and
+   joins them, and gpupart_partition_count/_at list every partition of the ledger (at
+   joins one this process has none of, in the ledger's order); destroying a partition leaves it, and it disappears when its last member
+   leaves or dies. limit, guarantee, reserved and peak_reserved in stats are then
+   partition-wide (device-wide) across processes; the other figures this process's. An
+   OOM sequence that the budget refuses asks the other processes to trim at their next
+   allocation that misses its free blocks. */
 #define GPUPART_DEVICE_SHARED 0x1u
 
 /* Opens device desc->index of desc->backend and computes this process's budget. The index
@@ -350,16 +358,22 @@ GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, c
                                                           size_t desc_size, gpupart_partition **out);
 #define gpupart_partition_create(dev, desc, out) \
   gpupart_partition_create_sized((dev), (desc), sizeof(gpupart_partition_desc), (out))
-/* Returns every block to the driver and frees the partition. EBUSY (nothing freed) while
+/* Returns every block to the driver and frees the partition (with a shared ledger, this
+ * process leaves it; it goes with its last member). EBUSY (nothing freed) while
  * allocations are live, while one is in progress on it (in the out-of-memory sequence,
  * e.g. from a reclaim callback, or a gpupart_free still releasing its view or block), or
  * from its own reclaim callback. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_partition_destroy(gpupart_partition *p);
-/* The partition of dev (this handle) named name, or NULL (also for NULL arguments). */
+/* The partition of dev (this handle) named name, or NULL (also for NULL arguments). With
+ * a shared ledger, a partition of that name that only other processes have is joined and
+ * returned (GPUPART_DEVICE_SHARED); NULL when joining fails (gpupart_last_error says). */
 GPUPART_API gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name);
-/* Number of partitions of dev; 0 for NULL. */
+/* Number of partitions of dev; 0 for NULL. With a shared ledger: every partition of the
+ * ledger, this handle's and other processes' (GPUPART_DEVICE_SHARED). */
 GPUPART_API uint32_t gpupart_partition_count(const gpupart_device *dev);
-/* The i-th partition in creation (and configuration) order, or NULL when out of range. */
+/* The i-th partition in creation (and configuration) order, or NULL when out of range.
+ * With a shared ledger, past this handle's own come the other processes' partitions,
+ * joined as gpupart_partition_find joins them (each then is one of this handle's). */
 GPUPART_API gpupart_partition *gpupart_partition_at(gpupart_device *dev, uint32_t i);
 /* The partition's name (owned by the partition), or NULL for NULL. */
 GPUPART_API const char *gpupart_partition_name(const gpupart_partition *p);

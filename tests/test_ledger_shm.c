@@ -1,9 +1,15 @@
 /* The shared ledger (core/ledger_shm.c) across processes: two processes that open one
- * device with GPUPART_DEVICE_SHARED share its budget; a member killed with SIGKILL has its
- * bytes returned, also when killed at random points of a churn (most of them inside the
- * ledger's lock, so the EOWNERDEAD recovery runs), with no drift over 40 cycles; a ledger file that is corrupt, truncated, of the wrong mode or of another
- * user is refused with a clear error. Children are forked and report through their exit
- * status and a pipe; each test has its own ledger folder. */
+ * device with GPUPART_DEVICE_SHARED share its budget and guarantees; they join one
+ * partition by name and share its limit (a different descriptor is EEXIST; find joins
+ * another process's; the partition goes with its last member); four processes hammering
+ * one partition never take it past its limit; a member killed with SIGKILL has its bytes
+ * returned, also when killed at random points of a churn (many of them inside the
+ * ledger's lock, so the EOWNERDEAD recovery runs), with no drift over 200 forked and 30
+ * exec'd cycles; a trim asked by one process's OOM sequence is honoured by another; a
+ * ledger file that is corrupt, truncated, of the wrong mode or of another user is refused
+ * with a clear error. Children are forked (reporting through their exit status and a
+ * pipe) or exec'd (tests/shm_member.c, scripted by its arguments); each test has its own
+ * ledger folder. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "identity.h"
@@ -118,9 +125,10 @@ Test(ledger_shm, guarantees_hold_across_processes) {
   gpupart_context *ctx = shared_context();
   gpupart_device *dev = NULL;
   cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
-  gpupart_partition_desc pd = {.name = "theirs"};
+  gpupart_partition_desc pd = {.name = "theirs", .limit = 4 * MiB};
   gpupart_partition *p = NULL;
-  cr_expect_eq(gpupart_partition_create(dev, &pd, &p), GPUPART_EEXIST, "names are device-wide across processes");
+  cr_expect_eq(gpupart_partition_create(dev, &pd, &p), GPUPART_EEXIST, "another limit than the partition's");
+  cr_expect(message_has("leave limit and guarantee 0"), "%s", gpupart_last_error());
   p = test_partition(dev, "floor", 800 * MiB, 800 * MiB);
   gpupart_partition_desc big = {.name = "big", .guarantee = 300 * MiB};
   gpupart_partition *q = NULL;
@@ -267,7 +275,7 @@ static void child_churns(int ready) {
   gpupart_context *ctx = shared_context();
   gpupart_device *dev = NULL;
   gpupart_partition *p = NULL;
-  gpupart_partition_desc pd = {.name = "churn", .release_threshold = 1};
+  gpupart_partition_desc pd = {.name = "mine", .release_threshold = 1}; /* joins the parent's */
   if (!ctx || open_shared(ctx, &dev) || gpupart_partition_create(dev, &pd, &p)) _exit(2);
   char c = 1;
   if (write(ready, &c, 1) != 1) _exit(3);
@@ -284,7 +292,7 @@ Test(ledger_shm, members_killed_at_random_points_leave_no_drift, .timeout = 120)
   gpupart_partition_desc pd = {.name = "mine", .release_threshold = 1};
   gpupart_partition *p = make_partition(dev, &pd);
   srand(7);
-  for (int cycle = 0; cycle < 40; cycle++) {
+  for (int cycle = 0; cycle < 200; cycle++) {
     int r[2];
     cr_assert_eq(pipe(r), 0);
     pid_t pid = fork();
@@ -294,7 +302,7 @@ Test(ledger_shm, members_killed_at_random_points_leave_no_drift, .timeout = 120)
     char c;
     cr_assert_eq(read(r[0], &c, 1), 1, "cycle %d: the child started", cycle);
     close(r[0]);
-    usleep((useconds_t)(rand() % 3000)); /* somewhere in the churn, inside the lock or not */
+    usleep((useconds_t)(rand() % 1500)); /* somewhere in the churn, inside the lock or not */
     cr_assert_eq(kill(pid, SIGKILL), 0);
     cr_assert_eq(waitpid(pid, NULL, 0), pid);
     gpupart_allocation *a = alloc_ok(p, 1 * GiB); /* all of the budget: nothing of the child's stays */
@@ -304,4 +312,262 @@ Test(ledger_shm, members_killed_at_random_points_leave_no_drift, .timeout = 120)
   }
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* ---- exec'd members (tests/shm_member.c) ---- */
+
+typedef struct member {
+  pid_t pid;
+  int to, from; /* its stdin, its stdout */
+} member;
+
+/* Runs shm_member with this test's ledger folder and the steps, NULL-terminated. */
+static member spawn_member(const char *const *steps) {
+  const char *exe = getenv("GPUPART_TEST_SHM_MEMBER");
+  cr_assert_not_null(exe, "meson sets GPUPART_TEST_SHM_MEMBER");
+  char *argv[32] = {(char *)exe, dir};
+  for (int i = 0; steps[i]; i++) argv[i + 2] = (char *)steps[i];
+  int in[2], out[2];
+  cr_assert_eq(pipe(in), 0);
+  cr_assert_eq(pipe(out), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(in[0], 0), dup2(out[1], 1);
+    execv(exe, argv);
+    _exit(127);
+  }
+  close(in[0]), close(out[1]);
+  return (member){pid, in[1], out[0]};
+}
+
+static void await_ready(member *m) {
+  char line[16] = "";
+  cr_assert_gt(read(m->from, line, sizeof line - 1), 0, "the member reached its ready step");
+  cr_assert_str_eq(line, "ready\n");
+}
+
+static void release_member(member *m) { cr_assert_eq(write(m->to, "go\n", 3), 3); }
+
+/* Its exit code (128 + signal when killed). */
+static int reap_member(member *m) {
+  int status = 0;
+  cr_assert_eq(waitpid(m->pid, &status, 0), m->pid);
+  close(m->to), close(m->from);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int run_member(const char *const *steps) {
+  member m = spawn_member(steps);
+  return reap_member(&m);
+}
+
+static gpupart_stats part_stats(const gpupart_partition *p) {
+  gpupart_stats s;
+  cr_assert_eq(gpupart_partition_get_stats(p, &s), GPUPART_OK);
+  return s;
+}
+
+typedef struct shared_env {
+  gpupart_context *ctx;
+  gpupart_device *dev;
+} shared_env;
+
+static shared_env open_shared_env(void) {
+  shared_env e = {shared_context(), NULL};
+  cr_assert_not_null(e.ctx);
+  cr_assert_eq(open_shared(e.ctx, &e.dev), GPUPART_OK, "%s", gpupart_last_error());
+  return e;
+}
+
+static void close_shared_env(shared_env *e) {
+  test_check(e->dev);
+  cr_expect_eq(gpupart_device_close(e->dev), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(e->ctx), GPUPART_OK);
+}
+
+Test(ledger_shm, two_processes_join_one_partition_and_share_its_limit) {
+  shared_env e = open_shared_env();
+  gpupart_partition *p = test_partition(e.dev, "team", 512 * MiB, 0);
+  child c = spawn_holder("team", 300 * MiB); /* leaves limit and guarantee 0: joins */
+  gpupart_allocation *a = NULL;
+  cr_expect_eq(gpupart_alloc(p, 300 * MiB, 0, &a), GPUPART_ELIMIT, "300 + 300 MiB exceed the shared 512");
+  cr_expect_eq(part_stats(p).reserved, 300 * MiB, "reserved is partition-wide");
+  cr_expect_eq(part_stats(p).limit, 512 * MiB);
+  cr_expect_eq(part_stats(p).in_use, 0, "in_use is this process's");
+  a = alloc_ok(p, 200 * MiB);
+  test_check(e.dev);
+  char go = 1;
+  cr_assert_eq(write(c.go, &go, 1), 1);
+  cr_expect_eq(wait_child(&c), 0);
+  gpupart_free(a);
+  a = alloc_ok(p, 500 * MiB); /* the child's bytes are back */
+  gpupart_free(a);
+  close_shared_env(&e);
+}
+
+Test(ledger_shm, a_real_process_joins_with_the_same_figures_and_is_refused_with_others) {
+  shared_env e = open_shared_env();
+  gpupart_partition *p = test_partition(e.dev, "team", 512 * MiB, 128 * MiB);
+  gpupart_allocation *a = alloc_ok(p, 100 * MiB);
+  cr_expect_eq(run_member((const char *[]){"part", "team", "256", "128", NULL}), 11, "another limit is EEXIST");
+  cr_expect_eq(run_member((const char *[]){"part", "team", "512", "0", NULL}), 11, "another guarantee is EEXIST");
+  cr_expect_eq(run_member((const char *[]){"part", "team", "512", "128", "alloc", "400", "refuse", "20", NULL}), 0,
+               "the same figures join: 100 + 400 MiB of 512 held, 20 more refused");
+  cr_expect_eq(run_member((const char *[]){"part", "team", "0", "0", "reserved", "100", NULL}), 0,
+               "figures left 0 join whatever the partition has");
+  cr_expect_eq(dev_stats(e.dev).guarantee, 128 * MiB, "a joined partition's guarantee counts once");
+  gpupart_free(a);
+  close_shared_env(&e);
+}
+
+Test(ledger_shm, find_joins_a_partition_another_process_made) {
+  shared_env e = open_shared_env();
+  member m = spawn_member((const char *[]){"part", "theirs", "256", "0", "alloc", "100", "ready", "wait", NULL});
+  await_ready(&m);
+  gpupart_partition *p = gpupart_partition_find(e.dev, "theirs");
+  cr_assert_not_null(p, "%s", gpupart_last_error());
+  cr_expect_eq(part_stats(p).limit, 256 * MiB);
+  cr_expect_eq(part_stats(p).reserved, 100 * MiB, "the other process's bytes");
+  gpupart_allocation *a = NULL;
+  cr_expect_eq(gpupart_alloc(p, 200 * MiB, 0, &a), GPUPART_ELIMIT, "the limit is shared");
+  a = alloc_ok(p, 150 * MiB);
+  cr_expect_eq(gpupart_partition_count(e.dev), 1);
+  release_member(&m);
+  cr_expect_eq(reap_member(&m), 0);
+  cr_expect_eq(part_stats(p).reserved, 150 * MiB, "this process is a member: the partition stays");
+  gpupart_free(a);
+  cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK);
+  cr_expect_null(gpupart_partition_find(e.dev, "theirs"), "gone with its last member");
+  close_shared_env(&e);
+}
+
+Test(ledger_shm, destroying_a_joined_partition_leaves_it_to_the_others) {
+  shared_env e = open_shared_env();
+  member m = spawn_member((const char *[]){"part", "both", "256", "0", "alloc", "50", "ready", "wait",
+                                           "reserved", "50", NULL});
+  await_ready(&m);
+  gpupart_partition *p = test_partition(e.dev, "both", 256 * MiB, 0);
+  gpupart_free(alloc_ok(p, 100 * MiB));
+  cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK);
+  p = gpupart_partition_find(e.dev, "both");
+  cr_assert_not_null(p, "the other member keeps it");
+  cr_expect_eq(part_stats(p).reserved, 50 * MiB);
+  cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK);
+  release_member(&m);
+  cr_expect_eq(reap_member(&m), 0, "its figures are its own again");
+  p = test_partition(e.dev, "both", 64 * MiB, 0); /* gone: a new one, any figures */
+  cr_expect_eq(part_stats(p).limit, 64 * MiB);
+  close_shared_env(&e);
+}
+
+Test(ledger_shm, four_processes_hammering_one_partition_never_pass_its_limit, .timeout = 120) {
+  shared_env e = open_shared_env();
+  gpupart_partition *p = test_partition(e.dev, "hot", 256 * MiB, 0);
+  member m[4];
+  const char *seeds[4] = {"1", "2", "3", "4"};
+  for (int i = 0; i < 4; i++)
+    m[i] = spawn_member((const char *[]){"part", "hot", "256", "0", "hammer", "3000", seeds[i], "check", NULL});
+  for (int i = 0; i < 200; i++) { /* this process reads the shared figures meanwhile */
+    gpupart_stats s = part_stats(p);
+    cr_assert_leq(s.reserved, s.limit, "read %d: reserved %llu", i, (unsigned long long)s.reserved);
+  }
+  for (int i = 0; i < 4; i++) cr_expect_eq(reap_member(&m[i]), 0, "member %d stayed within the limit", i);
+  cr_expect_eq(part_stats(p).reserved, 0);
+  cr_expect_gt(part_stats(p).peak_reserved, 128 * MiB, "they did contend");
+  close_shared_env(&e);
+}
+
+Test(ledger_shm, real_processes_killed_at_random_points_leave_no_drift, .timeout = 120) {
+  shared_env e = open_shared_env();
+  gpupart_partition_desc pd = {.name = "mine", .release_threshold = 1};
+  gpupart_partition *p = make_partition(e.dev, &pd);
+  srand(11);
+  for (int cycle = 0; cycle < 30; cycle++) {
+    member m = spawn_member((const char *[]){"part", "mine", "0", "0", "ready", "hammer", "1000000", "5", NULL});
+    await_ready(&m);
+    usleep((useconds_t)(rand() % 3000));
+    cr_assert_eq(kill(m.pid, SIGKILL), 0);
+    cr_assert_eq(reap_member(&m), 128 + SIGKILL, "cycle %d: killed mid-run", cycle);
+    gpupart_allocation *a = alloc_ok(p, 1 * GiB); /* the whole budget: nothing of the member stays */
+    test_check(e.dev);
+    gpupart_free(a);
+  }
+  close_shared_env(&e);
+}
+
+Test(ledger_shm, a_trim_asked_by_another_process_is_honoured) {
+  shared_env e = open_shared_env();
+  gpupart_partition *idle = test_partition(e.dev, "idle", 0, 0); /* keeps emptied blocks cached */
+  gpupart_free(alloc_ok(idle, 800 * MiB));
+  cr_expect_eq(part_stats(idle).reserved, 800 * MiB, "cached after the free");
+  member m = spawn_member((const char *[]){"part", "needy", "0", "0", "refuse", "600", "ready", "wait",
+                                           "alloc", "600", NULL});
+  await_ready(&m); /* its refusal asked this process to trim */
+  gpupart_partition *other = test_partition(e.dev, "other", 0, 0);
+  gpupart_allocation *a = alloc_ok(other, 2 * MiB); /* a growth: the slow path honours the request */
+  cr_expect_eq(part_stats(idle).reserved, 0, "the cached blocks went back");
+  release_member(&m);
+  cr_expect_eq(reap_member(&m), 0, "the other process got its 600 MiB");
+  gpupart_free(a);
+  close_shared_env(&e);
+}
+
+Test(ledger_shm, a_hundred_dead_members_are_reclaimed_by_one_call) {
+  shared_env e = open_shared_env();
+  for (int i = 0; i < 100; i++) {
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* a member holding 8 MiB, gone without closing */
+      gpupart_context *ctx = shared_context();
+      gpupart_device *dev = NULL;
+      gpupart_partition *p = NULL;
+      gpupart_allocation *a = NULL;
+      gpupart_partition_desc pd = {.name = "dead"};
+      _exit(!ctx || open_shared(ctx, &dev) || gpupart_partition_create(dev, &pd, &p) || gpupart_alloc(p, 8 * MiB, 0, &a));
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "member %d", i);
+  }
+  cr_expect_eq(dev_stats(e.dev).reserved, 0, "one read of the ledger returned all 800 MiB");
+  gpupart_free(alloc_ok(test_partition(e.dev, "all", 0, 0), 1 * GiB));
+  close_shared_env(&e);
+}
+
+Test(ledger_shm, two_handles_of_one_process_join_one_shared_partition) {
+  shared_env e = open_shared_env();
+  gpupart_device *second = NULL;
+  cr_assert_eq(open_shared(e.ctx, &second), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(e.dev, "both", 256 * MiB, 0);
+  gpupart_partition *q = test_partition(second, "both", 256 * MiB, 0); /* joins */
+  gpupart_allocation *a = alloc_ok(p, 100 * MiB), *b = alloc_ok(q, 100 * MiB);
+  cr_expect_eq(part_stats(p).reserved, 200 * MiB);
+  test_check(e.dev);
+  test_check(second);
+  gpupart_free(a), gpupart_free(b);
+  cr_expect_eq(gpupart_device_close(second), GPUPART_OK, "%s", gpupart_last_error());
+  close_shared_env(&e);
+}
+
+Test(ledger_shm, count_and_at_list_every_partition_of_the_ledger) {
+  shared_env e = open_shared_env();
+  member m = spawn_member((const char *[]){"part", "a", "64", "0", "ready", "wait", NULL});
+  await_ready(&m);
+  member n = spawn_member((const char *[]){"part", "b", "64", "0", "ready", "wait", NULL});
+  await_ready(&n);
+  test_partition(e.dev, "mine", 64 * MiB, 0);
+  cr_assert_eq(gpupart_partition_count(e.dev), 3, "this handle's and the two others'");
+  int seen_a = 0, seen_b = 0;
+  for (uint32_t i = 0; i < gpupart_partition_count(e.dev); i++) {
+    gpupart_partition *p = gpupart_partition_at(e.dev, i);
+    cr_assert_not_null(p, "at %u: %s", i, gpupart_last_error());
+    seen_a += !strcmp(gpupart_partition_name(p), "a"), seen_b += !strcmp(gpupart_partition_name(p), "b");
+  }
+  cr_expect(seen_a == 1 && seen_b == 1);
+  cr_expect_null(gpupart_partition_at(e.dev, 3));
+  release_member(&m), release_member(&n);
+  cr_expect_eq(reap_member(&m), 0);
+  cr_expect_eq(reap_member(&n), 0);
+  close_shared_env(&e);
 }
