@@ -123,8 +123,8 @@ static int reap_locked(shm_ledger *L) {
   return reaped;
 }
 
-static int lock_ledger(shm_ledger *L) {
-  int rc = pthread_mutex_lock(&L->h->lock);
+/* rc from locking: EOWNERDEAD (a holder died) is recovered from, and becomes 0. */
+static int recover_if_owner_died(shm_ledger *L, int rc) {
   if (rc == EOWNERDEAD) {
     reap_locked(L);
     recompute_locked(L->h);
@@ -133,6 +133,8 @@ static int lock_ledger(shm_ledger *L) {
   }
   return rc;
 }
+
+static int lock_ledger(shm_ledger *L) { return recover_if_owner_died(L, pthread_mutex_lock(&L->h->lock)); }
 
 static void unlock_ledger(shm_ledger *L) { pthread_mutex_unlock(&L->h->lock); }
 
@@ -490,8 +492,9 @@ static int create_file(shm_ledger *L, const char *path, const char *dir, uint64_
   return GPUPART_OK;
 }
 
-/* An existing file: its header must be this library's, for this device. */
-static int attach_file(shm_ledger *L, const char *path, const struct stat *st) {
+/* An existing file of st's size mapped into L->h, if its size and header are this
+ * library's (any device's). */
+static int map_checked(shm_ledger *L, const char *path, const struct stat *st) {
   if ((uint64_t)st->st_size != sizeof *L->h)
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s has %lld bytes, not the %zu of a gpupart ledger: refused", path,
                          (long long)st->st_size, sizeof *L->h);
@@ -502,6 +505,14 @@ static int attach_file(shm_ledger *L, const char *path, const struct stat *st) {
       h->entries != SHM_ENTRIES)
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: not a gpupart %u ledger (bad magic, version or size): refused",
                          path, SHM_VERSION);
+  return GPUPART_OK;
+}
+
+/* An existing file: its header must be this library's, for this device. */
+static int attach_file(shm_ledger *L, const char *path, const struct stat *st) {
+  int rc = map_checked(L, path, st);
+  if (rc) return rc;
+  const shm_header *h = L->h;
   if (strncmp(h->identity, L->base.id.key, sizeof h->identity) || !h->budget)
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s is not the ledger of %s: refused", path, L->base.id.key);
   return GPUPART_OK;
