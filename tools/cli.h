@@ -32,5 +32,6 @@ void human_bytes(uint64_t bytes, char *buf, size_t n);
 int cmd_devices(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif

@@ -19,6 +19,8 @@ static const char usage[] =
     "  config [--json] [--device B:I]      the effective policy for a device, and where\n"
     "                                      each value came from\n"
     "  check-config FILE                   validate a configuration file\n"
+    "  top [--once] [--json]               the shared devices' partitions and processes,\n"
+    "                                      live\n"
     "\n"
     "'gpupart COMMAND --help' describes one command. The policy comes from the GPUPART_*\n"
     "environment variables and the INI file that GPUPART_CONFIG names (see gpupart(1) and\n"
@@ -110,7 +112,7 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
-  } commands[] = {{"devices", cmd_devices}, {"config", cmd_config}, {"check-config", cmd_check_config}};
+  } commands[] = {{"devices", cmd_devices}, {"config", cmd_config}, {"check-config", cmd_check_config}, {"top", cmd_top}};
   if (argc < 2) return fputs(usage, stderr), EXIT_USAGE;
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(usage, stdout), EXIT_OK;
   if (strcmp(argv[1], "--version") == 0) return version();

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The gpupart command tested as users run it: real processes, real environment variables
 and files, exit codes, JSON parsed (duplicate keys rejected), and error messages that name
-the file and line. Usage: test_cli.py PATH/TO/gpupart"""
+the file and line. gpupart top, metrics and exporter are run against real processes that hold memory in a
+shared simulated device (the holder program) with a temporary ledger folder.
+Usage: test_cli.py PATH/TO/gpupart PATH/TO/holder"""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,7 +61,7 @@ def test_version_and_help():
     out, _ = expect_rc(["--help"], 0)
     for word in ("devices", "config", "check-config", "exit status", "GPUPART_CONFIG"):
         check(word in out, f"--help mentions {word}", out)
-    for cmd in ("devices", "config", "check-config"):
+    for cmd in ("devices", "config", "check-config", "top"):
         out, _ = expect_rc([cmd, "--help"], 0)
         check(out.startswith(f"usage: gpupart {cmd}"), f"{cmd} --help", out)
 
@@ -303,9 +306,150 @@ def test_config_visible_devices():
     check(parse_json(out)["index"] == 3, "program index 0 is the first visible device", out)
 
 
+# ---- gpupart top, metrics, exporter: against real processes sharing a sim device ----
+
+class Holders:
+    """Processes holding memory in shared sim device 0 (TOTAL MiB) of a temporary ledger
+    folder; each spec is NAME:LIMIT:GUARANTEE:ALLOC in MiB. Released on exit."""
+
+    def __init__(self, *processes, total=1024):
+        self.dir = tempfile.mkdtemp(prefix="gpupart-top-")
+        self.procs = []
+        for specs in processes:
+            p = subprocess.Popen([HOLDER, self.dir, str(total), *specs], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.procs.append(p)
+            line = p.stdout.readline()
+            if line != "ready\n":
+                raise RuntimeError(f"holder {specs}: {line!r} {p.stderr.read()}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            if p.poll() is None:
+                p.stdin.close()
+                p.wait(timeout=30)
+        subprocess.run(["rm", "-rf", self.dir])
+
+    def env(self):
+        return {"GPUPART_LEDGER_DIR": self.dir}
+
+
+def top_json(h, *extra):
+    out, err = expect_rc(["top", "--json", *extra], 0, env=h.env())
+    return parse_json(out)
+
+
+def test_top_json_shows_every_process_and_partition():
+    with Holders(["train:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h:
+        snap = top_json(h)
+        check(snap["ledger_dir"] == h.dir and len(snap["devices"]) == 1, "one shared device", snap)
+        d = snap["devices"][0]
+        check(d["status"] == "ok" and d["consistent"] and d["error"] is None, "device read whole", d)
+        check(d["identity"] == "sim:0:1073741824" and d["backend"] == "sim" and d["index"] == 0, "labels", d)
+        check(d["budget"] == GIB and d["guarantees"] == 128 * MIB, "budget and guarantees", d)
+        parts = {p["name"]: p for p in d["partitions"]}
+        check(sorted(parts) == ["eval", "other", "train"], "every partition of both processes", d)
+        pids = [p.pid for p in h.procs]
+        check(parts["train"]["limit"] == 512 * MIB and parts["train"]["guarantee"] == 128 * MIB, "train figures", d)
+        check(parts["eval"]["limit"] == GIB and parts["other"]["limit"] == 256 * MIB, "limits", d)
+        for name, mib in (("train", 200), ("eval", 64), ("other", 100)):
+            check(parts[name]["reserved"] >= mib * MIB and parts[name]["peak_reserved"] >= parts[name]["reserved"],
+                  f"{name} reserved", d)
+            check(parts[name]["in_use"] is None, "in use is not in the ledger", d)
+        check(parts["train"]["pid"] == pids[0] and parts["other"]["pid"] == pids[1], "owners' pids", d)
+        check(d["reserved"] == sum(p["reserved"] for p in d["partitions"]), "sums", d)
+        members = {m["pid"]: m for m in d["members"]}
+        check(sorted(members) == sorted(pids), "both processes are members", d)
+        check(all(m["alive"] and m["command"] == "cli_holder" for m in members.values()), "alive, named", d)
+        check(members[pids[0]]["partitions"] == 2 and members[pids[1]]["reserved"] == parts["other"]["reserved"],
+              "member figures", d)
+
+
+def test_top_once_prints_one_frame():
+    with Holders(["train:512:128:200"], ["other:256:0:100"]) as h:
+        out, _ = expect_rc(["top", "--once", "--ledger-dir", h.dir], 0)
+        check(out.count("gpupart top") == 1 and "\033" not in out, "one frame, no escapes", out)
+        check(re.search(r"^DEVICE sim:0:1073741824  \(sim 0\)$", out, re.M), "device line", out)
+        check(re.search(r"budget 1 GiB  guaranteed 128 MiB", out), "budget line", out)
+        check(re.search(rf"^  train\s+512 MiB\s+128 MiB\s+200 MiB\s+-\s+200 MiB\s+{h.procs[0].pid}$", out, re.M),
+              "train row", out)
+        check(re.search(rf"^  {h.procs[1].pid}\s+cli_holder\s+yes\s+1\s+100 MiB$", out, re.M), "member row", out)
+
+
+def test_top_shows_a_killed_member_as_dead():
+    with Holders(["train:512:0:200"], ["victim:512:0:300"]) as h:
+        victim = h.procs[1]
+        victim.kill()
+        victim.wait(timeout=30)
+        d = top_json(h)["devices"][0]
+        check(d["status"] == "ok" and d["consistent"], "read whole after the kill", d)
+        dead = [m for m in d["members"] if m["pid"] == victim.pid]
+        check(dead and not dead[0]["alive"] and dead[0]["command"] is None, "the killed member is dead", d)
+        alive = [m for m in d["members"] if m["pid"] == h.procs[0].pid]
+        check(alive and alive[0]["alive"], "the other stays alive", d)
+
+
+def test_top_refuses_hostile_ledger_files_and_goes_on():
+    with Holders(["train:512:0:2"]) as h:
+        uid = os.geteuid()
+        junk = os.path.join(h.dir, f"gpupart-{uid}-junk.ledger")
+        with open(junk, "wb") as f:
+            f.write(b"\x5a" * 4096)
+        os.chmod(junk, 0o600)
+        loose = os.path.join(h.dir, f"gpupart-{uid}-loose.ledger")
+        with open(loose, "wb") as f:
+            f.write(b"")
+        os.chmod(loose, 0o644)
+        with open(os.path.join(h.dir, "gpupart-99999-other.ledger"), "wb") as f:
+            f.write(b"x")
+        devices = {d["file"]: d for d in top_json(h)["devices"]}
+        check(len(devices) == 3, "this user's three files, not the other user's", devices)
+        bad = devices.get(os.path.basename(junk), {})
+        check(bad.get("status") == "refused" and "bytes" in (bad.get("error") or ""), "junk refused", bad)
+        check(bad.get("budget", 0) is None and bad.get("partitions") == [], "no figures from junk", bad)
+        mode = devices.get(os.path.basename(loose), {})
+        check(mode.get("status") == "refused" and "0600" in (mode.get("error") or ""), "mode refused", mode)
+        good = [d for d in devices.values() if d["status"] == "ok"]
+        check(len(good) == 1 and good[0]["partitions"][0]["name"] == "train", "the good one still shown", devices)
+        out, _ = expect_rc(["top", "--once"], 0, env=h.env())
+        check(re.search(r"^DEVICE gpupart-\d+-junk.ledger  refused: ledger .* bytes", out, re.M), "text refusal", out)
+
+
+def test_top_redraws_until_interrupted():
+    with Holders(["train:512:0:2"]) as h:
+        p = subprocess.Popen([GPUPART, "top", "--interval", "0.1", "--ledger-dir", h.dir], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        frames = 0
+        for line in p.stdout:
+            frames += line.startswith("gpupart top")
+            if frames == 3:
+                break
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=30)
+        check(frames == 3 and rc == 0, f"live top: {frames} frames, exit {rc}", p.stderr.read())
+
+
+def test_top_bad_usage_and_missing_folder():
+    for args in (["--interval", "0"], ["--interval", "x"], ["--interval"], ["--bogus"], ["--once", "extra"]):
+        expect_rc(["top", *args], 2)
+    _, err = expect_rc(["top", "--once", "--ledger-dir", "/nonexistent/gpupart"], 1)
+    check("/nonexistent/gpupart" in err, "the folder is named", err)
+    d = tempfile.mkdtemp()
+    try:
+        out, _ = expect_rc(["top", "--json", "--ledger-dir", d], 0)
+        check(parse_json(out)["devices"] == [], "an empty folder has no devices", out)
+    finally:
+        os.rmdir(d)
+
+
 def main():
     global GPUPART
     GPUPART = os.path.abspath(sys.argv[1])
+    global HOLDER
+    HOLDER = os.path.abspath(sys.argv[2])
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
     for t in tests:
         before = len(failures)
