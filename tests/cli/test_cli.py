@@ -7,6 +7,7 @@ Usage: test_cli.py PATH/TO/gpupart PATH/TO/holder"""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,7 +62,7 @@ def test_version_and_help():
     out, _ = expect_rc(["--help"], 0)
     for word in ("devices", "config", "check-config", "exit status", "GPUPART_CONFIG"):
         check(word in out, f"--help mentions {word}", out)
-    for cmd in ("devices", "config", "check-config", "top"):
+    for cmd in ("devices", "config", "check-config", "top", "metrics"):
         out, _ = expect_rc([cmd, "--help"], 0)
         check(out.startswith(f"usage: gpupart {cmd}"), f"{cmd} --help", out)
 
@@ -443,6 +444,108 @@ def test_top_bad_usage_and_missing_folder():
         check(parse_json(out)["devices"] == [], "an empty folder has no devices", out)
     finally:
         os.rmdir(d)
+
+
+def promtool_check(text, what):
+    """promtool check metrics (Prometheus' own parser and linter) on text."""
+    promtool = shutil.which("promtool")
+    if not promtool:
+        print(f"SKIP promtool check of {what}: promtool is not installed (Debian package prometheus)")
+        return
+    p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and not p.stdout.strip() and not p.stderr.strip(), f"promtool accepts {what}",
+          p.stdout + p.stderr + text)
+
+
+def parse_metrics(text):
+    """The families as prometheus_client's parser (independent of promtool) reads them:
+    {name: (type, help, [(labels, value)])}, or None when it is not installed."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:  # a python3 not Debian's (pyenv, venv) can still use Debian's pure-Python package
+        sys.path.append("/usr/lib/python3/dist-packages")
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        print("SKIP prometheus_client parse: python3-prometheus-client is not installed")
+        return None
+    return {f.name: (f.type, f.documentation, [(s.labels, s.value) for s in f.samples])
+            for f in text_string_to_metric_families(text)}
+
+
+def samples_of(families, name, **labels):
+    return [v for ls, v in families[name][2] if all(ls.get(k) == w for k, w in labels.items())]
+
+
+def test_metrics_pass_promtool_and_an_independent_parser():
+    odd = 'we"ird\\na\u00e9me'
+    with Holders([f"{odd}:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h:
+        out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+        promtool_check(out, "gpupart metrics")
+        names = re.findall(r"^# TYPE (\S+) (\S+)$", out, re.M)
+        check(len(names) >= 15 and all(n.startswith("gpupart_") for n, _ in names), "gpupart_ names", out)
+        check(all(re.search(rf"^# HELP {n} \S", out, re.M) for n, _ in names), "every family has HELP", out)
+        fam = parse_metrics(out)
+        if fam is None:
+            return
+        dev = {"device": "sim:0:1073741824", "backend": "sim", "index": "0"}
+        check(samples_of(fam, "gpupart_device_budget_bytes", **dev) == [GIB], "budget", out)
+        check(samples_of(fam, "gpupart_device_guarantee_bytes", **dev) == [128 * MIB], "guarantees", out)
+        pids = [str(p.pid) for p in h.procs]
+        for part, pid, limit, guarantee, mib in ((odd, pids[0], 512, 128, 200), ("eval", pids[0], 1024, 0, 64),
+                                                  ("other", pids[1], 256, 0, 100)):
+            sel = dict(dev, partition=part, pid=pid)
+            check(samples_of(fam, "gpupart_partition_limit_bytes", **sel) == [limit * MIB], f"{part} limit", out)
+            check(samples_of(fam, "gpupart_partition_guarantee_bytes", **sel) == [guarantee * MIB],
+                  f"{part} guarantee", out)
+            r = samples_of(fam, "gpupart_partition_reserved_bytes", **sel)
+            check(len(r) == 1 and r[0] >= mib * MIB, f"{part} reserved", out)
+            pk = samples_of(fam, "gpupart_partition_peak_reserved_bytes", **sel)
+            check(len(pk) == 1 and pk[0] >= r[0], f"{part} peak", out)
+        m = samples_of(fam, "gpupart_member_reserved_bytes", pid=pids[1], command="cli_holder")
+        check(m == samples_of(fam, "gpupart_partition_reserved_bytes", partition="other"), "member reserved", out)
+        check(samples_of(fam, "gpupart_member_alive", pid=pids[0]) == [1], "member alive", out)
+        total = sum(samples_of(fam, "gpupart_partition_reserved_bytes"))
+        check(samples_of(fam, "gpupart_device_reserved_bytes") == [total], "device reserved is the sum", out)
+        check(all(t == "gauge" for t, _, _ in fam.values()), "gauges", out)
+
+
+def test_metrics_show_refused_ledgers_as_down():
+    with Holders(["train:512:0:2"]) as h:
+        junk = os.path.join(h.dir, f"gpupart-{os.geteuid()}-junk.ledger")
+        with open(junk, "wb") as f:
+            f.write(b"\x00" * 100)
+        os.chmod(junk, 0o600)
+        out, _ = expect_rc(["metrics"], 0, env=h.env())
+        promtool_check(out, "metrics with a refused ledger")
+        check(re.search(r'^gpupart_ledger_up\{file="gpupart-\d+-junk.ledger",device=""\} 0$', out, re.M), "down", out)
+        check(re.search(r'^gpupart_ledger_up\{file="gpupart-\d+-sim_0_1073741824.ledger",.*\} 1$', out, re.M), "up", out)
+        check(re.search(r"^gpupart_ledgers 2$", out, re.M), "two files", out)
+        check(out.count("gpupart_partition_limit_bytes{") == 1, "only the good ledger's partition", out)
+
+
+def test_metrics_output_replaces_the_file_whole():
+    with Holders(["train:512:0:2"]) as h:
+        target = os.path.join(h.dir, "gpupart.prom")
+        with open(target, "w") as f:
+            f.write("old\n")
+        os.chmod(target, 0o600)
+        out, err = expect_rc(["metrics", "--output", target], 0, env=h.env())
+        check(out == "" and err == "", "nothing printed", out + err)
+        text = open(target).read()
+        check(text.startswith("# HELP gpupart_") and "gpupart_partition_limit_bytes{" in text, "file written", text)
+        promtool_check(text, "the --output file")
+        left = [n for n in os.listdir(h.dir) if n.startswith("gpupart.prom.")]
+        check(not left, "no temporary file left", left)
+        mode = os.stat(target).st_mode & 0o777
+        umask = os.umask(0)
+        os.umask(umask)
+        check(mode == 0o666 & ~umask, f"mode {mode:o} follows the umask {umask:o}", "")
+        _, err = expect_rc(["metrics", "--output", "/nonexistent/dir/x.prom"], 1, env=h.env())
+        check("/nonexistent/dir/x.prom" in err, "the file is named", err)
+        expect_rc(["metrics", "--output"], 2)
+        expect_rc(["metrics", "--output="], 2)
+        expect_rc(["metrics", "--bogus"], 2)
 
 
 def main():
