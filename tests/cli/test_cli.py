@@ -4,14 +4,18 @@ and files, exit codes, JSON parsed (duplicate keys rejected), and error messages
 the file and line. gpupart top, metrics and exporter are run against real processes that hold memory in a
 shared simulated device (the holder program) with a temporary ledger folder.
 Usage: test_cli.py PATH/TO/gpupart PATH/TO/holder"""
+import concurrent.futures
 import json
 import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -62,7 +66,7 @@ def test_version_and_help():
     out, _ = expect_rc(["--help"], 0)
     for word in ("devices", "config", "check-config", "exit status", "GPUPART_CONFIG"):
         check(word in out, f"--help mentions {word}", out)
-    for cmd in ("devices", "config", "check-config", "top", "metrics"):
+    for cmd in ("devices", "config", "check-config", "top", "metrics", "exporter"):
         out, _ = expect_rc([cmd, "--help"], 0)
         check(out.startswith(f"usage: gpupart {cmd}"), f"{cmd} --help", out)
 
@@ -546,6 +550,154 @@ def test_metrics_output_replaces_the_file_whole():
         expect_rc(["metrics", "--output"], 2)
         expect_rc(["metrics", "--output="], 2)
         expect_rc(["metrics", "--bogus"], 2)
+
+
+class Exporter:
+    """gpupart exporter on 127.0.0.1, a port the kernel picks, over h's ledger folder."""
+
+    def __init__(self, h):
+        self.p = subprocess.Popen([GPUPART, "exporter", "--listen", "127.0.0.1:0", "--ledger-dir", h.dir],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        m = re.fullmatch(r"gpupart exporter: listening on http://127\.0\.0\.1:(\d+)/\n", line)
+        if not m:
+            self.p.kill()
+            raise RuntimeError(f"exporter did not start: {line!r} {self.p.stderr.read()}")
+        self.port = int(m.group(1))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        self.rc = self.p.wait(timeout=30)
+
+    def raw(self, data, timeout=20):
+        """Sends data, returns (status, headers, body) of the reply; status None when none came."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as c:
+            c.sendall(data)
+            reply = b""
+            try:
+                while chunk := c.recv(65536):
+                    reply += chunk
+            except ConnectionResetError:
+                pass
+        head, _, body = reply.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        m = re.fullmatch(r"HTTP/1\.1 (\d{3}) .+", lines[0])
+        headers = dict(l.split(": ", 1) for l in lines[1:] if ": " in l)
+        return (int(m.group(1)) if m else None), headers, body
+
+    def get(self, path, method="GET"):
+        return self.raw(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+
+
+def test_exporter_serves_metrics_page_and_json():
+    with Holders(["train:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h, Exporter(h) as e:
+        status, headers, body = e.get("/metrics")
+        check(status == 200 and headers.get("Content-Type", "").startswith("text/plain; version=0.0.4"),
+              "/metrics", headers)
+        check(int(headers.get("Content-Length", -1)) == len(body), "Content-Length", headers)
+        text = body.decode()
+        promtool_check(text, "/metrics")
+        fam = parse_metrics(text)
+        if fam is not None:
+            r = samples_of(fam, "gpupart_partition_reserved_bytes", partition="train")
+            check(len(r) == 1 and r[0] >= 200 * MIB, "train reserved over HTTP", text)
+        status, headers, page = e.get("/")
+        page = page.decode()
+        check(status == 200 and headers.get("Content-Type") == "text/html; charset=utf-8", "/", headers)
+        check('<meta http-equiv="refresh"' in page, "the page reloads itself", page)
+        check(not re.search(r"https?://|<script|<link|src=|@import|url\(", page), "no external assets", page)
+        check("default-src 'none'" in headers.get("Content-Security-Policy", ""), "CSP forbids fetching", headers)
+        snap = parse_json(e.get("/top.json")[2])
+        parts = {p["name"]: p for p in snap["devices"][0]["partitions"]}
+        budget = snap["devices"][0]["budget"]
+        for name in ("train", "eval", "other"):
+            p = parts[name]
+            row = re.search(rf'<tr><td class="n">{name}</td>(.*?)</tr>', page)
+            check(row, f"a row for {name}", page)
+            if not row:
+                continue
+            limit_w = re.search(r'class="limit" style="width:([\d.]+)%"', row.group(1))
+            res_w = re.search(r'class="reserved" style="width:([\d.]+)%"', row.group(1))
+            check(limit_w and abs(float(limit_w.group(1)) - 100 * p["limit"] / budget) < 0.01, f"{name} limit bar",
+                  row.group(1))
+            check(res_w and abs(float(res_w.group(1)) - 100 * p["reserved"] / budget) < 0.01, f"{name} reserved bar",
+                  row.group(1))
+            g = re.search(r'class="guarantee" style="left:([\d.]+)%"', row.group(1))
+            check((g is not None) == (p["guarantee"] > 0), f"{name} guarantee mark", row.group(1))
+        status, headers, body = e.get("/", method="HEAD")
+        check(status == 200 and body == b"" and int(headers["Content-Length"]) == len(page.encode()), "HEAD", headers)
+        check(e.get("/metrics?x=1")[0] == 200, "a query is ignored", "")
+    check(e.rc == 0, f"SIGTERM exits 0, not {e.rc}", "")
+
+
+def test_exporter_answers_malformed_requests_and_survives():
+    with Holders(["train:512:0:2"]) as h, Exporter(h) as e:
+        cases = [
+            (b"garbage\r\n\r\n", 400), (b"GET / HTTP/2.0\r\n\r\n", 400), (b"GET nopath HTTP/1.1\r\n\r\n", 400),
+            (b"GET  / HTTP/1.1\r\n\r\n", 400), (b"GET / HTTP/1.1 extra\r\n\r\n", 400),
+            (b"GET /\x00 HTTP/1.1\r\n\r\n", 400), (b"\xff\xfe\x00\x01\r\n\r\n", 400),
+            (b"GET /" + b"a" * 2000 + b" HTTP/1.1\r\n\r\n", 400),
+            (b"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", 405), (b"DELETE / HTTP/1.1\r\n\r\n", 405),
+            (b"GET /nope HTTP/1.1\r\n\r\n", 404), (b"GET /metrics/../x HTTP/1.1\r\n\r\n", 404),
+            (b"GET / HTTP/1.1\r\nX: " + b"y" * 9000 + b"\r\n\r\n", 431),
+            (b"GET / HTTP/1.0\n\n", 200),
+        ]
+        for data, want in cases:
+            status, headers, _ = e.raw(data)
+            check(status == want, f"{data[:40]!r}: {status}, wanted {want}", headers)
+            if want == 405:
+                check(headers.get("Allow") == "GET, HEAD", "405 names the methods", headers)
+        with socket.create_connection(("127.0.0.1", e.port)) as c:  # a client that goes away at once
+            pass
+        c = socket.create_connection(("127.0.0.1", e.port))
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.sendall(b"GET / HT")
+        c.close()  # a reset in the middle of a request
+        check(e.get("/metrics")[0] == 200, "still serving after the abuse", "")
+        check(e.p.poll() is None, "the exporter is alive", "")
+
+
+def test_exporter_bounds_connections_and_slow_clients():
+    with Holders(["train:512:0:2"]) as h, Exporter(h) as e:
+        idle = [socket.create_connection(("127.0.0.1", e.port), timeout=20) for _ in range(32)]
+        for c in idle:
+            c.sendall(b"GET / HTTP/1.1\r\n")  # never finished
+        for _ in range(100):  # until the exporter has accepted them all (a free slot still answers 200)
+            status, _, _ = e.get("/metrics")
+            if status == 503:
+                break
+            time.sleep(0.1)
+        check(status == 503, f"the 33rd connection is turned away, not {status}", "")
+        reply = idle[0].recv(4096)  # the exporter's deadline closes a request that never ends
+        check(reply.startswith(b"HTTP/1.1 408 "), "a slow request gets 408", reply)
+        for c in idle:
+            c.close()
+        status = None
+        for _ in range(50):
+            status = e.get("/metrics")[0]
+            if status == 200:
+                break
+            time.sleep(0.1)
+        check(status == 200, f"served again once they are gone ({status})", "")
+        with concurrent.futures.ThreadPoolExecutor(64) as pool:
+            statuses = list(pool.map(lambda i: e.get("/metrics" if i % 2 else "/")[0], range(200)))
+        check(set(statuses) <= {200, 503} and statuses.count(200) >= 32, f"concurrent: {sorted(set(statuses))}",
+              statuses)
+        check(e.p.poll() is None, "the exporter is alive", "")
+
+
+def test_exporter_port_in_use_and_bad_listen():
+    with Holders(["train:512:0:2"]) as h, Exporter(h) as e:
+        _, err = expect_rc(["exporter", "--listen", f"127.0.0.1:{e.port}"], 1, env=h.env())
+        check(f"cannot listen on 127.0.0.1:{e.port}" in err and "in use" in err, "port in use is named", err)
+    for bad in ("127.0.0.1:", "127.0.0.1:x", "localhost:9464", "1.2.3.4.5:80", "127.0.0.1:70000", ":"):
+        _, err = expect_rc(["exporter", "--listen", bad], 2)
+        check("--listen" in err, f"--listen {bad} is explained", err)
+    expect_rc(["exporter", "--bogus"], 2)
 
 
 def main():
