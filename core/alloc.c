@@ -171,10 +171,11 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   gpupart__lock_release(&p->lock);
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
                         : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
-  return gpupart__fail_native(code, native,
+  code = gpupart__fail_native(code, native,
                               "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
                               ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
                               p->name, q->size, q->tag, refusal_text(why), driver, f.limit, in_use, f.reserved, largest);
+  return why == REFUSED_HOST ? code : gpupart__event_refused(p->dev, code);
 }
 
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {

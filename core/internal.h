@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "events.h"
 #include "extstruct.h"
 #include "gpupart.h"
 #include "hostmem.h"
@@ -124,6 +125,7 @@ struct gpupart_device {
   gpupart__counters retired; /* counts of destroyed partitions */
   pthread_mutex_t peak_lock;  /* a leaf: peak_in_use, and (with slow) the partition list */
   uint64_t peak_in_use;
+  gpupart__ratelimit refusals; /* events.c: how often refused allocations are logged */
 };
 
 /* context.c */
