@@ -700,6 +700,43 @@ def test_exporter_port_in_use_and_bad_listen():
     expect_rc(["exporter", "--bogus"], 2)
 
 
+DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs")
+
+
+def test_grafana_dashboard_and_scrape_config_fit_the_metrics():
+    with open(os.path.join(DOCS, "grafana-dashboard.json")) as f:
+        dash = parse_json(f.read())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    check(len(exprs) >= 8 and dash["templating"]["list"][0]["name"] == "device", "dashboard panels", dash)
+    check(dash["__inputs"][0]["pluginId"] == "prometheus", "importable: asks for its data source", dash)
+    d = tempfile.mkdtemp()
+    try:
+        out, _ = expect_rc(["metrics", "--ledger-dir", d], 0)
+    finally:
+        os.rmdir(d)
+    exported = set(re.findall(r"^# TYPE (\S+) ", out, re.M))
+    used = set(re.findall(r"\bgpupart_[a-z_]+", " ".join(exprs)))
+    check(used and used <= exported, f"the dashboard queries only exported families: {sorted(used - exported)}", "")
+    check({"gpupart_partition_reserved_bytes", "gpupart_partition_limit_bytes", "gpupart_device_budget_bytes",
+           "gpupart_member_reserved_bytes"} <= used, "the dashboard shows the main families", sorted(used))
+    promtool = shutil.which("promtool")
+    if not promtool:
+        print("SKIP promtool check of the dashboard and scrape config: promtool is not installed")
+        return
+    rules = "groups:\n  - name: dashboard\n    rules:\n" + "".join(
+        f"      - record: gpupart:dashboard:{i}\n        expr: {json.dumps(e.replace('$device', '.*'))}\n"
+        for i, e in enumerate(exprs))
+    path = write_file(rules)
+    try:
+        p = subprocess.run([promtool, "check", "rules", path], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0, "promtool parses every dashboard query", p.stdout + p.stderr + rules)
+    finally:
+        os.unlink(path)
+    p = subprocess.run([promtool, "check", "config", os.path.join(DOCS, "prometheus.yml")], capture_output=True,
+                       text=True, timeout=60)
+    check(p.returncode == 0, "promtool accepts docs/prometheus.yml", p.stdout + p.stderr)
+
+
 def main():
     global GPUPART
     GPUPART = os.path.abspath(sys.argv[1])
