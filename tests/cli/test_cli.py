@@ -737,6 +737,84 @@ def test_grafana_dashboard_and_scrape_config_fit_the_metrics():
     check(p.returncode == 0, "promtool accepts docs/prometheus.yml", p.stdout + p.stderr)
 
 
+def read_png(path):
+    """(width, height, rows of (r, g, b) tuples) of an 8-bit RGB or RGBA PNG, decoded here
+    (no imaging library needed)."""
+    import zlib
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, ihdr = 8, b"", None
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    w, h, depth, color, _, _, interlace = ihdr
+    assert depth == 8 and color in (2, 6) and not interlace, f"PNG kind {ihdr}"
+    bpp = 3 if color == 2 else 4
+    raw, stride, rows, prev = zlib.decompress(idat), w * bpp, [], bytearray(w * bpp)
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            pred = [0, a, b, (a + b) // 2, a + b - c][f]
+            if f == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                pred = a if pa <= pb and pa <= pc else b if pb <= pc else c
+            line[i] = (line[i] + pred) & 0xFF
+        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(w)])
+        prev = line
+    return w, h, rows
+
+
+def test_the_status_page_in_a_headless_browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        print("SKIP the browser test: chromium is not installed")
+        return
+    with Holders(["train:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h, Exporter(h) as e:
+        snap = parse_json(e.get("/top.json")[2])["devices"][0]
+        shot = os.path.join(h.dir, "page.png")
+        base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                "--force-device-scale-factor=1", "--window-size=1000,600", f"--user-data-dir={h.dir}/chromium"]
+        url = f"http://127.0.0.1:{e.port}/"
+        p = subprocess.run(base + [f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0 and os.path.exists(shot), "chromium took a screenshot", p.stderr[-2000:])
+        dom = subprocess.run(base + ["--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+        for name in ("train", "eval", "other"):
+            check(f'<td class="n">{name}</td>' in dom, f"the rendered page shows {name}", dom)
+        if not os.path.exists(shot):
+            return
+        w, _, rows = read_png(shot)
+        reserved_c, limit_c, track_c, mark_c = (52, 101, 164), (201, 215, 238), (238, 238, 238), (204, 0, 0)
+        bands, current = [], None
+        for y, row in enumerate(rows):  # a bar is a band of rows holding the track's colours
+            has = sum(px in (reserved_c, limit_c) for px in row) > 5
+            if has and current is None:
+                current = [y, y]
+            elif has:
+                current[1] = y
+            elif current is not None:
+                bands.append(current)
+                current = None
+        check(len(bands) == 3, f"three bars drawn, found {len(bands)}", bands)
+        for (top, bottom), p in zip(bands, snap["partitions"]):
+            row = rows[(top + bottom) // 2]
+            reserved = row.count(reserved_c)
+            marks = row.count(mark_c)
+            limit = reserved + marks + row.count(limit_c)
+            track = limit + row.count(track_c)
+            budget = snap["budget"]
+            check(abs(reserved / track - p["reserved"] / budget) < 0.02, f"{p['name']}: reserved bar {reserved}/{track}",
+                  p)
+            check(abs(limit / track - p["limit"] / budget) < 0.02, f"{p['name']}: limit bar {limit}/{track}", p)
+            check((marks > 0) == (p["guarantee"] > 0), f"{p['name']}: guarantee mark ({marks} px)", p)
+
+
 def main():
     global GPUPART
     GPUPART = os.path.abspath(sys.argv[1])
