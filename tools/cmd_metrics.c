@@ -20,7 +20,9 @@ static const char help[] =
     "  --output FILE     write to FILE instead, whole: into a temporary file beside it,\n"
     "                    then renamed over it (for node_exporter's textfile collector,\n"
     "                    FILE ending in .prom)\n"
-    "  --ledger-dir DIR  the ledger folder (default: GPUPART_LEDGER_DIR, else /dev/shm)\n"
+    "  --ledger-dir DIR  the ledger folder (default: the one programs use:\n"
+    "                    GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
+    "                    else /dev/shm)\n"
     "\n"
     "exit status: 0 success, 1 the folder cannot be read or FILE cannot be written,\n"
     "             2 bad usage\n";

@@ -9,11 +9,32 @@
 #include "cli.h"
 #include "identity.h"
 #include "observe.h"
+#include "internal.h"
 #include "options.h"
 
+/* The ledger_dir a device opened with this configuration would use (GPUPART_LEDGER_DIR,
+ * else the configuration file, else /dev/shm), copied to out; "" when the configuration
+ * cannot be read (its error was printed). */
+static void configured_dir(char *out, size_t n) {
+  gpupart_context *ctx = NULL;
+  gpupart__settings st;
+  gpupart_device_desc d = {0};
+  gpupart_result rc = cli_context(&ctx);
+  out[0] = '\0';
+  if (rc == GPUPART_OK && (rc = gpupart__settings_target(ctx, &d, 1, &st)) == GPUPART_OK) {
+    gpupart__settings_resolve(ctx, &d, GPUPART_BACKEND_SIM, &st);
+    snprintf(out, n, "%s", st.v[GPUPART__OPT_LEDGER_DIR].str ? st.v[GPUPART__OPT_LEDGER_DIR].str : "/dev/shm");
+  }
+  if (rc) cli_failure("configuration", rc);
+  gpupart_context_destroy(ctx);
+}
+
 const char *observe_ledger_dir(const char *option) {
+  static char dir[4096];
   const char *env = getenv("GPUPART_LEDGER_DIR");
-  return option && *option ? option : env && *env ? env : "/dev/shm";
+  if (option && *option) return option;
+  configured_dir(dir, sizeof dir);
+  return *dir ? dir : env && *env ? env : "/dev/shm";
 }
 
 /* The devices of every backend present, enumerated once. */

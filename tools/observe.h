@@ -29,7 +29,8 @@ typedef struct observation {
   uint32_t n;
 } observation;
 
-/* The ledger folder: option (when not NULL), else GPUPART_LEDGER_DIR, else /dev/shm. */
+/* The ledger folder: option (when not NULL), else the one a program would use
+ * (GPUPART_LEDGER_DIR, else ledger_dir of the configuration file, else /dev/shm). */
 const char *observe_ledger_dir(const char *option);
 /* Reads every ledger of dir into o. The devices present are enumerated once a process
  * (for labels and driver totals) when a key needs them. 0, or the library's code with its

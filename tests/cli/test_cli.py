@@ -437,6 +437,20 @@ def test_top_redraws_until_interrupted():
         check(frames == 3 and rc == 0, f"live top: {frames} frames, exit {rc}", p.stderr.read())
 
 
+def test_top_reads_the_ledger_dir_programs_use():
+    with Holders(["train:512:0:2"]) as h:
+        path = write_file(f"[gpupart]\nledger_dir = {h.dir}\n")
+        try:
+            for cmd in (["top", "--json"], ["metrics"]):
+                out, _ = expect_rc(cmd, 0, env={"GPUPART_CONFIG": path})
+                check(f"ledger_dir\": \"{h.dir}\"" in out or 'partition="train"' in out,
+                      f"{cmd[0]} reads the configuration's ledger_dir", out)
+            out, _ = expect_rc(["top", "--json"], 0, env={"GPUPART_CONFIG": path, "GPUPART_LEDGER_DIR": "/tmp"})
+            check(parse_json(out)["ledger_dir"] == "/tmp", "the variable wins over the file", out)
+        finally:
+            os.unlink(path)
+
+
 def test_top_bad_usage_and_missing_folder():
     for args in (["--interval", "0"], ["--interval", "x"], ["--interval"], ["--bogus"], ["--once", "extra"]):
         expect_rc(["top", *args], 2)
