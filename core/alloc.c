@@ -201,10 +201,11 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   refusal_text(p, q, why, f.limit, in_use, cause, sizeof cause);
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
                         : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
-  return gpupart__fail_native(code, native,
+  code = gpupart__fail_native(code, native,
                               "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
                               ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
                               p->name, q->size, q->tag, cause, driver, f.limit, in_use, f.reserved, largest);
+  return why == REFUSED_HOST ? code : gpupart__event_refused(p->dev, code);
 }
 
 /* The counts keep a reclaim callback from destroying p or closing its device while this

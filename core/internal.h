@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "events.h"
 #include "extstruct.h"
 #include "gpupart.h"
 #include "hostmem.h"
@@ -139,6 +140,7 @@ struct gpupart_device {
    * configured partitions another process made stay its own). Guarded by slow. */
   uint64_t trim_seen;
   int find_joins;
+  gpupart__ratelimit refusals; /* events.c: how often refused allocations are logged */
 };
 
 /* context.c */

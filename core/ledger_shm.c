@@ -12,14 +12,17 @@
  * is alive while its process holds an open-file-description lock on the member's byte of
  * the file, which the kernel drops when the process dies (whatever its pid or namespace).
  * A counter in the header asks the other processes to trim (the OOM sequence). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -164,8 +167,8 @@ static int reap_locked(shm_ledger *L) {
   return reaped;
 }
 
-static int lock_ledger(shm_ledger *L) {
-  int rc = pthread_mutex_lock(&L->h->lock);
+/* rc from locking: EOWNERDEAD (a holder died) is recovered from, and becomes 0. */
+static int recover_if_owner_died(shm_ledger *L, int rc) {
   if (rc == EOWNERDEAD) {
     reap_locked(L);
     recompute_locked(L->h);
@@ -174,6 +177,8 @@ static int lock_ledger(shm_ledger *L) {
   }
   return rc;
 }
+
+static int lock_ledger(shm_ledger *L) { return recover_if_owner_died(L, pthread_mutex_lock(&L->h->lock)); }
 
 static void unlock_ledger(shm_ledger *L) { pthread_mutex_unlock(&L->h->lock); }
 
@@ -640,8 +645,9 @@ static int create_file(shm_ledger *L, const char *path, const char *dir, uint64_
   return GPUPART_OK;
 }
 
-/* An existing file: its header must be this library's, for this device. */
-static int attach_file(shm_ledger *L, const char *path, const struct stat *st) {
+/* An existing file of st's size mapped into L->h, if its size and header are this
+ * library's (any device's). */
+static int map_checked(shm_ledger *L, const char *path, const struct stat *st) {
   if ((uint64_t)st->st_size != sizeof *L->h)
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s has %lld bytes, not the %zu of a gpupart ledger: refused", path,
                          (long long)st->st_size, sizeof *L->h);
@@ -652,6 +658,14 @@ static int attach_file(shm_ledger *L, const char *path, const struct stat *st) {
       h->parts != SHM_PARTS || h->shares != SHM_SHARES)
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: not a gpupart %u ledger (bad magic, version or size): refused",
                          path, SHM_VERSION);
+  return GPUPART_OK;
+}
+
+/* An existing file: its header must be this library's, for this device. */
+static int attach_file(shm_ledger *L, const char *path, const struct stat *st) {
+  int rc = map_checked(L, path, st);
+  if (rc) return rc;
+  const shm_header *h = L->h;
   if (strncmp(h->identity, L->base.id.key, sizeof h->identity) || !h->budget)
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s is not the ledger of %s: refused", path, L->base.id.key);
   return GPUPART_OK;
@@ -713,5 +727,146 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
     return rc;
   }
   *out = &L->base;
+  return GPUPART_OK;
+}
+
+/* ---- reading a ledger from outside: gpupart top, metrics and the exporter ---- */
+
+_Static_assert(SHM_MEMBERS == GPUPART__SNAPSHOT_MEMBERS && SHM_PARTS == GPUPART__SNAPSHOT_ENTRIES,
+               "a snapshot holds every slot of a ledger");
+_Static_assert(SHM_NAME == GPUPART__LEDGER_NAME_MAX, "a snapshot holds every name whole");
+
+size_t gpupart__ledger_shm_lock_offset(void) { return offsetof(shm_header, lock); }
+
+/* Locks, waiting at most timeout_ms: ETIMEDOUT when the holder keeps it. */
+static int lock_within(shm_ledger *L, int timeout_ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  long ns = t.tv_nsec + (long)(timeout_ms % 1000) * 1000000L;
+  t.tv_sec += timeout_ms / 1000 + ns / 1000000000L;
+  t.tv_nsec = ns % 1000000000L;
+  return recover_if_owner_died(L, pthread_mutex_timedlock(&L->h->lock, &t));
+}
+
+/* Lock held: member slot i, and the shares it holds (one per partition it is in). */
+static void copy_member_locked(shm_ledger *L, uint32_t i, gpupart__ledger_snapshot *out) {
+  const shm_member *m = &L->h->member[i];
+  gpupart__ledger_snapshot_member *o = &out->member[out->members++];
+  *o = (gpupart__ledger_snapshot_member){.id = m->id, .pid = m->pid, .alive = held_elsewhere(L->fd, i)};
+  for (uint32_t k = 0; k < SHM_SHARES; k++) {
+    const shm_share *s = &L->h->share[k];
+    if (!s->member || s->member != m->id || !share_valid(L->h, s)) continue;
+    o->entries++;
+    o->reserved = add_sat(o->reserved, s->reserved);
+  }
+}
+
+/* Lock held: the first valid share of partition k names its member and pid (a partition
+ * several processes joined is shown once, under the first of them). */
+static void first_member_locked(const shm_header *h, uint32_t k, gpupart__ledger_snapshot_entry *o) {
+  for (uint32_t j = 0; j < SHM_SHARES; j++) {
+    const shm_share *s = &h->share[j];
+    if (!s->member || s->part != k || !share_valid(h, s)) continue;
+    o->member = s->member;
+    if (s->member_slot < SHM_MEMBERS && h->member[s->member_slot].id == s->member) o->pid = h->member[s->member_slot].pid;
+    return;
+  }
+}
+
+/* Lock held: partition slot k, its name bounded (the file may not terminate it); its
+ * figures are partition-wide, over every member. */
+static void copy_entry_locked(const shm_header *h, uint32_t k, gpupart__ledger_snapshot *out) {
+  const shm_part *pt = &h->part[k];
+  gpupart__ledger_snapshot_entry *o = &out->entry[out->entries++];
+  snprintf(o->name, sizeof o->name, "%.*s", (int)strnlen(pt->name, SHM_NAME - 1), pt->name);
+  o->figures = (gpupart__ledger_figures){.limit = pt->limit, .guarantee = pt->guarantee, .reserved = pt->reserved,
+                                         .peak_reserved = pt->peak_reserved};
+  first_member_locked(h, k, o);
+}
+
+static int copy_within(shm_ledger *L, int timeout_ms, const char *path, gpupart__ledger_snapshot *out) {
+  int rc = lock_within(L, timeout_ms);
+  if (rc == ETIMEDOUT) return gpupart__fail(GPUPART_EBUSY, "ledger %s: its lock was held past %d ms", path, timeout_ms);
+  if (rc) return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: its lock is unusable (%s)", path, strerror(rc));
+  const shm_header *h = L->h;
+  out->budget = h->budget, out->guarantees = h->guarantees, out->reserved = h->reserved;
+  out->peak_reserved = h->peak_reserved;
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++)
+    if (h->member[i].id) copy_member_locked(L, i, out);
+  for (uint32_t k = 0; k < SHM_PARTS; k++)
+    if (h->part[k].members) copy_entry_locked(h, k, out);
+  out->consistent = check_locked(h, out->why, sizeof out->why) == 0;
+  unlock_ledger(L);
+  return GPUPART_OK;
+}
+
+/* Lock of file setup held, file mapped: its header must name the device its name does. */
+static int name_matches(const shm_ledger *L, const char *path, const char *file, gpupart__ledger_snapshot *out) {
+  gpupart__identity id = {{0}};
+  char want[sizeof out->file + 2];
+  snprintf(id.key, sizeof id.key, "%.*s", (int)strnlen(L->h->identity, sizeof id.key - 1), L->h->identity);
+  gpupart__ledger_shm_path("", &id, want, sizeof want);
+  if (strcmp(want + 1, file) != 0 || !L->h->budget)
+    return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: its header names device '%s', not its file name's: refused",
+                         path, id.key);
+  memcpy(out->identity, id.key, sizeof out->identity);
+  return GPUPART_OK;
+}
+
+/* Opens, checks and maps path as attaching would; a file being set up is EBUSY. */
+static int map_for_reading(shm_ledger *L, const char *path, const char *file, gpupart__ledger_snapshot *out) {
+  struct stat st;
+  L->fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (L->fd < 0) return gpupart__fail(GPUPART_ECONFIG, "ledger %s: %s", path, strerror(errno));
+  int rc = check_owner(L->fd, path, &st);
+  if (rc) return rc;
+  if (flock(L->fd, LOCK_SH | LOCK_NB) != 0)
+    return gpupart__fail(GPUPART_EBUSY, "ledger %s is being set up by another process", path);
+  rc = map_checked(L, path, &st);
+  if (rc == GPUPART_OK) rc = name_matches(L, path, file, out);
+  flock(L->fd, LOCK_UN);
+  return rc;
+}
+
+int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, gpupart__ledger_snapshot *out) {
+  char path[4096];
+  memset(out, 0, sizeof *out);
+  snprintf(out->file, sizeof out->file, "%s", file);
+  snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : "/dev/shm", file);
+  shm_ledger L = {.fd = -1};
+  out->status = strchr(file, '/') ? gpupart__fail(GPUPART_EINVAL, "ledger %s: not a file name", file)
+                                  : map_for_reading(&L, path, file, out);
+  if (out->status == GPUPART_OK) out->status = copy_within(&L, timeout_ms, path, out);
+  if (out->status) snprintf(out->why, sizeof out->why, "%s", gpupart_last_error());
+  if (L.h) munmap(L.h, sizeof *L.h);
+  if (L.fd >= 0) close(L.fd);
+  return out->status;
+}
+
+/* Whether name is a ledger file name of this user: gpupart-<uid>-<key>.ledger. */
+static int is_my_ledger(const char *name) {
+  char prefix[64];
+  int n = snprintf(prefix, sizeof prefix, "gpupart-%u-", (unsigned)geteuid());
+  size_t len = strlen(name);
+  return strncmp(name, prefix, (size_t)n) == 0 && len > (size_t)n + 7 && strcmp(name + len - 7, ".ledger") == 0 &&
+         len < sizeof ((gpupart__ledger_snapshot *)0)->file;
+}
+
+static int by_file(const void *a, const void *b) {
+  return strcmp(((const gpupart__ledger_snapshot *)a)->file, ((const gpupart__ledger_snapshot *)b)->file);
+}
+
+int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n) {
+  const char *d = dir && *dir ? dir : "/dev/shm";
+  *out = NULL, *n = 0;
+  DIR *dh = opendir(d);
+  if (!dh) return gpupart__fail(GPUPART_ECONFIG, "ledger folder %s: %s", d, strerror(errno));
+  gpupart__ledger_snapshot *s = calloc(GPUPART__SNAPSHOT_FILES, sizeof *s);
+  if (!s) return closedir(dh), gpupart__fail(GPUPART_ENOMEM, "ledger snapshot: out of host memory");
+  for (struct dirent *e; *n < GPUPART__SNAPSHOT_FILES && (e = readdir(dh));)
+    if (is_my_ledger(e->d_name)) gpupart__ledger_shm_read(d, e->d_name, timeout_ms, &s[(*n)++]);
+  closedir(dh);
+  qsort(s, *n, sizeof *s, by_file);
+  *out = s;
   return GPUPART_OK;
 }

@@ -18,4 +18,56 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
 /* The file of device id's ledger in dir: dir/gpupart-<uid>-<identity>.ledger. */
 void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n);
 
+/* ---- reading shared ledgers from outside (gpupart top, metrics, exporter) ---- */
+
+#define GPUPART__SNAPSHOT_MEMBERS 128u /* a ledger's member slots */
+#define GPUPART__SNAPSHOT_ENTRIES 256u /* a ledger's partition slots */
+#define GPUPART__SNAPSHOT_FILES 256u   /* ledgers read from one folder at most */
+
+/* A member of a shared ledger: one device handle of one process. */
+typedef struct gpupart__ledger_snapshot_member {
+  uint64_t id;
+  int64_t pid;       /* as the member's process saw itself (its PID namespace) */
+  int alive;         /* its process still holds the member's lock */
+  uint32_t entries;  /* partitions it is a member of */
+  uint64_t reserved; /* the bytes it reserved in them */
+} gpupart__ledger_snapshot_member;
+
+/* A partition of a shared ledger, with its partition-wide figures; member and pid name
+ * the first of its members. */
+typedef struct gpupart__ledger_snapshot_entry {
+  char name[GPUPART__LEDGER_NAME_MAX];
+  uint64_t member; /* its member's id */
+  int64_t pid;     /* its member's pid; 0 when it names no member (see consistent) */
+  gpupart__ledger_figures figures;
+} gpupart__ledger_snapshot_entry;
+
+/* One ledger file as read at one moment, under its lock: never a torn mix of two states. */
+typedef struct gpupart__ledger_snapshot {
+  char file[256];                        /* its name in the folder */
+  char identity[GPUPART__IDENTITY_MAX];  /* the device key (identity.h); "" when unread */
+  int status;       /* GPUPART_OK; EBUSY (its lock was held past the timeout, or it is being set up);
+                     * ECORRUPT (not a ledger, or not the one its name says); ECONFIG (unreadable,
+                     * not this user's, not 0600) */
+  int consistent;   /* status OK and every invariant of the ledger holds (else why says which) */
+  char why[256];    /* the failure or the broken invariant; "" */
+  uint64_t budget, guarantees, reserved, peak_reserved;
+  uint32_t members, entries; /* how many of member[] and entry[] are filled */
+  gpupart__ledger_snapshot_member member[GPUPART__SNAPSHOT_MEMBERS];
+  gpupart__ledger_snapshot_entry entry[GPUPART__SNAPSHOT_ENTRIES];
+} gpupart__ledger_snapshot;
+
+/* Reads file (a name, no '/') of folder dir into out, validating it as the library does
+ * before attaching (owner, mode, size, header) and that its header names the device its
+ * file name does. The copy is taken under the ledger's lock, waited on for at most
+ * timeout_ms; a lock whose holder died is recovered as in the library (dead members'
+ * bytes returned). Nothing else in the file is changed. Returns out->status. */
+int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, gpupart__ledger_snapshot *out);
+/* Every ledger of this user in dir (NULL or "" = /dev/shm), each read as above, sorted
+ * by file name: *out (free() it) holds *n of them, at most GPUPART__SNAPSHOT_FILES.
+ * ECONFIG (the message names the folder) when dir cannot be listed; ENOMEM. */
+int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n);
+/* Where the file's mutex lies, for tests that hold the lock from outside. */
+size_t gpupart__ledger_shm_lock_offset(void);
+
 #endif

@@ -143,7 +143,10 @@ typedef enum gpupart_log_level {
   GPUPART_LOG_DEBUG
 } gpupart_log_level;
 /* Receives the library's log lines (no trailing newline). May be called from any thread
- * that calls into gpupart; must not call back into gpupart. */
+ * that calls into gpupart; must not call back into gpupart. Each refused allocation
+ * (ELIMIT, EDEVMEM) is a GPUPART_LOG_INFO line "allocation refused (CODE): MESSAGE",
+ * MESSAGE being what gpupart_last_error returns; at most 5 a second per device handle,
+ * the next line logged counting those left out. */
 typedef void (*gpupart_log_fn)(gpupart_log_level level, const char *message, void *user);
 
 typedef struct gpupart_context_desc {

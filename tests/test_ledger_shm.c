@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -570,4 +572,184 @@ Test(ledger_shm, count_and_at_list_every_partition_of_the_ledger) {
   cr_expect_eq(reap_member(&m), 0);
   cr_expect_eq(reap_member(&n), 0);
   close_shared_env(&e);
+}
+
+/* ---- the snapshot outside readers take (gpupart top, metrics) ---- */
+
+/* The one ledger of the test's folder, read as gpupart top reads it. */
+static gpupart__ledger_snapshot *scan_one(void) {
+  gpupart__ledger_snapshot *s = NULL;
+  uint32_t n = 0;
+  cr_assert_eq(gpupart__ledger_shm_scan(dir, 200, &s, &n), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(n, 1, "one ledger in %s", dir);
+  return s;
+}
+
+static const gpupart__ledger_snapshot_member *member_of(const gpupart__ledger_snapshot *s, int64_t pid) {
+  for (uint32_t i = 0; i < s->members; i++)
+    if (s->member[i].pid == pid) return &s->member[i];
+  return NULL;
+}
+
+Test(ledger_shm, a_snapshot_shows_every_processs_partitions_and_members) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_allocation *a = alloc_ok(test_partition(dev, "mine", 512 * MiB, 64 * MiB), 2 * MiB);
+  child c = spawn_holder("theirs", 600 * MiB);
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect_eq(s->status, GPUPART_OK, "%s", s->why);
+  cr_expect(s->consistent, "%s", s->why);
+  cr_expect_str_eq(s->identity, "sim:0:1073741824");
+  cr_expect_eq(s->budget, 1 * GiB);
+  cr_expect_geq(s->reserved, 602 * MiB);
+  cr_expect_eq(s->guarantees, 64 * MiB);
+  cr_assert_eq(s->entries, 2);
+  cr_assert_eq(s->members, 2);
+  const gpupart__ledger_snapshot_member *theirs = member_of(s, c.pid), *mine = member_of(s, getpid());
+  cr_assert(theirs && mine, "both processes are members");
+  cr_expect(theirs->alive && mine->alive);
+  cr_expect_eq(theirs->entries, 1);
+  cr_expect_geq(theirs->reserved, 600 * MiB);
+  for (uint32_t i = 0; i < s->entries; i++) {
+    const gpupart__ledger_snapshot_entry *e = &s->entry[i];
+    int is_mine = strcmp(e->name, "mine") == 0;
+    cr_expect(is_mine || strcmp(e->name, "theirs") == 0, "entry '%s'", e->name);
+    cr_expect_eq(e->pid, is_mine ? getpid() : c.pid);
+    cr_expect_eq(e->figures.limit, is_mine ? 512 * MiB : 1 * GiB);
+    cr_expect_eq(e->figures.guarantee, is_mine ? 64 * MiB : 0);
+    cr_expect_geq(e->figures.peak_reserved, e->figures.reserved);
+  }
+  free(s);
+  char go = 1;
+  cr_assert_eq(write(c.go, &go, 1), 1);
+  cr_expect_eq(wait_child(&c), 0);
+  gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+static size_t ledger_size_bytes(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+/* In a child: takes the ledger's lock from outside, says so on ready, and sleeps. */
+static void child_holds_the_lock(const char *path, int ready) {
+  int fd = open(path, O_RDWR);
+  void *h = fd < 0 ? MAP_FAILED : mmap(NULL, ledger_size_bytes(path), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (h == MAP_FAILED || pthread_mutex_lock((pthread_mutex_t *)((char *)h + gpupart__ledger_shm_lock_offset())))
+    _exit(2);
+  char c = 1;
+  if (write(ready, &c, 1) != 1) _exit(3);
+  for (;;) pause();
+}
+
+Test(ledger_shm, a_snapshot_of_a_held_lock_is_busy_and_a_dead_holder_is_recovered) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_allocation *a = alloc_ok(test_partition(dev, "mine", 0, 0), 4 * MiB);
+  char path[256];
+  ledger_path(path, sizeof path);
+  int r[2];
+  cr_assert_eq(pipe(r), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) close(r[0]), child_holds_the_lock(path, r[1]);
+  close(r[1]);
+  char c;
+  cr_assert_eq(read(r[0], &c, 1), 1, "the child holds the lock");
+  close(r[0]);
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect_eq(s->status, GPUPART_EBUSY, "%s", s->why);
+  cr_expect(strstr(s->why, "held past 200 ms") && !s->consistent && s->entries == 0, "%s", s->why);
+  free(s);
+  cr_assert_eq(kill(pid, SIGKILL), 0);
+  cr_assert_eq(waitpid(pid, NULL, 0), pid);
+  s = scan_one();
+  cr_expect_eq(s->status, GPUPART_OK, "a holder that died is recovered from: %s", s->why);
+  cr_expect(s->consistent, "%s", s->why);
+  cr_expect_eq(s->entries, 1);
+  cr_expect_geq(s->reserved, 4 * MiB);
+  free(s);
+  test_check(dev); /* the library's own lock works after the outside recovery */
+  gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* Reads file of the test's folder, expecting code with want in the message. */
+static void expect_read(const char *file, gpupart_result code, const char *want) {
+  gpupart__ledger_snapshot *s = malloc(sizeof *s);
+  cr_assert_not_null(s);
+  cr_expect_eq(gpupart__ledger_shm_read(dir, file, 100, s), code, "%s: %s", file, s->why);
+  cr_expect_eq(s->status, code);
+  cr_expect(strstr(s->why, want), "%s: '%s' wanted in '%s'", file, want, s->why);
+  cr_expect(!s->consistent && s->entries == 0 && s->members == 0);
+  free(s);
+}
+
+Test(ledger_shm, a_snapshot_refuses_hostile_files_and_names_each) {
+  char path[256], other[300];
+  size_t n = ledger_size();
+  ledger_path(path, sizeof path);
+  const char *file = strrchr(path, '/') + 1;
+  char *junk = malloc(n);
+  cr_assert_not_null(junk);
+  memset(junk, 0x5a, n);
+  write_file(path, 0600, junk, n);
+  expect_read(file, GPUPART_ECORRUPT, "not a gpupart");
+  write_file(path, 0600, junk, n / 2);
+  expect_read(file, GPUPART_ECORRUPT, "bytes");
+  write_file(path, 0644, junk, n);
+  expect_read(file, GPUPART_ECONFIG, "0600");
+  free(junk);
+  unlink(path);
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  snprintf(other, sizeof other, "%s/gpupart-%u-sim_1_1073741824.ledger", dir, (unsigned)geteuid());
+  cr_assert_eq(link(path, other), 0);
+  expect_read(strrchr(other, '/') + 1, GPUPART_ECORRUPT, "names device 'sim:0:1073741824'");
+  expect_read("../x", GPUPART_EINVAL, "not a file name");
+  unlink(other);
+  cr_assert_eq(symlink(path, other), 0);
+  expect_read(strrchr(other, '/') + 1, GPUPART_ECONFIG, other);
+  unlink(other);
+  snprintf(other, sizeof other, "%s/gpupart-%u-x.notaledger", dir, (unsigned)geteuid());
+  write_file(other, 0600, "", 0);
+  gpupart__ledger_snapshot *s = scan_one(); /* a file of another name is not read */
+  cr_expect_eq(s->status, GPUPART_OK, "%s", s->why);
+  free(s);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(ledger_shm, snapshots_taken_during_churn_and_kills_are_never_torn, .timeout = 120) {
+  for (int cycle = 0; cycle < 10; cycle++) {
+    int r[2];
+    cr_assert_eq(pipe(r), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) close(r[0]), child_churns(r[1]);
+    close(r[1]);
+    char c;
+    cr_assert_eq(read(r[0], &c, 1), 1, "cycle %d: the child started", cycle);
+    close(r[0]);
+    for (int i = 0; i < 50; i++) {
+      gpupart__ledger_snapshot *s = scan_one();
+      cr_assert_eq(s->status, GPUPART_OK, "cycle %d: %s", cycle, s->why);
+      cr_assert(s->consistent, "cycle %d, read %d: %s", cycle, i, s->why);
+      cr_assert_leq(s->reserved, s->budget);
+      free(s);
+    }
+    cr_assert_eq(kill(pid, SIGKILL), 0); /* somewhere in the churn, inside the lock or not */
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    gpupart__ledger_snapshot *s = scan_one();
+    cr_assert_eq(s->status, GPUPART_OK, "%s", s->why);
+    cr_assert(s->consistent, "after the kill: %s", s->why);
+    cr_assert(s->members == 0 || !s->member[0].alive, "the killed member is not alive");
+    free(s);
+  }
 }

@@ -24,6 +24,9 @@ int cli_wants_help(int argc, char **argv);
 /* Creates a context that reads the environment and the configuration file. */
 gpupart_result cli_context(gpupart_context **out);
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), or 0. */
+size_t cli_utf8_len(const unsigned char *p);
 /* A JSON string, quoted and escaped. */
 void json_string(FILE *f, const char *s);
 /* "16 GiB", "1.5 MiB", "512 B". */
@@ -32,5 +35,8 @@ void human_bytes(uint64_t bytes, char *buf, size_t n);
 int cmd_devices(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
+int cmd_exporter(int argc, char **argv);
 
 #endif

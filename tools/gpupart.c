@@ -19,6 +19,10 @@ static const char usage[] =
     "  config [--json] [--device B:I]      the effective policy for a device, and where\n"
     "                                      each value came from\n"
     "  check-config FILE                   validate a configuration file\n"
+    "  top [--once] [--json]               the shared devices' partitions and processes,\n"
+    "                                      live\n"
+    "  metrics [--output FILE]             the same as Prometheus text\n"
+    "  exporter [--listen ADDR:PORT]       the same over HTTP: /metrics and a status page\n"
     "\n"
     "'gpupart COMMAND --help' describes one command. The policy comes from the GPUPART_*\n"
     "environment variables and the INI file that GPUPART_CONFIG names (see gpupart(1) and\n"
@@ -62,9 +66,7 @@ int cli_failure(const char *what, gpupart_result rc) {
 
 gpupart_result cli_context(gpupart_context **out) { return gpupart_context_create(NULL, out); }
 
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
- * surrogates, nothing past U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *p) {
+size_t cli_utf8_len(const unsigned char *p) {
   size_t n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
   if (!n || p[0] > 0xf4) return 0;
   for (size_t i = 1; i < n; i++)
@@ -80,7 +82,7 @@ static size_t utf8_len(const unsigned char *p) {
 void json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    size_t n = *p >= 0x80 ? utf8_len(p) : 1;
+    size_t n = *p >= 0x80 ? cli_utf8_len(p) : 1;
     if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
     else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
     else if (!n) fputs("\\ufffd", f);
@@ -110,7 +112,8 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
-  } commands[] = {{"devices", cmd_devices}, {"config", cmd_config}, {"check-config", cmd_check_config}};
+  } commands[] = {{"devices", cmd_devices}, {"config", cmd_config}, {"check-config", cmd_check_config}, {"top", cmd_top},
+                  {"metrics", cmd_metrics}, {"exporter", cmd_exporter}};
   if (argc < 2) return fputs(usage, stderr), EXIT_USAGE;
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(usage, stdout), EXIT_OK;
   if (strcmp(argv[1], "--version") == 0) return version();

@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
 """The gpupart command tested as users run it: real processes, real environment variables
 and files, exit codes, JSON parsed (duplicate keys rejected), and error messages that name
-the file and line. Usage: test_cli.py PATH/TO/gpupart"""
+the file and line. gpupart top, metrics and exporter are run against real processes that hold memory in a
+shared simulated device (the holder program) with a temporary ledger folder.
+Usage: test_cli.py PATH/TO/gpupart PATH/TO/holder"""
+import concurrent.futures
 import json
 import os
 import re
+import shutil
+import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -59,7 +67,7 @@ def test_version_and_help():
     out, _ = expect_rc(["--help"], 0)
     for word in ("devices", "config", "check-config", "exit status", "GPUPART_CONFIG"):
         check(word in out, f"--help mentions {word}", out)
-    for cmd in ("devices", "config", "check-config"):
+    for cmd in ("devices", "config", "check-config", "top", "metrics", "exporter"):
         out, _ = expect_rc([cmd, "--help"], 0)
         check(out.startswith(f"usage: gpupart {cmd}"), f"{cmd} --help", out)
 
@@ -324,9 +332,529 @@ def test_config_visible_devices():
     check(parse_json(out)["index"] == 3, "program index 0 is the first visible device", out)
 
 
+# ---- gpupart top, metrics, exporter: against real processes sharing a sim device ----
+
+class Holders:
+    """Processes holding memory in shared sim device 0 (TOTAL MiB) of a temporary ledger
+    folder; each spec is NAME:LIMIT:GUARANTEE:ALLOC in MiB. Released on exit."""
+
+    def __init__(self, *processes, total=1024):
+        self.dir = tempfile.mkdtemp(prefix="gpupart-top-")
+        self.procs = []
+        for specs in processes:
+            p = subprocess.Popen([HOLDER, self.dir, str(total), *specs], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.procs.append(p)
+            line = p.stdout.readline()
+            if line != "ready\n":
+                raise RuntimeError(f"holder {specs}: {line!r} {p.stderr.read()}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            if p.poll() is None:
+                p.stdin.close()
+                p.wait(timeout=30)
+        subprocess.run(["rm", "-rf", self.dir])
+
+    def env(self):
+        return {"GPUPART_LEDGER_DIR": self.dir}
+
+
+def top_json(h, *extra):
+    out, err = expect_rc(["top", "--json", *extra], 0, env=h.env())
+    return parse_json(out)
+
+
+def test_top_json_shows_every_process_and_partition():
+    with Holders(["train:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h:
+        snap = top_json(h)
+        check(snap["ledger_dir"] == h.dir and len(snap["devices"]) == 1, "one shared device", snap)
+        d = snap["devices"][0]
+        check(d["status"] == "ok" and d["consistent"] and d["error"] is None, "device read whole", d)
+        check(d["identity"] == "sim:0:1073741824" and d["backend"] == "sim" and d["index"] == 0, "labels", d)
+        check(d["budget"] == GIB and d["guarantees"] == 128 * MIB, "budget and guarantees", d)
+        parts = {p["name"]: p for p in d["partitions"]}
+        check(sorted(parts) == ["eval", "other", "train"], "every partition of both processes", d)
+        pids = [p.pid for p in h.procs]
+        check(parts["train"]["limit"] == 512 * MIB and parts["train"]["guarantee"] == 128 * MIB, "train figures", d)
+        check(parts["eval"]["limit"] == GIB and parts["other"]["limit"] == 256 * MIB, "limits", d)
+        for name, mib in (("train", 200), ("eval", 64), ("other", 100)):
+            check(parts[name]["reserved"] >= mib * MIB and parts[name]["peak_reserved"] >= parts[name]["reserved"],
+                  f"{name} reserved", d)
+            check(parts[name]["in_use"] is None, "in use is not in the ledger", d)
+        check(parts["train"]["pid"] == pids[0] and parts["other"]["pid"] == pids[1], "owners' pids", d)
+        check(d["reserved"] == sum(p["reserved"] for p in d["partitions"]), "sums", d)
+        members = {m["pid"]: m for m in d["members"]}
+        check(sorted(members) == sorted(pids), "both processes are members", d)
+        check(all(m["alive"] and m["command"] == "cli_holder" for m in members.values()), "alive, named", d)
+        check(members[pids[0]]["partitions"] == 2 and members[pids[1]]["reserved"] == parts["other"]["reserved"],
+              "member figures", d)
+
+
+def test_top_once_prints_one_frame():
+    with Holders(["train:512:128:200"], ["other:256:0:100"]) as h:
+        out, _ = expect_rc(["top", "--once", "--ledger-dir", h.dir], 0)
+        check(out.count("gpupart top") == 1 and "\033" not in out, "one frame, no escapes", out)
+        check(re.search(r"^DEVICE sim:0:1073741824  \(sim 0\)$", out, re.M), "device line", out)
+        check(re.search(r"budget 1 GiB  guaranteed 128 MiB", out), "budget line", out)
+        check(re.search(rf"^  train\s+512 MiB\s+128 MiB\s+200 MiB\s+-\s+200 MiB\s+{h.procs[0].pid}$", out, re.M),
+              "train row", out)
+        check(re.search(rf"^  {h.procs[1].pid}\s+cli_holder\s+yes\s+1\s+100 MiB$", out, re.M), "member row", out)
+
+
+def test_top_shows_a_killed_member_as_dead():
+    with Holders(["train:512:0:200"], ["victim:512:0:300"]) as h:
+        victim = h.procs[1]
+        victim.kill()
+        victim.wait(timeout=30)
+        d = top_json(h)["devices"][0]
+        check(d["status"] == "ok" and d["consistent"], "read whole after the kill", d)
+        dead = [m for m in d["members"] if m["pid"] == victim.pid]
+        check(dead and not dead[0]["alive"] and dead[0]["command"] is None, "the killed member is dead", d)
+        alive = [m for m in d["members"] if m["pid"] == h.procs[0].pid]
+        check(alive and alive[0]["alive"], "the other stays alive", d)
+
+
+def test_top_refuses_hostile_ledger_files_and_goes_on():
+    with Holders(["train:512:0:2"]) as h:
+        uid = os.geteuid()
+        junk = os.path.join(h.dir, f"gpupart-{uid}-junk.ledger")
+        with open(junk, "wb") as f:
+            f.write(b"\x5a" * 4096)
+        os.chmod(junk, 0o600)
+        loose = os.path.join(h.dir, f"gpupart-{uid}-loose.ledger")
+        with open(loose, "wb") as f:
+            f.write(b"")
+        os.chmod(loose, 0o644)
+        with open(os.path.join(h.dir, "gpupart-99999-other.ledger"), "wb") as f:
+            f.write(b"x")
+        devices = {d["file"]: d for d in top_json(h)["devices"]}
+        check(len(devices) == 3, "this user's three files, not the other user's", devices)
+        bad = devices.get(os.path.basename(junk), {})
+        check(bad.get("status") == "refused" and "bytes" in (bad.get("error") or ""), "junk refused", bad)
+        check(bad.get("budget", 0) is None and bad.get("partitions") == [], "no figures from junk", bad)
+        mode = devices.get(os.path.basename(loose), {})
+        check(mode.get("status") == "refused" and "0600" in (mode.get("error") or ""), "mode refused", mode)
+        good = [d for d in devices.values() if d["status"] == "ok"]
+        check(len(good) == 1 and good[0]["partitions"][0]["name"] == "train", "the good one still shown", devices)
+        out, _ = expect_rc(["top", "--once"], 0, env=h.env())
+        check(re.search(r"^DEVICE gpupart-\d+-junk.ledger  refused: ledger .* bytes", out, re.M), "text refusal", out)
+
+
+def test_top_redraws_until_interrupted():
+    with Holders(["train:512:0:2"]) as h:
+        p = subprocess.Popen([GPUPART, "top", "--interval", "0.1", "--ledger-dir", h.dir], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        frames = 0
+        for line in p.stdout:
+            frames += line.startswith("gpupart top")
+            if frames == 3:
+                break
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=30)
+        check(frames == 3 and rc == 0, f"live top: {frames} frames, exit {rc}", p.stderr.read())
+
+
+def test_top_reads_the_ledger_dir_programs_use():
+    with Holders(["train:512:0:2"]) as h:
+        path = write_file(f"[gpupart]\nledger_dir = {h.dir}\n")
+        try:
+            for cmd in (["top", "--json"], ["metrics"]):
+                out, _ = expect_rc(cmd, 0, env={"GPUPART_CONFIG": path})
+                check(f"ledger_dir\": \"{h.dir}\"" in out or 'partition="train"' in out,
+                      f"{cmd[0]} reads the configuration's ledger_dir", out)
+            out, _ = expect_rc(["top", "--json"], 0, env={"GPUPART_CONFIG": path, "GPUPART_LEDGER_DIR": "/tmp"})
+            check(parse_json(out)["ledger_dir"] == "/tmp", "the variable wins over the file", out)
+        finally:
+            os.unlink(path)
+
+
+def test_top_bad_usage_and_missing_folder():
+    for args in (["--interval", "0"], ["--interval", "x"], ["--interval"], ["--bogus"], ["--once", "extra"]):
+        expect_rc(["top", *args], 2)
+    _, err = expect_rc(["top", "--once", "--ledger-dir", "/nonexistent/gpupart"], 1)
+    check("/nonexistent/gpupart" in err, "the folder is named", err)
+    d = tempfile.mkdtemp()
+    try:
+        out, _ = expect_rc(["top", "--json", "--ledger-dir", d], 0)
+        check(parse_json(out)["devices"] == [], "an empty folder has no devices", out)
+    finally:
+        os.rmdir(d)
+
+
+def promtool_check(text, what):
+    """promtool check metrics (Prometheus' own parser and linter) on text."""
+    promtool = shutil.which("promtool")
+    if not promtool:
+        print(f"SKIP promtool check of {what}: promtool is not installed (Debian package prometheus)")
+        return
+    p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and not p.stdout.strip() and not p.stderr.strip(), f"promtool accepts {what}",
+          p.stdout + p.stderr + text)
+
+
+def parse_metrics(text):
+    """The families as prometheus_client's parser (independent of promtool) reads them:
+    {name: (type, help, [(labels, value)])}, or None when it is not installed."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:  # a python3 not Debian's (pyenv, venv) can still use Debian's pure-Python package
+        sys.path.append("/usr/lib/python3/dist-packages")
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        print("SKIP prometheus_client parse: python3-prometheus-client is not installed")
+        return None
+    return {f.name: (f.type, f.documentation, [(s.labels, s.value) for s in f.samples])
+            for f in text_string_to_metric_families(text)}
+
+
+def samples_of(families, name, **labels):
+    return [v for ls, v in families[name][2] if all(ls.get(k) == w for k, w in labels.items())]
+
+
+def test_metrics_pass_promtool_and_an_independent_parser():
+    odd = 'we"ird\\na\u00e9me'
+    with Holders([f"{odd}:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h:
+        out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+        promtool_check(out, "gpupart metrics")
+        names = re.findall(r"^# TYPE (\S+) (\S+)$", out, re.M)
+        check(len(names) >= 15 and all(n.startswith("gpupart_") for n, _ in names), "gpupart_ names", out)
+        check(all(re.search(rf"^# HELP {n} \S", out, re.M) for n, _ in names), "every family has HELP", out)
+        fam = parse_metrics(out)
+        if fam is None:
+            return
+        dev = {"device": "sim:0:1073741824", "backend": "sim", "index": "0"}
+        check(samples_of(fam, "gpupart_device_budget_bytes", **dev) == [GIB], "budget", out)
+        check(samples_of(fam, "gpupart_device_guarantee_bytes", **dev) == [128 * MIB], "guarantees", out)
+        pids = [str(p.pid) for p in h.procs]
+        for part, pid, limit, guarantee, mib in ((odd, pids[0], 512, 128, 200), ("eval", pids[0], 1024, 0, 64),
+                                                  ("other", pids[1], 256, 0, 100)):
+            sel = dict(dev, partition=part, pid=pid)
+            check(samples_of(fam, "gpupart_partition_limit_bytes", **sel) == [limit * MIB], f"{part} limit", out)
+            check(samples_of(fam, "gpupart_partition_guarantee_bytes", **sel) == [guarantee * MIB],
+                  f"{part} guarantee", out)
+            r = samples_of(fam, "gpupart_partition_reserved_bytes", **sel)
+            check(len(r) == 1 and r[0] >= mib * MIB, f"{part} reserved", out)
+            pk = samples_of(fam, "gpupart_partition_peak_reserved_bytes", **sel)
+            check(len(pk) == 1 and pk[0] >= r[0], f"{part} peak", out)
+        m = samples_of(fam, "gpupart_member_reserved_bytes", pid=pids[1], command="cli_holder")
+        check(m == samples_of(fam, "gpupart_partition_reserved_bytes", partition="other"), "member reserved", out)
+        check(samples_of(fam, "gpupart_member_alive", pid=pids[0]) == [1], "member alive", out)
+        total = sum(samples_of(fam, "gpupart_partition_reserved_bytes"))
+        check(samples_of(fam, "gpupart_device_reserved_bytes") == [total], "device reserved is the sum", out)
+        check(all(t == "gauge" for t, _, _ in fam.values()), "gauges", out)
+
+
+def test_metrics_show_refused_ledgers_as_down():
+    with Holders(["train:512:0:2"]) as h:
+        junk = os.path.join(h.dir, f"gpupart-{os.geteuid()}-junk.ledger")
+        with open(junk, "wb") as f:
+            f.write(b"\x00" * 100)
+        os.chmod(junk, 0o600)
+        out, _ = expect_rc(["metrics"], 0, env=h.env())
+        promtool_check(out, "metrics with a refused ledger")
+        check(re.search(r'^gpupart_ledger_up\{file="gpupart-\d+-junk.ledger",device=""\} 0$', out, re.M), "down", out)
+        check(re.search(r'^gpupart_ledger_up\{file="gpupart-\d+-sim_0_1073741824.ledger",.*\} 1$', out, re.M), "up", out)
+        check(re.search(r"^gpupart_ledgers 2$", out, re.M), "two files", out)
+        check(out.count("gpupart_partition_limit_bytes{") == 1, "only the good ledger's partition", out)
+
+
+def test_metrics_output_replaces_the_file_whole():
+    with Holders(["train:512:0:2"]) as h:
+        target = os.path.join(h.dir, "gpupart.prom")
+        with open(target, "w") as f:
+            f.write("old\n")
+        os.chmod(target, 0o600)
+        out, err = expect_rc(["metrics", "--output", target], 0, env=h.env())
+        check(out == "" and err == "", "nothing printed", out + err)
+        text = open(target).read()
+        check(text.startswith("# HELP gpupart_") and "gpupart_partition_limit_bytes{" in text, "file written", text)
+        promtool_check(text, "the --output file")
+        left = [n for n in os.listdir(h.dir) if n.startswith("gpupart.prom.")]
+        check(not left, "no temporary file left", left)
+        mode = os.stat(target).st_mode & 0o777
+        umask = os.umask(0)
+        os.umask(umask)
+        check(mode == 0o666 & ~umask, f"mode {mode:o} follows the umask {umask:o}", "")
+        _, err = expect_rc(["metrics", "--output", "/nonexistent/dir/x.prom"], 1, env=h.env())
+        check("/nonexistent/dir/x.prom" in err, "the file is named", err)
+        expect_rc(["metrics", "--output"], 2)
+        expect_rc(["metrics", "--output="], 2)
+        expect_rc(["metrics", "--bogus"], 2)
+
+
+class Exporter:
+    """gpupart exporter on 127.0.0.1, a port the kernel picks, over h's ledger folder."""
+
+    def __init__(self, h):
+        self.p = subprocess.Popen([GPUPART, "exporter", "--listen", "127.0.0.1:0", "--ledger-dir", h.dir],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        m = re.fullmatch(r"gpupart exporter: listening on http://127\.0\.0\.1:(\d+)/\n", line)
+        if not m:
+            self.p.kill()
+            raise RuntimeError(f"exporter did not start: {line!r} {self.p.stderr.read()}")
+        self.port = int(m.group(1))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        self.rc = self.p.wait(timeout=30)
+
+    def raw(self, data, timeout=20):
+        """Sends data, returns (status, headers, body) of the reply; status None when none came."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as c:
+            c.sendall(data)
+            reply = b""
+            try:
+                while chunk := c.recv(65536):
+                    reply += chunk
+            except ConnectionResetError:
+                pass
+        head, _, body = reply.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        m = re.fullmatch(r"HTTP/1\.1 (\d{3}) .+", lines[0])
+        headers = dict(l.split(": ", 1) for l in lines[1:] if ": " in l)
+        return (int(m.group(1)) if m else None), headers, body
+
+    def get(self, path, method="GET"):
+        return self.raw(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+
+
+def test_exporter_serves_metrics_page_and_json():
+    with Holders(["train:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h, Exporter(h) as e:
+        status, headers, body = e.get("/metrics")
+        check(status == 200 and headers.get("Content-Type", "").startswith("text/plain; version=0.0.4"),
+              "/metrics", headers)
+        check(int(headers.get("Content-Length", -1)) == len(body), "Content-Length", headers)
+        text = body.decode()
+        promtool_check(text, "/metrics")
+        fam = parse_metrics(text)
+        if fam is not None:
+            r = samples_of(fam, "gpupart_partition_reserved_bytes", partition="train")
+            check(len(r) == 1 and r[0] >= 200 * MIB, "train reserved over HTTP", text)
+        status, headers, page = e.get("/")
+        page = page.decode()
+        check(status == 200 and headers.get("Content-Type") == "text/html; charset=utf-8", "/", headers)
+        check('<meta http-equiv="refresh"' in page, "the page reloads itself", page)
+        check(not re.search(r"https?://|<script|<link|src=|@import|url\(", page), "no external assets", page)
+        check("default-src 'none'" in headers.get("Content-Security-Policy", ""), "CSP forbids fetching", headers)
+        snap = parse_json(e.get("/top.json")[2])
+        parts = {p["name"]: p for p in snap["devices"][0]["partitions"]}
+        budget = snap["devices"][0]["budget"]
+        for name in ("train", "eval", "other"):
+            p = parts[name]
+            row = re.search(rf'<tr><td class="n">{name}</td>(.*?)</tr>', page)
+            check(row, f"a row for {name}", page)
+            if not row:
+                continue
+            limit_w = re.search(r'class="limit" style="width:([\d.]+)%"', row.group(1))
+            res_w = re.search(r'class="reserved" style="width:([\d.]+)%"', row.group(1))
+            check(limit_w and abs(float(limit_w.group(1)) - 100 * p["limit"] / budget) < 0.01, f"{name} limit bar",
+                  row.group(1))
+            check(res_w and abs(float(res_w.group(1)) - 100 * p["reserved"] / budget) < 0.01, f"{name} reserved bar",
+                  row.group(1))
+            g = re.search(r'class="guarantee" style="left:([\d.]+)%"', row.group(1))
+            check((g is not None) == (p["guarantee"] > 0), f"{name} guarantee mark", row.group(1))
+        status, headers, body = e.get("/", method="HEAD")
+        check(status == 200 and body == b"" and int(headers["Content-Length"]) == len(page.encode()), "HEAD", headers)
+        check(e.get("/metrics?x=1")[0] == 200, "a query is ignored", "")
+    check(e.rc == 0, f"SIGTERM exits 0, not {e.rc}", "")
+
+
+def test_exporter_answers_malformed_requests_and_survives():
+    with Holders(["train:512:0:2"]) as h, Exporter(h) as e:
+        cases = [
+            (b"garbage\r\n\r\n", 400), (b"GET / HTTP/2.0\r\n\r\n", 400), (b"GET nopath HTTP/1.1\r\n\r\n", 400),
+            (b"GET  / HTTP/1.1\r\n\r\n", 400), (b"GET / HTTP/1.1 extra\r\n\r\n", 400),
+            (b"GET /\x00 HTTP/1.1\r\n\r\n", 400), (b"\xff\xfe\x00\x01\r\n\r\n", 400),
+            (b"GET /" + b"a" * 2000 + b" HTTP/1.1\r\n\r\n", 400),
+            (b"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", 405), (b"DELETE / HTTP/1.1\r\n\r\n", 405),
+            (b"GET /nope HTTP/1.1\r\n\r\n", 404), (b"GET /metrics/../x HTTP/1.1\r\n\r\n", 404),
+            (b"GET / HTTP/1.1\r\nX: " + b"y" * 9000 + b"\r\n\r\n", 431),
+            (b"GET / HTTP/1.0\n\n", 200),
+        ]
+        for data, want in cases:
+            status, headers, _ = e.raw(data)
+            check(status == want, f"{data[:40]!r}: {status}, wanted {want}", headers)
+            if want == 405:
+                check(headers.get("Allow") == "GET, HEAD", "405 names the methods", headers)
+        with socket.create_connection(("127.0.0.1", e.port)) as c:  # a client that goes away at once
+            pass
+        c = socket.create_connection(("127.0.0.1", e.port))
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.sendall(b"GET / HT")
+        c.close()  # a reset in the middle of a request
+        check(e.get("/metrics")[0] == 200, "still serving after the abuse", "")
+        check(e.p.poll() is None, "the exporter is alive", "")
+
+
+def test_exporter_bounds_connections_and_slow_clients():
+    with Holders(["train:512:0:2"]) as h, Exporter(h) as e:
+        idle = [socket.create_connection(("127.0.0.1", e.port), timeout=20) for _ in range(32)]
+        for c in idle:
+            c.sendall(b"GET / HTTP/1.1\r\n")  # never finished
+        for _ in range(100):  # until the exporter has accepted them all (a free slot still answers 200)
+            status, _, _ = e.get("/metrics")
+            if status == 503:
+                break
+            time.sleep(0.1)
+        check(status == 503, f"the 33rd connection is turned away, not {status}", "")
+        reply = idle[0].recv(4096)  # the exporter's deadline closes a request that never ends
+        check(reply.startswith(b"HTTP/1.1 408 "), "a slow request gets 408", reply)
+        for c in idle:
+            c.close()
+        status = None
+        for _ in range(50):
+            status = e.get("/metrics")[0]
+            if status == 200:
+                break
+            time.sleep(0.1)
+        check(status == 200, f"served again once they are gone ({status})", "")
+        with concurrent.futures.ThreadPoolExecutor(64) as pool:
+            statuses = list(pool.map(lambda i: e.get("/metrics" if i % 2 else "/")[0], range(200)))
+        check(set(statuses) <= {200, 503} and statuses.count(200) >= 32, f"concurrent: {sorted(set(statuses))}",
+              statuses)
+        check(e.p.poll() is None, "the exporter is alive", "")
+
+
+def test_exporter_port_in_use_and_bad_listen():
+    with Holders(["train:512:0:2"]) as h, Exporter(h) as e:
+        _, err = expect_rc(["exporter", "--listen", f"127.0.0.1:{e.port}"], 1, env=h.env())
+        check(f"cannot listen on 127.0.0.1:{e.port}" in err and "in use" in err, "port in use is named", err)
+    for bad in ("127.0.0.1:", "127.0.0.1:x", "localhost:9464", "1.2.3.4.5:80", "127.0.0.1:70000", ":"):
+        _, err = expect_rc(["exporter", "--listen", bad], 2)
+        check("--listen" in err, f"--listen {bad} is explained", err)
+    expect_rc(["exporter", "--bogus"], 2)
+
+
+DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs")
+
+
+def test_grafana_dashboard_and_scrape_config_fit_the_metrics():
+    with open(os.path.join(DOCS, "grafana-dashboard.json")) as f:
+        dash = parse_json(f.read())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    check(len(exprs) >= 8 and dash["templating"]["list"][0]["name"] == "device", "dashboard panels", dash)
+    check(dash["__inputs"][0]["pluginId"] == "prometheus", "importable: asks for its data source", dash)
+    d = tempfile.mkdtemp()
+    try:
+        out, _ = expect_rc(["metrics", "--ledger-dir", d], 0)
+    finally:
+        os.rmdir(d)
+    exported = set(re.findall(r"^# TYPE (\S+) ", out, re.M))
+    used = set(re.findall(r"\bgpupart_[a-z_]+", " ".join(exprs)))
+    check(used and used <= exported, f"the dashboard queries only exported families: {sorted(used - exported)}", "")
+    check({"gpupart_partition_reserved_bytes", "gpupart_partition_limit_bytes", "gpupart_device_budget_bytes",
+           "gpupart_member_reserved_bytes"} <= used, "the dashboard shows the main families", sorted(used))
+    promtool = shutil.which("promtool")
+    if not promtool:
+        print("SKIP promtool check of the dashboard and scrape config: promtool is not installed")
+        return
+    rules = "groups:\n  - name: dashboard\n    rules:\n" + "".join(
+        f"      - record: gpupart:dashboard:{i}\n        expr: {json.dumps(e.replace('$device', '.*'))}\n"
+        for i, e in enumerate(exprs))
+    path = write_file(rules)
+    try:
+        p = subprocess.run([promtool, "check", "rules", path], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0, "promtool parses every dashboard query", p.stdout + p.stderr + rules)
+    finally:
+        os.unlink(path)
+    p = subprocess.run([promtool, "check", "config", os.path.join(DOCS, "prometheus.yml")], capture_output=True,
+                       text=True, timeout=60)
+    check(p.returncode == 0, "promtool accepts docs/prometheus.yml", p.stdout + p.stderr)
+
+
+def read_png(path):
+    """(width, height, rows of (r, g, b) tuples) of an 8-bit RGB or RGBA PNG, decoded here
+    (no imaging library needed)."""
+    import zlib
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, ihdr = 8, b"", None
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    w, h, depth, color, _, _, interlace = ihdr
+    assert depth == 8 and color in (2, 6) and not interlace, f"PNG kind {ihdr}"
+    bpp = 3 if color == 2 else 4
+    raw, stride, rows, prev = zlib.decompress(idat), w * bpp, [], bytearray(w * bpp)
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            pred = [0, a, b, (a + b) // 2, a + b - c][f]
+            if f == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                pred = a if pa <= pb and pa <= pc else b if pb <= pc else c
+            line[i] = (line[i] + pred) & 0xFF
+        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(w)])
+        prev = line
+    return w, h, rows
+
+
+def test_the_status_page_in_a_headless_browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        print("SKIP the browser test: chromium is not installed")
+        return
+    with Holders(["train:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h, Exporter(h) as e:
+        snap = parse_json(e.get("/top.json")[2])["devices"][0]
+        shot = os.path.join(h.dir, "page.png")
+        base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                "--force-device-scale-factor=1", "--window-size=1000,600", f"--user-data-dir={h.dir}/chromium"]
+        url = f"http://127.0.0.1:{e.port}/"
+        p = subprocess.run(base + [f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0 and os.path.exists(shot), "chromium took a screenshot", p.stderr[-2000:])
+        dom = subprocess.run(base + ["--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+        for name in ("train", "eval", "other"):
+            check(f'<td class="n">{name}</td>' in dom, f"the rendered page shows {name}", dom)
+        if not os.path.exists(shot):
+            return
+        w, _, rows = read_png(shot)
+        reserved_c, limit_c, track_c, mark_c = (52, 101, 164), (201, 215, 238), (238, 238, 238), (204, 0, 0)
+        bands, current = [], None
+        for y, row in enumerate(rows):  # a bar is a band of rows holding the track's colours
+            has = sum(px in (reserved_c, limit_c) for px in row) > 5
+            if has and current is None:
+                current = [y, y]
+            elif has:
+                current[1] = y
+            elif current is not None:
+                bands.append(current)
+                current = None
+        check(len(bands) == 3, f"three bars drawn, found {len(bands)}", bands)
+        for (top, bottom), p in zip(bands, snap["partitions"]):
+            row = rows[(top + bottom) // 2]
+            reserved = row.count(reserved_c)
+            marks = row.count(mark_c)
+            limit = reserved + marks + row.count(limit_c)
+            track = limit + row.count(track_c)
+            budget = snap["budget"]
+            check(abs(reserved / track - p["reserved"] / budget) < 0.02, f"{p['name']}: reserved bar {reserved}/{track}",
+                  p)
+            check(abs(limit / track - p["limit"] / budget) < 0.02, f"{p['name']}: limit bar {limit}/{track}", p)
+            check((marks > 0) == (p["guarantee"] > 0), f"{p['name']}: guarantee mark ({marks} px)", p)
+
+
 def main():
     global GPUPART
     GPUPART = os.path.abspath(sys.argv[1])
+    global HOLDER
+    HOLDER = os.path.abspath(sys.argv[2])
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
     for t in tests:
         before = len(failures)

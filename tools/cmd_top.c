@@ -1,0 +1,160 @@
+/* gpupart top: a live view of every shared device of this user (the shared ledgers in the
+ * ledger folder): budget, each partition's limit, guarantee, reserved bytes and peak, and
+ * each member process, redrawn every interval with plain ANSI escapes; or one frame
+ * (--once), or one JSON snapshot (--json). It only reads the ledgers (observe.h). */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "observe.h"
+
+static const char help[] =
+    "usage: gpupart top [--once] [--json] [--interval SECONDS] [--ledger-dir DIR]\n"
+    "\n"
+    "Shows every shared device of this user (each ledger file in the ledger folder):\n"
+    "its budget, each partition's limit, guarantee, reserved bytes and peak, and each\n"
+    "member process (pid, command, reserved), redrawn until interrupted.\n"
+    "\n"
+    "  --once            print one frame and exit\n"
+    "  --json            print one JSON snapshot and exit (schema in gpupart(1))\n"
+    "  --interval SECS   time between frames, 0.1 to 3600 (default 2)\n"
+    "  --ledger-dir DIR  the ledger folder (default: the one programs use:\n"
+    "                    GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
+    "                    else /dev/shm)\n"
+    "\n"
+    "A ledger whose lock another process holds for longer than 100 ms is shown as busy;\n"
+    "a file that is not a valid ledger of this user is shown as refused, with why.\n"
+    "\n"
+    "exit status: 0 success, 1 the folder cannot be read, 2 bad usage\n";
+
+typedef struct top_args {
+  int once, json;
+  double interval;
+  const char *dir;
+} top_args;
+
+static volatile sig_atomic_t stop;
+static void on_signal(int sig) { (void)sig, stop = 1; }
+
+static int parse_interval(const char *v, double *out) {
+  char *end;
+  double d = strtod(v, &end);
+  if (end == v || *end || !(d >= 0.1 && d <= 3600)) return cli_usage_error("top", "--interval '%s': want 0.1 to 3600 seconds", v);
+  *out = d;
+  return EXIT_OK;
+}
+
+static int parse_args(int argc, char **argv, top_args *a) {
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    int r;
+    if ((r = cli_option(argc, argv, &i, "--once", 0, &v)) > 0) a->once = 1;
+    else if (!r && (r = cli_option(argc, argv, &i, "--json", 0, &v)) > 0) a->json = 1;
+    else if (!r && (r = cli_option(argc, argv, &i, "--ledger-dir", 1, &v)) > 0) a->dir = v;
+    else if (!r && (r = cli_option(argc, argv, &i, "--interval", 1, &v)) > 0 && parse_interval(v, &a->interval))
+      return EXIT_USAGE;
+    if (r < 0) return EXIT_USAGE;
+    if (!r) return cli_usage_error("top", "unknown argument '%s'", argv[i]);
+  }
+  return EXIT_OK;
+}
+
+static const char *size_or_dash(uint64_t v, char *buf, size_t n) {
+  if (v == UINT64_MAX) return "-";
+  human_bytes(v, buf, n);
+  return buf;
+}
+
+static void device_line(const observed_device *d) {
+  const gpupart__ledger_snapshot *s = d->s;
+  char b[32], g[32], r[32], p[32], t[32], f[32];
+  printf("DEVICE %s", *s->identity ? s->identity : s->file);
+  if (*d->backend) printf("  (%s %lld%s%s)", d->backend, (long long)d->index, *d->uuid ? " " : "", d->uuid);
+  if (s->status) {
+    printf("  %s: %s\n", observe_status(s), s->why);
+    return;
+  }
+  human_bytes(s->budget, b, sizeof b), human_bytes(s->guarantees, g, sizeof g);
+  human_bytes(s->reserved, r, sizeof r), human_bytes(s->peak_reserved, p, sizeof p);
+  printf("\n  budget %s  guaranteed %s  reserved %s  peak %s", b, g, r, p);
+  if (d->total != UINT64_MAX) printf("  driver: total %s free %s", size_or_dash(d->total, t, sizeof t), size_or_dash(d->free, f, sizeof f));
+  printf("\n");
+  if (!s->consistent) printf("  INCONSISTENT: %s\n", s->why);
+}
+
+static void partition_rows(const gpupart__ledger_snapshot *s) {
+  printf("  %-24s %10s %10s %10s %10s %10s %8s\n", "PARTITION", "LIMIT", "GUARANTEE", "RESERVED", "IN USE", "PEAK",
+         "PID");
+  for (uint32_t i = 0; i < s->entries; i++) {
+    const gpupart__ledger_snapshot_entry *e = &s->entry[i];
+    char l[32], g[32], r[32], p[32];
+    human_bytes(e->figures.limit, l, sizeof l), human_bytes(e->figures.guarantee, g, sizeof g);
+    human_bytes(e->figures.reserved, r, sizeof r), human_bytes(e->figures.peak_reserved, p, sizeof p);
+    printf("  %-24.63s %10s %10s %10s %10s %10s %8lld\n", e->name, l, g, r, "-", p, (long long)e->pid);
+  }
+}
+
+static void member_rows(const gpupart__ledger_snapshot *s) {
+  printf("  %-8s %-16s %-5s %10s %10s\n", "PID", "COMMAND", "ALIVE", "PARTITIONS", "RESERVED");
+  for (uint32_t i = 0; i < s->members; i++) {
+    const gpupart__ledger_snapshot_member *m = &s->member[i];
+    char comm[64], r[32];
+    observe_comm(m->alive ? m->pid : 0, comm, sizeof comm);
+    human_bytes(m->reserved, r, sizeof r);
+    printf("  %-8lld %-16s %-5s %10u %10s\n", (long long)m->pid, *comm ? comm : "-", m->alive ? "yes" : "no",
+           m->entries, r);
+  }
+}
+
+static void frame(const observation *o) {
+  char when[32];
+  time_t t = (time_t)o->time;
+  strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
+  printf("gpupart top  %s  ledgers in %s: %u\n", when, o->dir, o->n);
+  for (uint32_t i = 0; i < o->n; i++) {
+    printf("\n");
+    device_line(&o->dev[i]);
+    if (o->dev[i].s->status) continue;
+    partition_rows(o->dev[i].s);
+    member_rows(o->dev[i].s);
+  }
+  if (!o->n) printf("\nno shared device (programs share a device with GPUPART_SHARED=1)\n");
+}
+
+/* One frame or snapshot; EXIT_CHECKED when the folder cannot be read. */
+static int show(const top_args *a, int clear) {
+  observation o;
+  gpupart_result rc = observe(a->dir, &o);
+  if (rc) return cli_failure("top", rc);
+  if (clear) fputs("\033[H\033[2J", stdout);
+  if (a->json) observe_json(stdout, &o);
+  else frame(&o);
+  fflush(stdout);
+  observe_free(&o);
+  return EXIT_OK;
+}
+
+static void sleep_for(double seconds) {
+  struct timespec t = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  nanosleep(&t, NULL); /* a signal cuts it short */
+}
+
+int cmd_top(int argc, char **argv) {
+  top_args a = {.interval = 2};
+  if (cli_wants_help(argc, argv)) return fputs(help, stdout), EXIT_OK;
+  int rc = parse_args(argc, argv, &a);
+  if (rc) return rc;
+  a.dir = observe_ledger_dir(a.dir);
+  if (a.once || a.json) return show(&a, 0);
+  struct sigaction sa = {.sa_handler = on_signal};
+  sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
+  int tty = isatty(STDOUT_FILENO);
+  while (!stop && (rc = show(&a, tty)) == EXIT_OK) {
+    if (!tty) printf("\n");
+    sleep_for(a.interval);
+  }
+  return rc;
+}

@@ -1,0 +1,147 @@
+/* The shared ledgers (observe.h) as Prometheus text, for gpupart metrics and the
+ * exporter. Each family has
+ * a gpupart_ prefix, a unit suffix, HELP and TYPE lines, and labels naming the device
+ * (device = its key, backend, index, uuid), the partition and the pid. */
+#include <string.h>
+
+#include "cli.h"
+#include "metrics.h"
+
+typedef enum scope { LEDGER, DEVICE, PARTITION, MEMBER } scope;
+
+/* One sample's value: 1 and *v set, or 0 for no sample. */
+typedef int (*value_fn)(const observed_device *d, uint32_t i, uint64_t *v);
+
+typedef struct family {
+  const char *name, *help;
+  scope scope;
+  value_fn value;
+} family;
+
+#define FIG(fn, expr)                                                       \
+  static int fn(const observed_device *d, uint32_t i, uint64_t *v) {        \
+    (void)i;                                                                \
+    *v = (expr);                                                            \
+    return 1;                                                               \
+  }
+FIG(up, d->s->status == GPUPART_OK)
+FIG(consistent, (uint64_t)d->s->consistent)
+FIG(budget, d->s->budget)
+FIG(guarantees, d->s->guarantees)
+FIG(reserved, d->s->reserved)
+FIG(peak, d->s->peak_reserved)
+FIG(members, d->s->members)
+FIG(p_limit, d->s->entry[i].figures.limit)
+FIG(p_guarantee, d->s->entry[i].figures.guarantee)
+FIG(p_reserved, d->s->entry[i].figures.reserved)
+FIG(p_peak, d->s->entry[i].figures.peak_reserved)
+FIG(m_reserved, d->s->member[i].reserved)
+FIG(m_alive, (uint64_t)d->s->member[i].alive)
+FIG(m_partitions, d->s->member[i].entries)
+#undef FIG
+
+static int driver_total(const observed_device *d, uint32_t i, uint64_t *v) {
+  (void)i;
+  return *v = d->total, d->total != UINT64_MAX;
+}
+
+static int driver_free(const observed_device *d, uint32_t i, uint64_t *v) {
+  (void)i;
+  return *v = d->free, d->free != UINT64_MAX;
+}
+
+static const family families[] = {
+    {"gpupart_ledger_up", "1 when the shared ledger file was read; 0 when it was busy or refused", LEDGER, up},
+    {"gpupart_ledger_consistent", "1 when every invariant of the shared ledger held when read", LEDGER, consistent},
+    {"gpupart_device_budget_bytes", "Bytes the processes sharing the device may take from it", DEVICE, budget},
+    {"gpupart_device_guarantee_bytes", "Sum of the partitions' guarantees on the device", DEVICE, guarantees},
+    {"gpupart_device_reserved_bytes", "Bytes the partitions hold from the driver", DEVICE, reserved},
+    {"gpupart_device_peak_reserved_bytes", "Most bytes the partitions held from the driver at once", DEVICE, peak},
+    {"gpupart_device_members", "Device handles (of any process) sharing the device", DEVICE, members},
+    {"gpupart_device_driver_total_bytes", "Device memory as the driver reports it", DEVICE, driver_total},
+    {"gpupart_device_driver_free_bytes", "Free device memory as the driver reports it", DEVICE, driver_free},
+    {"gpupart_partition_limit_bytes", "Most bytes the partition may hold", PARTITION, p_limit},
+    {"gpupart_partition_guarantee_bytes", "Bytes kept for the partition whoever else allocates", PARTITION,
+     p_guarantee},
+    {"gpupart_partition_reserved_bytes", "Bytes the partition holds from the driver", PARTITION, p_reserved},
+    {"gpupart_partition_peak_reserved_bytes", "Most bytes the partition held from the driver at once", PARTITION,
+     p_peak},
+    {"gpupart_member_reserved_bytes", "Bytes the partitions of one device handle hold from the driver", MEMBER,
+     m_reserved},
+    {"gpupart_member_alive", "1 while the member's process lives", MEMBER, m_alive},
+    {"gpupart_member_partitions", "Partitions the member created", MEMBER, m_partitions},
+};
+
+/* A label value: backslash, quote and newline escaped; a byte that is not UTF-8 becomes
+ * U+FFFD. */
+static void label_value(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    size_t n = *p >= 0x80 ? cli_utf8_len(p) : 1;
+    if (*p == '\\' || *p == '"') fprintf(f, "\\%c", *p);
+    else if (*p == '\n') fputs("\\n", f);
+    else if (!n) fputs("\xef\xbf\xbd", f);
+    else fwrite(p, 1, n, f), p += n - 1;
+  }
+  fputc('"', f);
+}
+
+static void label(FILE *f, const char *sep, const char *name, const char *value) {
+  fprintf(f, "%s%s=", sep, name);
+  label_value(f, value);
+}
+
+static void device_labels(FILE *f, const observed_device *d) {
+  char index[24] = "";
+  if (d->index >= 0) snprintf(index, sizeof index, "%lld", (long long)d->index);
+  label(f, "", "device", d->s->identity);
+  label(f, ",", "backend", d->backend);
+  label(f, ",", "index", index);
+  label(f, ",", "uuid", d->uuid);
+}
+
+static void pid_label(FILE *f, int64_t pid) {
+  char s[24];
+  snprintf(s, sizeof s, "%lld", (long long)pid);
+  label(f, ",", "pid", s);
+}
+
+/* The labels of sample i of a family of scope sc. */
+static void labels(FILE *f, const observed_device *d, scope sc, uint32_t i) {
+  if (sc == LEDGER) label(f, "", "file", d->s->file), label(f, ",", "device", d->s->identity);
+  else device_labels(f, d);
+  if (sc == PARTITION) label(f, ",", "partition", d->s->entry[i].name), pid_label(f, d->s->entry[i].pid);
+  if (sc == MEMBER) {
+    char comm[64];
+    observe_comm(d->s->member[i].alive ? d->s->member[i].pid : 0, comm, sizeof comm);
+    pid_label(f, d->s->member[i].pid);
+    char id[24];
+    snprintf(id, sizeof id, "%llu", (unsigned long long)d->s->member[i].id);
+    label(f, ",", "member", id);
+    label(f, ",", "command", comm);
+  }
+}
+
+static uint32_t samples(const observed_device *d, scope sc) {
+  if (sc == LEDGER) return 1;
+  if (d->s->status != GPUPART_OK) return 0;
+  return sc == DEVICE ? 1 : sc == PARTITION ? d->s->entries : d->s->members;
+}
+
+static void family_text(FILE *f, const family *fam, const observation *o) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", fam->name, fam->help, fam->name);
+  for (uint32_t k = 0; k < o->n; k++)
+    for (uint32_t i = 0; i < samples(&o->dev[k], fam->scope); i++) {
+      uint64_t v;
+      if (!fam->value(&o->dev[k], i, &v)) continue;
+      fprintf(f, "%s{", fam->name);
+      labels(f, &o->dev[k], fam->scope, i);
+      fprintf(f, "} %llu\n", (unsigned long long)v);
+    }
+}
+
+void metrics_text(FILE *f, const observation *o) {
+  fprintf(f, "# HELP gpupart_ledgers Shared ledger files of this user read from the ledger folder\n"
+             "# TYPE gpupart_ledgers gauge\ngpupart_ledgers %u\n", o->n);
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) family_text(f, &families[i], o);
+}

@@ -1,0 +1,48 @@
+/* What gpupart top, metrics and exporter share: one reading of every shared ledger of
+ * this user in the ledger folder (core/ledger_shm.c's snapshot), with each device's labels
+ * (backend, index, UUID) worked out from its identity key and the devices present, and
+ * the command name of each member process. */
+#ifndef GPUPART_TOOLS_OBSERVE_H
+#define GPUPART_TOOLS_OBSERVE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ledger_shm.h"
+
+#define OBSERVE_LOCK_TIMEOUT_MS 100 /* how long a reading waits on one ledger's lock */
+
+/* One shared device as read. */
+typedef struct observed_device {
+  const gpupart__ledger_snapshot *s;
+  char backend[16]; /* "" when the key does not tell and no device present matches */
+  int64_t index;    /* -1 when unknown */
+  char uuid[40];    /* "" when unknown */
+  uint64_t total, free; /* from the driver, UINT64_MAX when unknown */
+} observed_device;
+
+typedef struct observation {
+  char dir[4096];
+  double time; /* seconds since the epoch when it was read */
+  gpupart__ledger_snapshot *snaps;
+  observed_device *dev;
+  uint32_t n;
+} observation;
+
+/* The ledger folder: option (when not NULL), else the one a program would use
+ * (GPUPART_LEDGER_DIR, else ledger_dir of the configuration file, else /dev/shm). */
+const char *observe_ledger_dir(const char *option);
+/* Reads every ledger of dir into o. The devices present are enumerated once a process
+ * (for labels and driver totals) when a key needs them. 0, or the library's code with its
+ * message (the folder cannot be listed). */
+int observe(const char *dir, observation *o);
+void observe_free(observation *o);
+/* The command name of pid (/proc/PID/comm), "" when it cannot be read. */
+void observe_comm(int64_t pid, char *out, size_t n);
+/* "ok", "busy" or "refused": a snapshot's status in words. */
+const char *observe_status(const gpupart__ledger_snapshot *s);
+
+/* The snapshot as JSON (schema in docs/cli.md). */
+void observe_json(FILE *f, const observation *o);
+
+#endif
