@@ -63,6 +63,14 @@ Test(cl_layer, svm_is_refused_past_the_limit) { refused_past("svm"); }
 Test(cl_layer, images_are_refused_past_the_limit) { refused_past("image"); }
 Test(cl_layer, sub_buffers_take_no_more_of_the_limit) { refused_past("sub"); }
 
+Test(cl_layer, a_pyopencl_script_is_refused_past_the_limit) {
+  if (system("/usr/bin/python3 -c 'import pyopencl' 2>/dev/null")) cr_skip_test("python3-pyopencl is not installed");
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB /usr/bin/python3 %s", layer(),
+              ip_test_path("GPUPART_TEST_CL_FILL_PY"));
+  cr_assert(strstr(out, "global 67108864\nallocated 64 code -4\n"), "%s", out);
+}
+
 Test(cl_layer, without_a_limit_the_program_runs_as_before) {
   char plain[4096], under[4096];
   const char *env = layer();
