@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "account.h"
-#include "svm_map.h"
+#include "handle_map.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -151,13 +151,13 @@ static void *CL_API_CALL svm_alloc(cl_context context, cl_svm_mem_flags flags, s
   if (account(context, size, &a)) return NULL;
   void *ptr = next.clSVMAlloc(context, flags, size, alignment);
   if (!ptr || !a) return gpupart__ip_unaccount(a), ptr;
-  if (gpupart__svm_put(ptr, a)) gpupart__ip_unaccount(a);
+  if (gpupart__ip_map_put(ptr, a)) gpupart__ip_unaccount(a);
   return ptr;
 }
 
 static void CL_API_CALL svm_free(cl_context context, void *ptr) {
   next.clSVMFree(context, ptr);
-  gpupart__ip_unaccount(gpupart__svm_take(ptr));
+  gpupart__ip_unaccount(gpupart__ip_map_take(ptr));
 }
 
 /* Unaccounted when enqueued: the bytes may stay in use until the command runs. */
@@ -165,7 +165,7 @@ static cl_int CL_API_CALL enqueue_svm_free(cl_command_queue queue, cl_uint n, vo
                                            void(CL_CALLBACK *pfn)(cl_command_queue, cl_uint, void *[], void *),
                                            void *user, cl_uint nwait, const cl_event *wait, cl_event *event) {
   cl_int rc = next.clEnqueueSVMFree(queue, n, ptrs, pfn, user, nwait, wait, event);
-  for (cl_uint i = 0; !rc && ptrs && i < n; i++) gpupart__ip_unaccount(gpupart__svm_take(ptrs[i]));
+  for (cl_uint i = 0; !rc && ptrs && i < n; i++) gpupart__ip_unaccount(gpupart__ip_map_take(ptrs[i]));
   return rc;
 }
 

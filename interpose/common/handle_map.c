@@ -1,6 +1,6 @@
-/* svm_map.h: a chained hash over the pointer bits, one lock (SVM allocations are
- * few and large, so neither the lock nor the chains are hot). */
-#include "svm_map.h"
+/* handle_map.h: a chained hash over the handle's bits, one lock (the memory objects
+ * mapped here are few and large, so neither the lock nor the chains are hot). */
+#include "handle_map.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -22,7 +22,7 @@ static size_t bucket_of(const void *ptr) {
   return (size_t)((u >> 6) ^ (u >> 16)) % BUCKETS;
 }
 
-int gpupart__svm_put(const void *ptr, gpupart_allocation *a) {
+int gpupart__ip_map_put(const void *ptr, gpupart_allocation *a) {
   entry *e = malloc(sizeof *e);
   if (!e) return -1;
   size_t b = bucket_of(ptr);
@@ -33,7 +33,7 @@ int gpupart__svm_put(const void *ptr, gpupart_allocation *a) {
   return 0;
 }
 
-gpupart_allocation *gpupart__svm_take(const void *ptr) {
+gpupart_allocation *gpupart__ip_map_take(const void *ptr) {
   gpupart_allocation *a = NULL;
   pthread_mutex_lock(&lock);
   for (entry **link = &buckets[bucket_of(ptr)]; *link; link = &(*link)->next) {
