@@ -97,8 +97,9 @@ uint64_t gpupart__ip_available(gpupart_partition *p) {
   return s.limit > s.in_use ? s.limit - s.in_use : 0;
 }
 
-gpupart_result gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out) {
-  return gpupart_alloc(p, size, 0, out);
+int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out) {
+  gpupart_result r = gpupart_alloc(p, size, 0, out);
+  return r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM ? -1 : 0;
 }
 
 void gpupart__ip_unaccount(gpupart_allocation *a) {

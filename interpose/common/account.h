@@ -22,8 +22,10 @@ gpupart_partition *gpupart__ip_partition(uint32_t key, uint64_t total);
 uint64_t gpupart__ip_limit(gpupart_partition *p);
 /* What the partition can still take before a refusal, at most its limit. */
 uint64_t gpupart__ip_available(gpupart_partition *p);
-/* Accounts size bytes: OK with *out set, or the refusal (ELIMIT, EDEVMEM, EINVAL). */
-gpupart_result gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out);
+/* Accounts size bytes: 0 with *out set (NULL when gpupart cannot account the size at
+ * all, e.g. more than the device holds: the driver then answers as it would without the
+ * layer), or -1 when the partition or the budget refuses it (ELIMIT, EDEVMEM). */
+int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out);
 /* Gives back what gpupart__ip_account took; NULL is a no-op. */
 void gpupart__ip_unaccount(gpupart_allocation *a);
 

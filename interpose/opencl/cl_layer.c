@@ -86,7 +86,7 @@ static cl_mem attach(cl_mem mem, gpupart_allocation *a) {
 static int account(cl_context context, size_t size, gpupart_allocation **a) {
   *a = NULL;
   gpupart_partition *p = size ? context_partition(context) : NULL;
-  return p && gpupart__ip_account(p, size, a) != GPUPART_OK;
+  return p && gpupart__ip_account(p, size, a) != 0;
 }
 
 static cl_mem CL_API_CALL create_buffer(cl_context context, cl_mem_flags flags, size_t size, void *host_ptr,

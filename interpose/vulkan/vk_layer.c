@@ -139,7 +139,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL allocate_memory(VkDevice device, const VkM
   gpupart_allocation *a = NULL;
   if (info && info->memoryTypeIndex < d->props.memoryTypeCount)
     p = d->heaps[d->props.memoryTypes[info->memoryTypeIndex].heapIndex];
-  if (p && info->allocationSize && gpupart__ip_account(p, info->allocationSize, &a) != GPUPART_OK)
+  if (p && info->allocationSize && gpupart__ip_account(p, info->allocationSize, &a) != 0)
     return VK_ERROR_OUT_OF_DEVICE_MEMORY;
   VkResult r = d->allocate(device, info, alloc, memory);
   if (r != VK_SUCCESS || (a && gpupart__ip_map_put((const void *)(uintptr_t)*memory, a)))

@@ -80,6 +80,18 @@ Test(cl_layer, without_a_limit_the_program_runs_as_before) {
   cr_assert(strstr(under, "allocated 256 code 0\nagain 256 code 0\n"), "%s", under);
 }
 
+/* More than the device holds: the driver's own answer (CL_INVALID_BUFFER_SIZE on PoCL),
+ * not a refusal of the layer's. */
+Test(cl_layer, a_buffer_larger_than_the_device_gets_the_drivers_answer) {
+  char plain[4096], under[4096];
+  const char *env = layer();
+  ip_test_run(plain, sizeof plain, "%s buffer 1048576 1048576", fill());
+  ip_test_run(under, sizeof under, "env %s %s buffer 1048576 1048576", env, fill());
+  const char *code = strstr(plain, "allocated 0 code ");
+  cr_assert(code, "%s", plain);
+  cr_assert(strstr(under, code), "'%s' lacks '%s'", under, code);
+}
+
 Test(cl_layer, a_configured_partition_named_by_gpupart_partition_sets_the_limit) {
   char out[4096];
   ip_test_run(out, sizeof out, "env %s GPUPART_PARTITION=job GPUPART_PARTITIONS=job:32MiB %s buffer 1 200", layer(),
