@@ -91,10 +91,9 @@ uint64_t gpupart__ip_limit(gpupart_partition *p) {
   return gpupart_partition_get_stats(p, &s) ? 0 : s.limit;
 }
 
-uint64_t gpupart__ip_available(gpupart_partition *p) {
+uint64_t gpupart__ip_in_use(gpupart_partition *p) {
   gpupart_stats s;
-  if (gpupart_partition_get_stats(p, &s)) return 0;
-  return s.limit > s.in_use ? s.limit - s.in_use : 0;
+  return gpupart_partition_get_stats(p, &s) ? 0 : s.in_use;
 }
 
 int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out) {

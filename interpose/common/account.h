@@ -20,8 +20,8 @@
 gpupart_partition *gpupart__ip_partition(uint32_t key, uint64_t total);
 /* The partition's limit in bytes (what the layer reports as the device's size). */
 uint64_t gpupart__ip_limit(gpupart_partition *p);
-/* What the partition can still take before a refusal, at most its limit. */
-uint64_t gpupart__ip_available(gpupart_partition *p);
+/* The bytes the partition's live allocations hold (what this process uses). */
+uint64_t gpupart__ip_in_use(gpupart_partition *p);
 /* Accounts size bytes: 0 with *out set (NULL when gpupart cannot account the size at
  * all, e.g. more than the device holds: the driver then answers as it would without the
  * layer), or -1 when the partition or the budget refuses it (ELIMIT, EDEVMEM). */

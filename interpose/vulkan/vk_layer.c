@@ -5,7 +5,8 @@
  * called, and refused with VK_ERROR_OUT_OF_DEVICE_MEMORY past the partition;
  * vkFreeMemory gives the bytes back. vkGetPhysicalDeviceMemoryProperties(2) report each
  * heap's size as at most its partition's limit, and VK_EXT_memory_budget's heapBudget
- * likewise, so programs that size themselves (VMA) adapt. Every other call goes straight
+ * likewise (the layer's own budget where the driver has none), so programs that size
+ * themselves (VMA) adapt. Every other call goes straight
  * down the chain; the layer adds no policy. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -96,13 +97,41 @@ static void heaps_open(instance_rec *in, VkPhysicalDevice pd, const VkPhysicalDe
     heaps[h] = gpupart__ip_partition(0x10000u + pos * VK_MAX_MEMORY_HEAPS + h, props->memoryHeaps[h].size);
 }
 
+/* ---- VK_EXT_memory_budget: the driver's, capped; or the layer's where it has none.
+ * The manifest lists the extension, so the loader advertises it and keeps it from a
+ * driver that lacks it at vkCreateDevice. */
+
+/* Whether the driver filled the budget struct (the caller zeroed nothing: a driver that
+ * does not know the struct leaves it as the program passed it, which is zero-initialised
+ * by any program that chains it; a heap's budget is never 0 from a driver that has it). */
+static int driver_filled(const VkPhysicalDeviceMemoryBudgetPropertiesEXT *b, uint32_t heaps) {
+  for (uint32_t h = 0; h < heaps; h++)
+    if (b->heapBudget[h]) return 1;
+  return 0;
+}
+
+static VkPhysicalDeviceMemoryBudgetPropertiesEXT *budget_in(void *next) {
+  for (VkBaseOutStructure *s = next; s; s = s->pNext)
+    if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT)
+      return (VkPhysicalDeviceMemoryBudgetPropertiesEXT *)s;
+  return NULL;
+}
+
+/* Where the driver has no VK_EXT_memory_budget, the layer's: each heap's budget is its
+ * (reduced) size and its usage what this process's partition holds. */
+static void budget_fill(VkPhysicalDeviceMemoryBudgetPropertiesEXT *b, const VkPhysicalDeviceMemoryProperties *props,
+                        gpupart_partition **heaps) {
+  for (uint32_t h = 0; h < VK_MAX_MEMORY_HEAPS; h++) {
+    b->heapBudget[h] = h < props->memoryHeapCount ? props->memoryHeaps[h].size : 0;
+    b->heapUsage[h] = h < props->memoryHeapCount && heaps[h] ? gpupart__ip_in_use(heaps[h]) : 0;
+  }
+}
+
 /* The heap sizes (and the budget struct in pNext, if any) as the partitions allow. */
 static void report(instance_rec *in, VkPhysicalDevice pd, VkPhysicalDeviceMemoryProperties *props, void *next) {
   gpupart_partition *heaps[VK_MAX_MEMORY_HEAPS] = {0};
-  VkPhysicalDeviceMemoryBudgetPropertiesEXT *budget = NULL;
-  for (VkBaseOutStructure *s = next; s; s = s->pNext)
-    if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT)
-      budget = (VkPhysicalDeviceMemoryBudgetPropertiesEXT *)s;
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT *budget = budget_in(next);
+  int filled = budget && driver_filled(budget, props->memoryHeapCount);
   heaps_open(in, pd, props, heaps);
   for (uint32_t h = 0; h < props->memoryHeapCount; h++) {
     uint64_t limit = heaps[h] ? gpupart__ip_limit(heaps[h]) : 0;
@@ -110,6 +139,7 @@ static void report(instance_rec *in, VkPhysicalDevice pd, VkPhysicalDeviceMemory
     if (props->memoryHeaps[h].size > limit) props->memoryHeaps[h].size = limit;
     if (budget && budget->heapBudget[h] > limit) budget->heapBudget[h] = limit;
   }
+  if (budget && !filled) budget_fill(budget, props, heaps);
 }
 
 static VKAPI_ATTR void VKAPI_CALL get_mem_props(VkPhysicalDevice pd, VkPhysicalDeviceMemoryProperties *props) {

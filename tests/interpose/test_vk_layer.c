@@ -57,11 +57,21 @@ Test(vk_layer, allocations_are_refused_past_the_limit) {
   cr_assert(strstr(out, "again 64 code -2\n"), "freed memory gives its bytes back: %s", out);
 }
 
+/* VK_EXT_memory_budget: the driver's capped, or (lavapipe has none) the layer's, which
+ * the loader offers from the manifest and keeps from the driver at vkCreateDevice. */
+Test(vk_layer, the_memory_budget_extension_reports_the_limit) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s 1 200", layer(), fill());
+  cr_assert(strstr(out, "budget 67108864\n"), "%s", out);
+  cr_assert(strstr(out, "allocated 64 code -2\n"), "the device was created with the extension: %s", out);
+}
+
 Test(vk_layer, under_the_validation_layer_there_are_no_errors) {
   char out[4096];
   ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB VK_FILL_VALIDATION=1 %s 1 200", layer(), fill());
   if (!strstr(out, "heap ")) cr_skip_test("the validation layer is not installed: %s", out);
   cr_assert(strstr(out, "allocated 64 code -2\n"), "%s", out);
+  cr_assert(strstr(out, "budget 67108864\n"), "%s", out);
   cr_assert(strstr(out, "validation_errors 0\n"), "%s", out);
 }
 

@@ -4,7 +4,8 @@
  * until one is refused or MAX_MIB are held, frees them and does it once more.
  *   vk_fill CHUNK_MIB MAX_MIB [hold]
  * VK_FILL_VALIDATION=1 enables the Khronos validation layer and counts its errors.
- * Output: "heap <bytes>", "budget <bytes>" (VK_EXT_memory_budget, when present),
+ * Output: "heap <bytes>", "budget <bytes>" (VK_EXT_memory_budget, when offered; then the
+ * device is created with it enabled),
  * "allocated <MiB> code <VkResult>", "again <MiB> code <VkResult>", "validation_errors <n>". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,8 @@ static VkInstance make_instance(int validate, VkDebugUtilsMessengerEXT *messenge
   return instance;
 }
 
-static void print_heap(VkPhysicalDevice pd) {
+/* Prints heap 0 (and its budget); 1 when VK_EXT_memory_budget is offered. */
+static int print_heap(VkPhysicalDevice pd) {
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
   VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
   uint32_t n = 0;
@@ -57,6 +59,7 @@ static void print_heap(VkPhysicalDevice pd) {
   vkGetPhysicalDeviceMemoryProperties2(pd, &p2);
   printf("heap %llu\n", (unsigned long long)p2.memoryProperties.memoryHeaps[0].size);
   if (has_budget) printf("budget %llu\n", (unsigned long long)budget.heapBudget[0]);
+  return has_budget;
 }
 
 static uint32_t type_of_heap0(VkPhysicalDevice pd) {
@@ -93,10 +96,12 @@ int main(int argc, char **argv) {
   uint32_t count = 1;
   if (!instance || vkEnumeratePhysicalDevices(instance, &count, &pd) < 0 || !count)
     return fprintf(stderr, "vk_fill: no Vulkan device\n"), 1;
-  print_heap(pd);
+  const char *budget_ext[] = {VK_EXT_MEMORY_BUDGET_EXTENSION_NAME};
+  int has_budget = print_heap(pd); /* enabled, as a VMA program enables it */
   float prio = 1.0f;
   VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueCount = 1, .pQueuePriorities = &prio};
-  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
+                           .enabledExtensionCount = (uint32_t)has_budget, .ppEnabledExtensionNames = budget_ext};
   VkDevice dev;
   if (vkCreateDevice(pd, &di, NULL, &dev)) return fprintf(stderr, "vk_fill: vkCreateDevice failed\n"), 1;
   uint32_t type = type_of_heap0(pd);
