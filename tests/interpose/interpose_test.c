@@ -17,6 +17,11 @@ const char *ip_test_path(const char *name) {
   return p;
 }
 
+const char *ip_test_child_env(void) {
+  const char *e = getenv("GPUPART_TEST_CHILD_ENV");
+  return e ? e : "";
+}
+
 void ip_test_run(char *out, size_t n, const char *fmt, ...) {
   char cmd[16384];
   va_list ap;

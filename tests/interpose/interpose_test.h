@@ -9,6 +9,9 @@
 
 /* The path the build put in variable name (a built program or layer). */
 const char *ip_test_path(const char *name);
+/* Variables every child under a layer needs first ("" unless a sanitizer build's layer
+ * needs its runtime preloaded into the unsanitized program). */
+const char *ip_test_child_env(void);
 /* Runs the command (printf-style) to its end; its stdout goes into out, NUL-terminated. */
 void ip_test_run(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The number after the first occurrence of name in text (clinfo --raw, vulkaninfo); 0 if none. */

@@ -22,15 +22,23 @@ static char layer_env[4200];
 
 /* OPENCL_LAYERS=<the layer>, and a device present, or the test is skipped. */
 static const char *layer(void) {
-  snprintf(layer_env, sizeof layer_env, "OPENCL_LAYERS=%s", ip_test_path("GPUPART_TEST_CL_LAYER"));
+  snprintf(layer_env, sizeof layer_env, "%s OPENCL_LAYERS=%s", ip_test_child_env(), ip_test_path("GPUPART_TEST_CL_LAYER"));
   char out[4096];
   ip_test_run(out, sizeof out, "%s buffer 1 1", fill());
   if (!strstr(out, "allocated 1 code 0")) cr_skip_test("no OpenCL device: %s", out);
   return layer_env;
 }
 
-Test(cl_layer, clinfo_reports_the_limit_as_global_memory) {
+/* Debian's clinfo 3.0.23 overflows one of its own sprintf buffers by a byte, which the
+ * ASan runtime that a sanitizer build preloads into it reports: clinfo runs only in
+ * plain builds (the other programs cover the layer there). */
+static void need_clinfo(void) {
   if (system("command -v clinfo >/dev/null 2>&1")) cr_skip_test("clinfo is not installed");
+  if (*ip_test_child_env()) cr_skip_test("clinfo's own overflow under a preloaded ASan runtime");
+}
+
+Test(cl_layer, clinfo_reports_the_limit_as_global_memory) {
+  need_clinfo();
   char out[65536];
   ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB clinfo --raw", layer());
   cr_assert_eq(ip_test_field(out, "CL_DEVICE_GLOBAL_MEM_SIZE"), 64 * MIB, "%s", out);
@@ -38,7 +46,7 @@ Test(cl_layer, clinfo_reports_the_limit_as_global_memory) {
 }
 
 Test(cl_layer, clinfo_without_a_limit_reports_the_device) {
-  if (system("command -v clinfo >/dev/null 2>&1")) cr_skip_test("clinfo is not installed");
+  need_clinfo();
   char plain[65536], under[65536];
   const char *env = layer();
   ip_test_run(plain, sizeof plain, "clinfo --raw");

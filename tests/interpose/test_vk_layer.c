@@ -20,7 +20,7 @@ static char layer_env[4200];
 
 /* The manifest's folder and the enable variable, and a device present, or a skip. */
 static const char *layer(void) {
-  snprintf(layer_env, sizeof layer_env, "XDG_DATA_HOME=%s ENABLE_GPUPART_LAYER=1",
+  snprintf(layer_env, sizeof layer_env, "%s XDG_DATA_HOME=%s ENABLE_GPUPART_LAYER=1", ip_test_child_env(),
            ip_test_path("GPUPART_TEST_VK_SHARE"));
   char out[4096];
   ip_test_run(out, sizeof out, "%s 1 1", fill());
