@@ -18,7 +18,7 @@
 #include "handle_map.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define MAX_OBJECTS 64
+#define MAX_OBJECTS 64 /* live instances, and live devices, per process */
 
 typedef struct instance_rec {
   void *key; /* the loader's dispatch pointer, shared by the instance's physical devices */
@@ -198,7 +198,8 @@ static VkLayerDeviceCreateInfo *device_link(const VkDeviceCreateInfo *info) {
   return NULL;
 }
 
-static void instance_record(VkInstance instance, PFN_vkGetInstanceProcAddr gipa) {
+/* 0, or -1 when MAX_OBJECTS instances are live (the instance is then refused). */
+static int instance_record(VkInstance instance, PFN_vkGetInstanceProcAddr gipa) {
   instance_rec r = {.key = key_of(instance), .instance = instance, .gipa = gipa};
   r.destroy = (PFN_vkDestroyInstance)gipa(instance, "vkDestroyInstance");
   r.enumerate = (PFN_vkEnumeratePhysicalDevices)gipa(instance, "vkEnumeratePhysicalDevices");
@@ -210,6 +211,7 @@ static void instance_record(VkInstance instance, PFN_vkGetInstanceProcAddr gipa)
   instance_rec *slot = instance_find(NULL);
   if (slot) *slot = r;
   pthread_mutex_unlock(&lock);
+  return slot ? 0 : -1;
 }
 
 static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo *info,
@@ -220,7 +222,10 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo
   link->u.pLayerInfo = link->u.pLayerInfo->pNext;
   PFN_vkCreateInstance next = (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
   VkResult r = next(info, alloc, instance);
-  if (r == VK_SUCCESS) instance_record(*instance, gipa);
+  if (r == VK_SUCCESS && instance_record(*instance, gipa)) {
+    ((PFN_vkDestroyInstance)gipa(*instance, "vkDestroyInstance"))(*instance, alloc);
+    return *instance = VK_NULL_HANDLE, VK_ERROR_OUT_OF_HOST_MEMORY;
+  }
   return r;
 }
 
@@ -233,7 +238,8 @@ static VKAPI_ATTR void VKAPI_CALL destroy_instance(VkInstance instance, const Vk
   destroy(instance, alloc);
 }
 
-static void device_record(VkDevice device, PFN_vkGetDeviceProcAddr gdpa, instance_rec *in, VkPhysicalDevice pd) {
+/* 0, or -1 when MAX_OBJECTS devices are live (the device is then refused). */
+static int device_record(VkDevice device, PFN_vkGetDeviceProcAddr gdpa, instance_rec *in, VkPhysicalDevice pd) {
   device_rec r = {.key = key_of(device), .gdpa = gdpa};
   r.destroy = (PFN_vkDestroyDevice)gdpa(device, "vkDestroyDevice");
   r.allocate = (PFN_vkAllocateMemory)gdpa(device, "vkAllocateMemory");
@@ -244,6 +250,7 @@ static void device_record(VkDevice device, PFN_vkGetDeviceProcAddr gdpa, instanc
   device_rec *slot = device_find(NULL);
   if (slot) *slot = r;
   pthread_mutex_unlock(&lock);
+  return slot ? 0 : -1;
 }
 
 static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice pd, const VkDeviceCreateInfo *info,
@@ -256,7 +263,10 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice pd, const V
   link->u.pLayerInfo = link->u.pLayerInfo->pNext;
   PFN_vkCreateDevice next = (PFN_vkCreateDevice)gipa(in->instance, "vkCreateDevice");
   VkResult r = next(pd, info, alloc, device);
-  if (r == VK_SUCCESS) device_record(*device, gdpa, in, pd);
+  if (r == VK_SUCCESS && device_record(*device, gdpa, in, pd)) {
+    ((PFN_vkDestroyDevice)gdpa(*device, "vkDestroyDevice"))(*device, alloc);
+    return *device = VK_NULL_HANDLE, VK_ERROR_OUT_OF_HOST_MEMORY;
+  }
   return r;
 }
 
