@@ -75,6 +75,18 @@ Test(vk_layer, under_the_validation_layer_there_are_no_errors) {
   cr_assert(strstr(out, "validation_errors 0\n"), "%s", out);
 }
 
+/* The partition is the process's on that heap, whichever instance or device allocates:
+ * a second instance's device is refused once the first one holds the limit, and both
+ * run under the validation layer with no error. */
+Test(vk_layer, a_second_instance_and_device_share_the_limit) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB VK_FILL_SECOND=1 VK_FILL_VALIDATION=1 %s 1 200",
+              layer(), fill());
+  cr_assert(strstr(out, "allocated 64 code -2\nsecond code -2\n"), "%s", out);
+  cr_assert(strstr(out, "again 64 code -2\n"), "%s", out);
+  cr_assert(strstr(out, "validation_errors 0\n"), "%s", out);
+}
+
 Test(vk_layer, without_a_limit_the_program_runs_as_before) {
   char plain[4096], under[4096];
   const char *env = layer();

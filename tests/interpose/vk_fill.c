@@ -3,7 +3,8 @@
  * prints heap 0's size, allocates CHUNK_MIB blocks of the first memory type of heap 0
  * until one is refused or MAX_MIB are held, frees them and does it once more.
  *   vk_fill CHUNK_MIB MAX_MIB [hold]
- * VK_FILL_VALIDATION=1 enables the Khronos validation layer and counts its errors.
+ * VK_FILL_VALIDATION=1 enables the Khronos validation layer and counts its errors;
+ * VK_FILL_SECOND=1 tries one allocation more from a second instance and device.
  * Output: "heap <bytes>", "budget <bytes>" (VK_EXT_memory_budget, when offered; then the
  * device is created with it enabled),
  * "allocated <MiB> code <VkResult>", "again <MiB> code <VkResult>", "validation_errors <n>". */
@@ -84,6 +85,29 @@ static void free_all(VkDevice dev, VkDeviceMemory *mem, int n) {
   for (int i = 0; i < n; i++) vkFreeMemory(dev, mem[i], NULL);
 }
 
+/* VK_FILL_SECOND=1: one allocation more, on a device of a second instance (the same
+ * physical device): "second code <VkResult>". */
+static void second_device(VkDeviceSize chunk) {
+  VkDebugUtilsMessengerEXT none = VK_NULL_HANDLE;
+  VkInstance instance = make_instance(0, &none);
+  VkPhysicalDevice pd;
+  uint32_t count = 1;
+  if (!instance || vkEnumeratePhysicalDevices(instance, &count, &pd) < 0 || !count) return;
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueCount = 1, .pQueuePriorities = &prio};
+  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+  VkDevice dev;
+  if (vkCreateDevice(pd, &di, NULL, &dev)) return;
+  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = chunk,
+                             .memoryTypeIndex = type_of_heap0(pd)};
+  VkDeviceMemory mem;
+  VkResult r = vkAllocateMemory(dev, &ai, NULL, &mem);
+  printf("second code %d\n", (int)r);
+  if (r == VK_SUCCESS) vkFreeMemory(dev, mem, NULL);
+  vkDestroyDevice(dev, NULL);
+  vkDestroyInstance(instance, NULL);
+}
+
 int main(int argc, char **argv) {
   static VkDeviceMemory mem[MAX_BLOCKS];
   if (argc < 3) return fprintf(stderr, "usage: vk_fill CHUNK_MIB MAX_MIB [hold]\n"), 2;
@@ -108,6 +132,8 @@ int main(int argc, char **argv) {
   int n;
   VkResult r = fill(dev, type, chunk, max_mib, mem, &n);
   printf("allocated %zu code %d\n", (size_t)n * (size_t)(chunk >> 20), (int)r);
+  const char *second = getenv("VK_FILL_SECOND");
+  if (second && !strcmp(second, "1")) second_device(chunk);
   fflush(stdout);
   if (argc > 3) {
     char line[16];
