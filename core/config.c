@@ -19,6 +19,8 @@
 /* Variables of these prefixes belong to the benchmark and test scripts and to the Python
  * package (GPUPART_PYTHON_LIBRARY names the libgpupart it loads), not the library. */
 static const char *const foreign_prefixes[] = {"GPUPART_TEST_", "GPUPART_BENCH_", "GPUPART_PYTHON_"};
+/* Variables that the interposers (interpose/) read themselves, not the library. */
+static const char *const interposer_vars[] = {"GPUPART_PARTITION"};
 
 void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) {
   char msg[GPUPART__MSG_MAX];
@@ -161,6 +163,8 @@ static int env_option(gpupart__layer *l, gpupart__opt o, gpupart__errors *e) {
 static int is_foreign(const char *name) {
   for (size_t i = 0; i < sizeof foreign_prefixes / sizeof foreign_prefixes[0]; i++)
     if (strncmp(name, foreign_prefixes[i], strlen(foreign_prefixes[i])) == 0) return 1;
+  for (size_t i = 0; i < sizeof interposer_vars / sizeof interposer_vars[0]; i++)
+    if (strcmp(name, interposer_vars[i]) == 0) return 1;
   return 0;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Debian packages (libgpupart0, libgpupart-dev, gpupart-tools) from a temporary
+# Builds the Debian packages (libgpupart0, libgpupart-dev, gpupart-tools, gpupart-layers) from a temporary
 # copy of the tree with dpkg-buildpackage -b -us -uc, then checks what each .deb holds
 # (dpkg-deb -c), that the CMake package and the command they ship work once extracted,
 # that debian/changelog carries the meson project's version, and that lintian reports no
@@ -68,6 +68,9 @@ contains "$dev" "usr/include/gpupart\.h" "usr/include/gpupart_opencl\.h" "usr/in
   "$libdir/cmake/gpupart/gpupartConfig\.cmake" "$libdir/cmake/gpupart/gpupartConfigVersion\.cmake"
 lacks "$dev" "$libdir/libgpupart\.so\.0"
 contains "$tools" "usr/bin/gpupart" "usr/share/man/man1/gpupart\.1\.gz"
+layers="$tmp/gpupart-layers_${deb_version}_$arch.deb"
+contains "$layers" "$libdir/gpupart/libgpupart_cl_layer\.so" "$libdir/gpupart/libVkLayer_gpupart_partition\.so" \
+  "usr/share/vulkan/implicit_layer\.d/VkLayer_gpupart_partition\.json"
 dpkg-deb -f "$dev" Depends | grep -q "libgpupart0 (= $deb_version)" ||
   { echo "deb.sh: libgpupart-dev does not depend on libgpupart0 (= $deb_version)" >&2; exit 1; }
 dpkg-deb -f "$lib" Depends | grep -q "libc6" ||
@@ -106,4 +109,4 @@ if [ $# -ge 1 ]; then
   mkdir -p "$1"
   cp "$lib" "$dev" "$tools" "$1/"
 fi
-echo "deb.sh: the three packages built, hold what they should, and pass lintian"
+echo "deb.sh: the four packages built, hold what they should, and pass lintian"

@@ -1,0 +1,49 @@
+/* handle_map.h: a chained hash over the handle's bits, one lock (the memory objects
+ * mapped here are few and large, so neither the lock nor the chains are hot). */
+#include "handle_map.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define BUCKETS 1024
+
+typedef struct entry {
+  struct entry *next;
+  const void *ptr;
+  gpupart_allocation *allocation;
+} entry;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static entry *buckets[BUCKETS];
+
+static size_t bucket_of(const void *ptr) {
+  uintptr_t u = (uintptr_t)ptr;
+  return (size_t)((u >> 6) ^ (u >> 16)) % BUCKETS;
+}
+
+int gpupart__ip_map_put(const void *ptr, gpupart_allocation *a) {
+  entry *e = malloc(sizeof *e);
+  if (!e) return -1;
+  size_t b = bucket_of(ptr);
+  pthread_mutex_lock(&lock);
+  *e = (entry){buckets[b], ptr, a};
+  buckets[b] = e;
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+
+gpupart_allocation *gpupart__ip_map_take(const void *ptr) {
+  gpupart_allocation *a = NULL;
+  pthread_mutex_lock(&lock);
+  for (entry **link = &buckets[bucket_of(ptr)]; *link; link = &(*link)->next) {
+    entry *e = *link;
+    if (e->ptr != ptr) continue;
+    *link = e->next;
+    a = e->allocation;
+    free(e);
+    break;
+  }
+  pthread_mutex_unlock(&lock);
+  return a;
+}

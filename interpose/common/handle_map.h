@@ -1,0 +1,13 @@
+/* The layers' map from a driver handle or pointer to its accounting, for the calls that
+ * name only the handle (clSVMFree, vkFreeMemory). Thread-safe. */
+#ifndef GPUPART_INTERPOSE_HANDLE_MAP_H
+#define GPUPART_INTERPOSE_HANDLE_MAP_H
+
+#include "gpupart.h"
+
+/* Records ptr -> a: 0, or -1 out of host memory (then nothing is recorded). */
+int gpupart__ip_map_put(const void *ptr, gpupart_allocation *a);
+/* Removes ptr and returns its allocation; NULL for a pointer never recorded. */
+gpupart_allocation *gpupart__ip_map_take(const void *ptr);
+
+#endif

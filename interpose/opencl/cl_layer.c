@@ -1,0 +1,233 @@
+/* libgpupart_cl_layer.so: an OpenCL ICD-loader layer (the cl_loader_layers interface:
+ * clGetLayerInfo, clInitLayer; loaded through OPENCL_LAYERS by ocl-icd 2.3 and the
+ * Khronos loader) that puts an unmodified OpenCL program under a gpupart partition.
+ * Every buffer, image and SVM allocation is accounted, at creation, against the mirror
+ * partition of its context's first device (interpose/common/account.h), and one the
+ * partition refuses fails with CL_MEM_OBJECT_ALLOCATION_FAILURE before the driver is
+ * called (PoCL allocates lazily, so a refusal at first use would be too late). Memory
+ * objects are unaccounted when the driver destroys them (a destructor callback, so the
+ * last clReleaseMemObject, after every sub-buffer and image that holds them); sub-buffers
+ * and images over a buffer take no new memory and are not accounted. clGetDeviceInfo
+ * reports the partition's limit as CL_DEVICE_GLOBAL_MEM_SIZE and caps
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE by it. Every other call goes straight to the next layer. */
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl_layer.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "account.h"
+#include "handle_map.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static cl_icd_dispatch next;     /* the loader's (or the next layer's) entry points */
+static cl_icd_dispatch dispatch; /* ours: next's, with the calls below replaced */
+
+/* ---- which mirror partition a device or context is accounted on ----------------- */
+
+/* A key the same in every process: platform position * 64 + device position. */
+static uint32_t device_key(cl_device_id dev) {
+  cl_platform_id plat = NULL, plats[16];
+  cl_device_id devs[64];
+  cl_uint np = 0, nd = 0;
+  if (next.clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL) ||
+      next.clGetPlatformIDs(16, plats, &np))
+    return 0;
+  uint32_t pi = 0, di = 0;
+  while (pi < np && pi < 16 && plats[pi] != plat) pi++;
+  if (!next.clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 64, devs, &nd))
+    while (di < nd && di < 64 && devs[di] != dev) di++;
+  return pi * 64 + di;
+}
+
+/* A sub-device is accounted on its root device. */
+static cl_device_id root_device(cl_device_id dev) {
+  cl_device_id parent = NULL;
+  while (!next.clGetDeviceInfo(dev, CL_DEVICE_PARENT_DEVICE, sizeof parent, &parent, NULL) && parent)
+    dev = parent;
+  return dev;
+}
+
+static gpupart_partition *device_partition(cl_device_id dev) {
+  cl_ulong total = 0;
+  dev = root_device(dev);
+  if (next.clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof total, &total, NULL) || !total) return NULL;
+  return gpupart__ip_partition(device_key(dev), total);
+}
+
+static gpupart_partition *context_partition(cl_context context) {
+  cl_device_id dev = NULL;
+  if (!context || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof dev, &dev, NULL) || !dev) return NULL;
+  return device_partition(dev);
+}
+
+/* ---- accounting memory objects ---------------------------------------------------- */
+
+static void CL_CALLBACK unaccount_mem(cl_mem mem, void *allocation) {
+  (void)mem;
+  gpupart__ip_unaccount(allocation);
+}
+
+static cl_mem refuse(cl_int *errcode_ret) {
+  if (errcode_ret) *errcode_ret = CL_MEM_OBJECT_ALLOCATION_FAILURE;
+  return NULL;
+}
+
+/* The driver's object, now tied to a; or NULL (and a given back) when it made none. */
+static cl_mem attach(cl_mem mem, gpupart_allocation *a) {
+  if (!mem || !a) return gpupart__ip_unaccount(a), mem;
+  if (next.clSetMemObjectDestructorCallback(mem, unaccount_mem, a)) gpupart__ip_unaccount(a);
+  return mem;
+}
+
+/* OK with *a (NULL when unaccounted: no partition, or size 0 left to the driver), or
+ * nonzero when the partition refuses size bytes. */
+static int account(cl_context context, size_t size, gpupart_allocation **a) {
+  *a = NULL;
+  gpupart_partition *p = size ? context_partition(context) : NULL;
+  return p && gpupart__ip_account(p, size, a) != 0;
+}
+
+static cl_mem CL_API_CALL create_buffer(cl_context context, cl_mem_flags flags, size_t size, void *host_ptr,
+                                        cl_int *errcode_ret) {
+  gpupart_allocation *a;
+  if (account(context, size, &a)) return refuse(errcode_ret);
+  return attach(next.clCreateBuffer(context, flags, size, host_ptr, errcode_ret), a);
+}
+
+static cl_mem CL_API_CALL create_buffer_props(cl_context context, const cl_mem_properties *props,
+                                              cl_mem_flags flags, size_t size, void *host_ptr, cl_int *errcode_ret) {
+  gpupart_allocation *a;
+  if (account(context, size, &a)) return refuse(errcode_ret);
+  return attach(next.clCreateBufferWithProperties(context, props, flags, size, host_ptr, errcode_ret), a);
+}
+
+/* An image's size is the driver's to compute (row pitch, padding): it is read back from
+ * the new object (no memory is touched yet) and the object released if refused. */
+static cl_mem account_image(cl_context context, cl_mem image, cl_int *errcode_ret) {
+  size_t size = 0;
+  gpupart_allocation *a;
+  if (!image || next.clGetMemObjectInfo(image, CL_MEM_SIZE, sizeof size, &size, NULL)) return image;
+  if (account(context, size, &a)) return next.clReleaseMemObject(image), refuse(errcode_ret);
+  return attach(image, a);
+}
+
+/* An image over a buffer (1D image buffers, 2D images from buffers) uses its memory. */
+static int over_buffer(const cl_image_desc *desc) {
+  return desc && desc->buffer;
+}
+
+static cl_mem CL_API_CALL create_image(cl_context context, cl_mem_flags flags, const cl_image_format *format,
+                                       const cl_image_desc *desc, void *host_ptr, cl_int *errcode_ret) {
+  cl_mem image = next.clCreateImage(context, flags, format, desc, host_ptr, errcode_ret);
+  return over_buffer(desc) ? image : account_image(context, image, errcode_ret);
+}
+
+static cl_mem CL_API_CALL create_image_props(cl_context context, const cl_mem_properties *props, cl_mem_flags flags,
+                                             const cl_image_format *format, const cl_image_desc *desc,
+                                             void *host_ptr, cl_int *errcode_ret) {
+  cl_mem image = next.clCreateImageWithProperties(context, props, flags, format, desc, host_ptr, errcode_ret);
+  return over_buffer(desc) ? image : account_image(context, image, errcode_ret);
+}
+
+static cl_mem CL_API_CALL create_image2d(cl_context context, cl_mem_flags flags, const cl_image_format *format,
+                                         size_t w, size_t h, size_t pitch, void *host_ptr, cl_int *errcode_ret) {
+  cl_mem image = next.clCreateImage2D(context, flags, format, w, h, pitch, host_ptr, errcode_ret);
+  return account_image(context, image, errcode_ret);
+}
+
+static cl_mem CL_API_CALL create_image3d(cl_context context, cl_mem_flags flags, const cl_image_format *format,
+                                         size_t w, size_t h, size_t d, size_t row_pitch, size_t slice_pitch,
+                                         void *host_ptr, cl_int *errcode_ret) {
+  cl_mem image = next.clCreateImage3D(context, flags, format, w, h, d, row_pitch, slice_pitch, host_ptr, errcode_ret);
+  return account_image(context, image, errcode_ret);
+}
+
+/* ---- shared virtual memory: no object to hang a callback on, so a pointer map ----- */
+
+static void *CL_API_CALL svm_alloc(cl_context context, cl_svm_mem_flags flags, size_t size, cl_uint alignment) {
+  gpupart_allocation *a;
+  if (account(context, size, &a)) return NULL;
+  void *ptr = next.clSVMAlloc(context, flags, size, alignment);
+  if (!ptr || !a) return gpupart__ip_unaccount(a), ptr;
+  if (gpupart__ip_map_put(ptr, a)) gpupart__ip_unaccount(a);
+  return ptr;
+}
+
+static void CL_API_CALL svm_free(cl_context context, void *ptr) {
+  next.clSVMFree(context, ptr);
+  gpupart__ip_unaccount(gpupart__ip_map_take(ptr));
+}
+
+/* Unaccounted when enqueued: the bytes may stay in use until the command runs. */
+static cl_int CL_API_CALL enqueue_svm_free(cl_command_queue queue, cl_uint n, void *ptrs[],
+                                           void(CL_CALLBACK *pfn)(cl_command_queue, cl_uint, void *[], void *),
+                                           void *user, cl_uint nwait, const cl_event *wait, cl_event *event) {
+  cl_int rc = next.clEnqueueSVMFree(queue, n, ptrs, pfn, user, nwait, wait, event);
+  for (cl_uint i = 0; !rc && ptrs && i < n; i++) gpupart__ip_unaccount(gpupart__ip_map_take(ptrs[i]));
+  return rc;
+}
+
+/* ---- what the program is told ------------------------------------------------------ */
+
+static void cap(void *value, size_t size, cl_ulong bound) {
+  cl_ulong v;
+  if (!value || size < sizeof v || !bound) return;
+  memcpy(&v, value, sizeof v);
+  if (v > bound) memcpy(value, &bound, sizeof bound);
+}
+
+static cl_int CL_API_CALL get_device_info(cl_device_id dev, cl_device_info name, size_t size, void *value,
+                                          size_t *size_ret) {
+  cl_int rc = next.clGetDeviceInfo(dev, name, size, value, size_ret);
+  if (rc || !value || (name != CL_DEVICE_GLOBAL_MEM_SIZE && name != CL_DEVICE_MAX_MEM_ALLOC_SIZE)) return rc;
+  gpupart_partition *p = device_partition(dev);
+  if (p) cap(value, size, gpupart__ip_limit(p));
+  return rc;
+}
+
+/* ---- the layer interface ------------------------------------------------------------ */
+
+static void install(void) {
+  dispatch = next;
+  dispatch.clGetDeviceInfo = get_device_info;
+  dispatch.clCreateBuffer = create_buffer;
+  dispatch.clCreateBufferWithProperties = next.clCreateBufferWithProperties ? create_buffer_props : NULL;
+  dispatch.clCreateImage = next.clCreateImage ? create_image : NULL;
+  dispatch.clCreateImageWithProperties = next.clCreateImageWithProperties ? create_image_props : NULL;
+  dispatch.clCreateImage2D = next.clCreateImage2D ? create_image2d : NULL;
+  dispatch.clCreateImage3D = next.clCreateImage3D ? create_image3d : NULL;
+  dispatch.clSVMAlloc = next.clSVMAlloc ? svm_alloc : NULL;
+  dispatch.clSVMFree = next.clSVMFree ? svm_free : NULL;
+  dispatch.clEnqueueSVMFree = next.clEnqueueSVMFree ? enqueue_svm_free : NULL;
+}
+
+/* Answers the loader's CL_LAYER_API_VERSION (100) and CL_LAYER_NAME queries. */
+EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info name, size_t size, void *value,
+                                                      size_t *size_ret) {
+  static const char layer_name[] = "gpupart partition accounting";
+  cl_layer_api_version version = CL_LAYER_API_VERSION_100;
+  const void *src = &version;
+  size_t n = sizeof version;
+  if (name == CL_LAYER_NAME) src = layer_name, n = sizeof layer_name;
+  else if (name != CL_LAYER_API_VERSION) return CL_INVALID_VALUE;
+  if (value && size < n) return CL_INVALID_VALUE;
+  if (value) memcpy(value, src, n);
+  if (size_ret) *size_ret = n;
+  return CL_SUCCESS;
+}
+
+/* Takes the next entry points (num_entries of them; a loader that knows fewer than this
+ * header leaves the rest NULL) and hands back ours. */
+EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl_icd_dispatch *target,
+                                                   cl_uint *num_entries_ret, const cl_icd_dispatch **dispatch_ret) {
+  const cl_uint ours = sizeof(cl_icd_dispatch) / sizeof(void *);
+  if (!target || !num_entries_ret || !dispatch_ret) return CL_INVALID_VALUE;
+  memset(&next, 0, sizeof next);
+  memcpy(&next, target, (num_entries < ours ? num_entries : ours) * sizeof(void *));
+  install();
+  *num_entries_ret = num_entries < ours ? num_entries : ours;
+  *dispatch_ret = &dispatch;
+  return CL_SUCCESS;
+}

@@ -1,0 +1,329 @@
+/* VK_LAYER_GPUPART_partition: a Vulkan implicit layer (loader-layer interface 2) that puts
+ * an unmodified Vulkan program under gpupart partitions, one per memory heap of each
+ * physical device (interpose/common/account.h: a mirror partition as large as the heap).
+ * vkAllocateMemory is accounted against the heap of the memory type before the driver is
+ * called, and refused with VK_ERROR_OUT_OF_DEVICE_MEMORY past the partition;
+ * vkFreeMemory gives the bytes back. vkGetPhysicalDeviceMemoryProperties(2) report each
+ * heap's size as at most its partition's limit, and VK_EXT_memory_budget's heapBudget
+ * likewise (the layer's own budget where the driver has none), so programs that size
+ * themselves (VMA) adapt. Every other call goes straight
+ * down the chain; the layer adds no policy. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vulkan/vk_layer.h>
+#include <vulkan/vulkan.h>
+
+#include "account.h"
+#include "handle_map.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_OBJECTS 64 /* live instances, and live devices, per process */
+
+typedef struct instance_rec {
+  void *key; /* the loader's dispatch pointer, shared by the instance's physical devices */
+  VkInstance instance;
+  PFN_vkGetInstanceProcAddr gipa;
+  PFN_vkDestroyInstance destroy;
+  PFN_vkEnumeratePhysicalDevices enumerate;
+  PFN_vkGetPhysicalDeviceMemoryProperties mem_props;
+  PFN_vkGetPhysicalDeviceMemoryProperties2 mem_props2;
+  PFN_vkGetPhysicalDeviceMemoryProperties2 mem_props2_khr;
+} instance_rec;
+
+typedef struct device_rec {
+  void *key;
+  PFN_vkGetDeviceProcAddr gdpa;
+  PFN_vkDestroyDevice destroy;
+  PFN_vkAllocateMemory allocate;
+  PFN_vkFreeMemory free_memory;
+  VkPhysicalDeviceMemoryProperties props;        /* as the driver reports them */
+  gpupart_partition *heaps[VK_MAX_MEMORY_HEAPS]; /* NULL: unaccounted */
+} device_rec;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static instance_rec instances[MAX_OBJECTS];
+static device_rec devices[MAX_OBJECTS];
+
+static void *key_of(const void *dispatchable) {
+  return *(void *const *)dispatchable;
+}
+
+/* The record whose key is key (NULL: a free one), under the lock, or NULL. */
+static instance_rec *instance_find(void *key) {
+  for (int i = 0; i < MAX_OBJECTS; i++)
+    if (instances[i].key == key) return &instances[i];
+  return NULL;
+}
+
+static device_rec *device_find(void *key) {
+  for (int i = 0; i < MAX_OBJECTS; i++)
+    if (devices[i].key == key) return &devices[i];
+  return NULL;
+}
+
+/* Records are written once at creation and cleared at destruction, so reading one
+ * without the lock between the two is safe (the application may not use a handle while
+ * it destroys it). */
+static instance_rec *instance_of(const void *dispatchable) {
+  pthread_mutex_lock(&lock);
+  instance_rec *r = instance_find(key_of(dispatchable));
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static device_rec *device_of(VkDevice device) {
+  pthread_mutex_lock(&lock);
+  device_rec *r = device_find(key_of(device));
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+/* ---- the budget: one mirror partition per heap ------------------------------------- */
+
+/* The same in every process: the device's position in the instance's list * 16 + heap. */
+static uint32_t physical_position(instance_rec *in, VkPhysicalDevice pd) {
+  VkPhysicalDevice list[32];
+  uint32_t n = 32, i = 0;
+  if (in->enumerate(in->instance, &n, list) < 0) return 0;
+  while (i < n && list[i] != pd) i++;
+  return i < n ? i : 31;
+}
+
+static void heaps_open(instance_rec *in, VkPhysicalDevice pd, const VkPhysicalDeviceMemoryProperties *props,
+                       gpupart_partition **heaps) {
+  uint32_t pos = physical_position(in, pd);
+  for (uint32_t h = 0; h < props->memoryHeapCount; h++)
+    heaps[h] = gpupart__ip_partition(0x10000u + pos * VK_MAX_MEMORY_HEAPS + h, props->memoryHeaps[h].size);
+}
+
+/* ---- VK_EXT_memory_budget: the driver's, capped; or the layer's where it has none.
+ * The manifest lists the extension, so the loader advertises it and keeps it from a
+ * driver that lacks it at vkCreateDevice. */
+
+/* Whether the driver filled the budget struct (the caller zeroed nothing: a driver that
+ * does not know the struct leaves it as the program passed it, which is zero-initialised
+ * by any program that chains it; a heap's budget is never 0 from a driver that has it). */
+static int driver_filled(const VkPhysicalDeviceMemoryBudgetPropertiesEXT *b, uint32_t heaps) {
+  for (uint32_t h = 0; h < heaps; h++)
+    if (b->heapBudget[h]) return 1;
+  return 0;
+}
+
+static VkPhysicalDeviceMemoryBudgetPropertiesEXT *budget_in(void *next) {
+  for (VkBaseOutStructure *s = next; s; s = s->pNext)
+    if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT)
+      return (VkPhysicalDeviceMemoryBudgetPropertiesEXT *)s;
+  return NULL;
+}
+
+/* Where the driver has no VK_EXT_memory_budget, the layer's: each heap's budget is its
+ * (reduced) size and its usage what this process's partition holds. */
+static void budget_fill(VkPhysicalDeviceMemoryBudgetPropertiesEXT *b, const VkPhysicalDeviceMemoryProperties *props,
+                        gpupart_partition **heaps) {
+  for (uint32_t h = 0; h < VK_MAX_MEMORY_HEAPS; h++) {
+    b->heapBudget[h] = h < props->memoryHeapCount ? props->memoryHeaps[h].size : 0;
+    b->heapUsage[h] = h < props->memoryHeapCount && heaps[h] ? gpupart__ip_in_use(heaps[h]) : 0;
+  }
+}
+
+/* The heap sizes (and the budget struct in pNext, if any) as the partitions allow. */
+static void report(instance_rec *in, VkPhysicalDevice pd, VkPhysicalDeviceMemoryProperties *props, void *next) {
+  gpupart_partition *heaps[VK_MAX_MEMORY_HEAPS] = {0};
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT *budget = budget_in(next);
+  int filled = budget && driver_filled(budget, props->memoryHeapCount);
+  heaps_open(in, pd, props, heaps);
+  for (uint32_t h = 0; h < props->memoryHeapCount; h++) {
+    uint64_t limit = heaps[h] ? gpupart__ip_limit(heaps[h]) : 0;
+    if (!limit) continue;
+    if (props->memoryHeaps[h].size > limit) props->memoryHeaps[h].size = limit;
+    if (budget && budget->heapBudget[h] > limit) budget->heapBudget[h] = limit;
+  }
+  if (budget && !filled) budget_fill(budget, props, heaps);
+}
+
+static VKAPI_ATTR void VKAPI_CALL get_mem_props(VkPhysicalDevice pd, VkPhysicalDeviceMemoryProperties *props) {
+  instance_rec *in = instance_of(pd);
+  in->mem_props(pd, props);
+  report(in, pd, props, NULL);
+}
+
+static VKAPI_ATTR void VKAPI_CALL get_mem_props2(VkPhysicalDevice pd, VkPhysicalDeviceMemoryProperties2 *props) {
+  instance_rec *in = instance_of(pd);
+  in->mem_props2(pd, props);
+  report(in, pd, &props->memoryProperties, props->pNext);
+}
+
+static VKAPI_ATTR void VKAPI_CALL get_mem_props2_khr(VkPhysicalDevice pd, VkPhysicalDeviceMemoryProperties2 *props) {
+  instance_rec *in = instance_of(pd);
+  in->mem_props2_khr(pd, props);
+  report(in, pd, &props->memoryProperties, props->pNext);
+}
+
+/* ---- allocations ---------------------------------------------------------------------- */
+
+static VKAPI_ATTR VkResult VKAPI_CALL allocate_memory(VkDevice device, const VkMemoryAllocateInfo *info,
+                                                      const VkAllocationCallbacks *alloc, VkDeviceMemory *memory) {
+  device_rec *d = device_of(device);
+  gpupart_partition *p = NULL;
+  gpupart_allocation *a = NULL;
+  if (info && info->memoryTypeIndex < d->props.memoryTypeCount)
+    p = d->heaps[d->props.memoryTypes[info->memoryTypeIndex].heapIndex];
+  if (p && info->allocationSize && gpupart__ip_account(p, info->allocationSize, &a) != 0)
+    return VK_ERROR_OUT_OF_DEVICE_MEMORY;
+  VkResult r = d->allocate(device, info, alloc, memory);
+  if (r != VK_SUCCESS || (a && gpupart__ip_map_put((const void *)(uintptr_t)*memory, a)))
+    gpupart__ip_unaccount(a);
+  return r;
+}
+
+static VKAPI_ATTR void VKAPI_CALL free_memory(VkDevice device, VkDeviceMemory memory,
+                                              const VkAllocationCallbacks *alloc) {
+  device_rec *d = device_of(device);
+  d->free_memory(device, memory, alloc);
+  if (memory != VK_NULL_HANDLE) gpupart__ip_unaccount(gpupart__ip_map_take((const void *)(uintptr_t)memory));
+}
+
+/* ---- instances and devices: the chain ----------------------------------------------- */
+
+static VkLayerInstanceCreateInfo *instance_link(const VkInstanceCreateInfo *info) {
+  for (VkLayerInstanceCreateInfo *c = (VkLayerInstanceCreateInfo *)info->pNext; c; c = (void *)c->pNext)
+    if (c->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO && c->function == VK_LAYER_LINK_INFO) return c;
+  return NULL;
+}
+
+static VkLayerDeviceCreateInfo *device_link(const VkDeviceCreateInfo *info) {
+  for (VkLayerDeviceCreateInfo *c = (VkLayerDeviceCreateInfo *)info->pNext; c; c = (void *)c->pNext)
+    if (c->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO && c->function == VK_LAYER_LINK_INFO) return c;
+  return NULL;
+}
+
+/* 0, or -1 when MAX_OBJECTS instances are live (the instance is then refused). */
+static int instance_record(VkInstance instance, PFN_vkGetInstanceProcAddr gipa) {
+  instance_rec r = {.key = key_of(instance), .instance = instance, .gipa = gipa};
+  r.destroy = (PFN_vkDestroyInstance)gipa(instance, "vkDestroyInstance");
+  r.enumerate = (PFN_vkEnumeratePhysicalDevices)gipa(instance, "vkEnumeratePhysicalDevices");
+  r.mem_props = (PFN_vkGetPhysicalDeviceMemoryProperties)gipa(instance, "vkGetPhysicalDeviceMemoryProperties");
+  r.mem_props2 = (PFN_vkGetPhysicalDeviceMemoryProperties2)gipa(instance, "vkGetPhysicalDeviceMemoryProperties2");
+  r.mem_props2_khr =
+      (PFN_vkGetPhysicalDeviceMemoryProperties2)gipa(instance, "vkGetPhysicalDeviceMemoryProperties2KHR");
+  pthread_mutex_lock(&lock);
+  instance_rec *slot = instance_find(NULL);
+  if (slot) *slot = r;
+  pthread_mutex_unlock(&lock);
+  return slot ? 0 : -1;
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo *info,
+                                                      const VkAllocationCallbacks *alloc, VkInstance *instance) {
+  VkLayerInstanceCreateInfo *link = instance_link(info);
+  if (!link) return VK_ERROR_INITIALIZATION_FAILED;
+  PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+  link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+  PFN_vkCreateInstance next = (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
+  VkResult r = next(info, alloc, instance);
+  if (r == VK_SUCCESS && instance_record(*instance, gipa)) {
+    ((PFN_vkDestroyInstance)gipa(*instance, "vkDestroyInstance"))(*instance, alloc);
+    return *instance = VK_NULL_HANDLE, VK_ERROR_OUT_OF_HOST_MEMORY;
+  }
+  return r;
+}
+
+static VKAPI_ATTR void VKAPI_CALL destroy_instance(VkInstance instance, const VkAllocationCallbacks *alloc) {
+  instance_rec *in = instance_of(instance);
+  PFN_vkDestroyInstance destroy = in->destroy;
+  pthread_mutex_lock(&lock);
+  *in = (instance_rec){0};
+  pthread_mutex_unlock(&lock);
+  destroy(instance, alloc);
+}
+
+/* 0, or -1 when MAX_OBJECTS devices are live (the device is then refused). */
+static int device_record(VkDevice device, PFN_vkGetDeviceProcAddr gdpa, instance_rec *in, VkPhysicalDevice pd) {
+  device_rec r = {.key = key_of(device), .gdpa = gdpa};
+  r.destroy = (PFN_vkDestroyDevice)gdpa(device, "vkDestroyDevice");
+  r.allocate = (PFN_vkAllocateMemory)gdpa(device, "vkAllocateMemory");
+  r.free_memory = (PFN_vkFreeMemory)gdpa(device, "vkFreeMemory");
+  in->mem_props(pd, &r.props);
+  heaps_open(in, pd, &r.props, r.heaps);
+  pthread_mutex_lock(&lock);
+  device_rec *slot = device_find(NULL);
+  if (slot) *slot = r;
+  pthread_mutex_unlock(&lock);
+  return slot ? 0 : -1;
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL create_device(VkPhysicalDevice pd, const VkDeviceCreateInfo *info,
+                                                    const VkAllocationCallbacks *alloc, VkDevice *device) {
+  VkLayerDeviceCreateInfo *link = device_link(info);
+  instance_rec *in = instance_of(pd);
+  if (!link || !in) return VK_ERROR_INITIALIZATION_FAILED;
+  PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
+  PFN_vkGetDeviceProcAddr gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
+  link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+  PFN_vkCreateDevice next = (PFN_vkCreateDevice)gipa(in->instance, "vkCreateDevice");
+  VkResult r = next(pd, info, alloc, device);
+  if (r == VK_SUCCESS && device_record(*device, gdpa, in, pd)) {
+    ((PFN_vkDestroyDevice)gdpa(*device, "vkDestroyDevice"))(*device, alloc);
+    return *device = VK_NULL_HANDLE, VK_ERROR_OUT_OF_HOST_MEMORY;
+  }
+  return r;
+}
+
+static VKAPI_ATTR void VKAPI_CALL destroy_device(VkDevice device, const VkAllocationCallbacks *alloc) {
+  device_rec *d = device_of(device);
+  PFN_vkDestroyDevice destroy = d->destroy;
+  pthread_mutex_lock(&lock);
+  *d = (device_rec){0};
+  pthread_mutex_unlock(&lock);
+  destroy(device, alloc);
+}
+
+/* ---- entry points ------------------------------------------------------------------- */
+
+static PFN_vkVoidFunction device_override(const char *name);
+
+EXPORT VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL gpupart_vk_GetDeviceProcAddr(VkDevice device, const char *name) {
+  PFN_vkVoidFunction own = device_override(name);
+  if (own) return own;
+  device_rec *d = device_of(device);
+  return d ? d->gdpa(device, name) : NULL;
+}
+
+static PFN_vkVoidFunction device_override(const char *name) {
+  if (!strcmp(name, "vkGetDeviceProcAddr")) return (PFN_vkVoidFunction)gpupart_vk_GetDeviceProcAddr;
+  if (!strcmp(name, "vkAllocateMemory")) return (PFN_vkVoidFunction)allocate_memory;
+  if (!strcmp(name, "vkFreeMemory")) return (PFN_vkVoidFunction)free_memory;
+  if (!strcmp(name, "vkDestroyDevice")) return (PFN_vkVoidFunction)destroy_device;
+  return NULL;
+}
+
+static PFN_vkVoidFunction instance_override(const char *name) {
+  if (!strcmp(name, "vkCreateInstance")) return (PFN_vkVoidFunction)create_instance;
+  if (!strcmp(name, "vkDestroyInstance")) return (PFN_vkVoidFunction)destroy_instance;
+  if (!strcmp(name, "vkCreateDevice")) return (PFN_vkVoidFunction)create_device;
+  if (!strcmp(name, "vkGetPhysicalDeviceMemoryProperties")) return (PFN_vkVoidFunction)get_mem_props;
+  if (!strcmp(name, "vkGetPhysicalDeviceMemoryProperties2")) return (PFN_vkVoidFunction)get_mem_props2;
+  if (!strcmp(name, "vkGetPhysicalDeviceMemoryProperties2KHR")) return (PFN_vkVoidFunction)get_mem_props2_khr;
+  return device_override(name);
+}
+
+EXPORT VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL gpupart_vk_GetInstanceProcAddr(VkInstance instance,
+                                                                               const char *name) {
+  if (!strcmp(name, "vkGetInstanceProcAddr")) return (PFN_vkVoidFunction)gpupart_vk_GetInstanceProcAddr;
+  PFN_vkVoidFunction own = instance_override(name);
+  if (own) return own;
+  instance_rec *in = instance ? instance_of(instance) : NULL;
+  return in ? in->gipa(instance, name) : NULL;
+}
+
+/* The loader's first call: interface version 2, and our two entry points. */
+EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v) {
+  if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT) return VK_ERROR_INITIALIZATION_FAILED;
+  if (v->loaderLayerInterfaceVersion > 2) v->loaderLayerInterfaceVersion = 2;
+  if (v->loaderLayerInterfaceVersion < 2) return VK_ERROR_INITIALIZATION_FAILED;
+  v->pfnGetInstanceProcAddr = gpupart_vk_GetInstanceProcAddr;
+  v->pfnGetDeviceProcAddr = gpupart_vk_GetDeviceProcAddr;
+  v->pfnGetPhysicalDeviceProcAddr = NULL;
+  return VK_SUCCESS;
+}

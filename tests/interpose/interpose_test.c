@@ -1,0 +1,109 @@
+/* interpose_test.h: child processes for the interposer suites. */
+#include "interpose_test.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+const char *ip_test_path(const char *name) {
+  const char *p = getenv(name);
+  cr_assert(p && *p, "%s is not set (run the suite through meson test)", name);
+  return p;
+}
+
+const char *ip_test_child_env(void) {
+  const char *e = getenv("GPUPART_TEST_CHILD_ENV");
+  return e ? e : "";
+}
+
+void ip_test_run(char *out, size_t n, const char *fmt, ...) {
+  char cmd[16384];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  FILE *f = popen(cmd, "r");
+  cr_assert(f, "popen %s", cmd);
+  size_t got = fread(out, 1, n - 1, f);
+  out[got] = '\0';
+  pclose(f);
+}
+
+uint64_t ip_test_field(const char *text, const char *name) {
+  const char *at = strstr(text, name);
+  if (!at) return 0;
+  at += strlen(name);
+  while (*at && (*at < '0' || *at > '9')) at++;
+  return strtoull(at, NULL, 0);
+}
+
+void ip_test_start(ip_test_child *c, const char *dir, const char *fmt, ...) {
+  char cmd[16384];
+  int fds[2];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  snprintf(c->out_path, sizeof c->out_path, "%s/child.out", dir);
+  c->text[0] = '\0';
+  cr_assert(pipe(fds) == 0);
+  c->pid = fork();
+  cr_assert(c->pid >= 0);
+  if (c->pid == 0) {
+    int out = open(c->out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fds[0], 0), dup2(out, 1), dup2(out, 2);
+    close(fds[1]);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[0]);
+  c->to_stdin = fds[1];
+}
+
+static void read_output(ip_test_child *c) {
+  FILE *f = fopen(c->out_path, "r");
+  size_t got = f ? fread(c->text, 1, sizeof c->text - 1, f) : 0;
+  c->text[got] = '\0';
+  if (f) fclose(f);
+}
+
+void ip_test_wait_for(ip_test_child *c, const char *what) {
+  for (;;) {
+    read_output(c);
+    if (strstr(c->text, what)) return;
+    int status;
+    if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
+      read_output(c);
+      cr_assert_fail("the child ended before printing %s: %s", what, c->text);
+    }
+    usleep(10000);
+  }
+}
+
+void ip_test_finish(ip_test_child *c) {
+  int status = 0;
+  cr_assert(write(c->to_stdin, "go\n", 3) == 3);
+  close(c->to_stdin);
+  waitpid(c->pid, &status, 0);
+  read_output(c);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %s", c->text);
+}
+
+void ip_test_cleanup_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char path[1024];
+  while (d && (e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      unlink(path);
+    }
+  if (d) closedir(d);
+  rmdir(dir);
+}

@@ -1,0 +1,35 @@
+/* Helpers of the interposer suites: they run unmodified programs as child processes
+ * (through sh -c) and read back what they printed. */
+#ifndef GPUPART_INTERPOSE_TEST_H
+#define GPUPART_INTERPOSE_TEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The path the build put in variable name (a built program or layer). */
+const char *ip_test_path(const char *name);
+/* Variables every child under a layer needs first ("" unless a sanitizer build's layer
+ * needs its runtime preloaded into the unsanitized program). */
+const char *ip_test_child_env(void);
+/* Runs the command (printf-style) to its end; its stdout goes into out, NUL-terminated. */
+void ip_test_run(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The number after the first occurrence of name in text (clinfo --raw, vulkaninfo); 0 if none. */
+uint64_t ip_test_field(const char *text, const char *name);
+
+/* A program left running, with a pipe to its stdin and its output in a file. */
+typedef struct ip_test_child {
+  pid_t pid;
+  int to_stdin;
+  char out_path[512];
+  char text[4096]; /* its output so far, read by ip_test_wait_for */
+} ip_test_child;
+void ip_test_start(ip_test_child *c, const char *dir, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Waits until the child has printed what (or has ended, then the test fails). */
+void ip_test_wait_for(ip_test_child *c, const char *what);
+/* Sends a line to its stdin and waits for it to end. */
+void ip_test_finish(ip_test_child *c);
+/* Removes a folder of test files (one level). */
+void ip_test_cleanup_dir(const char *dir);
+
+#endif
