@@ -1,5 +1,5 @@
 /* Allocation and free: the fast path (one partition lock, one sub-allocator call), the
- * growth path, and the OOM sequence of ARCHITECTURE.md, in its order:
+ * growth path, and the OOM sequence (docs/design.md), in its order:
  *   1. release this partition's empty cached blocks and retry;
  *   2. if the budget or the driver refused: release other partitions' empty blocks, retry;
  *   3. the reclaim callbacks, the requester's first, then (budget or driver refusals)
@@ -237,7 +237,8 @@ static int block_fit(const gpupart_device *dev, uint64_t size, uint64_t align, u
 }
 
 static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_desc *d, request *q) {
-  if (!p || !d) return gpupart__fail(GPUPART_EINVAL, "alloc: partition or desc is NULL");
+  if (!p) return gpupart__fail(GPUPART_EINVAL, "alloc: the partition is NULL (did its gpupart_partition_create fail?)");
+  if (!d) return gpupart__fail(GPUPART_EINVAL, "alloc: desc is NULL");
   if (d->flags & ~GPUPART_ALLOC_NO_RECLAIM)
     return gpupart__fail(GPUPART_EINVAL, "alloc: unknown flags 0x%x", d->flags);
   if (!d->size) return gpupart__fail(GPUPART_EINVAL, "alloc: size is 0");
@@ -292,7 +293,7 @@ static gpupart_result alloc_any(gpupart_partition *p, const gpupart_alloc_desc *
 
 /* desc in the caller's layout, copied into this library's by the ABI rule. */
 static gpupart_result desc_in(const gpupart_alloc_desc *desc, size_t desc_size, gpupart_alloc_desc *d) {
-  if (!desc) return gpupart__fail(GPUPART_EINVAL, "alloc: partition or desc is NULL");
+  if (!desc) return gpupart__fail(GPUPART_EINVAL, "alloc: desc is NULL");
   return gpupart__copy_in(d, GPUPART__ALLOC_DESC_SIZE, desc, desc_size, GPUPART__ALLOC_DESC_SIZE_0_2,
                           "alloc: gpupart_alloc_desc");
 }
