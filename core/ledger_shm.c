@@ -178,7 +178,27 @@ static int recover_if_owner_died(shm_ledger *L, int rc) {
   return rc;
 }
 
-static int lock_ledger(shm_ledger *L) { return recover_if_owner_died(L, pthread_mutex_lock(&L->h->lock)); }
+/* Locks, waiting at most timeout_ms: ETIMEDOUT when the holder keeps it. */
+static int lock_within(shm_ledger *L, int timeout_ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  long ns = t.tv_nsec + (long)(timeout_ms % 1000) * 1000000L;
+  t.tv_sec += timeout_ms / 1000 + ns / 1000000000L;
+  t.tv_nsec = ns % 1000000000L;
+  return recover_if_owner_died(L, pthread_mutex_timedlock(&L->h->lock, &t));
+}
+
+/* A holder keeps the lock for microseconds; one that keeps it for SHM_LOCK_WAIT_MS is
+ * stopped, or the mutex's bytes were scribbled on: the call fails (its caller reports the
+ * ledger's lock as unusable) instead of hanging. */
+#define SHM_LOCK_WAIT_MS 10000
+static int lock_ledger(shm_ledger *L) {
+  int rc = lock_within(L, SHM_LOCK_WAIT_MS);
+  if (rc == ETIMEDOUT)
+    gpupart__fail(GPUPART_EBUSY, "ledger: its lock was held for %d ms (a stopped process, or a damaged ledger)",
+                  SHM_LOCK_WAIT_MS);
+  return rc;
+}
 
 static void unlock_ledger(shm_ledger *L) { pthread_mutex_unlock(&L->h->lock); }
 
@@ -738,15 +758,6 @@ _Static_assert(SHM_NAME == GPUPART__LEDGER_NAME_MAX, "a snapshot holds every nam
 
 size_t gpupart__ledger_shm_lock_offset(void) { return offsetof(shm_header, lock); }
 
-/* Locks, waiting at most timeout_ms: ETIMEDOUT when the holder keeps it. */
-static int lock_within(shm_ledger *L, int timeout_ms) {
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  long ns = t.tv_nsec + (long)(timeout_ms % 1000) * 1000000L;
-  t.tv_sec += timeout_ms / 1000 + ns / 1000000000L;
-  t.tv_nsec = ns % 1000000000L;
-  return recover_if_owner_died(L, pthread_mutex_timedlock(&L->h->lock, &t));
-}
 
 /* Lock held: member slot i, and the shares it holds (one per partition it is in). */
 static void copy_member_locked(shm_ledger *L, uint32_t i, gpupart__ledger_snapshot *out) {

@@ -753,3 +753,35 @@ Test(ledger_shm, snapshots_taken_during_churn_and_kills_are_never_torn, .timeout
     free(s);
   }
 }
+
+/* A process stopped while it holds the ledger's lock (or a mutex whose bytes were
+ * damaged) makes the others' calls fail after the bounded wait, never hang them. */
+Test(ledger_shm, a_lock_held_without_end_fails_the_call_instead_of_hanging, .timeout = 60) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(dev, "mine", 0, 0);
+  char path[256];
+  ledger_path(path, sizeof path);
+  int r[2];
+  cr_assert_eq(pipe(r), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) close(r[0]), child_holds_the_lock(path, r[1]);
+  close(r[1]);
+  char c;
+  cr_assert_eq(read(r[0], &c, 1), 1, "the child holds the lock");
+  close(r[0]);
+  cr_assert_eq(kill(pid, SIGSTOP), 0);
+  gpupart_allocation *a = NULL;
+  gpupart_result rc = gpupart_alloc(p, 64 * MiB, 0, &a); /* a growth: it must reserve in the ledger */
+  cr_expect_neq(rc, GPUPART_OK, "a growth cannot reserve while the lock is held");
+  cr_expect_null(a);
+  cr_assert_eq(kill(pid, SIGKILL), 0);
+  cr_assert_eq(waitpid(pid, NULL, 0), pid);
+  a = alloc_ok(p, 64 * MiB); /* the holder died: recovered, and the call works again */
+  test_check(dev);
+  gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
