@@ -143,7 +143,10 @@ typedef enum gpupart_log_level {
   GPUPART_LOG_DEBUG
 } gpupart_log_level;
 /* Receives the library's log lines (no trailing newline). May be called from any thread
- * that calls into gpupart; must not call back into gpupart. */
+ * that calls into gpupart; must not call back into gpupart. Each refused allocation
+ * (ELIMIT, EDEVMEM) is a GPUPART_LOG_INFO line "allocation refused (CODE): MESSAGE",
+ * MESSAGE being what gpupart_last_error returns; at most 5 a second per device handle,
+ * the next line logged counting those left out. */
 typedef void (*gpupart_log_fn)(gpupart_log_level level, const char *message, void *user);
 
 typedef struct gpupart_context_desc {
@@ -158,8 +161,10 @@ typedef struct gpupart_context_desc {
   void *host_user;          /* passed to host_alloc and host_free */
 } gpupart_context_desc;
 
-/* Creates a context. desc NULL = all defaults. The strings in desc are copied.
- * Errors: EINVAL (out NULL, only one of host_alloc/host_free set), ENOMEM, ECONFIG (bad
+/* Creates a context. desc NULL = all defaults. The strings in desc are copied. This is
+ * the read point of the configuration: the GPUPART_* variables and the file are read and
+ * checked here, once; a later change of the environment does not affect the context (each
+ * device open warns through log when known variables changed since). Errors: EINVAL (out NULL, only one of host_alloc/host_free set), ENOMEM, ECONFIG (bad
  * configuration, message names the source). */
 GPUPART_API gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size,
                                                         gpupart_context **out);
@@ -175,7 +180,7 @@ typedef struct gpupart_device_info {
   uint32_t index;            /* index within the backend */
   char name[256];
   char vendor[64];
-  uint8_t uuid[16];          /* zero where the backend has none */
+  uint8_t uuid[16];          /* zero where the backend has none; names the physical device */
   uint64_t total_bytes;
   uint64_t free_bytes;       /* UINT64_MAX where the backend cannot tell */
   uint64_t max_block_bytes;  /* largest single driver allocation */
@@ -206,9 +211,11 @@ GPUPART_API gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart
 
 typedef struct gpupart_device_desc {
   gpupart_backend backend;   /* AUTO = config/env choice, else first present of cuda, vulkan, opencl, sim */
-  uint32_t index;            /* device index within the backend */
-  double memory_fraction;    /* 0 = config, else 1.0: share of total memory this process may use, (0, 1] */
-  uint64_t memory_limit;     /* 0 = none: absolute cap; the budget is the smaller of the two */
+  uint32_t index;            /* program index: the index-th device GPUPART_DEVICE lists, else this index */
+  double memory_fraction;    /* 0 = config, else 1.0: share of total memory this process may use, (0, 1];
+                                lowered to the operator's memory_fraction_max where one is set */
+  uint64_t memory_limit;     /* 0 = config, else an orchestrator's share, else none: absolute cap; the
+                                budget is the smaller of the two; lowered to memory_limit_max where set */
   uint64_t headroom;         /* 0 = config, else 0: bytes left to the driver and other libraries */
   int growth;                /* GPUPART_GROWTH_*: the default policy of this device's partitions */
   uint64_t granularity;      /* 0 = config, else 2 MiB: a power of two; limits round down, blocks round up to it */
@@ -224,35 +231,59 @@ typedef struct gpupart_device_desc {
 } gpupart_device_desc;
 
 /* Account this device in a ledger shared by every process of the same user that opens the
-   same device with this flag (or with GPUPART_SHARED=1): the budget and the guarantees then
-   hold across processes; creating a partition whose name another process already created
-   joins it (its descriptor must match or leave limit and guarantee 0), and its limit is
-   shared by all members; a member that dies has its bytes returned to the ledger.
-   gpupart_partition_find also finds partitions that other processes created (reading their
-   stats; allocating through the handle makes this process a member); destroying a
-   partition leaves it, and it disappears when its last member leaves or dies.
-   Not implemented yet: gpupart_device_open returns ENOTSUP when it is set. */
+   same physical device with this flag (or with GPUPART_SHARED=1): a file in the ledger
+   folder (gpupart_context_desc.ledger_dir, GPUPART_LEDGER_DIR, else /dev/shm), mode 0600.
+   The first process fixes the budget and later ones adopt it; reservations and guarantees
+   then hold across processes; partition names are unique across them (EEXIST); a process
+   that dies, even killed, has its bytes returned. A ledger file of another user, with
+   group or other permissions, or not written by this library is refused (ECONFIG,
+   ECORRUPT). Creating a partition whose name another process already created joins it
+   (its descriptor must give the same limit and guarantee, or leave limit, fraction,
+   guarantee and guarantee_fraction 0; else EEXIST), and its limit is shared by all
+   members; gpupart_partition_find also finds partitions other processes created and
+   joins them, and gpupart_partition_count/_at list every partition of the ledger (at
+   joins one this process has none of, in the ledger's order); destroying a partition leaves it, and it disappears when its last member
+   leaves or dies. limit, guarantee, reserved and peak_reserved in stats are then
+   partition-wide (device-wide) across processes; the other figures this process's. An
+   OOM sequence that the budget refuses asks the other processes to trim at their next
+   allocation that misses its free blocks. */
 #define GPUPART_DEVICE_SHARED 0x1u
 
-/* Opens device desc->index of desc->backend and computes this process's budget:
- * min(total * memory_fraction, memory_limit) - headroom, rounded down to the granularity.
- * desc NULL = defaults. Partitions declared in configuration are created, in order.
+/* Opens device desc->index of desc->backend and computes this process's budget. The index
+ * is the program's: with GPUPART_DEVICE="2,0" (a visible-device list, as
+ * CUDA_VISIBLE_DEVICES) index 0 opens device 2, index 1 device 0, index 2 is ENODEV; no
+ * two program indexes open the same device. The budget is
+ * min(total * memory_fraction, memory_limit) - headroom, rounded down to the granularity,
+ * after the operator's ceilings (GPUPART_MEMORY_FRACTION_MAX, GPUPART_MEMORY_LIMIT_MAX) have
+ * lowered the two where they ask for more (docs/configuration.md, "Precedence").
+ * A device already open in ctx (the same physical device by UUID, else PCI bus id, else
+ * backend and index) is not given a second budget: this handle shares the first open's
+ * budget and ledger (reservations and guarantees add up across handles, partition names
+ * are unique across them), and a different figure asked for is reported through the log
+ * callback at GPUPART_LOG_WARN. desc NULL = defaults. Partitions declared in
+ * configuration are created, in order, by the first open of the device.
  * Errors: EINVAL (bad field: fraction outside (0, 1], granularity not a power of two,
- * budget of zero, a backend_desc of another or unknown backend), ENOBACKEND, ENODEV,
- * EBACKEND, ECONFIG, ENOTSUP (DEVICE_SHARED). */
+ * budget of zero, unknown backend, a backend_desc of another or unknown backend),
+ * ENOBACKEND, ENODEV (also past the visible list), EBACKEND, ECONFIG (also: the shared
+ * ledger cannot be opened, is another user's or not 0600, or its folder is full),
+ * ECORRUPT (a shared ledger file that is not one). A zero budget is ECONFIG when the
+ * input that makes it came from a variable or the file, and the message names that input. */
 GPUPART_API gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const gpupart_device_desc *desc,
                                                      size_t desc_size, gpupart_device **out);
 #define gpupart_device_open(ctx, desc, out) \
   gpupart_device_open_sized((ctx), (desc), sizeof(gpupart_device_desc), (out))
 /* Destroys every partition of the device, then closes it. EBUSY (nothing freed) while
- * any partition has live allocations. NULL is a no-op returning OK. */
+ * any partition has live allocations or an allocation is in progress on the device (e.g.
+ * from a reclaim callback), or a gpupart_free on it is still releasing a view or block.
+ * NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_device_close(gpupart_device *dev);
 /* The device's info as its backend reported it at open; free_bytes is queried anew. */
 GPUPART_API gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_device_info *out,
                                                          size_t out_size);
 #define gpupart_device_get_info(dev, out) \
   gpupart_device_get_info_sized((dev), (out), sizeof(gpupart_device_info))
-/* This process's budget on the device in bytes; 0 for NULL. */
+/* This process's budget on the device in bytes, shared by every handle of the same
+ * physical device in the context (the first open's); 0 for NULL. */
 GPUPART_API uint64_t gpupart_device_budget(const gpupart_device *dev);
 
 /* The simulated backend: a device with no memory behind it (or host memory, for tests
@@ -273,26 +304,35 @@ typedef struct gpupart_sim_desc {
   uint64_t block_round_up;      /* 0 = none; a power of two: the driver silently rounds every block
                                    up to a multiple of it and allocates more than asked (as some
                                    real drivers do); the core accounts what was allocated */
-} gpupart_sim_desc;             /* sim devices with the same index and total_bytes are the same device */
+} gpupart_sim_desc;             /* in one context, sim devices with the same index and total_bytes are the same device */
 
 /* ---- partitions ------------------------------------------------------------------- */
 
 /* Asked, in the OOM sequence, to free memory of partition p (e.g. caches the application
-   keeps there); bytes_wanted is the shortfall. Runs on the allocating thread with no
+   keeps there); bytes_wanted is the shortfall as it is when this callback is called: the
+   block the request needs less what the limit and budget can still grant (the whole
+   block when the driver refused), at least one granule. The allocation is retried after
+   each callback and no further callback is asked once it fits. Runs on the allocating thread with no
    gpupart lock held, so it may free allocations of any partition; it is never re-entered
    (an allocation made inside it skips the callbacks), and one partition's callback never
-   runs on two threads at once. Return 0; other values are reserved. */
+   runs on two threads at once. It may not destroy the partition whose allocation called
+   it (or its own), nor close the device: gpupart_partition_destroy and
+   gpupart_device_close return GPUPART_EBUSY then ("allocation in progress"), because
+   the allocation goes on after the callback returns. Return 0; other values are reserved. */
 typedef int (*gpupart_reclaim_fn)(gpupart_partition *p, uint64_t bytes_wanted, void *user);
 
 typedef struct gpupart_partition_desc {
-  const char *name;           /* copied; unique per device; NULL = "p<index>" */
+  const char *name;           /* copied; unique per physical device, across its handles; NULL = "p<index>" */
   double fraction;            /* share of the device budget, (0, 1]; 0 = use limit */
   uint64_t limit;             /* bytes, used when fraction == 0; both 0 = whole budget */
   double guarantee_fraction;  /* floor as a share of the budget; 0 = use guarantee */
   uint64_t guarantee;         /* floor in bytes; both 0 = best effort (no floor) */
   int growth;                 /* GPUPART_GROWTH_*; DEFAULT = the device's */
   uint64_t initial_block;     /* 0 = 2 MiB */
-  uint64_t max_block;         /* 0 = 1 GiB, capped by the backend's max_block_bytes */
+  uint64_t max_block;         /* 0 = 1 GiB, capped by the backend's max_block_bytes; for a
+                                 preallocated partition also the block size of the reservation
+                                 (0 = GPUPART_PREALLOC_BLOCK, else one block as large as the
+                                 driver allows) */
   double growth_factor;       /* 0 = 2.0; at least 1.0 */
   uint64_t release_threshold; /* empty cached blocks kept beyond it go back to the driver when
                                  an allocation is freed; 0 = keep them all until trim, the OOM
@@ -304,23 +344,39 @@ typedef struct gpupart_partition_desc {
 } gpupart_partition_desc;
 
 /* Creates a partition on dev. Limits and guarantees are rounded down to the device's
- * granularity. desc NULL = defaults (the whole budget, no guarantee).
+ * granularity. desc NULL = defaults (the whole budget, no guarantee). A name that
+ * configuration declared for this device (GPUPART_PARTITIONS, [partition NAME]) returns
+ * OK and the partition configuration made, with the configuration's limit, guarantee and
+ * growth (it is the operator's word; the log says so, at WARN when desc asked for other
+ * values), once: a second create of that name is EEXIST. desc's reclaim callback is
+ * installed on it when it has none.
  * Errors: EINVAL (fraction outside (0, 1], guarantee above the limit, limit rounding to 0,
- * growth_factor below 1), EEXIST (name taken), ELIMIT (guarantees would sum past the
- * budget, or a preallocated limit exceeds what the budget can grant), EDEVMEM (a
- * preallocated partition the driver cannot back; nothing is left behind), ENOMEM. */
+ * growth_factor below 1), EEXIST (name taken on the device, through any handle of it),
+ * ELIMIT (guarantees of all the device's handles would sum past the budget, a guarantee
+ * only preallocated partitions' bytes could cover, or a preallocated limit exceeds what
+ * the budget can grant; a guarantee whose bytes growing partitions borrow is accepted, and
+ * they are asked to give them back when it needs them), EDEVMEM (a preallocated partition
+ * the driver cannot back; nothing is left behind), ENOMEM. */
 GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                           size_t desc_size, gpupart_partition **out);
 #define gpupart_partition_create(dev, desc, out) \
   gpupart_partition_create_sized((dev), (desc), sizeof(gpupart_partition_desc), (out))
-/* Returns every block to the driver and frees the partition. EBUSY (nothing freed) while
- * allocations are live. NULL is a no-op returning OK. */
+/* Returns every block to the driver and frees the partition (with a shared ledger, this
+ * process leaves it; it goes with its last member). EBUSY (nothing freed) while
+ * allocations are live, while one is in progress on it (in the out-of-memory sequence,
+ * e.g. from a reclaim callback, or a gpupart_free still releasing its view or block), or
+ * from its own reclaim callback. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_partition_destroy(gpupart_partition *p);
-/* The partition of dev named name, or NULL (also for NULL arguments). */
+/* The partition of dev (this handle) named name, or NULL (also for NULL arguments). With
+ * a shared ledger, a partition of that name that only other processes have is joined and
+ * returned (GPUPART_DEVICE_SHARED); NULL when joining fails (gpupart_last_error says). */
 GPUPART_API gpupart_partition *gpupart_partition_find(gpupart_device *dev, const char *name);
-/* Number of partitions of dev; 0 for NULL. */
+/* Number of partitions of dev; 0 for NULL. With a shared ledger: every partition of the
+ * ledger, this handle's and other processes' (GPUPART_DEVICE_SHARED). */
 GPUPART_API uint32_t gpupart_partition_count(const gpupart_device *dev);
-/* The i-th partition in creation (and configuration) order, or NULL when out of range. */
+/* The i-th partition in creation (and configuration) order, or NULL when out of range.
+ * With a shared ledger, past this handle's own come the other processes' partitions,
+ * joined as gpupart_partition_find joins them (each then is one of this handle's). */
 GPUPART_API gpupart_partition *gpupart_partition_at(gpupart_device *dev, uint32_t i);
 /* The partition's name (owned by the partition), or NULL for NULL. */
 GPUPART_API const char *gpupart_partition_name(const gpupart_partition *p);
@@ -351,18 +407,18 @@ typedef struct gpupart_alloc_desc {
   uint64_t size;      /* bytes; required */
   uint64_t alignment; /* a power of two; 0 = backend minimum */
   uint32_t flags;     /* GPUPART_ALLOC_* */
-  uint64_t tag;       /* the caller's label, shown in failure messages and dumps */
+  uint64_t tag;       /* the caller's label, shown in failure messages */
 } gpupart_alloc_desc;
 
 /* gpupart_alloc with flags and a tag. Errors as gpupart_alloc, plus EINVAL for unknown flags. */
 GPUPART_API gpupart_result gpupart_alloc_ex_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                                   size_t desc_size, gpupart_allocation **out);
 #define gpupart_alloc_ex(p, desc, out) gpupart_alloc_ex_sized((p), (desc), sizeof(gpupart_alloc_desc), (out))
-/* Frees an allocation: OK, and OK for NULL. A handle freed a second time before 128
- * later frees of its partition is GPUPART_EINVAL (the message names the partition),
- * counted in gpupart_stats.double_frees and otherwise ignored (accounting unchanged);
- * the partition must still exist. Ignoring the result is fine: a double free changes
- * nothing. */
+/* Frees an allocation: OK, and OK for NULL. A handle freed a second time, or freed after
+ * its allocation's record was reused (up to 255 reuses of that record, so at least 255
+ * later frees of its partition), is GPUPART_EINVAL (the message names the partition),
+ * counted in gpupart_stats.double_frees and otherwise ignored (accounting unchanged); the
+ * partition must still exist. Ignoring the result is fine: a double free changes nothing. */
 GPUPART_API gpupart_result gpupart_free(gpupart_allocation *a);
 
 typedef struct gpupart_allocation_info {
@@ -378,6 +434,19 @@ GPUPART_API gpupart_result gpupart_allocation_get_info_sized(const gpupart_alloc
                                                              size_t out_size);
 #define gpupart_allocation_get_info(a, out) \
   gpupart_allocation_get_info_sized((a), (out), sizeof(gpupart_allocation_info))
+
+/* gpupart_alloc_ex that also describes the new allocation (what gpupart_allocation_get_info
+ * would say: offset, device address, block) from the same call, under the same lock,
+ * so the caller needs no second call. desc_size and info_size are the caller's sizeof of
+ * the two structs (the gpupart_alloc_info macro passes them): a smaller struct than this
+ * library's 0.2 layout is EINVAL; a larger desc must be zero past this library's size;
+ * a larger info gets its tail zeroed (the ABI rule of every _sized call). Errors as gpupart_alloc_ex, plus EINVAL for a NULL desc or
+ * info; on failure *out is NULL and info is untouched. */
+GPUPART_API gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
+                                                    size_t desc_size, gpupart_allocation **out,
+                                                    gpupart_allocation_info *info, size_t info_size);
+#define gpupart_alloc_info(p, desc, out, info)                                                                 \
+  gpupart_alloc_info_sized((p), (desc), sizeof(gpupart_alloc_desc), (out), (info), sizeof(gpupart_allocation_info))
 
 /* ---- statistics ------------------------------------------------------------------- */
 
@@ -399,12 +468,24 @@ GPUPART_API gpupart_result gpupart_partition_get_stats_sized(const gpupart_parti
 #define gpupart_partition_get_stats(p, out) gpupart_partition_get_stats_sized((p), (out), sizeof(gpupart_stats))
 /* Device figures: limit = budget, guarantee = sum of guarantees, current figures and
  * counts summed over partitions (including destroyed ones' counts), peaks the device's
- * own peaks, largest_free the largest of any partition's. */
+ * own peaks, largest_free the largest of any partition's. limit, guarantee and
+ * peak_reserved are the ledger's, so they cover every handle of the physical device in
+ * the context; the other figures cover this handle's partitions. The device's
+ * peak_in_use is an upper bound of the highest sum of the partitions' in-use bytes, kept
+ * without a device-wide write per allocation: never below it, and above it by less than
+ * two granules (gpupart_device_desc.granularity) for each partition holding bytes at that
+ * moment (less than one each right after gpupart_device_reset_peak; exact where every
+ * partition holds a multiple of the granularity). A partition's own peaks are exact. */
 GPUPART_API gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart_stats *out,
                                                           size_t out_size);
 #define gpupart_device_get_stats(dev, out) gpupart_device_get_stats_sized((dev), (out), sizeof(gpupart_stats))
 /* Sets peak_in_use and peak_reserved of p to their current values. NULL is a no-op. */
 GPUPART_API void gpupart_partition_reset_peak(gpupart_partition *p);
+/* Starts the device's peak_in_use again from the bytes in use now (TensorFlow's
+ * reset_memory_stats): within one granule per partition of their sum (see
+ * gpupart_device_get_stats). The partitions' own peaks and the device's peak_reserved
+ * are left as they are. EINVAL for NULL. */
+GPUPART_API gpupart_result gpupart_device_reset_peak(gpupart_device *dev);
 /* Full invariant walk (every arena's sub-allocator, counters against what the arenas
  * hold, reserved within limits and budget, guarantees intact): OK or ECORRUPT with the
  * first broken invariant in gpupart_last_error. */
