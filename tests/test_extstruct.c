@@ -201,3 +201,27 @@ Test(extstruct, double_frees_are_results_and_stay_counted_after_the_partition_is
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
+
+/* The plain names are real functions too, taking the 0.2 layouts: code that takes their
+ * address (function tables, harnesses) or finds them by name gets working entry points. */
+Test(extstruct, the_plain_names_are_functions_that_take_the_0_2_layouts) {
+  gpupart_result (*create)(const gpupart_context_desc *, gpupart_context **) = gpupart_context_create;
+  gpupart_result (*open)(gpupart_context *, const gpupart_device_desc *, gpupart_device **) = gpupart_device_open;
+  gpupart_result (*part)(gpupart_device *, const gpupart_partition_desc *, gpupart_partition **) =
+      gpupart_partition_create;
+  gpupart_result (*stats)(const gpupart_partition *, gpupart_stats *) = gpupart_partition_get_stats;
+  gpupart_context *ctx = NULL;
+  gpupart_device *dev = NULL;
+  gpupart_partition *p = NULL;
+  cr_assert_eq(create(&(gpupart_context_desc){.flags = GPUPART_CONTEXT_IGNORE_ENV}, &ctx), GPUPART_OK);
+  cr_assert_eq(open(ctx, &(gpupart_device_desc){.backend = GPUPART_BACKEND_SIM}, &dev), GPUPART_OK, "%s",
+               gpupart_last_error());
+  cr_assert_eq(part(dev, &(gpupart_partition_desc){.name = "plain", .limit = 64 << 20}, &p), GPUPART_OK);
+  gpupart_stats st;
+  memset(&st, 0xff, sizeof st);
+  cr_assert_eq(stats(p, &st), GPUPART_OK);
+  cr_expect_eq(st.limit, 64 << 20);
+  cr_expect_eq(st.double_frees, 0, "the whole 0.2 layout is written");
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}

@@ -25,7 +25,10 @@
  *     built against a newer gpupart), a smaller one gets its missing fields as defaults;
  *     an output struct gets what the library knows and a zeroed tail. A size below the
  *     struct's 0.2 layout is EINVAL. Programs in other languages call the `_sized`
- *     symbols with their own struct sizes. */
+ *     symbols with their own struct sizes. The plain names are also exported as real
+ *     functions (declared as `gpupart_result (name)(...)`, so the macro does not touch
+ *     the declaration), for code that takes their address or looks them up with dlsym:
+ *     those take and fill the 0.2 layouts, whatever header the caller was built with. */
 #ifndef GPUPART_H
 #define GPUPART_H
 
@@ -170,6 +173,7 @@ GPUPART_API gpupart_result gpupart_context_create_sized(const gpupart_context_de
                                                         gpupart_context **out);
 #define gpupart_context_create(desc, out) \
   gpupart_context_create_sized((desc), sizeof(gpupart_context_desc), (out))
+GPUPART_API gpupart_result(gpupart_context_create)(const gpupart_context_desc *desc, gpupart_context **out);
 /* Destroys a context and unloads its backends. EBUSY (nothing freed) while devices are
  * open. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_context_destroy(gpupart_context *ctx);
@@ -204,6 +208,8 @@ GPUPART_API gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart
                                                    gpupart_device_info *infos, size_t info_size, uint32_t *count);
 #define gpupart_enumerate(ctx, backend, infos, count) \
   gpupart_enumerate_sized((ctx), (backend), (infos), sizeof(gpupart_device_info), (count))
+GPUPART_API gpupart_result(gpupart_enumerate)(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
+                                              uint32_t *count);
 
 #define GPUPART_GROWTH_DEFAULT 0 /* configuration, else on */
 #define GPUPART_GROWTH_ON 1      /* grow on demand */
@@ -272,6 +278,8 @@ GPUPART_API gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const
                                                      size_t desc_size, gpupart_device **out);
 #define gpupart_device_open(ctx, desc, out) \
   gpupart_device_open_sized((ctx), (desc), sizeof(gpupart_device_desc), (out))
+GPUPART_API gpupart_result(gpupart_device_open)(gpupart_context *ctx, const gpupart_device_desc *desc,
+                                                gpupart_device **out);
 /* Destroys every partition of the device, then closes it. EBUSY (nothing freed) while
  * any partition has live allocations or an allocation is in progress on the device (e.g.
  * from a reclaim callback), or a gpupart_free on it is still releasing a view or block.
@@ -282,6 +290,7 @@ GPUPART_API gpupart_result gpupart_device_get_info_sized(const gpupart_device *d
                                                          size_t out_size);
 #define gpupart_device_get_info(dev, out) \
   gpupart_device_get_info_sized((dev), (out), sizeof(gpupart_device_info))
+GPUPART_API gpupart_result(gpupart_device_get_info)(const gpupart_device *dev, gpupart_device_info *out);
 /* This process's budget on the device in bytes, shared by every handle of the same
  * physical device in the context (the first open's); 0 for NULL. */
 GPUPART_API uint64_t gpupart_device_budget(const gpupart_device *dev);
@@ -361,6 +370,8 @@ GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, c
                                                           size_t desc_size, gpupart_partition **out);
 #define gpupart_partition_create(dev, desc, out) \
   gpupart_partition_create_sized((dev), (desc), sizeof(gpupart_partition_desc), (out))
+GPUPART_API gpupart_result(gpupart_partition_create)(gpupart_device *dev, const gpupart_partition_desc *desc,
+                                                     gpupart_partition **out);
 /* Returns every block to the driver and frees the partition (with a shared ledger, this
  * process leaves it; it goes with its last member). EBUSY (nothing freed) while
  * allocations are live, while one is in progress on it (in the out-of-memory sequence,
@@ -414,6 +425,8 @@ typedef struct gpupart_alloc_desc {
 GPUPART_API gpupart_result gpupart_alloc_ex_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                                   size_t desc_size, gpupart_allocation **out);
 #define gpupart_alloc_ex(p, desc, out) gpupart_alloc_ex_sized((p), (desc), sizeof(gpupart_alloc_desc), (out))
+GPUPART_API gpupart_result(gpupart_alloc_ex)(gpupart_partition *p, const gpupart_alloc_desc *desc,
+                                             gpupart_allocation **out);
 /* Frees an allocation: OK, and OK for NULL. A handle freed a second time, or freed after
  * its allocation's record was reused (up to 255 reuses of that record, so at least 255
  * later frees of its partition), is GPUPART_EINVAL (the message names the partition),
@@ -434,6 +447,7 @@ GPUPART_API gpupart_result gpupart_allocation_get_info_sized(const gpupart_alloc
                                                              size_t out_size);
 #define gpupart_allocation_get_info(a, out) \
   gpupart_allocation_get_info_sized((a), (out), sizeof(gpupart_allocation_info))
+GPUPART_API gpupart_result(gpupart_allocation_get_info)(const gpupart_allocation *a, gpupart_allocation_info *out);
 
 /* gpupart_alloc_ex that also describes the new allocation (what gpupart_allocation_get_info
  * would say: offset, device address, block) from the same call, under the same lock,
@@ -447,6 +461,8 @@ GPUPART_API gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const 
                                                     gpupart_allocation_info *info, size_t info_size);
 #define gpupart_alloc_info(p, desc, out, info)                                                                 \
   gpupart_alloc_info_sized((p), (desc), sizeof(gpupart_alloc_desc), (out), (info), sizeof(gpupart_allocation_info))
+GPUPART_API gpupart_result(gpupart_alloc_info)(gpupart_partition *p, const gpupart_alloc_desc *desc,
+                                               gpupart_allocation **out, gpupart_allocation_info *info);
 
 /* ---- statistics ------------------------------------------------------------------- */
 
@@ -466,6 +482,7 @@ typedef struct gpupart_stats {
 GPUPART_API gpupart_result gpupart_partition_get_stats_sized(const gpupart_partition *p, gpupart_stats *out,
                                                              size_t out_size);
 #define gpupart_partition_get_stats(p, out) gpupart_partition_get_stats_sized((p), (out), sizeof(gpupart_stats))
+GPUPART_API gpupart_result(gpupart_partition_get_stats)(const gpupart_partition *p, gpupart_stats *out);
 /* Device figures: limit = budget, guarantee = sum of guarantees, current figures and
  * counts summed over partitions (including destroyed ones' counts), peaks the device's
  * own peaks, largest_free the largest of any partition's. limit, guarantee and
@@ -479,6 +496,7 @@ GPUPART_API gpupart_result gpupart_partition_get_stats_sized(const gpupart_parti
 GPUPART_API gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart_stats *out,
                                                           size_t out_size);
 #define gpupart_device_get_stats(dev, out) gpupart_device_get_stats_sized((dev), (out), sizeof(gpupart_stats))
+GPUPART_API gpupart_result(gpupart_device_get_stats)(const gpupart_device *dev, gpupart_stats *out);
 /* Sets peak_in_use and peak_reserved of p to their current values. NULL is a no-op. */
 GPUPART_API void gpupart_partition_reset_peak(gpupart_partition *p);
 /* Starts the device's peak_in_use again from the bytes in use now (TensorFlow's
