@@ -8,23 +8,15 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "config_env.h"
 #include "config.h"
 
 static char file_path[64];
 static char log_text[16384];
 
 static void clear_env(void) {
-  for (int again = 1; again;) {
-    again = 0;
-    for (char **v = environ; *v; v++)
-      if (strncmp(*v, "GPUPART_", 8) == 0) {
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", (int)(strcspn(*v, "=")), *v);
-        unsetenv(name);
-        again = 1;
-        break;
-      }
-  }
+  static const char *const prefixes[] = {"GPUPART_"};
+  test_unset_env(prefixes, 1);
 }
 
 static void cleanup(void) {
@@ -34,12 +26,7 @@ static void cleanup(void) {
 TestSuite(config, .init = clear_env, .fini = cleanup);
 
 static const char *write_file(const char *text) {
-  snprintf(file_path, sizeof file_path, "/tmp/gpupart-config-XXXXXX.ini");
-  int fd = mkstemps(file_path, 4);
-  cr_assert(fd >= 0);
-  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-  close(fd);
-  return file_path;
+  return test_write_ini(file_path, sizeof file_path, "config", text);
 }
 
 static void capture(gpupart_log_level level, const char *message, void *user) {

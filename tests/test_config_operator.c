@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "config_env.h"
 #include "internal.h"
 
 static char log_text[16384];
@@ -20,17 +21,7 @@ static char tree[64]; /* the fake cgroup tree of this test */
 
 static void clear_env(void) {
   static const char *const prefixes[] = {"GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_"};
-  for (int again = 1; again;) {
-    again = 0;
-    for (char **v = environ; *v && !again; v++)
-      for (size_t i = 0; i < 3 && !again; i++)
-        if (strncmp(*v, prefixes[i], strlen(prefixes[i])) == 0) {
-          char name[256];
-          snprintf(name, sizeof name, "%.*s", (int)(strcspn(*v, "=")), *v);
-          unsetenv(name);
-          again = 1;
-        }
-  }
+  test_unset_env(prefixes, 3);
   gpupart__cgroup = (gpupart__cgroup_paths){"/nonexistent/cgroup", "/nonexistent"};
 }
 

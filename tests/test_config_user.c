@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "config_env.h"
 #include "config.h"
 
 static char file_path[64];
@@ -18,18 +19,8 @@ static char log_text[16384];
 static int log_warnings;
 
 static void clear_env(void) {
-  for (int again = 1; again;) {
-    again = 0;
-    for (char **v = environ; *v; v++)
-      if (strncmp(*v, "GPUPART_", 8) == 0 || strncmp(*v, "XLA_", 4) == 0 || strncmp(*v, "TF_", 3) == 0 ||
-          strncmp(*v, "PYTORCH_", 8) == 0) {
-        char name[4096];
-        snprintf(name, sizeof name, "%.*s", (int)(strcspn(*v, "=")), *v);
-        unsetenv(name);
-        again = 1;
-        break;
-      }
-  }
+  static const char *const prefixes[] = {"GPUPART_", "XLA_", "TF_", "PYTORCH_"};
+  test_unset_env(prefixes, 4);
 }
 
 static void cleanup(void) {
@@ -39,12 +30,7 @@ static void cleanup(void) {
 TestSuite(config_user, .init = clear_env, .fini = cleanup);
 
 static const char *write_file(const char *text) {
-  snprintf(file_path, sizeof file_path, "/tmp/gpupart-user-XXXXXX.ini");
-  int fd = mkstemps(file_path, 4);
-  cr_assert(fd >= 0);
-  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-  close(fd);
-  return file_path;
+  return test_write_ini(file_path, sizeof file_path, "user", text);
 }
 
 static void capture(gpupart_log_level level, const char *message, void *user) {
