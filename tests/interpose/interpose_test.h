@@ -25,11 +25,23 @@ typedef struct ip_test_child {
   char text[4096]; /* its output so far, read by ip_test_wait_for */
 } ip_test_child;
 void ip_test_start(ip_test_child *c, const char *dir, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Waits until the child has printed what (1) or has ended (0, its output read). */
+int ip_test_wait_or_end(ip_test_child *c, const char *what);
 /* Waits until the child has printed what (or has ended, then the test fails). */
 void ip_test_wait_for(ip_test_child *c, const char *what);
 /* Sends a line to its stdin and waits for it to end. */
 void ip_test_finish(ip_test_child *c);
 /* Removes a folder of test files (one level). */
 void ip_test_cleanup_dir(const char *dir);
+/* The pid the child printed after "holding" (vk_fill, cl_fill and gp_hold do). */
+long ip_test_pid(const ip_test_child *c);
+/* The number of shared ledger files (gpupart-*.ledger) in dir. */
+int ip_test_ledger_files(const char *dir);
+/* What `gpupart top --json --ledger-dir dir` (or `gpupart metrics --ledger-dir dir`, with
+ * metrics set) printed, or a skip where the tools are not built. */
+void ip_test_observe(char *out, size_t n, const char *dir, int metrics);
+/* The output of a child under the layer holds the line "allocated <MiB> code <code>": the
+ * MiB, or -1 when it has none with that code. */
+int ip_test_allocated(const char *text, int code);
 
 #endif
