@@ -141,3 +141,30 @@ int ip_test_allocated(const char *text, int code) {
   if (!at || sscanf(at, "allocated %d code %d", &mib, &got) != 2 || got != code) return -1;
   return mib;
 }
+
+void ip_test_shared_begin(ip_test_shared *s, const char *config) {
+  snprintf(s->dir, sizeof s->dir, "/tmp/gpupart-ip-ledger-XXXXXX");
+  snprintf(s->out_a, sizeof s->out_a, "/tmp/gpupart-ip-a-XXXXXX");
+  snprintf(s->out_b, sizeof s->out_b, "/tmp/gpupart-ip-b-XXXXXX");
+  cr_assert(mkdtemp(s->dir) && mkdtemp(s->out_a) && mkdtemp(s->out_b));
+  snprintf(s->env, sizeof s->env, "GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s %s", s->dir, config);
+}
+
+void ip_test_shared_end(ip_test_shared *s) {
+  ip_test_cleanup_dir(s->dir), ip_test_cleanup_dir(s->out_a), ip_test_cleanup_dir(s->out_b);
+}
+
+void ip_test_app_start(ip_test_child *app, ip_test_shared *s, const char *prefix, const char *backend, int mib) {
+  ip_test_start(app, s->out_a, "env %s %s %s %s app %d", prefix, s->env, ip_test_path("GPUPART_TEST_GP_HOLD"), backend,
+                mib);
+  if (ip_test_wait_or_end(app, "holding")) return;
+  if (strstr(app->text, "device_open: GPUPART_ENOBACKEND") || strstr(app->text, "device_open: GPUPART_ENODEV"))
+    cr_skip_test("the %s backend cannot open the device: %s", backend, app->text);
+  cr_assert_fail("the application: %s", app->text);
+}
+
+int ip_test_has_member(const char *json, long pid, const char *command) {
+  char want[128];
+  snprintf(want, sizeof want, "\"pid\": %ld, \"command\": \"%s\", \"alive\": true", pid, command);
+  return strstr(json, want) != NULL;
+}

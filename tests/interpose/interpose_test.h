@@ -44,4 +44,20 @@ void ip_test_observe(char *out, size_t n, const char *dir, int metrics);
  * MiB, or -1 when it has none with that code. */
 int ip_test_allocated(const char *text, int code);
 
+/* A run of several processes on one shared ledger: its folder (a temporary one), the
+ * two children's output folders, and the shared configuration (GPUPART_SHARED=1,
+ * GPUPART_LEDGER_DIR and what the test adds), without any layer. */
+typedef struct ip_test_shared {
+  char dir[64], out_a[64], out_b[64];
+  char env[8192];
+} ip_test_shared;
+void ip_test_shared_begin(ip_test_shared *s, const char *config);
+void ip_test_shared_end(ip_test_shared *s);
+/* gp_hold, the gpupart application, on backend with prefix before it (variables), holding
+ * up to mib MiB of partition "app" in s's ledger (its output in out_a); a skip where the
+ * backend cannot open the device. */
+void ip_test_app_start(ip_test_child *app, ip_test_shared *s, const char *prefix, const char *backend, int mib);
+/* Whether `gpupart top --json` printed a live member of that pid and command name. */
+int ip_test_has_member(const char *json, long pid, const char *command);
+
 #endif

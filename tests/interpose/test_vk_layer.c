@@ -117,49 +117,16 @@ Test(vk_layer, two_processes_share_one_budget) {
 
 /* ---- the GPU's ledger: a gpupart application and programs under the layer ---------- */
 
-typedef struct shared_run {
-  char dir[64], out_a[64], out_b[64]; /* the ledger folder; the two children's output folders */
-  char env[8192];                     /* the shared configuration, without the layer */
-} shared_run;
-
-static void shared_begin(shared_run *s, const char *config) {
-  snprintf(s->dir, sizeof s->dir, "/tmp/gpupart-vk-ledger-XXXXXX");
-  snprintf(s->out_a, sizeof s->out_a, "/tmp/gpupart-vk-a-XXXXXX");
-  snprintf(s->out_b, sizeof s->out_b, "/tmp/gpupart-vk-b-XXXXXX");
-  cr_assert(mkdtemp(s->dir) && mkdtemp(s->out_a) && mkdtemp(s->out_b));
-  snprintf(s->env, sizeof s->env, "GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s %s", s->dir, config);
-}
-
-static void shared_end(shared_run *s) {
-  ip_test_cleanup_dir(s->dir), ip_test_cleanup_dir(s->out_a), ip_test_cleanup_dir(s->out_b);
-}
-
-/* The gpupart application on the vulkan backend, holding up to mib MiB of partition "app"
- * (or a skip where the backend cannot open the device). */
-static void app_start(ip_test_child *app, shared_run *s, int mib) {
-  ip_test_start(app, s->out_a, "env %s %s vulkan app %d", s->env, ip_test_path("GPUPART_TEST_GP_HOLD"), mib);
-  if (ip_test_wait_or_end(app, "holding")) return;
-  if (strstr(app->text, "device_open: GPUPART_ENOBACKEND") || strstr(app->text, "device_open: GPUPART_ENODEV"))
-    cr_skip_test("the vulkan backend cannot open the device: %s", app->text);
-  cr_assert_fail("the application: %s", app->text);
-}
-
-static int has_member(const char *json, long pid, const char *command) {
-  char want[128];
-  snprintf(want, sizeof want, "\"pid\": %ld, \"command\": \"%s\", \"alive\": true", pid, command);
-  return strstr(json, want) != NULL;
-}
-
 /* The mirror of the heap the vulkan backend uses carries the GPU's deviceUUID: the
  * application and the program under the layer are members of one ledger file and share
  * its 64 MiB budget (the program gets what the application left), under the validation
  * layer with no error. */
 Test(vk_layer, a_gpupart_application_and_a_program_under_the_layer_share_the_gpus_ledger) {
   const char *layer_env = layer();
-  shared_run s;
-  shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
   ip_test_child app, prog;
-  app_start(&app, &s, 40);
+  ip_test_app_start(&app, &s, "", "vulkan", 40);
   cr_assert(strstr(app.text, "allocated 40 code 0\n"), "%s", app.text);
   ip_test_start(&prog, s.out_b, "env %s %s VK_FILL_VALIDATION=1 %s 1 200 hold", layer_env, s.env, fill());
   ip_test_wait_for(&prog, "holding");
@@ -168,28 +135,28 @@ Test(vk_layer, a_gpupart_application_and_a_program_under_the_layer_share_the_gpu
   cr_expect_eq(ip_test_ledger_files(s.dir), 1, "one ledger file for the GPU");
   static char top[1 << 16];
   ip_test_observe(top, sizeof top, s.dir, 0);
-  cr_expect(has_member(top, ip_test_pid(&app), "gp_hold"), "the application is a member: %s", top);
-  cr_expect(has_member(top, ip_test_pid(&prog), "vk_fill"), "the program under the layer is a member: %s", top);
+  cr_expect(ip_test_has_member(top, ip_test_pid(&app), "gp_hold"), "the application is a member: %s", top);
+  cr_expect(ip_test_has_member(top, ip_test_pid(&prog), "vk_fill"), "the program under the layer is a member: %s", top);
   ip_test_finish(&prog);
   if (strstr(prog.text, "heap ")) cr_expect(strstr(prog.text, "validation_errors 0\n"), "%s", prog.text);
   ip_test_finish(&app);
-  shared_end(&s);
+  ip_test_shared_end(&s);
 }
 
 Test(vk_layer, a_program_under_the_layer_is_refused_while_a_gpupart_application_holds_the_budget) {
   const char *layer_env = layer();
-  shared_run s;
-  shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
   ip_test_child app;
   char out[4096];
-  app_start(&app, &s, 64);
+  ip_test_app_start(&app, &s, "", "vulkan", 64);
   cr_assert(strstr(app.text, "allocated 64 code 0\n"), "%s", app.text);
   ip_test_run(out, sizeof out, "env %s %s %s 1 200", layer_env, s.env, fill());
   cr_expect_eq(ip_test_allocated(out, -2), 0, "VK_ERROR_OUT_OF_DEVICE_MEMORY at once: %s", out);
   ip_test_finish(&app);
   ip_test_run(out, sizeof out, "env %s %s %s 1 200", layer_env, s.env, fill());
   cr_expect_eq(ip_test_allocated(out, -2), 64, "the whole budget once the application ended: %s", out);
-  shared_end(&s);
+  ip_test_shared_end(&s);
 }
 
 /* Two programs under the layer with one GPUPART_PARTITION join one partition: the second
@@ -197,8 +164,8 @@ Test(vk_layer, a_program_under_the_layer_is_refused_while_a_gpupart_application_
  * first left of it, though the device budget has room. */
 Test(vk_layer, two_programs_with_one_partition_name_share_its_limit) {
   const char *layer_env = layer();
-  shared_run s;
-  shared_begin(&s, "GPUPART_PARTITION=job");
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_PARTITION=job");
   ip_test_child first;
   char out[4096];
   ip_test_start(&first, s.out_a, "env %s %s GPUPART_PARTITIONS=job:32MiB %s 1 20 hold", layer_env, s.env, fill());
@@ -210,26 +177,26 @@ Test(vk_layer, two_programs_with_one_partition_name_share_its_limit) {
   cr_expect(got >= 8 && got <= 12, "the second got %d MiB of the 12 the first left: %s", got, out);
   cr_expect_null(strstr(out, "gpupart layer:"), "no fallback: %s", out);
   ip_test_finish(&first);
-  shared_end(&s);
+  ip_test_shared_end(&s);
 }
 
 /* While it holds memory, a program under the layer is a member of the ledger (pid and
  * command name) in gpupart top and in gpupart metrics. */
 Test(vk_layer, a_program_under_the_layer_is_a_member_in_top_and_metrics) {
   const char *layer_env = layer();
-  shared_run s;
-  shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
   ip_test_child prog;
   ip_test_start(&prog, s.out_a, "env %s %s %s 1 10 hold", layer_env, s.env, fill());
   ip_test_wait_for(&prog, "holding");
   long pid = ip_test_pid(&prog);
   static char top[1 << 16], metrics[1 << 18];
   ip_test_observe(top, sizeof top, s.dir, 0);
-  cr_expect(has_member(top, pid, "vk_fill"), "%s", top);
+  cr_expect(ip_test_has_member(top, pid, "vk_fill"), "%s", top);
   ip_test_observe(metrics, sizeof metrics, s.dir, 1);
   char want[64];
   snprintf(want, sizeof want, "pid=\"%ld\"", pid);
   cr_expect(strstr(metrics, want) && strstr(metrics, "command=\"vk_fill\""), "%s", metrics);
   ip_test_finish(&prog);
-  shared_end(&s);
+  ip_test_shared_end(&s);
 }
