@@ -84,20 +84,25 @@ static gpupart_partition *mirror_open(const mirror *m) {
   return partition_open(dev);
 }
 
-static int named(const mirror *m) {
+static int has_uuid(const mirror *m) {
   static const uint8_t zero[16];
-  return memcmp(m->uuid, zero, sizeof zero) || m->pci_bus_id[0];
+  return memcmp(m->uuid, zero, sizeof zero) != 0;
+}
+
+/* Whether a and b are one GPU as gpupart names devices (core/identity.c): by UUID where
+ * one is known, else by bus id. */
+static int same_gpu(const mirror *a, const mirror *b) {
+  if (has_uuid(a) || has_uuid(b)) return !memcmp(a->uuid, b->uuid, sizeof a->uuid);
+  return a->pci_bus_id[0] && !strncmp(a->pci_bus_id, b->pci_bus_id, sizeof a->pci_bus_id);
 }
 
 /* Lock held: the cached mirror of the same key and total, else (a GPU that another key
- * reached, e.g. through a second platform) of the same UUID and bus id, or NULL. */
+ * reached, e.g. through a second platform) of the same GPU, or NULL. */
 static mirror *mirror_find(const mirror *want) {
   for (uint32_t i = 0; i < nmirrors; i++)
     if (mirrors[i].key == want->key && mirrors[i].total == want->total) return &mirrors[i];
-  for (uint32_t i = 0; named(want) && i < nmirrors; i++)
-    if (!memcmp(mirrors[i].uuid, want->uuid, sizeof want->uuid) &&
-        !strncmp(mirrors[i].pci_bus_id, want->pci_bus_id, sizeof want->pci_bus_id))
-      return &mirrors[i];
+  for (uint32_t i = 0; i < nmirrors; i++)
+    if (same_gpu(&mirrors[i], want)) return &mirrors[i];
   return NULL;
 }
 

@@ -214,8 +214,8 @@ Test(cl_layer, without_a_uuid_or_bus_id_the_layer_keeps_a_ledger_of_its_own) {
 }
 
 /* Two programs under the layer with one GPUPART_PARTITION join one partition: the second
- * sees the first's 32 MiB limit (its own configuration declares none) and gets what the
- * first left of it. */
+ * sees the first's 32 MiB limit (the one who made it fixed it: the second's own 16 MiB
+ * entry is not applied) and gets what the first left of it. */
 Test(cl_layer, two_programs_with_one_partition_name_share_its_limit) {
   const char *env = layer();
   ip_test_shared s;
@@ -225,7 +225,7 @@ Test(cl_layer, two_programs_with_one_partition_name_share_its_limit) {
   ip_test_start(&first, s.out_a, "env %s %s GPUPART_PARTITIONS=job:32MiB %s buffer 1 20 hold", env, s.env, fill());
   ip_test_wait_for(&first, "holding");
   cr_assert(strstr(first.text, "global 33554432\nallocated 20 code 0\n"), "%s", first.text);
-  ip_test_run(out, sizeof out, "env %s %s %s buffer 1 200 2>&1", env, s.env, fill());
+  ip_test_run(out, sizeof out, "env %s %s GPUPART_PARTITIONS=job:16MiB %s buffer 1 200 2>&1", env, s.env, fill());
   cr_expect(strstr(out, "global 33554432\n"), "the joined partition's limit is reported: %s", out);
   int got = ip_test_allocated(out, -4);
   cr_expect(got >= 8 && got <= 12, "the second got %d MiB of the 12 the first left: %s", got, out);
