@@ -24,11 +24,21 @@ void gpupart__uuid_format(const uint8_t uuid[16], char *out) {
   }
 }
 
+void gpupart__sim_uuid(uint32_t index, uint8_t out[16]) {
+  memset(out, 0, 16);
+  out[0] = (uint8_t)index;
+  out[15] = 0x5a;
+}
+
 /* The sim backend's devices are named by index and size ("sim devices with the same
- * index and total_bytes are the same device"); its UUID carries only the low byte of the
- * index, so the key spells both out. */
+ * index and total_bytes are the same device"); its own UUID carries only the low byte of
+ * the index, so the key spells both out. A sim device given a UUID or bus id (one that
+ * stands for a real device) is named by them instead, as that device is. */
 static int sim_key(const gpupart_device_info *info, char *out, size_t n) {
-  if (info->backend != GPUPART_BACKEND_SIM) return 0;
+  uint8_t own[16];
+  if (info->backend != GPUPART_BACKEND_SIM || info->pci_bus_id[0]) return 0;
+  gpupart__sim_uuid(info->index, own);
+  if (memcmp(own, info->uuid, sizeof own) && !gpupart__uuid_is_zero(info->uuid)) return 0;
   snprintf(out, n, "sim:%u:%llu", info->index, (unsigned long long)info->total_bytes);
   return 1;
 }

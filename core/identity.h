@@ -1,7 +1,8 @@
 /* Device identity: one key per physical device, so that every open of one GPU in a
  * context (and, with the shared ledger, in every process of the user) meets in one ledger.
  * The key is a short printable string, usable in a file name: "uuid:<8-4-4-4-12 hex>"
- * where the backend reports a UUID, else "pci:<bus id>", else "<backend>:<index>". */
+ * where the backend reports a UUID, else "pci:<bus id>", else "<backend>:<index>"; a sim
+ * device "sim:<index>:<total_bytes>", unless its descriptor gave it a UUID or bus id. */
 #ifndef GPUPART_CORE_IDENTITY_H
 #define GPUPART_CORE_IDENTITY_H
 
@@ -23,5 +24,8 @@ int gpupart__identity_equal(const gpupart__identity *a, const gpupart__identity 
 void gpupart__uuid_format(const uint8_t uuid[16], char *out);
 /* 1 when every byte of the UUID is zero (the backend has none). */
 int gpupart__uuid_is_zero(const uint8_t uuid[16]);
+/* The UUID a sim device of that index reports when its descriptor gives none (the
+ * index's low byte, 0x5a last): such a device is named by index and total_bytes. */
+void gpupart__sim_uuid(uint32_t index, uint8_t out[16]);
 
 #endif

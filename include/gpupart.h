@@ -313,7 +313,18 @@ typedef struct gpupart_sim_desc {
   uint64_t block_round_up;      /* 0 = none; a power of two: the driver silently rounds every block
                                    up to a multiple of it and allocates more than asked (as some
                                    real drivers do); the core accounts what was allocated */
-} gpupart_sim_desc;             /* in one context, sim devices with the same index and total_bytes are the same device */
+  /* Appended after 0.2 (a 0.2 client's smaller struct gets both as none): a sim device that
+   * stands for a real one (the OpenCL and Vulkan layers' mirrors, docs/unmodified.md). */
+  uint8_t uuid[16];             /* all zero = none: the device reports its own UUID (its index's low
+                                   byte, then 0x5a in the last byte) and is named by index and
+                                   total_bytes. Else it reports this UUID and is the device of that
+                                   UUID, so its ledger (the shared ledger file too) is the one a
+                                   real backend's open of that GPU uses */
+  char pci_bus_id[32];          /* "" = none; else reported in gpupart_device_info.pci_bus_id (and
+                                   uuid as given, zero included): with a zero uuid the device is
+                                   named by this bus id, as a real device without a UUID is */
+} gpupart_sim_desc;             /* in one context, sim devices with the same index and total_bytes are the same device;
+                                   a sim device with a uuid or pci_bus_id is named by it, as any device */
 
 /* ---- partitions ------------------------------------------------------------------- */
 

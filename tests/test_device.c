@@ -545,3 +545,63 @@ Test(device, distinct_sim_devices_have_their_own_budgets) {
   cr_expect_eq(gpupart_device_close(c), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
+
+/* A sim device given a UUID (the layers' mirror of a real GPU) reports it and is that
+ * device: another sim open of another index and size with the same UUID shares its
+ * budget and partition names, as two backends reaching one GPU do. */
+static gpupart_device *open_as(gpupart_context *ctx, gpupart_sim_desc *sim, uint32_t index) {
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .index = index, .backend_desc = sim,
+                           .backend_desc_size = sizeof *sim};
+  gpupart_device *dev = NULL;
+  cr_assert_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  return dev;
+}
+
+Test(device, a_sim_device_given_a_uuid_reports_it_and_is_that_device) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc one = {.total_bytes = 1 * GiB, .uuid = {0xde, 0xad, 0xbe, 0xef, [15] = 1}};
+  gpupart_sim_desc other = one;
+  other.total_bytes = 2 * GiB;
+  gpupart_device *a = open_as(ctx, &one, 3), *b = open_as(ctx, &other, 7);
+  gpupart_device_info info;
+  cr_assert_eq(gpupart_device_get_info(b, &info), GPUPART_OK);
+  cr_expect_eq(memcmp(info.uuid, one.uuid, sizeof info.uuid), 0, "the descriptor's UUID is reported");
+  cr_expect_str_eq(info.pci_bus_id, "");
+  cr_expect_eq(gpupart_device_budget(b), 1 * GiB, "the first open's budget: one device");
+  gpupart_partition *pa = test_partition(a, "job", 0, 0), *pb = NULL;
+  gpupart_partition_desc pd = {.name = "job"};
+  cr_expect_eq(gpupart_partition_create(b, &pd, &pb), GPUPART_EEXIST, "names are unique across its handles");
+  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
+  (void)pa;
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(device, a_sim_device_given_a_bus_id_reports_it_and_no_uuid) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB, .pci_bus_id = "0000:65:00.0"};
+  gpupart_sim_desc plain = {.total_bytes = 1 * GiB};
+  gpupart_device *a = open_as(ctx, &sim, 0), *b = open_as(ctx, &plain, 1);
+  gpupart_device_info info;
+  cr_assert_eq(gpupart_device_get_info(a, &info), GPUPART_OK);
+  cr_expect_str_eq(info.pci_bus_id, "0000:65:00.0");
+  uint8_t zero[16] = {0};
+  cr_expect_eq(memcmp(info.uuid, zero, sizeof zero), 0, "the descriptor's (zero) UUID, not the sim's own");
+  cr_assert_eq(gpupart_device_get_info(b, &info), GPUPART_OK);
+  cr_expect(info.uuid[0] == 1 && info.uuid[15] == 0x5a && !info.pci_bus_id[0], "without either: the sim's own");
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(device, a_sim_device_reopened_with_another_uuid_is_refused) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 256 * MiB, .uuid = {1}};
+  gpupart_device *a = open_as(ctx, &sim, 0), *b = NULL;
+  gpupart_sim_desc other = {.total_bytes = 256 * MiB, .uuid = {2}};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &other, .backend_desc_size = sizeof other};
+  cr_expect_eq(gpupart_device_open(ctx, &d, &b), GPUPART_EINVAL);
+  cr_expect(message_has("other settings"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}

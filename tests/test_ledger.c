@@ -397,6 +397,18 @@ Test(identity, distinct_sim_devices_differ) {
   cr_expect_str_eq(ia.key, "sim:0:8589934592");
 }
 
+Test(identity, a_sim_device_given_a_uuid_or_bus_id_is_named_as_a_real_device) {
+  gpupart_device_info a = info_for(GPUPART_BACKEND_SIM, 3);
+  for (int i = 0; i < 16; i++) a.uuid[i] = (uint8_t)(0x10 * i + i);
+  cr_expect_str_eq(key_of(&a), "uuid:00112233-4455-6677-8899-aabbccddeeff", "the real device's key");
+  memset(a.uuid, 0, sizeof a.uuid);
+  snprintf(a.pci_bus_id, sizeof a.pci_bus_id, "0000:65:00.0");
+  cr_expect_str_eq(key_of(&a), "pci:0000:65:00.0");
+  gpupart_device_info own = info_for(GPUPART_BACKEND_SIM, 3);
+  gpupart__sim_uuid(3, own.uuid);
+  cr_expect_str_eq(key_of(&own), "sim:3:8589934592", "its own UUID: named by index and size");
+}
+
 Test(identity, uuids_format_as_8_4_4_4_12_hex) {
   uint8_t u[16] = {0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0xa, 0xb};
   char s[GPUPART__UUID_STRING];

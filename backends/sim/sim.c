@@ -3,9 +3,10 @@
  * device costs nothing), or host memory when the descriptor asks for it, so tests can
  * write and read data. The descriptor's knobs emulate real drivers' limits (largest
  * allocation, block count, alignment, block granularity, a driver that allocates more
- * than asked) and inject a driver failure at a chosen call. Its bookkeeping is host
- * memory of the context's allocator (env->mem); host-backed blocks, which stand for
- * device memory, come from posix_memalign. */
+ * than asked) and inject a driver failure at a chosen call; given a UUID or PCI bus id it
+ * reports them, and so stands for that real device in its ledger (the interposers'
+ * mirrors). Its bookkeeping is host memory of the context's allocator (env->mem);
+ * host-backed blocks, which stand for device memory, come from posix_memalign. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "backend.h"
 #include "error.h"
 #include "extstruct.h"
+#include "identity.h"
 
 #define SIM_DEFAULT_TOTAL (16ull << 30)
 #define SIM_DEFAULT_ALIGN 256ull
@@ -92,8 +94,12 @@ static void sim_fill_info(const gpupart_sim_desc *d, uint32_t index, uint64_t us
   strcpy(out->name, d->host_backed ? "gpupart simulated device (host-backed)"
                                    : "gpupart simulated device");
   strcpy(out->vendor, "gpupart");
-  out->uuid[0] = (uint8_t)index;
-  out->uuid[15] = 0x5a;
+  if (!gpupart__uuid_is_zero(d->uuid) || d->pci_bus_id[0]) { /* it stands for a real device */
+    memcpy(out->uuid, d->uuid, sizeof out->uuid);
+    memcpy(out->pci_bus_id, d->pci_bus_id, sizeof out->pci_bus_id);
+  } else {
+    gpupart__sim_uuid(index, out->uuid);
+  }
   out->total_bytes = d->total_bytes;
   out->free_bytes = d->total_bytes - used;
   out->max_block_bytes = d->max_block_bytes;
@@ -124,7 +130,8 @@ static int same_settings(const gpupart_sim_desc *a, const gpupart_sim_desc *b) {
   return a->total_bytes == b->total_bytes && a->max_block_bytes == b->max_block_bytes &&
          a->min_alignment == b->min_alignment && a->max_blocks == b->max_blocks &&
          a->fail_block_alloc_at == b->fail_block_alloc_at && a->host_backed == b->host_backed &&
-         a->block_granularity == b->block_granularity && a->block_round_up == b->block_round_up;
+         a->block_granularity == b->block_granularity && a->block_round_up == b->block_round_up &&
+         !memcmp(a->uuid, b->uuid, sizeof a->uuid) && !memcmp(a->pci_bus_id, b->pci_bus_id, sizeof a->pci_bus_id);
 }
 
 /* The device (index, total) once; opening it again with other knobs is an error, since

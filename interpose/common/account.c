@@ -1,15 +1,16 @@
 /* The interposers' mirror accounting (account.h): one gpupart context per process,
  * created on first use from the process's GPUPART_* configuration; one simulated device
- * per real device, of the real device's size, opened through the public API; on it one
- * partition named GPUPART_PARTITION, else after the program. Nothing here decides a
- * limit: device_open computes the budget and partition_create the limit, as for any
- * gpupart application. */
+ * per real device, of the real device's size and, where the layer found one, with its
+ * UUID or PCI bus id, opened through the public API; on it one partition named
+ * GPUPART_PARTITION, else after the program. Nothing here decides a limit: device_open
+ * computes the budget and partition_create the limit, as for any gpupart application. */
 #include "account.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define MAX_MIRRORS 64
@@ -17,6 +18,8 @@
 typedef struct mirror {
   uint32_t key;
   uint64_t total;
+  uint8_t uuid[16];
+  char pci_bus_id[32];
   gpupart_partition *partition; /* NULL: refused, pass through */
 } mirror;
 
@@ -44,15 +47,22 @@ static const char *partition_name(void) {
   return n && *n ? n : program_invocation_short_name;
 }
 
-/* A name another process of the shared ledger already holds gets this process's own
- * "name.pid": partitions are unique across a shared ledger and cannot be joined (yet),
- * so the two processes share the device budget instead. */
+/* Creating a partition whose name another process of the shared ledger holds joins it
+ * (the descriptor leaves limit and guarantee to the partition), so every process under
+ * the layer with the same name shares one limit, whatever its own configuration says:
+ * the process that made the partition fixed its figures (a configured partition of that
+ * name is then not made again: core/settings.c). EEXIST remains only where this process
+ * already holds the name on that GPU through another device handle, which the mirror
+ * cache rules out for the layers' own opens; should it happen, this process takes its
+ * own "NAME.PID", sharing the device budget only, and says so on stderr. */
 static gpupart_partition *partition_open(gpupart_device *dev) {
   gpupart_partition_desc pd = {.name = partition_name(), .release_threshold = 1};
   gpupart_partition *p = NULL;
   gpupart_result r = gpupart_partition_create(dev, &pd, &p);
   if (r == GPUPART_EEXIST) {
     char own[256];
+    fprintf(stderr, "gpupart layer: partition '%s' cannot be joined (%s); this process uses its own '%s.%ld'\n",
+            pd.name, gpupart_last_error(), pd.name, (long)getpid());
     snprintf(own, sizeof own, "%s.%ld", pd.name, (long)getpid());
     pd.name = own;
     r = gpupart_partition_create(dev, &pd, &p);
@@ -61,10 +71,12 @@ static gpupart_partition *partition_open(gpupart_device *dev) {
   return p;
 }
 
-static gpupart_partition *mirror_open(uint32_t key, uint64_t total) {
+static gpupart_partition *mirror_open(const mirror *m) {
   if (!context_locked()) return NULL;
-  gpupart_sim_desc sd = {.total_bytes = total};
-  gpupart_device_desc dd = {.backend = GPUPART_BACKEND_SIM, .index = key, .backend_desc = &sd,
+  gpupart_sim_desc sd = {.total_bytes = m->total};
+  memcpy(sd.uuid, m->uuid, sizeof sd.uuid);
+  memcpy(sd.pci_bus_id, m->pci_bus_id, sizeof sd.pci_bus_id);
+  gpupart_device_desc dd = {.backend = GPUPART_BACKEND_SIM, .index = m->key, .backend_desc = &sd,
                             .backend_desc_size = sizeof sd};
   gpupart_device *dev = NULL;
   gpupart_result r = gpupart_device_open(ctx, &dd, &dev);
@@ -72,18 +84,50 @@ static gpupart_partition *mirror_open(uint32_t key, uint64_t total) {
   return partition_open(dev);
 }
 
-gpupart_partition *gpupart__ip_partition(uint32_t key, uint64_t total) {
-  gpupart_partition *p = NULL;
+static int has_uuid(const mirror *m) {
+  static const uint8_t zero[16];
+  return memcmp(m->uuid, zero, sizeof zero) != 0;
+}
+
+/* Whether a and b are one GPU as gpupart names devices (core/identity.c): by UUID where
+ * one is known, else by bus id. */
+static int same_gpu(const mirror *a, const mirror *b) {
+  if (has_uuid(a) || has_uuid(b)) return !memcmp(a->uuid, b->uuid, sizeof a->uuid);
+  return a->pci_bus_id[0] && !strncmp(a->pci_bus_id, b->pci_bus_id, sizeof a->pci_bus_id);
+}
+
+/* Lock held: the cached mirror of the same key and total, else (a GPU that another key
+ * reached, e.g. through a second platform) of the same GPU, or NULL. */
+static mirror *mirror_find(const mirror *want) {
+  for (uint32_t i = 0; i < nmirrors; i++)
+    if (mirrors[i].key == want->key && mirrors[i].total == want->total) return &mirrors[i];
+  for (uint32_t i = 0; i < nmirrors; i++)
+    if (same_gpu(&mirrors[i], want)) return &mirrors[i];
+  return NULL;
+}
+
+gpupart_partition *gpupart__ip_partition_of(uint32_t key, uint64_t total, const uint8_t uuid[16],
+                                            const char *pci_bus_id) {
+  mirror want = {.key = key, .total = total};
+  if (uuid) memcpy(want.uuid, uuid, sizeof want.uuid);
+  if (pci_bus_id) snprintf(want.pci_bus_id, sizeof want.pci_bus_id, "%s", pci_bus_id);
   pthread_mutex_lock(&lock);
-  uint32_t i = 0;
-  while (i < nmirrors && (mirrors[i].key != key || mirrors[i].total != total)) i++;
-  if (i < nmirrors) p = mirrors[i].partition;
-  else if (nmirrors < MAX_MIRRORS) {
-    p = mirror_open(key, total);
-    mirrors[nmirrors++] = (mirror){key, total, p};
+  mirror *m = mirror_find(&want);
+  gpupart_partition *p = m ? m->partition : NULL;
+  if (!m && nmirrors < MAX_MIRRORS) {
+    want.partition = p = mirror_open(&want);
+    mirrors[nmirrors++] = want;
   }
   pthread_mutex_unlock(&lock);
   return p;
+}
+
+gpupart_partition *gpupart__ip_partition_for(uint32_t key, uint64_t total, const uint8_t uuid[16]) {
+  return gpupart__ip_partition_of(key, total, uuid, NULL);
+}
+
+gpupart_partition *gpupart__ip_partition(uint32_t key, uint64_t total) {
+  return gpupart__ip_partition_of(key, total, NULL, NULL);
 }
 
 uint64_t gpupart__ip_limit(gpupart_partition *p) {

@@ -1,11 +1,13 @@
 /* Accounting for the interposers (interpose/): the layers never write device memory
  * themselves and add no policy; they turn each driver allocation they intercept into a
  * gpupart allocation of the same size on a partition of a *mirror* device, a simulated
- * gpupart device (the sim backend, nothing behind it) as large as the real one. The
- * partition's limit, the device budget, the configuration (GPUPART_* variables and the
- * file) and the shared ledger (GPUPART_SHARED=1) are then gpupart's own, through the
- * public API only, as in any application. docs/unmodified.md says why a mirror and what
- * it means for the shared ledger. */
+ * gpupart device (the sim backend, nothing behind it) as large as the real one and, where
+ * the driver tells the real device's UUID (or PCI bus id), carrying it: the mirror is then
+ * that GPU to gpupart, and its ledger (GPUPART_SHARED=1: the shared ledger file) the one
+ * a gpupart application opening the GPU through a real backend uses. The partition's
+ * limit, the device budget, the configuration (GPUPART_* variables and the file) and the
+ * shared ledger are then gpupart's own, through the public API only, as in any
+ * application. docs/unmodified.md says why a mirror and which ledger it joins. */
 #ifndef GPUPART_INTERPOSE_ACCOUNT_H
 #define GPUPART_INTERPOSE_ACCOUNT_H
 
@@ -14,9 +16,21 @@
 #include "gpupart.h"
 
 /* The mirror partition of real device `key` (a number the layer derives from the
- * device's position, the same in every process) whose total is `total` bytes: opened on
- * first use, then cached. NULL when gpupart refused the configuration or the device
- * (said once on stderr): the layer then passes calls through unaccounted. */
+ * device's position, the same in every process) whose total is `total` bytes (the total
+ * the real backend reports for it, so that whichever process comes first fixes the same
+ * budget), named by `uuid` (NULL or all zero: none) and `pci_bus_id` ("dddd:bb:dd.f";
+ * NULL or "": none): opened on first use, then cached; a second key with the same UUID
+ * or bus id is the same GPU and gets the same partition. Without either the mirror is
+ * named "sim:KEY:TOTAL", a ledger of the layers' own. NULL when gpupart refused the
+ * configuration or the device (said once on stderr): the layer then passes calls
+ * through unaccounted. The partition is GPUPART_PARTITION, else the program's name, and
+ * joins the partition of that name in the shared ledger (its limit shared by every
+ * member); only where the name cannot be joined it is "NAME.PID" (said on stderr). */
+gpupart_partition *gpupart__ip_partition_of(uint32_t key, uint64_t total, const uint8_t uuid[16],
+                                            const char *pci_bus_id);
+/* The same without a bus id. */
+gpupart_partition *gpupart__ip_partition_for(uint32_t key, uint64_t total, const uint8_t uuid[16]);
+/* The same with neither: a mirror named "sim:KEY:TOTAL". */
 gpupart_partition *gpupart__ip_partition(uint32_t key, uint64_t total);
 /* The partition's limit in bytes (what the layer reports as the device's size). */
 uint64_t gpupart__ip_limit(gpupart_partition *p);

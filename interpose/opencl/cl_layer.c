@@ -9,10 +9,14 @@
  * last clReleaseMemObject, after every sub-buffer and image that holds them); sub-buffers
  * and images over a buffer take no new memory and are not accounted. clGetDeviceInfo
  * reports the partition's limit as CL_DEVICE_GLOBAL_MEM_SIZE and caps
- * CL_DEVICE_MAX_MEM_ALLOC_SIZE by it. Every other call goes straight to the next layer. */
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE by it. The mirror carries the device's cl_khr_device_uuid
+ * UUID (else its PCI bus id), so it shares the GPU's ledger with gpupart applications on
+ * it. Every other call goes straight to the next layer. */
 #define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl_ext.h> /* cl_khr_device_uuid, cl_khr_pci_bus_info, cl_amd_device_attribute_query */
 #include <CL/cl_layer.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +24,7 @@
 #include "handle_map.h"
 
 #define EXPORT __attribute__((visibility("default")))
+#define MAX_DEVICES 64 /* root devices whose partitions are remembered */
 
 static cl_icd_dispatch next;     /* the loader's (or the next layer's) entry points */
 static cl_icd_dispatch dispatch; /* ours: next's, with the calls below replaced */
@@ -49,11 +54,83 @@ static cl_device_id root_device(cl_device_id dev) {
   return dev;
 }
 
-static gpupart_partition *device_partition(cl_device_id dev) {
+static int has_extension(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; p && (p = strstr(p, name)); p += n)
+    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return 1;
+  return 0;
+}
+
+/* The device's CL_DEVICE_EXTENSIONS (malloc'd), or NULL. */
+static char *extensions(cl_device_id dev) {
+  size_t n = 0;
+  if (next.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) || !n) return NULL;
+  char *list = calloc(1, n + 1);
+  if (list && next.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, list, NULL)) free(list), list = NULL;
+  return list;
+}
+
+/* The bus id from cl_khr_pci_bus_info, else AMD's topology query, else "". */
+static void device_bus(cl_device_id dev, const char *ext, char pci[32]) {
+  cl_device_pci_bus_info_khr khr;
+  cl_device_topology_amd amd;
+  pci[0] = '\0';
+  if (has_extension(ext, "cl_khr_pci_bus_info") &&
+      !next.clGetDeviceInfo(dev, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof khr, &khr, NULL))
+    snprintf(pci, 32, "%04x:%02x:%02x.%x", khr.pci_domain & 0xffffu, khr.pci_bus & 0xffu, khr.pci_device & 0xffu,
+             khr.pci_function & 0xfu);
+  else if (has_extension(ext, "cl_amd_device_attribute_query") &&
+           !next.clGetDeviceInfo(dev, CL_DEVICE_TOPOLOGY_AMD, sizeof amd, &amd, NULL) &&
+           amd.raw.type == CL_DEVICE_TOPOLOGY_TYPE_PCIE_AMD)
+    snprintf(pci, 32, "0000:%02x:%02x.%x", (unsigned)(unsigned char)amd.pcie.bus,
+             (unsigned)(unsigned char)amd.pcie.device, (unsigned)(unsigned char)amd.pcie.function);
+}
+
+/* What the opencl backend names the GPU by (backends/opencl/device.c, read the same
+ * way): cl_khr_device_uuid's UUID, and the PCI bus id; zero and "" where it has none
+ * (PoCL has neither: its mirror stays "sim:KEY:TOTAL"). */
+static void device_names(cl_device_id dev, uint8_t uuid[CL_UUID_SIZE_KHR], char pci[32]) {
+  char *ext = extensions(dev);
+  memset(uuid, 0, CL_UUID_SIZE_KHR);
+  if (has_extension(ext, "cl_khr_device_uuid") &&
+      next.clGetDeviceInfo(dev, CL_DEVICE_UUID_KHR, CL_UUID_SIZE_KHR, uuid, NULL))
+    memset(uuid, 0, CL_UUID_SIZE_KHR);
+  device_bus(dev, ext, pci);
+  free(ext);
+}
+
+/* The mirror partition of a root device, looked up once: its total is
+ * CL_DEVICE_GLOBAL_MEM_SIZE, as the opencl backend's. */
+static gpupart_partition *root_partition(cl_device_id dev) {
   cl_ulong total = 0;
-  dev = root_device(dev);
+  uint8_t uuid[CL_UUID_SIZE_KHR];
+  char pci[32];
   if (next.clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof total, &total, NULL) || !total) return NULL;
-  return gpupart__ip_partition(device_key(dev), total);
+  device_names(dev, uuid, pci);
+  return gpupart__ip_partition_of(device_key(dev), total, uuid, pci);
+}
+
+/* Root devices live as long as the process, so their partitions are remembered. */
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  cl_device_id dev;
+  gpupart_partition *partition;
+} known[MAX_DEVICES];
+static unsigned nknown;
+
+static gpupart_partition *device_partition(cl_device_id dev) {
+  dev = root_device(dev);
+  pthread_mutex_lock(&known_lock);
+  unsigned i = 0;
+  while (i < nknown && known[i].dev != dev) i++;
+  gpupart_partition *p = i < nknown ? known[i].partition : NULL;
+  pthread_mutex_unlock(&known_lock);
+  if (i < nknown) return p;
+  if (!(p = root_partition(dev))) return NULL;
+  pthread_mutex_lock(&known_lock);
+  if (nknown < MAX_DEVICES) known[nknown++].dev = dev, known[nknown - 1].partition = p;
+  pthread_mutex_unlock(&known_lock);
+  return p;
 }
 
 static gpupart_partition *context_partition(cl_context context) {

@@ -6,8 +6,9 @@
  * vkFreeMemory gives the bytes back. vkGetPhysicalDeviceMemoryProperties(2) report each
  * heap's size as at most its partition's limit, and VK_EXT_memory_budget's heapBudget
  * likewise (the layer's own budget where the driver has none), so programs that size
- * themselves (VMA) adapt. Every other call goes straight
- * down the chain; the layer adds no policy. */
+ * themselves (VMA) adapt. The mirror of the heap gpupart's vulkan backend uses carries the
+ * device's deviceUUID, so it shares the GPU's ledger with gpupart applications on it.
+ * Every other call goes straight down the chain; the layer adds no policy. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,8 @@ typedef struct instance_rec {
   PFN_vkGetPhysicalDeviceMemoryProperties mem_props;
   PFN_vkGetPhysicalDeviceMemoryProperties2 mem_props2;
   PFN_vkGetPhysicalDeviceMemoryProperties2 mem_props2_khr;
+  PFN_vkGetPhysicalDeviceProperties props;
+  PFN_vkGetPhysicalDeviceProperties2 props2; /* NULL: a Vulkan 1.0 instance */
 } instance_rec;
 
 typedef struct device_rec {
@@ -81,7 +84,10 @@ static device_rec *device_of(VkDevice device) {
 
 /* ---- the budget: one mirror partition per heap ------------------------------------- */
 
-/* The same in every process: the device's position in the instance's list * 16 + heap. */
+/* The same in every process: the device's position in the instance's list. The mirror of
+ * the device's main heap (backend_heap) has that index, so configuration for device 0
+ * (GPUPART_PARTITIONS without a device prefix) applies to the first GPU's; other heaps'
+ * are 0x10000 + position * 16 + heap. */
 static uint32_t physical_position(instance_rec *in, VkPhysicalDevice pd) {
   VkPhysicalDevice list[32];
   uint32_t n = 32, i = 0;
@@ -90,11 +96,43 @@ static uint32_t physical_position(instance_rec *in, VkPhysicalDevice pd) {
   return i < n ? i : 31;
 }
 
+/* The device's deviceUUID (VkPhysicalDeviceIDProperties, Vulkan 1.1), which the vulkan
+ * backend names the GPU by; 0, or -1 (none: the instance or the device is Vulkan 1.0). */
+static int device_uuid(instance_rec *in, VkPhysicalDevice pd, uint8_t uuid[VK_UUID_SIZE]) {
+  VkPhysicalDeviceProperties base;
+  in->props(pd, &base);
+  if (!in->props2 || base.apiVersion < VK_API_VERSION_1_1) return -1;
+  VkPhysicalDeviceIDProperties id = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &id};
+  in->props2(pd, &p2);
+  memcpy(uuid, id.deviceUUID, VK_UUID_SIZE);
+  return 0;
+}
+
+/* The heap gpupart's vulkan backend accounts on by default (gpupart__vk_default_type):
+ * that of a device-local type on the largest heap, else of any type on the largest; the
+ * mirror of that heap is the GPU (its UUID), the other heaps are mirrors of their own. */
+static uint32_t backend_heap(const VkPhysicalDeviceMemoryProperties *props) {
+  uint32_t best = UINT32_MAX;
+  for (int local = 1; local >= 0 && best == UINT32_MAX; local--)
+    for (uint32_t i = 0; i < props->memoryTypeCount; i++) {
+      VkMemoryPropertyFlags f = props->memoryTypes[i].propertyFlags;
+      uint32_t h = props->memoryTypes[i].heapIndex;
+      if ((f & VK_MEMORY_PROPERTY_PROTECTED_BIT) || (local && !(f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))) continue;
+      if (best == UINT32_MAX || props->memoryHeaps[h].size > props->memoryHeaps[best].size) best = h;
+    }
+  return best;
+}
+
 static void heaps_open(instance_rec *in, VkPhysicalDevice pd, const VkPhysicalDeviceMemoryProperties *props,
                        gpupart_partition **heaps) {
-  uint32_t pos = physical_position(in, pd);
-  for (uint32_t h = 0; h < props->memoryHeapCount; h++)
-    heaps[h] = gpupart__ip_partition(0x10000u + pos * VK_MAX_MEMORY_HEAPS + h, props->memoryHeaps[h].size);
+  uint32_t pos = physical_position(in, pd), gpu = backend_heap(props);
+  uint8_t uuid[VK_UUID_SIZE];
+  int named = device_uuid(in, pd, uuid) == 0;
+  for (uint32_t h = 0; h < props->memoryHeapCount; h++) {
+    uint32_t key = h == gpu ? pos : 0x10000u + pos * VK_MAX_MEMORY_HEAPS + h;
+    heaps[h] = gpupart__ip_partition_for(key, props->memoryHeaps[h].size, h == gpu && named ? uuid : NULL);
+  }
 }
 
 /* ---- VK_EXT_memory_budget: the driver's, capped; or the layer's where it has none.
@@ -198,9 +236,18 @@ static VkLayerDeviceCreateInfo *device_link(const VkDeviceCreateInfo *info) {
   return NULL;
 }
 
+/* The Vulkan version the application asked of the instance (1.0 when it says none). */
+static uint32_t instance_version(const VkInstanceCreateInfo *info) {
+  const VkApplicationInfo *app = info->pApplicationInfo;
+  return app && app->apiVersion ? app->apiVersion : VK_API_VERSION_1_0;
+}
+
 /* 0, or -1 when MAX_OBJECTS instances are live (the instance is then refused). */
-static int instance_record(VkInstance instance, PFN_vkGetInstanceProcAddr gipa) {
+static int instance_record(VkInstance instance, PFN_vkGetInstanceProcAddr gipa, uint32_t version) {
   instance_rec r = {.key = key_of(instance), .instance = instance, .gipa = gipa};
+  r.props = (PFN_vkGetPhysicalDeviceProperties)gipa(instance, "vkGetPhysicalDeviceProperties");
+  if (version >= VK_API_VERSION_1_1)
+    r.props2 = (PFN_vkGetPhysicalDeviceProperties2)gipa(instance, "vkGetPhysicalDeviceProperties2");
   r.destroy = (PFN_vkDestroyInstance)gipa(instance, "vkDestroyInstance");
   r.enumerate = (PFN_vkEnumeratePhysicalDevices)gipa(instance, "vkEnumeratePhysicalDevices");
   r.mem_props = (PFN_vkGetPhysicalDeviceMemoryProperties)gipa(instance, "vkGetPhysicalDeviceMemoryProperties");
@@ -222,7 +269,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo
   link->u.pLayerInfo = link->u.pLayerInfo->pNext;
   PFN_vkCreateInstance next = (PFN_vkCreateInstance)gipa(VK_NULL_HANDLE, "vkCreateInstance");
   VkResult r = next(info, alloc, instance);
-  if (r == VK_SUCCESS && instance_record(*instance, gipa)) {
+  if (r == VK_SUCCESS && instance_record(*instance, gipa, instance_version(info))) {
     ((PFN_vkDestroyInstance)gipa(*instance, "vkDestroyInstance"))(*instance, alloc);
     return *instance = VK_NULL_HANDLE, VK_ERROR_OUT_OF_HOST_MEMORY;
   }

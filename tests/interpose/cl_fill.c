@@ -5,13 +5,14 @@
  * same once more (so a release must give the bytes back).
  *   cl_fill [buffer|props|svm|image|sub] CHUNK_MIB MAX_MIB [hold]
  * props: clCreateBufferWithProperties; sub: buffers each with a sub-buffer of half of it;
- * hold: after the first round, print "holding" and wait for a line on stdin.
+ * hold: after the first round, print "holding <pid>" and wait for a line on stdin.
  * Output: "global <bytes>", "allocated <MiB> code <cl_int>", "again <MiB> code <cl_int>". */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_OBJECTS 4096
 
@@ -106,7 +107,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   if (argc > 4) {
     char line[16];
-    printf("holding\n");
+    printf("holding %ld\n", (long)getpid());
     fflush(stdout);
     if (!fgets(line, sizeof line, stdin)) line[0] = 0;
   }

@@ -73,17 +73,22 @@ static void read_output(ip_test_child *c) {
   if (f) fclose(f);
 }
 
-void ip_test_wait_for(ip_test_child *c, const char *what) {
+int ip_test_wait_or_end(ip_test_child *c, const char *what) {
   for (;;) {
     read_output(c);
-    if (strstr(c->text, what)) return;
+    if (strstr(c->text, what)) return 1;
     int status;
     if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
       read_output(c);
-      cr_assert_fail("the child ended before printing %s: %s", what, c->text);
+      close(c->to_stdin);
+      return 0;
     }
     usleep(10000);
   }
+}
+
+void ip_test_wait_for(ip_test_child *c, const char *what) {
+  if (!ip_test_wait_or_end(c, what)) cr_assert_fail("the child ended before printing %s: %s", what, c->text);
 }
 
 void ip_test_finish(ip_test_child *c) {
@@ -106,4 +111,60 @@ void ip_test_cleanup_dir(const char *dir) {
     }
   if (d) closedir(d);
   rmdir(dir);
+}
+
+long ip_test_pid(const ip_test_child *c) {
+  const char *at = strstr(c->text, "holding ");
+  cr_assert(at, "the child printed no pid: %s", c->text);
+  return strtol(at + strlen("holding "), NULL, 10);
+}
+
+int ip_test_ledger_files(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  while (d && (e = readdir(d)))
+    if (!strncmp(e->d_name, "gpupart-", 8) && strstr(e->d_name, ".ledger")) n++;
+  if (d) closedir(d);
+  return n;
+}
+
+void ip_test_observe(char *out, size_t n, const char *dir, int metrics) {
+  const char *tool = getenv("GPUPART_TEST_GPUPART");
+  if (!tool || !*tool) cr_skip_test("the gpupart command is not built (-Dtools=disabled)");
+  ip_test_run(out, n, "%s %s --ledger-dir %s", tool, metrics ? "metrics" : "top --json", dir);
+}
+
+int ip_test_allocated(const char *text, int code) {
+  const char *at = strstr(text, "allocated ");
+  int mib = -1, got = 0;
+  if (!at || sscanf(at, "allocated %d code %d", &mib, &got) != 2 || got != code) return -1;
+  return mib;
+}
+
+void ip_test_shared_begin(ip_test_shared *s, const char *config) {
+  snprintf(s->dir, sizeof s->dir, "/tmp/gpupart-ip-ledger-XXXXXX");
+  snprintf(s->out_a, sizeof s->out_a, "/tmp/gpupart-ip-a-XXXXXX");
+  snprintf(s->out_b, sizeof s->out_b, "/tmp/gpupart-ip-b-XXXXXX");
+  cr_assert(mkdtemp(s->dir) && mkdtemp(s->out_a) && mkdtemp(s->out_b));
+  snprintf(s->env, sizeof s->env, "GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s %s", s->dir, config);
+}
+
+void ip_test_shared_end(ip_test_shared *s) {
+  ip_test_cleanup_dir(s->dir), ip_test_cleanup_dir(s->out_a), ip_test_cleanup_dir(s->out_b);
+}
+
+void ip_test_app_start(ip_test_child *app, ip_test_shared *s, const char *prefix, const char *backend, int mib) {
+  ip_test_start(app, s->out_a, "env %s %s %s %s app %d", prefix, s->env, ip_test_path("GPUPART_TEST_GP_HOLD"), backend,
+                mib);
+  if (ip_test_wait_or_end(app, "holding")) return;
+  if (strstr(app->text, "device_open: GPUPART_ENOBACKEND") || strstr(app->text, "device_open: GPUPART_ENODEV"))
+    cr_skip_test("the %s backend cannot open the device: %s", backend, app->text);
+  cr_assert_fail("the application: %s", app->text);
+}
+
+int ip_test_has_member(const char *json, long pid, const char *command) {
+  char want[128];
+  snprintf(want, sizeof want, "\"pid\": %ld, \"command\": \"%s\", \"alive\": true", pid, command);
+  return strstr(json, want) != NULL;
 }

@@ -135,3 +135,120 @@ Test(cl_layer, two_processes_share_one_budget) {
   cr_assert(strstr(out, "allocated 64 code -4\n"), "the first one's bytes came back when it ended: %s", out);
   ip_test_cleanup_dir(dir);
 }
+
+/* ---- the GPU's ledger: a gpupart application and programs under the layer ---------- */
+
+#define TEST_UUID "00112233445566778899aabbccddeeff"
+
+static char uuid_env[8400], app_env[4200];
+
+/* The layer over a driver with cl_khr_device_uuid (the test double layer under it), and
+ * the same double alone for the gpupart application, so both see one GPU's UUID. */
+static const char *layer_over_uuid(void) {
+  const char *uuid_layer = ip_test_path("GPUPART_TEST_CL_UUID_LAYER");
+  layer();
+  snprintf(uuid_env, sizeof uuid_env, "%s OPENCL_LAYERS=%s:%s CL_UUID_LAYER_UUID=" TEST_UUID, ip_test_child_env(),
+           uuid_layer, ip_test_path("GPUPART_TEST_CL_LAYER"));
+  snprintf(app_env, sizeof app_env, "OPENCL_LAYERS=%s CL_UUID_LAYER_UUID=" TEST_UUID, uuid_layer);
+  return uuid_env;
+}
+
+/* The mirror carries the device's cl_khr_device_uuid UUID, which the opencl backend names
+ * the GPU by: the application and the program under the layer are members of one ledger
+ * file and share its 64 MiB budget. */
+Test(cl_layer, a_gpupart_application_and_a_program_under_the_layer_share_the_gpus_ledger) {
+  const char *env = layer_over_uuid();
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_child app, prog;
+  ip_test_app_start(&app, &s, app_env, "opencl", 40);
+  cr_assert(strstr(app.text, "uuid " TEST_UUID "\nallocated 40 code 0\n"), "%s", app.text);
+  ip_test_start(&prog, s.out_b, "env %s %s %s buffer 1 200 hold", env, s.env, fill());
+  ip_test_wait_for(&prog, "holding");
+  int got = ip_test_allocated(prog.text, -4);
+  cr_assert(got >= 16 && got <= 24, "the program got %d MiB of the 24 the application left: %s", got, prog.text);
+  cr_expect_eq(ip_test_ledger_files(s.dir), 1, "one ledger file for the GPU");
+  static char top[1 << 16];
+  ip_test_observe(top, sizeof top, s.dir, 0);
+  cr_expect(strstr(top, "\"identity\": \"uuid:00112233-4455-6677-8899-aabbccddeeff\""), "%s", top);
+  cr_expect(ip_test_has_member(top, ip_test_pid(&app), "gp_hold"), "the application is a member: %s", top);
+  cr_expect(ip_test_has_member(top, ip_test_pid(&prog), "cl_fill"), "the program is a member: %s", top);
+  ip_test_finish(&prog);
+  ip_test_finish(&app);
+  ip_test_shared_end(&s);
+}
+
+Test(cl_layer, a_program_under_the_layer_is_refused_while_a_gpupart_application_holds_the_budget) {
+  const char *env = layer_over_uuid();
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_child app;
+  char out[4096];
+  ip_test_app_start(&app, &s, app_env, "opencl", 64);
+  cr_assert(strstr(app.text, "allocated 64 code 0\n"), "%s", app.text);
+  ip_test_run(out, sizeof out, "env %s %s %s buffer 1 200", env, s.env, fill());
+  cr_expect_eq(ip_test_allocated(out, -4), 0, "CL_MEM_OBJECT_ALLOCATION_FAILURE at once: %s", out);
+  ip_test_finish(&app);
+  ip_test_run(out, sizeof out, "env %s %s %s buffer 1 200", env, s.env, fill());
+  cr_expect_eq(ip_test_allocated(out, -4), 64, "the whole budget once the application ended: %s", out);
+  ip_test_shared_end(&s);
+}
+
+/* A device with neither cl_khr_device_uuid nor a bus id (PoCL) cannot be named as the
+ * opencl backend names it ("opencl:INDEX"): the mirror keeps a ledger of its own. */
+Test(cl_layer, without_a_uuid_or_bus_id_the_layer_keeps_a_ledger_of_its_own) {
+  const char *env = layer();
+  char ext[65536];
+  ip_test_run(ext, sizeof ext, "clinfo --raw 2>/dev/null");
+  if (strstr(ext, "cl_khr_device_uuid") || strstr(ext, "cl_khr_pci_bus_info")) cr_skip_test("the device names itself");
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_child app;
+  char out[4096];
+  ip_test_app_start(&app, &s, "", "opencl", 64);
+  ip_test_run(out, sizeof out, "env %s %s %s buffer 1 200", env, s.env, fill());
+  cr_expect_eq(ip_test_allocated(out, -4), 64, "a budget of its own: %s", out);
+  cr_expect_eq(ip_test_ledger_files(s.dir), 2);
+  ip_test_finish(&app);
+  ip_test_shared_end(&s);
+}
+
+/* Two programs under the layer with one GPUPART_PARTITION join one partition: the second
+ * sees the first's 32 MiB limit (the one who made it fixed it: the second's own 16 MiB
+ * entry is not applied) and gets what the first left of it. */
+Test(cl_layer, two_programs_with_one_partition_name_share_its_limit) {
+  const char *env = layer();
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_PARTITION=job");
+  ip_test_child first;
+  char out[4096];
+  ip_test_start(&first, s.out_a, "env %s %s GPUPART_PARTITIONS=job:32MiB %s buffer 1 20 hold", env, s.env, fill());
+  ip_test_wait_for(&first, "holding");
+  cr_assert(strstr(first.text, "global 33554432\nallocated 20 code 0\n"), "%s", first.text);
+  ip_test_run(out, sizeof out, "env %s %s GPUPART_PARTITIONS=job:16MiB %s buffer 1 200 2>&1", env, s.env, fill());
+  cr_expect(strstr(out, "global 33554432\n"), "the joined partition's limit is reported: %s", out);
+  int got = ip_test_allocated(out, -4);
+  cr_expect(got >= 8 && got <= 12, "the second got %d MiB of the 12 the first left: %s", got, out);
+  cr_expect_null(strstr(out, "gpupart layer:"), "no fallback: %s", out);
+  ip_test_finish(&first);
+  ip_test_shared_end(&s);
+}
+
+Test(cl_layer, a_program_under_the_layer_is_a_member_in_top_and_metrics) {
+  const char *env = layer();
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_child prog;
+  ip_test_start(&prog, s.out_a, "env %s %s %s buffer 1 10 hold", env, s.env, fill());
+  ip_test_wait_for(&prog, "holding");
+  long pid = ip_test_pid(&prog);
+  static char top[1 << 16], metrics[1 << 18];
+  ip_test_observe(top, sizeof top, s.dir, 0);
+  cr_expect(ip_test_has_member(top, pid, "cl_fill"), "%s", top);
+  ip_test_observe(metrics, sizeof metrics, s.dir, 1);
+  char want[64];
+  snprintf(want, sizeof want, "pid=\"%ld\"", pid);
+  cr_expect(strstr(metrics, want) && strstr(metrics, "command=\"cl_fill\""), "%s", metrics);
+  ip_test_finish(&prog);
+  ip_test_shared_end(&s);
+}

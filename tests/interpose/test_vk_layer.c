@@ -114,3 +114,89 @@ Test(vk_layer, two_processes_share_one_budget) {
   cr_assert(strstr(out, "allocated 64 code -2\n"), "the first one's bytes came back when it ended: %s", out);
   ip_test_cleanup_dir(dir);
 }
+
+/* ---- the GPU's ledger: a gpupart application and programs under the layer ---------- */
+
+/* The mirror of the heap the vulkan backend uses carries the GPU's deviceUUID: the
+ * application and the program under the layer are members of one ledger file and share
+ * its 64 MiB budget (the program gets what the application left), under the validation
+ * layer with no error. */
+Test(vk_layer, a_gpupart_application_and_a_program_under_the_layer_share_the_gpus_ledger) {
+  const char *layer_env = layer();
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_child app, prog;
+  ip_test_app_start(&app, &s, "", "vulkan", 40);
+  cr_assert(strstr(app.text, "allocated 40 code 0\n"), "%s", app.text);
+  ip_test_start(&prog, s.out_b, "env %s %s VK_FILL_VALIDATION=1 %s 1 200 hold", layer_env, s.env, fill());
+  ip_test_wait_for(&prog, "holding");
+  int got = ip_test_allocated(prog.text, -2);
+  cr_assert(got >= 16 && got <= 24, "the program got %d MiB of the 24 the application left: %s", got, prog.text);
+  cr_expect_eq(ip_test_ledger_files(s.dir), 1, "one ledger file for the GPU");
+  static char top[1 << 16];
+  ip_test_observe(top, sizeof top, s.dir, 0);
+  cr_expect(ip_test_has_member(top, ip_test_pid(&app), "gp_hold"), "the application is a member: %s", top);
+  cr_expect(ip_test_has_member(top, ip_test_pid(&prog), "vk_fill"), "the program under the layer is a member: %s", top);
+  ip_test_finish(&prog);
+  if (strstr(prog.text, "heap ")) cr_expect(strstr(prog.text, "validation_errors 0\n"), "%s", prog.text);
+  ip_test_finish(&app);
+  ip_test_shared_end(&s);
+}
+
+Test(vk_layer, a_program_under_the_layer_is_refused_while_a_gpupart_application_holds_the_budget) {
+  const char *layer_env = layer();
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_child app;
+  char out[4096];
+  ip_test_app_start(&app, &s, "", "vulkan", 64);
+  cr_assert(strstr(app.text, "allocated 64 code 0\n"), "%s", app.text);
+  ip_test_run(out, sizeof out, "env %s %s %s 1 200", layer_env, s.env, fill());
+  cr_expect_eq(ip_test_allocated(out, -2), 0, "VK_ERROR_OUT_OF_DEVICE_MEMORY at once: %s", out);
+  ip_test_finish(&app);
+  ip_test_run(out, sizeof out, "env %s %s %s 1 200", layer_env, s.env, fill());
+  cr_expect_eq(ip_test_allocated(out, -2), 64, "the whole budget once the application ended: %s", out);
+  ip_test_shared_end(&s);
+}
+
+/* Two programs under the layer with one GPUPART_PARTITION join one partition: the second
+ * sees the first's 32 MiB limit (its own configuration declares none) and gets what the
+ * first left of it, though the device budget has room. */
+Test(vk_layer, two_programs_with_one_partition_name_share_its_limit) {
+  const char *layer_env = layer();
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_PARTITION=job");
+  ip_test_child first;
+  char out[4096];
+  ip_test_start(&first, s.out_a, "env %s %s GPUPART_PARTITIONS=job:32MiB %s 1 20 hold", layer_env, s.env, fill());
+  ip_test_wait_for(&first, "holding");
+  cr_assert(strstr(first.text, "heap 33554432\n") && strstr(first.text, "allocated 20 code 0\n"), "%s", first.text);
+  ip_test_run(out, sizeof out, "env %s %s %s 1 200 2>&1", layer_env, s.env, fill());
+  cr_expect(strstr(out, "heap 33554432\n"), "the joined partition's limit is reported: %s", out);
+  int got = ip_test_allocated(out, -2);
+  cr_expect(got >= 8 && got <= 12, "the second got %d MiB of the 12 the first left: %s", got, out);
+  cr_expect_null(strstr(out, "gpupart layer:"), "no fallback: %s", out);
+  ip_test_finish(&first);
+  ip_test_shared_end(&s);
+}
+
+/* While it holds memory, a program under the layer is a member of the ledger (pid and
+ * command name) in gpupart top and in gpupart metrics. */
+Test(vk_layer, a_program_under_the_layer_is_a_member_in_top_and_metrics) {
+  const char *layer_env = layer();
+  ip_test_shared s;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_child prog;
+  ip_test_start(&prog, s.out_a, "env %s %s %s 1 10 hold", layer_env, s.env, fill());
+  ip_test_wait_for(&prog, "holding");
+  long pid = ip_test_pid(&prog);
+  static char top[1 << 16], metrics[1 << 18];
+  ip_test_observe(top, sizeof top, s.dir, 0);
+  cr_expect(ip_test_has_member(top, pid, "vk_fill"), "%s", top);
+  ip_test_observe(metrics, sizeof metrics, s.dir, 1);
+  char want[64];
+  snprintf(want, sizeof want, "pid=\"%ld\"", pid);
+  cr_expect(strstr(metrics, want) && strstr(metrics, "command=\"vk_fill\""), "%s", metrics);
+  ip_test_finish(&prog);
+  ip_test_shared_end(&s);
+}

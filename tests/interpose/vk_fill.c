@@ -3,6 +3,7 @@
  * prints heap 0's size, allocates CHUNK_MIB blocks of the first memory type of heap 0
  * until one is refused or MAX_MIB are held, frees them and does it once more.
  *   vk_fill CHUNK_MIB MAX_MIB [hold]
+ * hold: after the first round, print "holding <pid>" and wait for a line on stdin.
  * VK_FILL_VALIDATION=1 enables the Khronos validation layer and counts its errors;
  * VK_FILL_SECOND=1 tries one allocation more from a second instance and device.
  * Output: "heap <bytes>", "budget <bytes>" (VK_EXT_memory_budget, when offered; then the
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <vulkan/vulkan.h>
 
 #define MAX_BLOCKS 4096
@@ -137,7 +139,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   if (argc > 3) {
     char line[16];
-    printf("holding\n");
+    printf("holding %ld\n", (long)getpid());
     fflush(stdout);
     if (!fgets(line, sizeof line, stdin)) line[0] = 0;
   }

@@ -1,0 +1,52 @@
+/* The interposers' mirror accounting (interpose/common/account.c), in this process: which
+ * real devices get one mirror partition. Two keys that name one GPU (the same UUID, else
+ * the same bus id) share it, as gpupart names devices; the partition is the program's. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "account.h"
+
+#define GIB (1024ull * 1024ull * 1024ull)
+
+static const uint8_t gpu_a[16] = {0xa1, [15] = 0x01}, gpu_b[16] = {0xb2, [15] = 0x02};
+
+static void clean_env(void) {
+  unsetenv("GPUPART_SHARED"), unsetenv("GPUPART_PARTITION"), unsetenv("GPUPART_PARTITIONS");
+  unsetenv("GPUPART_MEMORY_LIMIT"), unsetenv("GPUPART_DEVICE"), unsetenv("GPUPART_CONFIG");
+}
+
+TestSuite(ip_account, .init = clean_env);
+
+Test(ip_account, keys_with_one_uuid_share_a_partition_whatever_their_bus_ids) {
+  gpupart_partition *a = gpupart__ip_partition_of(1, 1 * GIB, gpu_a, "0000:01:00.0");
+  gpupart_partition *again = gpupart__ip_partition_for(2, 1 * GIB, gpu_a);
+  gpupart_partition *other = gpupart__ip_partition_for(3, 1 * GIB, gpu_b);
+  cr_assert_not_null(a);
+  cr_expect_eq(again, a, "a second platform's view of one GPU is the same partition");
+  cr_expect_not_null(other);
+  cr_expect_neq(other, a);
+  cr_expect_str_eq(gpupart_partition_name(again), program_invocation_short_name, "no NAME.PID fallback");
+}
+
+Test(ip_account, without_a_uuid_one_bus_id_is_one_gpu) {
+  gpupart_partition *a = gpupart__ip_partition_of(4, 1 * GIB, NULL, "0000:02:00.0");
+  gpupart_partition *again = gpupart__ip_partition_of(5, 1 * GIB, NULL, "0000:02:00.0");
+  gpupart_partition *plain = gpupart__ip_partition(6, 1 * GIB);
+  cr_assert_not_null(a);
+  cr_expect_eq(again, a);
+  cr_expect_neq(plain, a, "a mirror with neither is its own device");
+  cr_expect_eq(gpupart__ip_partition(6, 1 * GIB), plain, "and is cached by key and total");
+}
+
+Test(ip_account, a_partition_follows_what_is_accounted_on_it) {
+  gpupart_partition *p = gpupart__ip_partition_for(7, 1 * GIB, gpu_b);
+  gpupart_allocation *x = NULL;
+  cr_assert_not_null(p);
+  cr_expect_eq(gpupart__ip_account(p, 3 << 20, &x), 0);
+  cr_expect_eq(gpupart__ip_in_use(p), 3 << 20);
+  cr_expect_eq(gpupart__ip_limit(p), 1 * GIB, "the whole budget: no limit configured");
+  gpupart__ip_unaccount(x);
+  cr_expect_eq(gpupart__ip_in_use(p), 0);
+}
