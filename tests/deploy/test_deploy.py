@@ -426,24 +426,29 @@ def slurm_env(root, extra):
             "GPUPART_SIM_TOTAL": str(SIM_TOTAL), **extra}
 
 
-def run_batch(env, root, submit):
-    """Runs the batch script (submit: a command line that runs it), waits for its two
-    steps' reports, checks the job's ledger, releases the steps; returns the reports."""
+def run_batch(env, root, submit, log_path):
+    """Runs the batch script (submit: a command line that runs it, writing the job's output
+    to log_path), waits for its two steps' reports, checks the job's ledger, releases the
+    steps; returns the reports and the job's output."""
     release = os.path.join(root, f"release-{len(children)}")
     open(os.path.join(env["SHIM_DIR"], "steps"), "w").close()
     env = {**env, "TRAIN": f"{JOB} 64 {release}", "EVAL": f"{JOB} 64 {release}"}
-    out = open(os.path.join(root, "batch.out"), "w+")
+    out = open(log_path + ".submit", "w+")
     p = subprocess.Popen(submit, env=clean_env(env), stdout=out, stderr=subprocess.STDOUT, text=True)
     children.append(p)
+
+    def log():
+        out.flush()
+        try:
+            with open(log_path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
     reports, deadline = [], time.monotonic() + 60
     while len(reports) < 2 and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.05)
-        out.seek(0)
-        reports = [json.loads(l) for l in out.read().splitlines() if l.startswith('{"budget"')]
-    out.seek(0)
-    log = out.read()
-    ledger = os.path.join(root, "gpupart-job-" + env.get("SLURM_JOB_ID", "*"))
-    if check(len(reports) == 2, "slurm: the two steps did not both report", log):
+        reports = [json.loads(l) for l in log().splitlines() if l.startswith('{"budget"')]
+    if check(len(reports) == 2, "slurm: the two steps did not both report", log()):
         ledgers = [os.path.join(root, d) for d in os.listdir(root) if d.startswith("gpupart-job-")]
         b = reports[0]["budget"]
         if check(len(ledgers) == 1, f"slurm: ledger folders {ledgers}"):
@@ -452,29 +457,34 @@ def run_batch(env, root, submit):
     open(release, "w").close()
     rc = p.wait(timeout=120)
     out.seek(0)
-    log = out.read()
-    check(rc == 0, f"slurm: the batch script exit {rc}", log)
-    check(not os.path.exists(ledger) or "*" in ledger, "slurm: the job's ledger folder was not removed")
-    return reports, log
+    check(rc == 0, f"slurm: the batch script exit {rc}", out.read() + log())
+    left = [d for d in os.listdir(root) if d.startswith("gpupart-job-")]
+    check(not left, f"slurm: the job's ledger folder was not removed: {left}")
+    return reports, log()
+
+
+def batch_in_shim(script, root):
+    log = os.path.join(root, f"batch-{len(children)}.out")
+    return ["bash", "-c", 'exec bash "$0" > "$1" 2>&1', script, log], log
 
 
 def test_slurm_shim(root):
     script = os.path.join(DEPLOY, "slurm", "gpupart-share.sbatch")
     # --gres=shard:2 of a GPU of 4 shards: half of the GPU.
-    reports, log = run_batch(slurm_env(root, {}), root, ["bash", script])
+    reports, log = run_batch(slurm_env(root, {}), root, *batch_in_shim(script, root))
     if len(reports) == 2:
         check(all(r["budget"] == SIM_TOTAL // 2 for r in reports), f"slurm shards: budgets {[r['budget'] for r in reports]}")
         check("step 0 of job 4242" in log and "step 1 of job 4242" in log, "slurm: steps' ids", log)
         check(re.search(r"(?m)^memory_fraction +0\.5 +GPUPART_MEMORY_FRACTION$", log), "slurm: gpupart config's report", log)
     # SLURM_SHARD_MEM_PER_GPU where set: gpupart's memory_limit, the script adds nothing.
-    reports, log = run_batch(slurm_env(root, {"SLURM_SHARD_MEM_PER_GPU": "3072M"}), root, ["bash", script])
+    reports, log = run_batch(slurm_env(root, {"SLURM_SHARD_MEM_PER_GPU": "3072M"}), root, *batch_in_shim(script, root))
     if len(reports) == 2:
         check(all(r["budget"] == 3 * GIB for r in reports), f"slurm SLURM_SHARD_MEM_PER_GPU: budgets {[r['budget'] for r in reports]}")
         check("SLURM_SHARD_MEM_PER_GPU" in log, "slurm: gpupart config does not name SLURM_SHARD_MEM_PER_GPU", log)
     # Whole GPUs (--gpus): the script's GPUPART_MEMORY_FRACTION.
     env = slurm_env(root, {"GPUPART_MEMORY_FRACTION": "25%"})
     del env["SLURM_SHARDS_ON_NODE"]
-    reports, _ = run_batch(env, root, ["bash", script])
+    reports, _ = run_batch(env, root, *batch_in_shim(script, root))
     if len(reports) == 2:
         check(all(r["budget"] == SIM_TOTAL // 4 for r in reports), f"slurm --gpus: budgets {[r['budget'] for r in reports]}")
 
@@ -485,7 +495,8 @@ def main():
         docs = manifests()
         configmaps = {d["metadata"]["name"]: d["data"] for ds in docs.values() for d in ds if d["kind"] == "ConfigMap"}
         if "--slurm-cluster" in sys.argv:
-            import slurm_cluster  # noqa: E402 (tests/deploy/slurm_cluster.py)
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import slurm_cluster  # tests/deploy/slurm_cluster.py
             slurm_cluster.run(root, sys.modules[__name__])
         else:
             vols = Volumes(root, configmaps)
