@@ -25,7 +25,7 @@ def write_conf(d, host):
     ports = free_port(), free_port()
     with open(conf, "w") as f:
         f.write(f"""ClusterName=gpupart-test
-SlurmctldHost={host}
+SlurmctldHost={host}(127.0.0.1)
 AuthType=auth/none
 CredType=cred/none
 SlurmUser=root
@@ -45,7 +45,7 @@ ReturnToService=2
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-NodeName={host} CPUs={os.cpu_count()} RealMemory=1000 Gres=gpu:1,shard:4 State=UNKNOWN
+NodeName={host} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={os.cpu_count()} RealMemory=1000 Gres=gpu:1,shard:4 State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """)
     with open(os.path.join(d, "gres.conf"), "w") as f:
