@@ -68,6 +68,8 @@ contains "$dev" "usr/include/gpupart\.h" "usr/include/gpupart_opencl\.h" "usr/in
   "$libdir/cmake/gpupart/gpupartConfig\.cmake" "$libdir/cmake/gpupart/gpupartConfigVersion\.cmake"
 lacks "$dev" "$libdir/libgpupart\.so\.0"
 contains "$tools" "usr/bin/gpupart" "usr/share/man/man1/gpupart\.1\.gz"
+contains "$tools" "usr/share/doc/gpupart-tools/examples/kubernetes/pod-shared\.yaml" \
+  "usr/share/doc/gpupart-tools/examples/slurm/gpupart-share\.sbatch" "usr/share/doc/gpupart-tools/examples/docker/Dockerfile"
 layers="$tmp/gpupart-layers_${deb_version}_$arch.deb"
 contains "$layers" "$libdir/gpupart/libgpupart_cl_layer\.so" "$libdir/gpupart/libVkLayer_gpupart_partition\.so" \
   "usr/share/vulkan/implicit_layer\.d/VkLayer_gpupart_partition\.json"

@@ -1,0 +1,523 @@
+#!/usr/bin/env python3
+"""The deployment recipes of deploy/ executed: each Kubernetes manifest is parsed, and each
+container's environment (and the ConfigMap's INI file, where a container mounts it) is
+given to real gpupart processes on the sim backend: `gpupart check-config` and `gpupart
+config --json` for what each container is configured with, then the workload (deploy_job)
+in every container of a ledger at once, `gpupart top --json` and the exporter of the
+DaemonSet over the folder that stands for the emptyDir or hostPath volume. The Slurm batch
+script is run with its srun lines through a shim that runs each step as Slurm would, with
+the environment Slurm sets (no Slurm here: tests/deploy/run runs it in a real one-node
+Slurm cluster where Slurm is installed).
+
+Only what cannot be on this machine is changed, and each change is named: the backend
+(GPUPART_BACKEND=sim, the manifests name real GPUs' backends), the sim device's size, each
+volume's mount path (a temporary folder per volume: one per pod for an emptyDir, one per
+node path for a hostPath) and the program each container runs (deploy_job).
+Usage: test_deploy.py PATH/TO/gpupart PATH/TO/deploy_job DEPLOY_DIR [--slurm-cluster]"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import yaml
+except ImportError:
+    print("test_deploy: python3-yaml is missing (scripts/deps installs it): skipped")
+    sys.exit(77)
+
+GPUPART, JOB, DEPLOY = (os.path.abspath(a) for a in sys.argv[1:4])
+MIB, GIB = 1 << 20, 1 << 30
+SIM_TOTAL = 16 * GIB
+failures = []
+children = []
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        failures.append(f"{what}\n{detail}")
+    return cond
+
+
+def clean_env(extra):
+    """This process's environment without any configuration gpupart reads, plus extra."""
+    keep = {k: v for k, v in os.environ.items()
+            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_", "CUDA_VISIBLE_DEVICES"))}
+    return {**keep, **extra}
+
+
+def run(args, env, timeout=60):
+    p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def manifests():
+    docs = {}
+    for name in sorted(os.listdir(os.path.join(DEPLOY, "kubernetes"))):
+        if name.endswith(".yaml"):
+            with open(os.path.join(DEPLOY, "kubernetes", name)) as f:
+                docs[name] = [d for d in yaml.safe_load_all(f) if d]
+    return docs
+
+
+def pod_spec(doc):
+    return doc["spec"]["template"]["spec"] if doc["kind"] in ("DaemonSet", "Deployment") else doc["spec"]
+
+
+def run_as_user(spec, container):
+    return (container.get("securityContext") or {}).get("runAsUser", (spec.get("securityContext") or {}).get("runAsUser"))
+
+
+class Volumes:
+    """A temporary folder for each volume: per pod for an emptyDir, per node path for a
+    hostPath (all pods here are on one node), the INI file for the ConfigMap."""
+
+    def __init__(self, root, configmaps):
+        self.root, self.configmaps, self.host = root, configmaps, {}
+
+    def folder(self, pod, vol):
+        if "hostPath" in vol:
+            path = vol["hostPath"]["path"]
+            if path not in self.host:
+                self.host[path] = tempfile.mkdtemp(prefix="hostpath-", dir=self.root)
+            return self.host[path]
+        if "emptyDir" in vol:
+            return os.path.join(self.root, f"emptydir-{pod}-{vol['name']}")
+        if "configMap" in vol:
+            d = os.path.join(self.root, f"configmap-{pod}-{vol['name']}")
+            os.makedirs(d, exist_ok=True)
+            for key, text in self.configmaps[vol["configMap"]["name"]].items():
+                with open(os.path.join(d, key), "w") as f:
+                    f.write(text)
+            return d
+        raise AssertionError(f"volume {vol['name']}: no stand-in for this kind")
+
+    def mounts(self, doc, container):
+        """{mountPath: local folder} of the container's volume mounts."""
+        spec, pod = pod_spec(doc), doc["metadata"]["name"]
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
+        out = {}
+        for m in container.get("volumeMounts", []):
+            out[m["mountPath"]] = self.folder(pod, vols[m["name"]])
+            os.makedirs(out[m["mountPath"]], mode=0o700, exist_ok=True)
+        return out
+
+
+def translate(value, mounts):
+    """A path under a mount path, as this machine sees it."""
+    for path, local in mounts.items():
+        if value == path or value.startswith(path.rstrip("/") + "/"):
+            return local + value[len(path.rstrip("/")):]
+    return value
+
+
+def container_env(doc, container, vols, extra=None):
+    """The container's environment from the manifest, paths translated, on sim."""
+    mounts = vols.mounts(doc, container)
+    env = {}
+    for e in container.get("env", []):
+        check("value" in e, f"{container['name']}: env {e['name']} has no plain value")
+        env[e["name"]] = translate(str(e.get("value", "")), mounts)
+    cfg = env.get("GPUPART_CONFIG")
+    if cfg:  # the file's own paths are the container's: the ledger folder is rewritten too
+        with open(cfg) as f:
+            text = f.read()
+        text = re.sub(r"(?m)^(\s*ledger_dir\s*=\s*)(\S+)", lambda m: m.group(1) + translate(m.group(2), mounts), text)
+        local = cfg + ".local"
+        with open(local, "w") as f:
+            f.write(text)
+        env["GPUPART_CONFIG"] = local
+    env.update({"GPUPART_BACKEND": "sim", "GPUPART_SIM_TOTAL": str(SIM_TOTAL)}, **(extra or {}))
+    return env, mounts
+
+
+def gpupart_config(env, what):
+    rc, out, err = run([GPUPART, "config", "--json"], clean_env(env))
+    if not check(rc == 0, f"{what}: gpupart config exit {rc}", err):
+        return None
+    return json.loads(out)
+
+
+class Job:
+    """deploy_job as a container's program: started, its report read, held until release."""
+
+    def __init__(self, env, hold_mib, release):
+        self.p = subprocess.Popen([JOB, str(hold_mib), release], env=clean_env(env), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        children.append(self.p)
+        line = self.p.stdout.readline()
+        self.report = json.loads(line) if line.startswith("{") else None
+        if self.report is None:
+            self.p.kill()
+            raise AssertionError(f"deploy_job did not start: {line!r} {self.p.stderr.read()}")
+
+    def finish(self):
+        rc = self.p.wait(timeout=60)
+        check(rc == 0, f"deploy_job exit {rc}", self.p.stderr.read())
+
+
+def top(ledger_dir):
+    rc, out, err = run([GPUPART, "top", "--json", "--ledger-dir", ledger_dir], clean_env({}))
+    check(rc == 0, f"gpupart top exit {rc}", err)
+    return json.loads(out) if rc == 0 else {"devices": []}
+
+
+def expect_partition(report, name, limit, guarantee, what):
+    got = {p["name"]: (p["limit"], p["guarantee"]) for p in report["partitions"]}
+    check(got.get(name) == (limit, guarantee), f"{what}: partition {name} is {got.get(name)}, wanted {(limit, guarantee)}",
+          json.dumps(report))
+
+
+def expect_one_ledger(ledger_dir, wanted, budget, what):
+    """The ledger folder holds one device whose members own exactly the partitions wanted
+    ({name: (limit, guarantee)}), all alive, with the device's budget."""
+    devices = top(ledger_dir)["devices"]
+    if not check(len(devices) == 1, f"{what}: {len(devices)} ledgers in the folder, wanted 1", json.dumps(devices)):
+        return
+    d = devices[0]
+    got = {p["name"]: (p["limit"], p["guarantee"]) for p in d["partitions"]}
+    check(d["status"] == "ok" and d["consistent"], f"{what}: ledger {d['status']}", json.dumps(d))
+    check(got == wanted, f"{what}: ledger partitions {got}, wanted {wanted}", json.dumps(d))
+    check(len(d["members"]) == len(wanted) and all(m["alive"] for m in d["members"]),
+          f"{what}: members {d['members']}")
+    check(d["budget"] == budget and d["guarantees"] == sum(g for _, g in wanted.values()),
+          f"{what}: budget {d['budget']} guarantees {d['guarantees']}", json.dumps(d))
+
+
+def grain(x):
+    return x // (2 * MIB) * (2 * MIB)
+
+
+def start_jobs(envs, root, hold_mib=64):
+    release = os.path.join(root, f"release-{len(children)}")
+    return [Job(e, hold_mib, release) for e in envs], release
+
+
+def release_jobs(jobs, release):
+    open(release, "w").close()
+    for j in jobs:
+        j.finish()
+
+
+# ---- Kubernetes ----
+
+def test_structure(docs):
+    """What the ledger needs, as the manifests say it: a memory-backed emptyDir or a
+    DirectoryOrCreate hostPath, mounted where GPUPART_LEDGER_DIR (or the file's
+    ledger_dir) points, one runAsUser for all that share it."""
+    pod = docs["pod-shared.yaml"][0]
+    spec = pod_spec(pod)
+    vol = {v["name"]: v for v in spec["volumes"]}["gpupart-ledger"]
+    check(vol.get("emptyDir", {}).get("medium") == "Memory", "pod-shared: the ledger volume is not a memory emptyDir")
+    users = set()
+    for c in spec["containers"]:
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        mount = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}["gpupart-ledger"]
+        check(env.get("GPUPART_SHARED") == "1" and env.get("GPUPART_LEDGER_DIR") == mount,
+              f"pod-shared {c['name']}: GPUPART_SHARED/GPUPART_LEDGER_DIR do not point at the volume", env)
+        users.add(run_as_user(spec, c))
+    check(len(users) == 1 and None not in users, f"pod-shared: containers run as {users}")
+    users = set()
+    for doc in docs["node-shared.yaml"] + docs["exporter-daemonset.yaml"]:
+        spec = pod_spec(doc)
+        hp = {v["name"]: v for v in spec["volumes"]}["gpupart-ledger"]["hostPath"]
+        check(hp == {"path": "/run/gpupart", "type": "DirectoryOrCreate"}, f"{doc['metadata']['name']}: hostPath {hp}")
+        users |= {run_as_user(spec, c) for c in spec["containers"]}
+    check(users == {1000}, f"node-shared and exporter: containers run as {users}, wanted one user")
+
+
+def test_configmap_file(docs, root):
+    ini = docs["configmap.yaml"][0]["data"]["gpupart.ini"]
+    path = os.path.join(root, "gpupart.ini")
+    with open(path, "w") as f:
+        f.write(ini)
+    rc, out, err = run([GPUPART, "check-config", path], clean_env({}))
+    check(rc == 0 and out.strip() == f"{path}: ok", f"gpupart check-config of the ConfigMap's file: exit {rc}", out + err)
+
+
+def test_pod_shared(docs, vols, root):
+    """(a) Two containers of one pod: 60%/40% and 40%/20% of one budget in one ledger."""
+    pod = docs["pod-shared.yaml"][0]
+    envs = []
+    for c in pod_spec(pod)["containers"]:
+        env, mounts = container_env(pod, c, vols)
+        cfg = gpupart_config(env, f"pod-shared {c['name']}")
+        if cfg:
+            check(cfg["shared"] is True and cfg["ledger_dir"] == mounts["/run/gpupart"] and cfg["budget"] == SIM_TOTAL,
+                  f"pod-shared {c['name']}: shared {cfg['shared']} ledger_dir {cfg['ledger_dir']} budget {cfg['budget']}")
+        envs.append(env)
+    jobs, release = start_jobs(envs, root)
+    b = SIM_TOTAL
+    expect_partition(jobs[0].report, "train", grain(b * 6 // 10), grain(b * 4 // 10), "pod-shared train")
+    expect_partition(jobs[1].report, "eval", grain(b * 4 // 10), grain(b * 2 // 10), "pod-shared eval")
+    for j in jobs:
+        check(j.report["refused"] == "GPUPART_ELIMIT", f"pod-shared: past the limit: {j.report['refused']}")
+    ledger = vols.mounts(pod, pod_spec(pod)["containers"][0])["/run/gpupart"]
+    expect_one_ledger(ledger, {"train": (grain(b * 6 // 10), grain(b * 4 // 10)),
+                               "eval": (grain(b * 4 // 10), grain(b * 2 // 10))}, b, "pod-shared")
+    release_jobs(jobs, release)
+
+
+def from_file(source, path, key):
+    """source is path:LINE, and that line of the file sets key."""
+    m = re.fullmatch(re.escape(path) + r":(\d+)", source)
+    with open(path) as f:
+        lines = f.read().splitlines()
+    return bool(m) and lines[int(m.group(1)) - 1].split("=")[0].strip() == key
+
+
+def node_envs(docs, vols):
+    out = []
+    for pod in docs["node-shared.yaml"]:
+        c = pod_spec(pod)["containers"][0]
+        env, mounts = container_env(pod, c, vols)
+        cfg = gpupart_config(env, f"node-shared {pod['metadata']['name']}")
+        if cfg:
+            check(cfg["shared"] is True and cfg["ledger_dir"] == mounts["/run/gpupart"]
+                  and cfg["budget"] == grain(SIM_TOTAL * 9 // 10),
+                  f"node-shared {pod['metadata']['name']}: the ConfigMap's file did not apply", json.dumps(cfg))
+            for key in ("shared", "ledger_dir", "memory_fraction", "release_threshold"):
+                check(from_file(cfg["sources"][key], env["GPUPART_CONFIG"], key),
+                      f"node-shared {pod['metadata']['name']}: {key} came from {cfg['sources'][key]}")
+        out.append(env)
+    return out
+
+
+class Exporter:
+    """The DaemonSet's container, its --listen moved to 127.0.0.1:0 (a port the kernel picks)."""
+
+    def __init__(self, doc, vols):
+        c = pod_spec(doc)["containers"][0]
+        mounts = vols.mounts(doc, c)
+        args = [translate(a, mounts) for a in c["args"]]
+        i = args.index("--listen")
+        self.manifest_port = int(args[i + 1].rsplit(":", 1)[1])
+        args[i + 1] = "127.0.0.1:0"
+        self.p = subprocess.Popen([GPUPART] + args, env=clean_env({}), stdout=subprocess.PIPE, text=True)
+        children.append(self.p)
+        m = re.fullmatch(r"gpupart exporter: listening on http://127\.0\.0\.1:(\d+)/\n", self.p.stdout.readline())
+        self.port = int(m.group(1)) if m else None
+
+    def get(self, path):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=20) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        head, _, body = reply.partition(b"\r\n\r\n")
+        return head.split(b" ")[1], body.decode()
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        check(self.p.wait(timeout=30) == 0, "exporter: exit on SIGTERM")
+
+
+def test_exporter_manifest(doc):
+    """(c) Annotations, port, probes and limits agree with the exporter's arguments."""
+    tpl = doc["spec"]["template"]
+    ann, c = tpl["metadata"]["annotations"], tpl["spec"]["containers"][0]
+    listen = c["args"][c["args"].index("--listen") + 1]
+    port = int(listen.rsplit(":", 1)[1])
+    check(c["command"] == ["gpupart"] and c["args"][0] == "exporter" and listen.startswith("0.0.0.0:"),
+          f"exporter: command {c['command']} {c['args']}")
+    check(ann == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"},
+          f"exporter: annotations {ann}")
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    check(ports == {"metrics": port}, f"exporter: ports {ports}")
+    for probe in ("readinessProbe", "livenessProbe"):
+        check(c[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, f"exporter: {probe} {c[probe]}")
+    check(set(c["resources"]["limits"]) == {"cpu", "memory"}, f"exporter: limits {c['resources']}")
+
+
+def test_node_shared_and_exporter(docs, vols, root):
+    """(b) Two pods of a node in one hostPath ledger, with the ConfigMap's file; (c) the
+    exporter DaemonSet's container serving them."""
+    envs = node_envs(docs, vols)
+    jobs, release = start_jobs(envs, root)
+    b = grain(SIM_TOTAL * 9 // 10)
+    expect_partition(jobs[0].report, "train", grain(b * 6 // 10), grain(b * 4 // 10), "node-shared train")
+    expect_partition(jobs[1].report, "eval", grain(b * 4 // 10), grain(b * 2 // 10), "node-shared eval")
+    ledger = vols.host["/run/gpupart"]
+    expect_one_ledger(ledger, {"train": (grain(b * 6 // 10), grain(b * 4 // 10)),
+                               "eval": (grain(b * 4 // 10), grain(b * 2 // 10))}, b, "node-shared")
+    doc = docs["exporter-daemonset.yaml"][0]
+    test_exporter_manifest(doc)
+    e = Exporter(doc, vols)
+    if check(e.port, "exporter: did not start"):
+        for path in ("/metrics", "/top.json"):
+            status, body = e.get(path)
+            check(status == b"200", f"exporter {path}: {status}")
+            if path == "/metrics":
+                m = re.search(r"(?m)^gpupart_device_members\{[^}]*\} (\d+)$", body)
+                check(m and m.group(1) == "2", "exporter: gpupart_device_members is not 2", body[:2000])
+                for name in ("train", "eval"):
+                    check(f'partition="{name}"' in body, f"exporter: no sample of partition {name}")
+        e.stop()
+    release_jobs(jobs, release)
+
+
+def test_hami(docs, vols, root):
+    """HAMi's injected CUDA_DEVICE_MEMORY_LIMIT_0 (gpumem MiB, as `4096m`) is the budget
+    the container's partitions split; CUDA_DEVICE_MEMORY_LIMIT for every device likewise."""
+    pod = docs["hami.yaml"][0]
+    c = pod_spec(pod)["containers"][0]
+    gpumem = int(c["resources"]["limits"]["nvidia.com/gpumem"])
+    share = gpumem * MIB
+    for var in ("CUDA_DEVICE_MEMORY_LIMIT_0", "CUDA_DEVICE_MEMORY_LIMIT"):
+        env, _ = container_env(pod, c, vols, {var: f"{gpumem}m"})
+        cfg = gpupart_config(env, f"hami {var}")
+        if cfg:
+            check(cfg["memory_limit"] == share and cfg["sources"]["memory_limit"] == var and cfg["budget"] == share,
+                  f"hami {var}: memory_limit {cfg['memory_limit']} ({cfg['sources']['memory_limit']}), budget {cfg['budget']}")
+            parts = {p["name"]: (p["limit"], p["guarantee"]) for p in cfg["partitions"]}
+            check(parts == {"model": (grain(share * 6 // 10), grain(share * 6 // 10)), "kv_cache": (grain(share * 4 // 10), 0)},
+                  f"hami {var}: partitions {parts}")
+    # The operator's ceiling in the manifest (4GiB) holds against a larger share.
+    env, _ = container_env(pod, c, vols, {"CUDA_DEVICE_MEMORY_LIMIT_0": "8g"})
+    cfg = gpupart_config(env, "hami 8g")
+    if cfg:
+        check(cfg["budget"] == 4 * GIB, f"hami: the ceiling GPUPART_MEMORY_LIMIT_MAX did not hold: {cfg['budget']}")
+    env, _ = container_env(pod, c, vols, {"CUDA_DEVICE_MEMORY_LIMIT_0": f"{gpumem}m"})
+    jobs, release = start_jobs([env], root)
+    check(jobs[0].report["budget"] == share and jobs[0].report["refused"] == "GPUPART_ELIMIT",
+          f"hami: the program's budget {jobs[0].report['budget']}", json.dumps(jobs[0].report))
+    release_jobs(jobs, release)
+
+
+# ---- Slurm ----
+
+SRUN_SHIM = r"""#!/bin/bash
+# srun as a job step sees it: the step's own SLURM_STEP_ID, --export=ALL,K=V applied,
+# then the command. Only the options the batch script uses are understood.
+set -euo pipefail
+id=$(flock "$SHIM_DIR/steps" bash -c 'n=$(cat "$SHIM_DIR/steps"); n=${n:-0}; echo $((n + 1)) > "$SHIM_DIR/steps"; echo $n')
+exports=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --export=ALL,*) IFS=, read -ra kv <<< "${1#--export=ALL,}"; exports+=("${kv[@]}") ;;
+    --ntasks=*|--exact|--gres=*) ;;
+    -*) echo "srun shim: option $1 not understood" >&2; exit 2 ;;
+    *) break ;;
+  esac
+  shift
+done
+exec env SLURM_STEP_ID="$id" SLURM_PROCID=0 "${exports[@]}" "$@"
+"""
+
+
+def slurm_env(root, extra):
+    """What Slurm sets in a batch job of `--gres=shard:2` on one GPU (values as a real
+    Slurm 22.05 sets them: tests/deploy/run), the shim's srun first on PATH, gpupart and
+    deploy_job as the steps' programs, on sim."""
+    shim = os.path.join(root, "shim")
+    os.makedirs(shim, exist_ok=True)
+    with open(os.path.join(shim, "srun"), "w") as f:
+        f.write(SRUN_SHIM)
+    os.chmod(os.path.join(shim, "srun"), 0o755)
+    path = os.pathsep.join([shim, os.path.dirname(GPUPART), os.environ.get("PATH", "/usr/bin:/bin")])
+    return {"PATH": path, "SHIM_DIR": shim, "SLURM_JOB_ID": "4242", "SLURM_JOBID": "4242", "SLURM_NTASKS": "2",
+            "SLURM_GPUS_ON_NODE": "1", "CUDA_VISIBLE_DEVICES": "0", "SLURM_SHARDS_ON_NODE": "2",
+            "SLURM_SUBMIT_DIR": root, "LEDGER_BASE": root, "GPUPART_BACKEND": "sim",
+            "GPUPART_SIM_TOTAL": str(SIM_TOTAL), **extra}
+
+
+def run_batch(env, root, submit, log_path):
+    """Runs the batch script (submit: a command line that runs it, writing the job's output
+    to log_path), waits for its two steps' reports, checks the job's ledger, releases the
+    steps; returns the reports and the job's output."""
+    release = os.path.join(root, f"release-{len(children)}")
+    open(os.path.join(env["SHIM_DIR"], "steps"), "w").close()
+    env = {**env, "TRAIN": f"{JOB} 64 {release}", "EVAL": f"{JOB} 64 {release}"}
+    out = open(log_path + ".submit", "w+")
+    p = subprocess.Popen(submit, env=clean_env(env), stdout=out, stderr=subprocess.STDOUT, text=True)
+    children.append(p)
+
+    def log():
+        out.flush()
+        try:
+            with open(log_path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+    reports, deadline = [], time.monotonic() + 60
+    while len(reports) < 2 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)
+        reports = [json.loads(l) for l in log().splitlines() if l.startswith('{"budget"')]
+    if check(len(reports) == 2, "slurm: the two steps did not both report", log()):
+        ledgers = [os.path.join(root, d) for d in os.listdir(root) if d.startswith("gpupart-job-")]
+        b = reports[0]["budget"]
+        if check(len(ledgers) == 1, f"slurm: ledger folders {ledgers}"):
+            expect_one_ledger(ledgers[0], {"train": (grain(b * 6 // 10), grain(b * 4 // 10)),
+                                           "eval": (grain(b * 4 // 10), grain(b * 2 // 10))}, b, "slurm")
+    open(release, "w").close()
+    rc = p.wait(timeout=120)
+    out.seek(0)
+    check(rc == 0, f"slurm: the batch script exit {rc}", out.read() + log())
+    left = [d for d in os.listdir(root) if d.startswith("gpupart-job-")]
+    check(not left, f"slurm: the job's ledger folder was not removed: {left}")
+    return reports, log()
+
+
+def batch_in_shim(script, root):
+    log = os.path.join(root, f"batch-{len(children)}.out")
+    return ["bash", "-c", 'exec bash "$0" > "$1" 2>&1', script, log], log
+
+
+def test_slurm_shim(root):
+    script = os.path.join(DEPLOY, "slurm", "gpupart-share.sbatch")
+    # --gres=shard:2 of a GPU of 4 shards: half of the GPU.
+    reports, log = run_batch(slurm_env(root, {}), root, *batch_in_shim(script, root))
+    if len(reports) == 2:
+        check(all(r["budget"] == SIM_TOTAL // 2 for r in reports), f"slurm shards: budgets {[r['budget'] for r in reports]}")
+        check("step 0 of job 4242" in log and "step 1 of job 4242" in log, "slurm: steps' ids", log)
+        check(re.search(r"(?m)^memory_fraction +0\.5 +GPUPART_MEMORY_FRACTION$", log), "slurm: gpupart config's report", log)
+    # SLURM_SHARD_MEM_PER_GPU where set: gpupart's memory_limit, the script adds nothing.
+    reports, log = run_batch(slurm_env(root, {"SLURM_SHARD_MEM_PER_GPU": "3072M"}), root, *batch_in_shim(script, root))
+    if len(reports) == 2:
+        check(all(r["budget"] == 3 * GIB for r in reports), f"slurm SLURM_SHARD_MEM_PER_GPU: budgets {[r['budget'] for r in reports]}")
+        check("SLURM_SHARD_MEM_PER_GPU" in log, "slurm: gpupart config does not name SLURM_SHARD_MEM_PER_GPU", log)
+    # Whole GPUs (--gpus): the script's GPUPART_MEMORY_FRACTION.
+    env = slurm_env(root, {"GPUPART_MEMORY_FRACTION": "25%"})
+    del env["SLURM_SHARDS_ON_NODE"]
+    reports, _ = run_batch(env, root, *batch_in_shim(script, root))
+    if len(reports) == 2:
+        check(all(r["budget"] == SIM_TOTAL // 4 for r in reports), f"slurm --gpus: budgets {[r['budget'] for r in reports]}")
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="gpupart-deploy-")
+    try:
+        docs = manifests()
+        configmaps = {d["metadata"]["name"]: d["data"] for ds in docs.values() for d in ds if d["kind"] == "ConfigMap"}
+        if "--slurm-cluster" in sys.argv:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import slurm_cluster  # tests/deploy/slurm_cluster.py
+            slurm_cluster.run(root, sys.modules[__name__])
+        else:
+            vols = Volumes(root, configmaps)
+            test_structure(docs)
+            test_configmap_file(docs, root)
+            test_pod_shared(docs, vols, root)
+            test_node_shared_and_exporter(docs, vols, root)
+            test_hami(docs, vols, root)
+            os.makedirs(os.path.join(root, "slurm"))
+            test_slurm_shim(os.path.join(root, "slurm"))
+    finally:
+        for c in children:
+            if c.poll() is None:
+                c.kill()
+                c.wait()
+        shutil.rmtree(root, ignore_errors=True)
+    for f in failures:
+        print("FAIL:", f, file=sys.stderr)
+    print(f"test_deploy: {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
