@@ -7,7 +7,8 @@
  * Partition and device names are written with every byte outside [A-Za-z0-9_.:+/-] as
  * %XX, so a line always splits on spaces. Lines are buffered (TRACE_BUF bytes) and
  * written when the buffer fills, when the context is destroyed, and at exit or unload
- * (a destructor flushes every trace still open). A process forked from the one that
+ * (a destructor flushes every trace still open). Contexts of one process that name the
+ * same file share one trace: one header, one id sequence. A process forked from the one that
  * opened the file writes nothing to it, so its lines never interleave with the
  * parent's; GPUPART_TRACE with %p gives each process its own file. */
 #include "trace.h"
@@ -29,6 +30,7 @@ struct gpupart__trace {
   pthread_mutex_t lock; /* guards everything below */
   gpupart__hostmem mem;
   int fd, failed;
+  unsigned refs; /* contexts using it (guarded by open_lock) */
   pid_t pid; /* the process that opened fd: the only one that writes */
   uint64_t next_id;
   const gpupart_device *last_dev; /* the device of the last line */
@@ -81,15 +83,26 @@ static int write_header(gpupart__trace *t) {
   return write(t->fd, line, (size_t)n) == n ? 0 : -1;
 }
 
-static void register_open(gpupart__trace *t, int add) {
-  pthread_mutex_lock(&open_lock);
-  gpupart__trace **at = &open_traces;
-  while (*at && *at != t) at = &(*at)->next;
-  if (add) t->next = open_traces, open_traces = t;
-  else if (*at) *at = t->next;
-  pthread_mutex_unlock(&open_lock);
+/* open_lock held: the trace this process already writes to path, or NULL. */
+static gpupart__trace *find_open(const char *path) {
+  for (gpupart__trace *t = open_traces; t; t = t->next)
+    if (t->pid == getpid() && strcmp(t->path, path) == 0) return t;
+  return NULL;
 }
 
+/* open_lock held: creates the file and writes the header; errno on failure. */
+static int open_file(gpupart__trace *t) {
+  errno = 0;
+  t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  t->pid = getpid(), t->next_id = 1, t->refs = 1;
+  if (t->fd >= 0 && write_header(t) == 0) return 0;
+  int err = errno ? errno : EIO;
+  if (t->fd >= 0) close(t->fd);
+  return err;
+}
+
+/* A second context of the process naming the same file shares its trace (one header, one
+ * id sequence), so their lines never clobber each other. */
 int gpupart__trace_open(const gpupart__hostmem *m, const char *path, const char *src, gpupart__trace **out) {
   *out = NULL;
   gpupart__trace *t = gpupart__host_calloc(m, 1, sizeof *t);
@@ -97,28 +110,36 @@ int gpupart__trace_open(const gpupart__hostmem *m, const char *path, const char 
   if (expand_path(path, t->path, sizeof t->path))
     return gpupart__host_free(m, t), gpupart__fail(GPUPART_ECONFIG, "%s: trace file '%s': too long once %%p is expanded",
                                                    src, GPUPART__ECHO(path));
-  errno = 0;
-  t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  t->pid = getpid(), t->mem = *m, t->next_id = 1;
-  if (t->fd < 0 || write_header(t)) {
-    int err = errno ? errno : EIO;
-    if (t->fd >= 0) close(t->fd);
-    gpupart__host_free(m, t);
+  t->mem = *m;
+  pthread_mutex_lock(&open_lock);
+  gpupart__trace *same = find_open(t->path);
+  int err = same ? 0 : open_file(t);
+  if (same) same->refs++;
+  else if (!err) pthread_mutex_init(&t->lock, NULL), t->next = open_traces, open_traces = t;
+  pthread_mutex_unlock(&open_lock);
+  if (same || err) gpupart__host_free(m, t);
+  if (err)
     return gpupart__fail(GPUPART_ECONFIG, "%s: cannot write the trace file '%s': %s", src, GPUPART__ECHO(path),
                          strerror(err));
-  }
-  pthread_mutex_init(&t->lock, NULL);
-  register_open(t, 1);
-  *out = t;
+  *out = same ? same : t;
   return GPUPART_OK;
 }
 
+/* Each context's destroy flushes; the last one closes the file. */
 void gpupart__trace_close(gpupart__trace *t) {
   if (!t) return;
-  register_open(t, 0);
+  pthread_mutex_lock(&open_lock);
+  int last = --t->refs == 0;
+  for (gpupart__trace **at = &open_traces; last && *at; at = &(*at)->next)
+    if (*at == t) {
+      *at = t->next;
+      break;
+    }
+  pthread_mutex_unlock(&open_lock);
   pthread_mutex_lock(&t->lock);
   flush_locked(t);
   pthread_mutex_unlock(&t->lock);
+  if (!last) return;
   close(t->fd);
   pthread_mutex_destroy(&t->lock);
   gpupart__host_free(&t->mem, t);

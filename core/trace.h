@@ -16,11 +16,12 @@
 typedef struct gpupart__trace gpupart__trace;
 
 /* Opens the trace file named by path (every "%p" is the process id, "%%" a '%'), with
- * O_CLOEXEC and mode 0600, truncating it, and writes its header. src names where path
- * was set, for the message. OK with *out, ECONFIG (the file cannot be created or
- * written; the message names it and why) or ENOMEM. */
+ * O_CLOEXEC and mode 0600, truncating it, and writes its header; or, when another
+ * context of this process records to that file already, shares its trace (released by
+ * as many closes). src names where path was set, for the message. OK with *out, ECONFIG
+ * (the file cannot be created or written; the message names it and why) or ENOMEM. */
 int gpupart__trace_open(const gpupart__hostmem *m, const char *path, const char *src, gpupart__trace **out);
-/* Flushes and closes the file and frees t. NULL is a no-op. */
+/* Flushes; the last close of t also closes the file and frees t. NULL is a no-op. */
 void gpupart__trace_close(gpupart__trace *t);
 /* Records the allocation of size bytes in partition p whose handle's node is r: draws
  * the next id, stores it with the node (gpupart__tlsf_aux) and buffers its line. No

@@ -187,6 +187,29 @@ Test(trace, a_forked_child_does_not_write_its_parents_lines) {
   cr_expect_str_eq(body(read_all(path)), "a 1 5 p\nf 1\n");
 }
 
+Test(trace, two_contexts_of_one_process_share_the_file_and_its_ids) {
+  gpupart_context *c1, *c2;
+  cr_assert_eq(traced_context(path, &c1), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(traced_context(path, &c2), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *d1 = sim_device(c1), *d2 = sim_device(c2);
+  gpupart_partition *p1 = test_partition(d1, "one", 64 * MiB, 0), *p2 = test_partition(d2, "two", 64 * MiB, 0);
+  gpupart_allocation *x = alloc_ok(p1, 10), *y = alloc_ok(p2, 20);
+  gpupart_free(x), gpupart_free(y);
+  cr_assert_eq(gpupart_device_close(d1), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(c1), GPUPART_OK);
+  gpupart_allocation *z = alloc_ok(p2, 30); /* after the first context is gone */
+  gpupart_free(z);
+  cr_assert_eq(gpupart_device_close(d2), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(c2), GPUPART_OK);
+  const char *text = read_all(path);
+  cr_expect_null(strstr(text + 1, "# gpupart-trace"), "one header: %s", text);
+  char *lines = strdup(text), *out = calloc(1, strlen(text) + 1);
+  for (char *l = strtok(lines, "\n"); l; l = strtok(NULL, "\n"))
+    if (l[0] != '#') strcat(strcat(out, l), "\n");
+  cr_expect_str_eq(out, "a 1 10 one\na 2 20 two\nf 1\nf 2\na 3 30 two\nf 3\n");
+  free(lines), free(out);
+}
+
 /* ---- threads ---- */
 
 static void *churn(void *arg) {
