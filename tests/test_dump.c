@@ -286,9 +286,9 @@ Test(dump, each_allocation_has_its_size_offset_block_and_tag) {
 
 Test(dump, names_with_quotes_backslashes_and_control_characters_are_escaped) {
   const char *names[] = {"say \"hi\"", "back\\slash", "tab\there\nnewline", "bell\x01\x1f\x7f", "caf\xc3\xa9",
-                         "bad\xff" "byte"};
+                         ("bad\xff" "byte")};
   const char *decoded[] = {"say \"hi\"", "back\\slash", "tab\there\nnewline", "bell\x01\x1f\x7f", "caf\xc3\xa9",
-                           "bad\xef\xbf\xbd" "byte"};
+                           ("bad\xef\xbf\xbd" "byte")};
   for (int i = 0; i < 6; i++) test_partition(dev, names[i], 16 * MiB, 0);
   char *json;
   cr_assert_eq(gpupart_device_dump(dev, 0, &json, NULL), GPUPART_OK);
