@@ -113,6 +113,8 @@ gpupart_context *bench_context(void);
 /* When set (--shared, micro 6), bench_context puts its ledgers in this folder and
  * bench_device_open opens devices with GPUPART_DEVICE_SHARED. NULL = in-process. */
 extern const char *bench_shared_dir;
+/* When set (micro 7), bench_context records a trace into this file (`trace =`). */
+extern const char *bench_trace_file;
 /* A fresh folder under /tmp for shared ledgers (removed at exit), once per run. */
 const char *bench_shared_tmpdir(void);
 /* Opens the target's device through the public API; NULL with a message on failure. */

@@ -15,7 +15,9 @@
  *   5. replay speed of the android_systemui trace (788k operations) against glibc;
  *   6. the shared ledger: trace replay in shared mode against in-process (target:
  *      <= 1.10x), the cost of reserving and releasing a block in the ledger file, and of
- *      returning the bytes of 100 dead members (one call that reads the ledger).
+ *      returning the bytes of 100 dead members (one call that reads the ledger);
+ *   7. trace recording (GPUPART_TRACE): the kineto trace on a warm partition with the
+ *      recording on against off.
  * Nothing here asserts: targets are reported as met or missed. */
 #include <pthread.h>
 #include <stdio.h>
@@ -548,6 +550,34 @@ static void micro_shared(micro *m) {
   report(m, f);
 }
 
+/* ---- 7. trace recording ---- */
+
+/* The kineto trace on a warm partition with recording off and on (the trace written to a
+ * file under /tmp, removed after), alternated five times, best of each. */
+static void micro_trace(micro *m) {
+  char path[4096], file[64];
+  snprintf(path, sizeof path, "%s/kineto_resnet50_v100.ops.gz", bench_trace_dir());
+  bench_workload w;
+  if (access(path, R_OK) || bench_trace_load(path, &w)) {
+    printf("  (kineto trace not found at %s)\n", path);
+    return;
+  }
+  truncate_to(m, &w);
+  snprintf(file, sizeof file, "/tmp/gpupart-bench-trace-%ld.ops", (long)getpid());
+  double off = 1e300, on = 1e300;
+  for (int k = 0; k < 5; k++) {
+    off = min_d(off, warm_ns_per_op(m, &w));
+    bench_trace_file = file;
+    on = min_d(on, warm_ns_per_op(m, &w));
+    bench_trace_file = NULL;
+  }
+  unlink(file);
+  figure f = {.unit = "ns", .value = on - off, .baseline = 0};
+  snprintf(f.name, sizeof f.name, "7. kineto, warm partition: recording on minus off (%.1f - %.1f ns/op)", on, off);
+  report(m, f);
+  bench_workload_free(&w);
+}
+
 int bench_micro(const bench_micro_opts *o) {
   micro *m = bench_xcalloc(1, sizeof *m);
   m->o = o;
@@ -555,8 +585,8 @@ int bench_micro(const bench_micro_opts *o) {
   printf("gpupart micro benchmarks (sim device, best of %d, scale %g; per-op latency %.3f ns per tick, "
          "%llu ticks subtracted)\n", o->repeat, o->scale, bench_ns_per_tick(), (unsigned long long)bench_tick_overhead());
   static void (*const parts[])(micro *) = {micro_api, micro_scaling, micro_ledger, micro_threads, micro_android,
-                                           micro_shared};
-  for (int i = 0; i < 6; i++)
+                                           micro_shared, micro_trace};
+  for (int i = 0; i < 7; i++)
     if (!o->only || strchr(o->only, '1' + i)) parts[i](m);
   int rc = o->json ? write_json(m, o->json) : 0;
   free(m);

@@ -40,10 +40,15 @@ const char *bench_shared_tmpdir(void) {
   return shared_tmp;
 }
 
+const char *bench_trace_file;
+
 gpupart_context *bench_context(void) {
-  static char text[600];
-  if (bench_cuda_library()) snprintf(text, sizeof text, "[gpupart]\ncuda_library = %s\n", bench_cuda_library());
-  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_text = bench_cuda_library() ? text : NULL,
+  static char text[1200];
+  int n = snprintf(text, sizeof text, "[gpupart]\n");
+  if (bench_cuda_library()) n += snprintf(text + n, sizeof text - (size_t)n, "cuda_library = %s\n", bench_cuda_library());
+  if (bench_trace_file) snprintf(text + n, sizeof text - (size_t)n, "trace = %s\n", bench_trace_file);
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV,
+                           .config_text = bench_cuda_library() || bench_trace_file ? text : NULL,
                            .ledger_dir = bench_shared_dir};
   gpupart_context *ctx = NULL;
   if (gpupart_context_create(&d, &ctx)) bench_die("context_create: %s", gpupart_last_error());

@@ -1,5 +1,5 @@
-/* Trace replay: loads an .ops trace (`a <id> <size>` / `f <id>`, one per line, optionally
- * gzip-compressed) into a workload before anything is timed, mapping each id to a dense
+/* Trace replay: loads an .ops trace (`a <id> <size> [<partition>]` / `f <id>`, one per
+ * line, `#` comments, optionally gzip-compressed; bench/traces/README.md) into a workload before anything is timed, mapping each id to a dense
  * slot so the replay indexes an array instead of hashing. Compressed traces are read
  * through `gzip -dc` (spawned directly, no shell): gzip is in every Debian installation
  * (priority required), so the benchmark needs no zlib at build time. */
@@ -106,45 +106,87 @@ static void trace_name(const char *path, char *out, size_t n) {
 
 /* ---- parsing ---- */
 
-static int parse_line(const char *line, bench_builder *b, id_map *m) {
-  char kind;
-  unsigned long long id, size = 0;
-  int fields = sscanf(line, " %c %llu %llu", &kind, &id, &size);
-  if (fields < 2 || (kind != 'a' && kind != 'f') || (kind == 'a' && fields < 3)) return -1;
-  if (kind == 'a') {
-    if (2 * (m->used + 1) > m->cap) map_grow(m);
-    size_t i = map_find(m, id);
-    if (m->slots[i] != EMPTY) return -1; /* ids are unique within a trace */
-    m->ids[i] = id, m->slots[i] = bench_emit_alloc(b, size), m->used++;
-    return 0;
-  }
+/* The partitions a trace names (the optional third field of `a` lines, as gpupart's
+ * recorder writes them), in order of first use: the n-th name replays on partition
+ * n % BENCH_PARTS of the "partitions" policy. Traces without names keep the round-robin. */
+typedef struct name_list {
+  char **names;
+  uint32_t n;
+} name_list;
+
+static uint32_t name_index(name_list *l, const char *name) {
+  for (uint32_t i = 0; i < l->n; i++)
+    if (!strcmp(l->names[i], name)) return i;
+  l->names = bench_xrealloc(l->names, (l->n + 1) * sizeof *l->names);
+  l->names[l->n] = strdup(name);
+  if (!l->names[l->n]) bench_die("out of memory");
+  return l->n++;
+}
+
+static void names_free(name_list *l) {
+  for (uint32_t i = 0; i < l->n; i++) free(l->names[i]);
+  free(l->names);
+}
+
+typedef struct parser {
+  bench_builder b;
+  id_map m;
+  name_list parts;
+} parser;
+
+static int parse_alloc(parser *ps, unsigned long long id, unsigned long long size, const char *part) {
+  id_map *m = &ps->m;
+  if (2 * (m->used + 1) > m->cap) map_grow(m);
   size_t i = map_find(m, id);
-  if (m->slots[i] == EMPTY || m->slots[i] == FREED) return -1; /* frees name a live id */
-  bench_emit_free(b, m->slots[i]);
-  m->slots[i] = FREED;
+  if (m->slots[i] != EMPTY) return -1; /* ids are unique within a trace */
+  m->ids[i] = id, m->slots[i] = bench_emit_alloc(&ps->b, size), m->used++;
+  if (*part) ps->b.w->ops[ps->b.w->n - 1].part = name_index(&ps->parts, part) % BENCH_PARTS;
+  return 0;
+}
+
+/* `a <id> <size> [<partition>]` or `f <id>`, nothing after. */
+static int parse_line(const char *line, parser *ps) {
+  char kind, part[1024] = "";
+  unsigned long long id, size = 0;
+  int used = 0, fields = sscanf(line, " %c %llu %n", &kind, &id, &used);
+  if (fields < 2 || (kind != 'a' && kind != 'f')) return -1;
+  line += used;
+  if (kind == 'a') {
+    int more = 0;
+    if (sscanf(line, "%llu %n", &size, &more) < 1) return -1;
+    line += more;
+    if (sscanf(line, "%1023s %n", part, &more) == 1) line += more;
+  }
+  if (line[strspn(line, " \t\r\n")]) return -1; /* something more on the line */
+  if (kind == 'a') return parse_alloc(ps, id, size, part);
+  size_t i = map_find(&ps->m, id);
+  if (ps->m.slots[i] == EMPTY || ps->m.slots[i] == FREED) return -1; /* frees name a live id */
+  bench_emit_free(&ps->b, ps->m.slots[i]);
+  ps->m.slots[i] = FREED;
   return 0;
 }
 
 static int parse_stream(FILE *f, const char *path, bench_workload *out) {
   char name[64], *line = NULL;
   size_t len = 0, lineno = 0;
-  bench_builder b;
-  id_map m;
+  parser ps = {0};
   trace_name(path, name, sizeof name);
-  bench_builder_init(&b, out, name);
-  map_init(&m, 1 << 16);
+  bench_builder_init(&ps.b, out, name);
+  map_init(&ps.m, 1 << 16);
   int rc = 0;
   while (!rc && getline(&line, &len, f) > 0) {
     lineno++;
-    if (line[0] == '#' || line[0] == '\n') continue;
-    if (parse_line(line, &b, &m)) {
+    char first = line[strspn(line, " \t\r\n")];
+    if (first == '#' || !first) continue; /* comments and blank lines */
+    if (parse_line(line, &ps)) {
       fprintf(stderr, "gpupart-bench: %s:%zu: not a valid operation: %s", path, lineno, line);
       rc = -1;
     }
   }
   free(line);
-  map_free(&m);
-  bench_builder_finish(&b);
+  map_free(&ps.m);
+  names_free(&ps.parts);
+  bench_builder_finish(&ps.b);
   if (rc) bench_workload_free(out);
   return rc;
 }

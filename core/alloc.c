@@ -287,6 +287,7 @@ static gpupart_result alloc_any(gpupart_partition *p, const gpupart_alloc_desc *
   if (rc) return rc;
   gpupart__range *r = alloc_fast(p, &q, info);
   if (!r && (rc = alloc_slow_info(p, &q, &r, info))) return rc;
+  if (__builtin_expect(p->trace != NULL, 0)) gpupart__trace_alloc(p->trace, p, gpupart__tlsf_aux(r), q.size);
   *out = (gpupart_allocation *)gpupart__tlsf_handle(r);
   return GPUPART_OK;
 }
@@ -365,12 +366,14 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   uint64_t size = gpupart__range_user_size(r);
   void *view = r->user_ext;
   r->user_ext = NULL;
+  uint64_t trace_id = __builtin_expect(p->trace != NULL, 0) ? *gpupart__tlsf_aux(r) : 0; /* before the node's reuse */
   gpupart__tlsf_free(p->arena.tlsf, r);
   account_free(p, size);
   gpupart__block *gone = gpupart__arena_on_free(p, b);
   int outside = view || gone;
   if (outside) atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&p->dev->allocating, 1);
   gpupart__lock_release(&p->lock);
+  if (__builtin_expect(trace_id != 0, 0)) gpupart__trace_free(p->trace, trace_id);
   if (outside) free_outside(p, view, gone);
   return GPUPART_OK;
 }

@@ -51,6 +51,7 @@ static void context_free(gpupart_context *ctx) {
   gpupart__host_free(&mem, ctx->config_text);
   gpupart__host_free(&mem, ctx->ledger_dir);
   gpupart__config_free(&mem, ctx->cfg);
+  gpupart__trace_close(ctx->trace);
   pthread_mutex_destroy(&ctx->lock);
   gpupart__host_free(&mem, ctx);
 }
@@ -61,6 +62,16 @@ static int hostmem_from(const gpupart_context_desc *d, gpupart__hostmem *out) {
   *out = d->host_alloc ? (gpupart__hostmem){d->host_alloc, d->host_free, d->host_user}
                        : *gpupart__hostmem_default();
   return GPUPART_OK;
+}
+
+/* The trace option (GPUPART_TRACE, `trace =`): the recording starts with the context. */
+static int open_trace(gpupart_context *ctx) {
+  gpupart__value v;
+  gpupart__config_get(ctx->cfg, GPUPART__OPT_TRACE, GPUPART_BACKEND_AUTO, 0, &v);
+  if (!v.str) return GPUPART_OK;
+  char src[GPUPART__PATH_MAX + 16];
+  gpupart__source_format(v.src, src, sizeof src);
+  return gpupart__trace_open(&ctx->mem, v.str, src, &ctx->trace);
 }
 
 /* The sim_total option, which the sim backend applies to descriptors that leave their
@@ -98,7 +109,7 @@ gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, si
     return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");
   }
   rc = gpupart__config_load(&mem, &d, &ctx->cfg);
-  if (rc) return context_free(ctx), rc;
+  if (rc || (rc = open_trace(ctx))) return context_free(ctx), rc;
   ctx->env.sim_total = sim_total(ctx->cfg);
   *out = ctx;
   return GPUPART_OK;

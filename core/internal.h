@@ -27,6 +27,7 @@
 #include "lock.h"
 #include "settings.h"
 #include "tlsf.h"
+#include "trace.h"
 
 #define GPUPART__MIB (1ull << 20)
 #define GPUPART__GIB (1ull << 30)
@@ -54,6 +55,7 @@ struct gpupart_context {
   gpupart__loaded_backend backends[GPUPART__BACKEND_COUNT];
   uint32_t open_devices;
   gpupart__ledger_ref *ledgers; /* one per physical device open in the context */
+  gpupart__trace *trace;        /* GPUPART_TRACE: the recording, or NULL (trace.c) */
 };
 
 /* Counters of a partition (or retired into its device when a partition is destroyed). */
@@ -98,6 +100,7 @@ struct gpupart_partition {
   char pad_head[64]; /* the lock and counters share no cache line with a neighbour */
   gpupart_device *dev;
   char *name;
+  gpupart__trace *trace; /* its context's trace or NULL: read by the allocation paths (trace.h) */
   gpupart__lock lock; /* guards arena and counters */
   gpupart__arena arena;
   gpupart__counters c;

@@ -55,6 +55,8 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
                                 "size of a simulated device whose descriptor leaves it 0"},
     [GPUPART__OPT_VERBOSE] = {"verbose", "GPUPART_VERBOSE", GPUPART__T_BOOL, ENV | FILE_, "0",
                               "print the effective configuration at device open"},
+    [GPUPART__OPT_TRACE] = {"trace", "GPUPART_TRACE", GPUPART__T_PATH, ENV | FILE_, NULL,
+                            "record every allocation as an .ops trace in this file (%p = the process id)"},
     [GPUPART__OPT_CUDA_LIBRARY] = {"cuda_library", "GPUPART_CUDA_LIBRARY", GPUPART__T_PATH, ENV | FILE_, NULL,
                                    "another path for libcuda.so.1"},
     [GPUPART__OPT_OPENCL_LIBRARY] = {"opencl_library", "GPUPART_OPENCL_LIBRARY", GPUPART__T_PATH, ENV | FILE_,

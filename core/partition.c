@@ -236,7 +236,8 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   if (p) return gpupart__settings_adopted(p, d, r.limit, r.guarantee), *out = p, GPUPART_OK;
   p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
   if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
-  *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user};
+  *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user,
+                           .trace = dev->ctx->trace};
   gpupart__lock_init(&p->lock);
   atomic_flag_clear(&p->reclaim_busy);
   pthread_mutex_lock(&dev->slow);

@@ -20,9 +20,11 @@
 #define SLAB_NODES GPUPART__TLSF_SLAB_NODES
 #define SLAB_SPACE GPUPART__TLSF_SLAB_SPACE
 #define SLAB_BYTES (SLAB_NODES * sizeof(gpupart__range))
+#define SLAB_AUX_BYTES (SLAB_NODES * sizeof(uint64_t)) /* gpupart__tlsf_aux, after the nodes */
 
 _Static_assert(sizeof(gpupart__range) == 64, "handles count nodes in 64-byte steps");
-_Static_assert(SLAB_SPACE >= SLAB_BYTES, "a slab's handles cover its nodes");
+_Static_assert(SLAB_SPACE >= SLAB_BYTES + SLAB_AUX_BYTES, "a slab's handles cover its nodes and their words");
+_Static_assert(GPUPART__TLSF_SLAB_BYTES == SLAB_BYTES, "gpupart__tlsf_aux finds the words after the nodes");
 
 /* The start of a slab (its slot 0, where node 0 would be): nodes 1 .. SLAB_NODES - 1
  * follow. owner comes first: gpupart__range_owner reads it. */
@@ -125,10 +127,10 @@ static void remove_free(gpupart__tlsf *t, gpupart__range *r) {
 
 /* A slab aligned to SLAB_SPACE inside a larger host allocation; slot 0 is its header. */
 static int grow_pool(gpupart__tlsf *t) {
-  void *raw = t->mem.alloc(SLAB_BYTES + SLAB_SPACE, t->mem.user);
+  void *raw = t->mem.alloc(SLAB_BYTES + SLAB_AUX_BYTES + SLAB_SPACE, t->mem.user);
   if (!raw) return 0;
   slab *s = (slab *)(((uintptr_t)raw + SLAB_SPACE - 1u) & ~(SLAB_SPACE - 1u));
-  memset(s, 0, SLAB_BYTES);
+  memset(s, 0, SLAB_BYTES + SLAB_AUX_BYTES);
   *s = (slab){t, raw, t->slabs};
   t->slabs = s;
   gpupart__range *nodes = (gpupart__range *)(void *)s;

@@ -70,6 +70,16 @@ static inline uint64_t gpupart__range_user_size(const gpupart__range *r) { retur
 #define GPUPART__TLSF_SLAB_NODES 256u
 #define GPUPART__TLSF_SLAB_SPACE ((uintptr_t)GPUPART__TLSF_SLAB_NODES << GPUPART__TLSF_GEN_BITS)
 
+/* One 64-bit word per node for the allocator's user, kept outside the node so that the
+ * node stays one cache line: an array after the slab's nodes, in the same allocation.
+ * Trace recording (trace.c) keeps a USED range's trace id there; nothing else reads it,
+ * and the allocator never writes it after the slab is made (zero). */
+#define GPUPART__TLSF_SLAB_BYTES ((uintptr_t)GPUPART__TLSF_SLAB_NODES * 64u)
+static inline uint64_t *gpupart__tlsf_aux(const gpupart__range *r) {
+  uintptr_t base = (uintptr_t)r & ~(GPUPART__TLSF_SLAB_SPACE - 1u);
+  return (uint64_t *)(base + GPUPART__TLSF_SLAB_BYTES) + ((uintptr_t)r - base) / 64u;
+}
+
 /* The allocator that owns r (any node, even a DEAD one, while its allocator lives). */
 static inline gpupart__tlsf *gpupart__range_owner(const gpupart__range *r) {
   return *(gpupart__tlsf *const *)((uintptr_t)r & ~(GPUPART__TLSF_SLAB_SPACE - 1u));

@@ -520,6 +520,28 @@ GPUPART_API gpupart_result gpupart_device_reset_peak(gpupart_device *dev);
  * first broken invariant in gpupart_last_error. */
 GPUPART_API gpupart_result gpupart_device_check(const gpupart_device *dev);
 
+/* gpupart_device_dump flags: also list every live allocation of every partition. */
+#define GPUPART_DUMP_ALLOCATIONS 0x1u
+
+/* A JSON document (one object, UTF-8, schema in docs/dump.md) describing device: its
+ * backend, index, UUID, total, budget, guarantees, reserved, in use and peaks; each of this
+ * handle's partitions with its limit, guarantee, reserved, in use, peaks, whether it lives
+ * in a shared ledger, and its blocks (size, bytes in use, largest free range); with
+ * GPUPART_DUMP_ALLOCATIONS, each partition's live allocations (size, alignment, offset,
+ * block, device address, tag). Each partition's figures are one consistent moment (as
+ * gpupart_partition_get_stats); the snapshot is copied under the library's locks and
+ * formatted after they are released, so the host allocator never runs under them. Safe
+ * while other threads allocate and free. *json_out gets the NUL-terminated text, made by
+ * the context's host allocator and released with gpupart_dump_free; *length_out (may be
+ * NULL) its length without the NUL. Errors: EINVAL (device or json_out NULL, unknown
+ * flags), ENOMEM, EBUSY (the device changed too fast for 8 snapshots in a row). Added
+ * after 0.2. */
+GPUPART_API gpupart_result gpupart_device_dump(gpupart_device *device, uint32_t flags, char **json_out,
+                                               size_t *length_out);
+/* Releases a text gpupart_device_dump returned, through the host allocator that made it
+ * (also after its context was destroyed). NULL is a no-op. */
+GPUPART_API void gpupart_dump_free(char *json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,224 @@
+/* Trace recording (trace.h): the .ops lines of a context's allocations, buffered and
+ * written to a file opened at context creation. Format (bench/traces/README.md):
+ *   # gpupart-trace 1 pid <pid> version <library version>
+ *   # device <backend>:<index> <device name>      before the first line of each device
+ *   a <id> <size> <partition>                     ids count from 1 in each file
+ *   f <id>
+ * Partition and device names are written with every byte outside [A-Za-z0-9_.:+/-] as
+ * %XX, so a line always splits on spaces. Lines are buffered (TRACE_BUF bytes) and
+ * written when the buffer fills, when the context is destroyed, and at exit or unload
+ * (a destructor flushes every trace still open). Contexts of one process that name the
+ * same file share one trace: one header, one id sequence. A process forked from the one that
+ * opened the file writes nothing to it, so its lines never interleave with the
+ * parent's; GPUPART_TRACE with %p gives each process its own file. */
+#include "trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define TRACE_BUF 65536
+#define NAME_MAX_BYTES 255 /* of a name written to a line; longer names are cut */
+#define LINE_MAX_BYTES (64 + 3 * NAME_MAX_BYTES)
+
+struct gpupart__trace {
+  pthread_mutex_t lock; /* guards everything below */
+  gpupart__hostmem mem;
+  int fd, failed;
+  unsigned refs; /* contexts using it (guarded by open_lock) */
+  pid_t pid; /* the process that opened fd: the only one that writes */
+  uint64_t next_id;
+  const gpupart_device *last_dev; /* the device of the last line */
+  size_t n;
+  gpupart__trace *next; /* the list of open traces that exit_flush walks */
+  char path[GPUPART__PATH_MAX];
+  char buf[TRACE_BUF];
+};
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static gpupart__trace *open_traces;
+
+/* ---- file ---- */
+
+/* Lock held. Writes the buffer; a failure stops the recording, said once on stderr. */
+static void flush_locked(gpupart__trace *t) {
+  size_t at = 0;
+  while (!t->failed && at < t->n && getpid() == t->pid) {
+    ssize_t w = write(t->fd, t->buf + at, t->n - at);
+    if (w > 0) at += (size_t)w;
+    else if (w < 0 && errno == EINTR) continue;
+    else t->failed = 1, fprintf(stderr, "gpupart: trace %s: write failed (%s); recording stopped\n", t->path,
+                                 w < 0 ? strerror(errno) : "no progress");
+  }
+  t->n = 0;
+}
+
+/* path with %p as the pid and %% as '%'; -1 when it does not fit. */
+static int expand_path(const char *path, char *out, size_t cap) {
+  size_t n = 0;
+  for (const char *s = path; *s; s++) {
+    char pid[24];
+    const char *piece = s[0] == '%' && s[1] == 'p' ? (snprintf(pid, sizeof pid, "%ld", (long)getpid()), pid)
+                        : s[0] == '%' && s[1] == '%' ? "%" : NULL;
+    size_t len = piece ? strlen(piece) : 1;
+    if (n + len >= cap) return -1;
+    memcpy(out + n, piece ? piece : s, len);
+    n += len, s += piece ? 1 : 0;
+  }
+  out[n] = '\0';
+  return 0;
+}
+
+/* Before the trace is shared: the header goes out at once, so an unwritable file fails
+ * at context creation. */
+static int write_header(gpupart__trace *t) {
+  char line[128];
+  int n = snprintf(line, sizeof line, "# gpupart-trace 1 pid %ld version %s\n", (long)t->pid,
+                   gpupart_version_string());
+  return write(t->fd, line, (size_t)n) == n ? 0 : -1;
+}
+
+/* open_lock held: the trace this process already writes to path, or NULL. */
+static gpupart__trace *find_open(const char *path) {
+  for (gpupart__trace *t = open_traces; t; t = t->next)
+    if (t->pid == getpid() && strcmp(t->path, path) == 0) return t;
+  return NULL;
+}
+
+/* open_lock held: creates the file and writes the header; errno on failure. */
+static int open_file(gpupart__trace *t) {
+  errno = 0;
+  t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  t->pid = getpid(), t->next_id = 1, t->refs = 1;
+  if (t->fd >= 0 && write_header(t) == 0) return 0;
+  int err = errno ? errno : EIO;
+  if (t->fd >= 0) close(t->fd);
+  return err;
+}
+
+/* A second context of the process naming the same file shares its trace (one header, one
+ * id sequence), so their lines never clobber each other. */
+int gpupart__trace_open(const gpupart__hostmem *m, const char *path, const char *src, gpupart__trace **out) {
+  *out = NULL;
+  gpupart__trace *t = gpupart__host_calloc(m, 1, sizeof *t);
+  if (!t) return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory for the trace buffer");
+  if (expand_path(path, t->path, sizeof t->path))
+    return gpupart__host_free(m, t), gpupart__fail(GPUPART_ECONFIG, "%s: trace file '%s': too long once %%p is expanded",
+                                                   src, GPUPART__ECHO(path));
+  t->mem = *m;
+  pthread_mutex_lock(&open_lock);
+  gpupart__trace *same = find_open(t->path);
+  int err = same ? 0 : open_file(t);
+  if (same) same->refs++;
+  else if (!err) pthread_mutex_init(&t->lock, NULL), t->next = open_traces, open_traces = t;
+  pthread_mutex_unlock(&open_lock);
+  if (same || err) gpupart__host_free(m, t);
+  if (err)
+    return gpupart__fail(GPUPART_ECONFIG, "%s: cannot write the trace file '%s': %s", src, GPUPART__ECHO(path),
+                         strerror(err));
+  *out = same ? same : t;
+  return GPUPART_OK;
+}
+
+/* Each context's destroy flushes; the last one closes the file. */
+void gpupart__trace_close(gpupart__trace *t) {
+  if (!t) return;
+  pthread_mutex_lock(&open_lock);
+  int last = --t->refs == 0;
+  for (gpupart__trace **at = &open_traces; last && *at; at = &(*at)->next)
+    if (*at == t) {
+      *at = t->next;
+      break;
+    }
+  pthread_mutex_unlock(&open_lock);
+  pthread_mutex_lock(&t->lock);
+  flush_locked(t);
+  pthread_mutex_unlock(&t->lock);
+  if (!last) return;
+  close(t->fd);
+  pthread_mutex_destroy(&t->lock);
+  gpupart__host_free(&t->mem, t);
+}
+
+/* At exit (or when the library is unloaded): what the traces still buffer. A trace whose
+ * lock another thread holds at that moment keeps its last lines. */
+__attribute__((destructor)) static void exit_flush(void) {
+  pthread_mutex_lock(&open_lock);
+  for (gpupart__trace *t = open_traces; t; t = t->next)
+    if (pthread_mutex_trylock(&t->lock) == 0) flush_locked(t), pthread_mutex_unlock(&t->lock);
+  pthread_mutex_unlock(&open_lock);
+}
+
+/* ---- lines ---- */
+
+static size_t put_u64(char *out, uint64_t v) {
+  char tmp[20];
+  size_t n = 0;
+  do tmp[n++] = (char)('0' + v % 10);
+  while (v /= 10);
+  for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+static size_t put_name(char *out, const char *name) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t n = 0;
+  for (size_t i = 0; name[i] && i < NAME_MAX_BYTES; i++) {
+    unsigned char c = (unsigned char)name[i];
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("_.:+/-", c))
+      out[n++] = (char)c;
+    else out[n++] = '%', out[n++] = hex[c >> 4], out[n++] = hex[c & 15];
+  }
+  return n;
+}
+
+/* Lock held: room for one more line. */
+static char *line_room(gpupart__trace *t) {
+  if (t->n + LINE_MAX_BYTES > sizeof t->buf) flush_locked(t);
+  return t->buf + t->n;
+}
+
+/* Lock held: the "# device" line when the device changes. */
+static void device_line(gpupart__trace *t, const gpupart_device *dev) {
+  char *s = line_room(t);
+  size_t n = (size_t)snprintf(s, 64, "# device %s:%u ", gpupart_backend_name(dev->info.backend), dev->info.index);
+  n += put_name(s + n, dev->info.name);
+  s[n++] = '\n';
+  t->n += n;
+  t->last_dev = dev;
+}
+
+void gpupart__trace_alloc(gpupart__trace *t, const gpupart_partition *p, uint64_t *aux, uint64_t size) {
+  pthread_mutex_lock(&t->lock);
+  if (p->dev != t->last_dev) device_line(t, p->dev);
+  uint64_t id = t->next_id++;
+  *aux = id;
+  char *s = line_room(t);
+  size_t n = 0;
+  s[n++] = 'a', s[n++] = ' ';
+  n += put_u64(s + n, id);
+  s[n++] = ' ';
+  n += put_u64(s + n, size);
+  s[n++] = ' ';
+  n += put_name(s + n, p->name);
+  s[n++] = '\n';
+  t->n += n;
+  pthread_mutex_unlock(&t->lock);
+}
+
+void gpupart__trace_free(gpupart__trace *t, uint64_t id) {
+  if (!id) return; /* allocated before the trace existed: never the case today */
+  pthread_mutex_lock(&t->lock);
+  char *s = line_room(t);
+  size_t n = 0;
+  s[n++] = 'f', s[n++] = ' ';
+  n += put_u64(s + n, id);
+  s[n++] = '\n';
+  t->n += n;
+  pthread_mutex_unlock(&t->lock);
+}
