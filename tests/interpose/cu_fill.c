@@ -1,0 +1,181 @@
+/* An unmodified CUDA driver-API program for the preload library's tests: it knows nothing
+ * of gpupart (only <cuda.h>, and dlfcn for the routes that resolve the driver as loaders
+ * do) and is linked against a libcuda.so.1 (here the test double built under that soname).
+ *
+ *   cu_fill ROUTE KIND MIB COUNT [hold]
+ * ROUTE: link  (calls the linked names), proc (everything through the linked
+ *              cuGetProcAddress_v2), dlsym (dlopen libcuda.so.1, dlsym each _v2 name),
+ *              cudart (dlopen, dlsym cuGetProcAddress_v2 only, then everything through it,
+ *              as the CUDA runtime does);
+ * KIND:  plain (cuMemAlloc_v2), pitch (cuMemAllocPitch_v2: rows of 4 bytes, MIB MiB / 512 of
+ *        them, so that a 512-byte pitch makes the block MIB MiB),
+ *        managed, async (cuMemAllocAsync / cuMemFreeAsync), pool (cuMemAllocFromPoolAsync on
+ *        the device's default pool).
+ * It prints what cuMemGetInfo and cuDeviceTotalMem say, allocates up to COUNT blocks of
+ * MIB MiB ("allocated N code C", C the first refusal or 0), frees them ("after free ..."),
+ * allocates again ("again N code C"); with hold it prints "holding pid P" after the first
+ * round and waits for a line on stdin first. Where the driver is the test double, it also
+ * prints how many allocations reached it ("driver allocs N"). Exit status 0 unless a call
+ * that must succeed failed. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_BLOCKS 4096
+
+typedef struct api {
+  CUresult (*init)(unsigned);
+  CUresult (*device_get)(CUdevice *, int);
+  CUresult (*retain)(CUcontext *, CUdevice);
+  CUresult (*set_current)(CUcontext);
+  CUresult (*get_info)(size_t *, size_t *);
+  CUresult (*total_mem)(size_t *, CUdevice);
+  CUresult (*alloc)(CUdeviceptr *, size_t);
+  CUresult (*alloc_pitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+  CUresult (*alloc_managed)(CUdeviceptr *, size_t, unsigned);
+  CUresult (*alloc_async)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*alloc_pool)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+  CUresult (*default_pool)(CUmemoryPool *, CUdevice);
+  CUresult (*free)(CUdeviceptr);
+  CUresult (*free_async)(CUdeviceptr, CUstream);
+} api;
+
+static api cu;
+static CUmemoryPool pool;
+
+static void link_route(void) {
+  cu = (api){cuInit, cuDeviceGet, cuDevicePrimaryCtxRetain, cuCtxSetCurrent, cuMemGetInfo_v2, cuDeviceTotalMem_v2,
+             cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync,
+             cuDeviceGetDefaultMemPool, cuMemFree_v2, cuMemFreeAsync};
+}
+
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+/* Fills slot with name through cuGetProcAddress (base name) or dlsym (exported name). */
+static void resolve(void *slot, gpa_fn gpa, void *lib, const char *base, const char *exported) {
+  void *p = NULL;
+  if (gpa) gpa(base, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL);
+  else p = dlsym(lib, exported);
+  if (!p) fprintf(stderr, "cu_fill: %s not found\n", exported), exit(3);
+  memcpy(slot, &p, sizeof p);
+}
+
+static void lookup_route(gpa_fn gpa, void *lib) {
+#define R(field, base, exported) resolve(&cu.field, gpa, lib, base, exported)
+  R(init, "cuInit", "cuInit");
+  R(device_get, "cuDeviceGet", "cuDeviceGet");
+  R(retain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain");
+  R(set_current, "cuCtxSetCurrent", "cuCtxSetCurrent");
+  R(get_info, "cuMemGetInfo", "cuMemGetInfo_v2");
+  R(total_mem, "cuDeviceTotalMem", "cuDeviceTotalMem_v2");
+  R(alloc, "cuMemAlloc", "cuMemAlloc_v2");
+  R(alloc_pitch, "cuMemAllocPitch", "cuMemAllocPitch_v2");
+  R(alloc_managed, "cuMemAllocManaged", "cuMemAllocManaged");
+  R(alloc_async, "cuMemAllocAsync", "cuMemAllocAsync");
+  R(alloc_pool, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync");
+  R(default_pool, "cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool");
+  R(free, "cuMemFree", "cuMemFree_v2");
+  R(free_async, "cuMemFreeAsync", "cuMemFreeAsync");
+#undef R
+}
+
+static void choose_route(const char *route) {
+  void *lib = NULL;
+  gpa_fn gpa = NULL;
+  if (strcmp(route, "link") == 0) {
+    link_route();
+    return;
+  }
+  if (strcmp(route, "proc") == 0) gpa = cuGetProcAddress_v2;
+  else if (!(lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL))) fprintf(stderr, "cu_fill: %s\n", dlerror()), exit(3);
+  if (strcmp(route, "cudart") == 0) {
+    void *p = dlsym(lib, "cuGetProcAddress_v2");
+    if (!p) fprintf(stderr, "cu_fill: no cuGetProcAddress_v2\n"), exit(3);
+    memcpy(&gpa, &p, sizeof p);
+  }
+  lookup_route(gpa, lib);
+}
+
+static CUresult allocate(const char *kind, CUdeviceptr *p, size_t bytes) {
+  size_t pitch = 0;
+  if (strcmp(kind, "pitch") == 0) return cu.alloc_pitch(p, &pitch, 4, bytes / 512, 4);
+  if (strcmp(kind, "managed") == 0) return cu.alloc_managed(p, bytes, CU_MEM_ATTACH_GLOBAL);
+  if (strcmp(kind, "async") == 0) return cu.alloc_async(p, bytes, NULL);
+  if (strcmp(kind, "pool") == 0) return cu.alloc_pool(p, bytes, pool, NULL);
+  return cu.alloc(p, bytes);
+}
+
+static CUresult release(const char *kind, CUdeviceptr p) {
+  return strcmp(kind, "async") == 0 || strcmp(kind, "pool") == 0 ? cu.free_async(p, NULL) : cu.free(p);
+}
+
+static CUdeviceptr blocks[MAX_BLOCKS];
+
+/* Allocates up to count blocks; returns how many, the first refusal in *code. */
+static int fill(const char *kind, size_t bytes, int count, CUresult *code) {
+  int n = 0;
+  *code = CUDA_SUCCESS;
+  while (n < count && (*code = allocate(kind, &blocks[n], bytes)) == CUDA_SUCCESS) n++;
+  return n;
+}
+
+static int empty(const char *kind, int n) {
+  for (int i = 0; i < n; i++)
+    if (release(kind, blocks[i]) != CUDA_SUCCESS) return fprintf(stderr, "cu_fill: free failed\n"), -1;
+  return 0;
+}
+
+static void report(const char *what) {
+  size_t free_b = 0, total_b = 0;
+  CUresult r = cu.get_info(&free_b, &total_b);
+  printf("%s: code %d free %zu total %zu\n", what, (int)r, free_b, total_b);
+}
+
+static void driver_count(void) {
+  void *p = dlsym(RTLD_DEFAULT, "cuda_double_stats"); /* the test double only */
+  if (!p) return;
+  unsigned long long *(*stats)(void);
+  memcpy(&stats, &p, sizeof p);
+  printf("driver allocs %llu\n", stats()[0]); /* alloc_calls, its first counter */
+}
+
+static int setup(void) {
+  CUdevice dev = 0;
+  CUcontext ctx = NULL;
+  size_t total = 0;
+  if (cu.init(0) || cu.device_get(&dev, 0) || cu.retain(&ctx, dev) || cu.set_current(ctx)) return -1;
+  if (cu.default_pool(&pool, dev)) return -1;
+  CUresult r = cu.total_mem(&total, dev);
+  printf("device total: code %d bytes %zu\n", (int)r, total);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 5) return fprintf(stderr, "usage: cu_fill ROUTE KIND MIB COUNT [hold]\n"), 2;
+  const char *kind = argv[2];
+  size_t bytes = strtoull(argv[3], NULL, 0) << 20;
+  int count = atoi(argv[4]), hold = argc > 5 && strcmp(argv[5], "hold") == 0;
+  if (count > MAX_BLOCKS) count = MAX_BLOCKS;
+  choose_route(argv[1]);
+  if (setup()) return fprintf(stderr, "cu_fill: no device\n"), 1;
+  report("start");
+  CUresult code;
+  int n = fill(kind, bytes, count, &code);
+  printf("allocated %d code %d\n", n, (int)code);
+  report("full");
+  driver_count();
+  if (hold) {
+    char line[16];
+    printf("holding pid %ld\n", (long)getpid());
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) return 1;
+  }
+  if (empty(kind, n)) return 1;
+  report("after free");
+  n = fill(kind, bytes, count, &code);
+  printf("again %d code %d\n", n, (int)code);
+  return empty(kind, n) ? 1 : 0;
+}
