@@ -7,6 +7,9 @@
  * pair of each and their ratio. The children inherit the environment (GPUPART_* apply to
  * the preloaded one); `cu_bench --child PAIRS` is one child. Not a test: no figure is
  * asserted anywhere. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* popen, readlink, RTLD_DEFAULT when built outside meson */
+#endif
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>

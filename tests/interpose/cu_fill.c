@@ -17,6 +17,9 @@
  * round and waits for a line on stdin first. Where the driver is the test double, it also
  * prints how many allocations reached it ("driver allocs N"). Exit status 0 unless a call
  * that must succeed failed. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* popen, readlink, RTLD_DEFAULT when built outside meson */
+#endif
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
