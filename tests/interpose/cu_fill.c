@@ -2,7 +2,7 @@
  * of gpupart (only <cuda.h>, and dlfcn for the routes that resolve the driver as loaders
  * do) and is linked against a libcuda.so.1 (here the test double built under that soname).
  *
- *   cu_fill ROUTE KIND MIB COUNT [hold]
+ *   cu_fill ROUTE KIND MIB COUNT [hold|fork]
  * ROUTE: link  (calls the linked names), proc (everything through the linked
  *              cuGetProcAddress_v2), dlsym (dlopen libcuda.so.1, dlsym each _v2 name),
  *              cudart (dlopen, dlsym cuGetProcAddress_v2 only, then everything through it,
@@ -14,7 +14,10 @@
  * It prints what cuMemGetInfo and cuDeviceTotalMem say, allocates up to COUNT blocks of
  * MIB MiB ("allocated N code C", C the first refusal or 0), frees them ("after free ..."),
  * allocates again ("again N code C"); with hold it prints "holding pid P" after the first
- * round and waits for a line on stdin first. Where the driver is the test double, it also
+ * round and waits for a line on stdin first; with fork it forks after the first round, the
+ * child allocates up to COUNT blocks more ("child allocated N code C") and ends without
+ * freeing them, and the parent, once the child is gone, tries again ("parent after the
+ * child N code C"). Where the driver is the test double, it also
  * prints how many allocations reached it ("driver allocs N"). Exit status 0 unless a call
  * that must succeed failed. */
 #ifndef _GNU_SOURCE
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_BLOCKS 4096
@@ -117,12 +121,31 @@ static CUresult release(const char *kind, CUdeviceptr p) {
 
 static CUdeviceptr blocks[MAX_BLOCKS];
 
-/* Allocates up to count blocks; returns how many, the first refusal in *code. */
-static int fill(const char *kind, size_t bytes, int count, CUresult *code) {
+/* Allocates up to count blocks into blocks[first..]; returns how many, the first refusal
+ * in *code. */
+static int fill(const char *kind, size_t bytes, int first, int count, CUresult *code) {
   int n = 0;
   *code = CUDA_SUCCESS;
-  while (n < count && (*code = allocate(kind, &blocks[n], bytes)) == CUDA_SUCCESS) n++;
+  if (count > MAX_BLOCKS - first) count = MAX_BLOCKS - first;
+  while (n < count && (*code = allocate(kind, &blocks[first + n], bytes)) == CUDA_SUCCESS) n++;
   return n;
+}
+
+/* The fork round: n blocks are held; returns how many the parent holds after it. */
+static int fork_round(const char *kind, size_t bytes, int count, int n) {
+  CUresult code;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int more = fill(kind, bytes, n, count, &code);
+    printf("child allocated %d code %d\n", more, (int)code);
+    fflush(stdout);
+    _exit(0);
+  }
+  if (pid < 0 || waitpid(pid, NULL, 0) != pid) return fprintf(stderr, "cu_fill: fork failed\n"), -1;
+  int more = fill(kind, bytes, n, count, &code);
+  printf("parent after the child %d code %d\n", more, (int)code);
+  return n + more;
 }
 
 static int empty(const char *kind, int n) {
@@ -161,12 +184,13 @@ int main(int argc, char **argv) {
   const char *kind = argv[2];
   size_t bytes = strtoull(argv[3], NULL, 0) << 20;
   int count = atoi(argv[4]), hold = argc > 5 && strcmp(argv[5], "hold") == 0;
+  int forks = argc > 5 && strcmp(argv[5], "fork") == 0;
   if (count > MAX_BLOCKS) count = MAX_BLOCKS;
   choose_route(argv[1]);
   if (setup()) return fprintf(stderr, "cu_fill: no device\n"), 1;
   report("start");
   CUresult code;
-  int n = fill(kind, bytes, count, &code);
+  int n = fill(kind, bytes, 0, count, &code);
   printf("allocated %d code %d\n", n, (int)code);
   report("full");
   driver_count();
@@ -176,9 +200,10 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (!fgets(line, sizeof line, stdin)) return 1;
   }
+  if (forks && (n = fork_round(kind, bytes, count, n)) < 0) return 1;
   if (empty(kind, n)) return 1;
   report("after free");
-  n = fill(kind, bytes, count, &code);
+  n = fill(kind, bytes, 0, count, &code);
   printf("again %d code %d\n", n, (int)code);
   return empty(kind, n) ? 1 : 0;
 }

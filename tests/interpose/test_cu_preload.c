@@ -158,3 +158,19 @@ Test(cu_preload, the_overhead_benchmark_runs_with_and_without_the_preload) {
               ip_test_path("GPUPART_TEST_CU_PRELOAD"));
   cr_assert(strstr(out, "with the preload") && strstr(out, "ratio"), "%s", out);
 }
+
+Test(cu_preload, a_forked_child_is_a_member_of_its_own) {
+  char dir[] = "/tmp/gpupart-cu-fork-XXXXXX", out[4096];
+  int code = 0;
+  cr_assert(mkdtemp(dir));
+  /* the parent holds 30 of 48 MiB, the child takes the 18 left and ends without freeing:
+   * as a member of its own it is reaped, so the parent gets the 18 again */
+  ip_test_run(out, sizeof out, "env %s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
+              "GPUPART_PARTITIONS=job:48MiB %s link plain 1 30 fork", preload(), dir, fill());
+  cr_assert(strstr(out, "allocated 30 code 0\n"), "%s", out);
+  int child = blocks(out, "child allocated", &code);
+  cr_assert(child >= 14 && child <= 18 && code == 2, "the child shares the partition's limit: %s", out);
+  int parent = blocks(out, "parent after the child", &code);
+  cr_assert(parent == child && code == 2, "the child's bytes went with it: %s", out);
+  ip_test_cleanup_dir(dir);
+}
