@@ -105,8 +105,10 @@ static void *next_after(const void *caller, const char *name) {
   if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
     return real_dlsym()(RTLD_NEXT, name);
   for (struct link_map *l = self->l_next; l; l = l->l_next) {
-    void *p = real_dlsym()(l, name); /* glibc: a link map is the object's handle */
-    if (p && dladdr1(p, &info, (void **)&def, RTLD_DL_LINKMAP) && def == l) return p;
+    void *h = l->l_name && *l->l_name ? dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    void *p = h ? real_dlsym()(h, name) : NULL; /* searches h's dependencies too: */
+    if (h) dlclose(h);
+    if (p && dladdr1(p, &info, (void **)&def, RTLD_DL_LINKMAP) && def == l) return p; /* l's own */
   }
   return NULL;
 }

@@ -168,6 +168,13 @@ static void driver_count(void) {
   printf("driver allocs %llu\n", stats()[0]); /* alloc_calls, its first counter */
 }
 
+/* RTLD_NEXT from the program finds the first object after it, as RTLD_DEFAULT does for a
+ * name the program does not define (a preloaded library's dlsym, when there is one). */
+static void next_lookup(void) {
+  void *next = dlsym(RTLD_NEXT, "dlsym"), *first = dlsym(RTLD_DEFAULT, "dlsym");
+  printf("RTLD_NEXT finds the first definition: %s\n", next && next == first ? "yes" : "no");
+}
+
 static int setup(void) {
   CUdevice dev = 0;
   CUcontext ctx = NULL;
@@ -188,6 +195,7 @@ int main(int argc, char **argv) {
   if (count > MAX_BLOCKS) count = MAX_BLOCKS;
   choose_route(argv[1]);
   if (setup()) return fprintf(stderr, "cu_fill: no device\n"), 1;
+  next_lookup();
   report("start");
   CUresult code;
   int n = fill(kind, bytes, 0, count, &code);

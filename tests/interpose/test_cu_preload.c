@@ -174,3 +174,11 @@ Test(cu_preload, a_forked_child_is_a_member_of_its_own) {
   cr_assert(parent == child && code == 2, "the child's bytes went with it: %s", out);
   ip_test_cleanup_dir(dir);
 }
+
+Test(cu_preload, dlsym_rtld_next_answers_for_the_caller) {
+  char plain[4096], under[4096];
+  ip_test_run(plain, sizeof plain, "%s link plain 1 1", fill());
+  ip_test_run(under, sizeof under, "env %s %s link plain 1 1", preload(), fill());
+  cr_assert(strstr(plain, "RTLD_NEXT finds the first definition: yes"), "%s", plain);
+  cr_assert(strstr(under, "RTLD_NEXT finds the first definition: yes"), "the preload's dlsym, not glibc's: %s", under);
+}
