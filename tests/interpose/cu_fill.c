@@ -2,7 +2,7 @@
  * of gpupart (only <cuda.h>, and dlfcn for the routes that resolve the driver as loaders
  * do) and is linked against a libcuda.so.1 (here the test double built under that soname).
  *
- *   cu_fill ROUTE KIND MIB COUNT [hold|fork]
+ *   cu_fill ROUTE KIND MIB COUNT [hold|fork|threads]
  * ROUTE: link  (calls the linked names), proc (everything through the linked
  *              cuGetProcAddress_v2), dlsym (dlopen libcuda.so.1, dlsym each _v2 name),
  *              cudart (dlopen, dlsym cuGetProcAddress_v2 only, then everything through it,
@@ -17,7 +17,8 @@
  * round and waits for a line on stdin first; with fork it forks after the first round, the
  * child allocates up to COUNT blocks more ("child allocated N code C") and ends without
  * freeing them, and the parent, once the child is gone, tries again ("parent after the
- * child N code C"). Where the driver is the test double, it also
+ * child N code C"); with threads, before the first round, 4 threads allocate and free one
+ * block each COUNT times at once ("threads: R refused"). Where the driver is the test double, it also
  * prints how many allocations reached it ("driver allocs N"). Exit status 0 unless a call
  * that must succeed failed. */
 #ifndef _GNU_SOURCE
@@ -25,6 +26,7 @@
 #endif
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,16 +150,50 @@ static int fork_round(const char *kind, size_t bytes, int count, int n) {
   return n + more;
 }
 
-static int empty(const char *kind, int n) {
-  for (int i = 0; i < n; i++)
-    if (release(kind, blocks[i]) != CUDA_SUCCESS) return fprintf(stderr, "cu_fill: free failed\n"), -1;
-  return 0;
-}
-
 static void report(const char *what) {
   size_t free_b = 0, total_b = 0;
   CUresult r = cu.get_info(&free_b, &total_b);
   printf("%s: code %d free %zu total %zu\n", what, (int)r, free_b, total_b);
+}
+
+typedef struct worker {
+  pthread_t thread;
+  const char *kind;
+  size_t bytes;
+  int count, refused, failed;
+} worker;
+
+static CUcontext context;
+
+static void *work(void *arg) {
+  worker *w = arg;
+  CUdeviceptr p;
+  if (cu.set_current(context)) return w->failed = 1, NULL;
+  for (int i = 0; i < w->count; i++) {
+    CUresult r = allocate(w->kind, &p, w->bytes);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) w->refused++;
+    else if (r != CUDA_SUCCESS || release(w->kind, p) != CUDA_SUCCESS) w->failed = 1;
+  }
+  return NULL;
+}
+
+static int threads_round(const char *kind, size_t bytes, int count) {
+  worker w[4];
+  int refused = 0, failed = 0;
+  for (int i = 0; i < 4; i++) {
+    w[i] = (worker){.kind = kind, .bytes = bytes, .count = count};
+    if (pthread_create(&w[i].thread, NULL, work, &w[i])) return -1;
+  }
+  for (int i = 0; i < 4; i++) pthread_join(w[i].thread, NULL), refused += w[i].refused, failed |= w[i].failed;
+  printf("threads: %d refused\n", refused);
+  report("after threads");
+  return failed ? -1 : 0;
+}
+
+static int empty(const char *kind, int n) {
+  for (int i = 0; i < n; i++)
+    if (release(kind, blocks[i]) != CUDA_SUCCESS) return fprintf(stderr, "cu_fill: free failed\n"), -1;
+  return 0;
 }
 
 static void driver_count(void) {
@@ -177,9 +213,8 @@ static void next_lookup(void) {
 
 static int setup(void) {
   CUdevice dev = 0;
-  CUcontext ctx = NULL;
   size_t total = 0;
-  if (cu.init(0) || cu.device_get(&dev, 0) || cu.retain(&ctx, dev) || cu.set_current(ctx)) return -1;
+  if (cu.init(0) || cu.device_get(&dev, 0) || cu.retain(&context, dev) || cu.set_current(context)) return -1;
   if (cu.default_pool(&pool, dev)) return -1;
   CUresult r = cu.total_mem(&total, dev);
   printf("device total: code %d bytes %zu\n", (int)r, total);
@@ -191,12 +226,13 @@ int main(int argc, char **argv) {
   const char *kind = argv[2];
   size_t bytes = strtoull(argv[3], NULL, 0) << 20;
   int count = atoi(argv[4]), hold = argc > 5 && strcmp(argv[5], "hold") == 0;
-  int forks = argc > 5 && strcmp(argv[5], "fork") == 0;
+  int forks = argc > 5 && strcmp(argv[5], "fork") == 0, threads = argc > 5 && strcmp(argv[5], "threads") == 0;
   if (count > MAX_BLOCKS) count = MAX_BLOCKS;
   choose_route(argv[1]);
   if (setup()) return fprintf(stderr, "cu_fill: no device\n"), 1;
   next_lookup();
   report("start");
+  if (threads && threads_round(kind, bytes, count)) return fprintf(stderr, "cu_fill: a thread failed\n"), 1;
   CUresult code;
   int n = fill(kind, bytes, 0, count, &code);
   printf("allocated %d code %d\n", n, (int)code);

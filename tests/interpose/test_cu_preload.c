@@ -182,3 +182,14 @@ Test(cu_preload, dlsym_rtld_next_answers_for_the_caller) {
   cr_assert(strstr(plain, "RTLD_NEXT finds the first definition: yes"), "%s", plain);
   cr_assert(strstr(under, "RTLD_NEXT finds the first definition: yes"), "the preload's dlsym, not glibc's: %s", under);
 }
+
+Test(cu_preload, threads_allocating_at_once_leave_the_accounting_balanced) {
+  char out[8192];
+  int code = 0;
+  /* 4 threads, 8 MiB blocks, 16 MiB: at most two blocks live at once, some are refused */
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=16MiB %s link plain 8 2000 threads", preload(), fill());
+  cr_assert(strstr(out, "threads: "), "%s", out);
+  cr_assert_eq(info(out, "after threads", "free"), 16 * MIB, "every block given back: %s", out);
+  cr_assert_eq(blocks(out, "allocated", &code), 2, "%s", out);
+  cr_assert_eq(code, 2, "%s", out);
+}
