@@ -87,7 +87,18 @@ static int is_hook(gpupart__cu_fn f) {
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
-static dlsym_fn real_dlsym(void) {
+/* dlsym can be called before any of this library has run: a sanitizer's runtime resolves
+ * its interceptors' targets with dlsym(RTLD_NEXT) while it initialises, from a constructor
+ * of a library loaded after this one. Until this library's constructor has run, dlsym
+ * answers RTLD_NEXT relative to this library (right for the objects loaded before it,
+ * the only ones whose code runs by then apart from such runtimes), and the functions on
+ * that path are never instrumented (no shadow memory exists yet). */
+#define EARLY __attribute__((no_sanitize("address", "undefined")))
+static atomic_int ready;
+
+__attribute__((constructor)) static void routes_ready(void) { atomic_store(&ready, 1); }
+
+EARLY static dlsym_fn real_dlsym(void) {
   static _Atomic(dlsym_fn) found;
   static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
   dlsym_fn f = atomic_load(&found);
@@ -164,9 +175,10 @@ static void *routed(const char *name, void *p) {
   return p;
 }
 
-GPUPART_CU_EXPORT void *dlsym(void *restrict handle, const char *restrict name) {
+EARLY GPUPART_CU_EXPORT void *dlsym(void *restrict handle, const char *restrict name) {
   dlsym_fn real = real_dlsym();
   if (!real) return NULL;
+  if (!atomic_load(&ready)) return real(handle, name);
   void *p = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), name) : real(handle, name);
   return routed(name, p);
 }

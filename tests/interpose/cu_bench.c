@@ -41,8 +41,8 @@ static int child(long pairs) {
 static double run(const char *self, const char *preload, long pairs) {
   char cmd[4096];
   double ns = -1;
-  snprintf(cmd, sizeof cmd, "env %s%s '%s' --child %ld", preload ? "LD_PRELOAD=" : "-u LD_PRELOAD",
-           preload ? preload : "", self, pairs);
+  if (preload) snprintf(cmd, sizeof cmd, "env LD_PRELOAD='%s' '%s' --child %ld", preload, self, pairs);
+  else snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD '%s' --child %ld", self, pairs);
   FILE *f = popen(cmd, "r");
   if (!f || fscanf(f, "%lf", &ns) != 1) ns = -1;
   if (f && pclose(f) != 0) ns = -1;
