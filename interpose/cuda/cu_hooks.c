@@ -34,9 +34,6 @@ typedef CUresult (*total_fn)(size_t *, CUdevice);
 typedef CUresult (*device_fn)(CUdevice *);
 typedef CUresult (*uuid_fn)(CUuuid *, CUdevice);
 
-/* The device's UUID (cuDeviceGetUuid_v2, else cuDeviceGetUuid), for a mirror keyed by the
- * real device's identity; 0, or -1 where the driver tells none. */
-int gpupart__cu_device_uuid(CUdevice dev, CUuuid *out);
 int gpupart__cu_device_uuid(CUdevice dev, CUuuid *out) {
   uuid_fn f = REAL(CU_DEVICE_GET_UUID_V2, uuid_fn);
   if (!f) f = REAL(CU_DEVICE_GET_UUID, uuid_fn);

@@ -40,6 +40,11 @@ typedef void (*gpupart__cu_fn)(void);
  * driver has none (or no libcuda.so.1 is loadable). */
 gpupart__cu_fn gpupart__cu_real(gpupart__cu_entry e);
 
+/* The device's UUID (cuDeviceGetUuid_v2, else cuDeviceGetUuid): 0, or -1 where the driver
+ * tells none. Ready for a mirror keyed by the real device's identity (cu_hooks.c's
+ * mirror_of is the one place that names the mirror). */
+int gpupart__cu_device_uuid(CUdevice dev, CUuuid *out);
+
 /* Set while a hook is inside gpupart (or the driver on gpupart's behalf): the hooks and
  * the routes then pass every call and lookup straight through. */
 extern _Thread_local int gpupart__cu_busy;
