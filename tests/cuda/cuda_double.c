@@ -451,6 +451,26 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) { return (void)stream, cuMemFree_v2(dptr); }
 
+/* The per-thread default stream variants, which cuGetProcAddress_v2 answers where the
+ * caller asks for them (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM): the same work,
+ * counted apart (cuda_double_ptsz_calls), so a caller that calls the variant it did not
+ * ask for is caught. */
+static uint64_t ptsz_calls;
+uint64_t cuda_double_ptsz_calls(void);
+uint64_t cuda_double_ptsz_calls(void) { return ptsz_calls; }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+  return __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED), cuMemAllocAsync(dptr, bytesize, stream);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
+  return __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED), cuMemAllocFromPoolAsync(dptr, bytesize, pool, stream);
+}
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  return __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED), cuMemFreeAsync(dptr, stream);
+}
+
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   pthread_mutex_lock(&lock);
   struct CUctx_st *c = NULL;
@@ -547,6 +567,8 @@ static const struct {
     SYM("cuMemAllocAsync", 11020, cuMemAllocAsync) SYM("cuMemFreeAsync", 11020, cuMemFreeAsync)
     SYM("cuMemAllocFromPoolAsync", 11020, cuMemAllocFromPoolAsync)
     SYM("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool)
+    SYM("cuMemAllocAsync_ptsz", 11020, cuMemAllocAsync_ptsz) SYM("cuMemFreeAsync_ptsz", 11020, cuMemFreeAsync_ptsz)
+    SYM("cuMemAllocFromPoolAsync_ptsz", 11020, cuMemAllocFromPoolAsync_ptsz)
     SYM("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2) SYM("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2)
 #undef SYM
 };
@@ -568,7 +590,6 @@ static CUresult lookup(const char *name, int version, void **pfn, CUdriverProcAd
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status) {
-  (void)flags;
   if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
   const char *mode = getenv("GPUPART_TEST_CUDA_PROC");
   pthread_mutex_lock(&lock);
@@ -582,7 +603,11 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
     if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     r = CUDA_ERROR_NOT_FOUND;
   } else {
-    r = lookup(symbol, version, pfn, status);
+    char ptsz[128];
+    snprintf(ptsz, sizeof ptsz, "%s_ptsz", symbol);
+    r = CUDA_ERROR_NOT_FOUND;
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) r = lookup(ptsz, version, pfn, status);
+    if (r != CUDA_SUCCESS) r = lookup(symbol, version, pfn, status);
   }
   if (r != CUDA_SUCCESS) stats.proc_refusals++;
   pthread_mutex_unlock(&lock);

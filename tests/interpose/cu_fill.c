@@ -6,7 +6,9 @@
  * ROUTE: link  (calls the linked names), proc (everything through the linked
  *              cuGetProcAddress_v2), dlsym (dlopen libcuda.so.1, dlsym each _v2 name),
  *              cudart (dlopen, dlsym cuGetProcAddress_v2 only, then everything through it,
- *              as the CUDA runtime does);
+ *              as the CUDA runtime does), ptds (as proc, asking for the per-thread default
+ *              stream variants); proc and ptds also print whether cuMemAlloc asked for at
+ *              CUDA 3.1 is the driver's legacy entry point;
  * KIND:  plain (cuMemAlloc_v2), pitch (cuMemAllocPitch_v2: rows of 4 bytes, MIB MiB / 512 of
  *        them, so that a 512-byte pitch makes the block MIB MiB),
  *        managed, async (cuMemAllocAsync / cuMemFreeAsync), pool (cuMemAllocFromPoolAsync on
@@ -54,6 +56,7 @@ typedef struct api {
 
 static api cu;
 static CUmemoryPool pool;
+static cuuint64_t proc_flags = CU_GET_PROC_ADDRESS_DEFAULT;
 
 static void link_route(void) {
   cu = (api){cuInit, cuDeviceGet, cuDevicePrimaryCtxRetain, cuCtxSetCurrent, cuMemGetInfo_v2, cuDeviceTotalMem_v2,
@@ -66,13 +69,19 @@ typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, CUdriverProcA
 /* Fills slot with name through cuGetProcAddress (base name) or dlsym (exported name). */
 static void resolve(void *slot, gpa_fn gpa, void *lib, const char *base, const char *exported) {
   void *p = NULL;
-  if (gpa) gpa(base, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL);
+  if (gpa) gpa(base, &p, CUDA_VERSION, proc_flags, NULL);
   else p = dlsym(lib, exported);
   if (!p) fprintf(stderr, "cu_fill: %s not found\n", exported), exit(3);
   memcpy(slot, &p, sizeof p);
 }
 
 static void lookup_route(gpa_fn gpa, void *lib) {
+  void *plain[3]; /* asked for first, as a runtime asks for both variants: unused */
+  if (gpa && proc_flags != CU_GET_PROC_ADDRESS_DEFAULT) {
+    gpa("cuMemAllocAsync", &plain[0], CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL);
+    gpa("cuMemFreeAsync", &plain[1], CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL);
+    gpa("cuMemAllocFromPoolAsync", &plain[2], CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL);
+  }
 #define R(field, base, exported) resolve(&cu.field, gpa, lib, base, exported)
   R(init, "cuInit", "cuInit");
   R(device_get, "cuDeviceGet", "cuDeviceGet");
@@ -98,7 +107,13 @@ static void choose_route(const char *route) {
     link_route();
     return;
   }
-  if (strcmp(route, "proc") == 0) gpa = cuGetProcAddress_v2;
+  if (strcmp(route, "ptds") == 0) proc_flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  if (strcmp(route, "proc") == 0 || strcmp(route, "ptds") == 0) {
+    void *legacy = NULL, *exported = dlsym(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), "cuMemAlloc");
+    gpa = cuGetProcAddress_v2;
+    gpa("cuMemAlloc", &legacy, 3010, CU_GET_PROC_ADDRESS_DEFAULT, NULL);
+    printf("cuMemAlloc at 3010 is the legacy entry: %s\n", legacy && legacy == exported ? "yes" : "no");
+  }
   else if (!(lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL))) fprintf(stderr, "cu_fill: %s\n", dlerror()), exit(3);
   if (strcmp(route, "cudart") == 0) {
     void *p = dlsym(lib, "cuGetProcAddress_v2");
@@ -202,6 +217,10 @@ static void driver_count(void) {
   unsigned long long *(*stats)(void);
   memcpy(&stats, &p, sizeof p);
   printf("driver allocs %llu\n", stats()[0]); /* alloc_calls, its first counter */
+  unsigned long long (*ptsz)(void);
+  if (!(p = dlsym(RTLD_DEFAULT, "cuda_double_ptsz_calls"))) return;
+  memcpy(&ptsz, &p, sizeof p);
+  printf("driver ptsz calls %llu\n", ptsz());
 }
 
 /* RTLD_NEXT from the program finds the first object after it, as RTLD_DEFAULT does for a

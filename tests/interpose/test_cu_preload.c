@@ -193,3 +193,13 @@ Test(cu_preload, threads_allocating_at_once_leave_the_accounting_balanced) {
   cr_assert_eq(blocks(out, "allocated", &code), 2, "%s", out);
   cr_assert_eq(code, 2, "%s", out);
 }
+
+Test(cu_preload, the_per_thread_stream_variants_are_hooked_and_old_versions_left_alone) {
+  char out[4096];
+  expect_refused_at_the_limit("ptds", "async");
+  expect_refused_at_the_limit("ptds", "pool");
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s ptds async 1 10", preload(), fill());
+  cr_assert(strstr(out, "driver ptsz calls 10\n"), "the hooks call the variants asked for: %s", out);
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s proc plain 1 1", preload(), fill());
+  cr_assert(strstr(out, "cuMemAlloc at 3010 is the legacy entry: yes"), "%s", out);
+}
