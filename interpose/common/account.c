@@ -148,3 +148,10 @@ int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation 
 void gpupart__ip_unaccount(gpupart_allocation *a) {
   (void)gpupart_free(a);
 }
+
+void gpupart__ip_forget(void) {
+  pthread_mutex_init(&lock, NULL);
+  ctx = NULL;
+  ctx_failed = 0;
+  nmirrors = 0;
+}

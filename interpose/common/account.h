@@ -43,4 +43,9 @@ int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation 
 /* Gives back what gpupart__ip_account took; NULL is a no-op. */
 void gpupart__ip_unaccount(gpupart_allocation *a);
 
+/* In a forked child (a pthread_atfork handler, single-threaded): forgets the parent's
+ * context and mirrors without closing them (closing would take the parent's share from a
+ * shared ledger); the child's next gpupart__ip_partition opens its own. */
+void gpupart__ip_forget(void);
+
 #endif

@@ -47,3 +47,8 @@ gpupart_allocation *gpupart__ip_map_take(const void *ptr) {
   pthread_mutex_unlock(&lock);
   return a;
 }
+
+void gpupart__ip_map_forget(void) {
+  pthread_mutex_init(&lock, NULL);
+  for (size_t b = 0; b < BUCKETS; b++) buckets[b] = NULL;
+}

@@ -10,4 +10,7 @@ int gpupart__ip_map_put(const void *ptr, gpupart_allocation *a);
 /* Removes ptr and returns its allocation; NULL for a pointer never recorded. */
 gpupart_allocation *gpupart__ip_map_take(const void *ptr);
 
+/* In a forked child: forgets every record (the parent's pointers), freeing nothing. */
+void gpupart__ip_map_forget(void);
+
 #endif

@@ -387,7 +387,7 @@ static CUresult map_block(struct CUctx_st *c, size_t size, CUdeviceptr *dptr) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+static CUresult allocate(CUdeviceptr *dptr, size_t bytesize) {
   pthread_mutex_lock(&lock);
   struct CUctx_st *c = NULL;
   CUresult r = current(&c);
@@ -402,6 +402,42 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   return r;
 }
 
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) { return allocate(dptr, bytesize); }
+
+/* The other allocation calls, for the preload library's tests: the pitch is the width
+ * rounded up to 512 bytes; managed, stream-ordered and pool memory is device memory here
+ * (the streams are not checked: the work is done when the call returns). */
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem) {
+  if (!pitch || (elem != 4 && elem != 8 && elem != 16)) return CUDA_ERROR_INVALID_VALUE;
+  *pitch = (width + 511) & ~(size_t)511;
+  return allocate(dptr, *pitch * height);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+  return flags == CU_MEM_ATTACH_GLOBAL || flags == CU_MEM_ATTACH_HOST ? allocate(dptr, bytesize)
+                                                                      : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+  return (void)stream, allocate(dptr, bytesize);
+}
+
+static int default_pools[CUDA_DOUBLE_MAX_DEVICES]; /* their addresses are the pools' handles */
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
+  CUresult r = check_device(dev);
+  if (r == CUDA_SUCCESS && !pool) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) *pool = (CUmemoryPool)(void *)&default_pools[dev];
+  return r;
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
+  void *p = (void *)pool;
+  (void)stream;
+  if (p < (void *)default_pools || p >= (void *)(default_pools + CUDA_DOUBLE_MAX_DEVICES)) return CUDA_ERROR_INVALID_VALUE;
+  return allocate(dptr, bytesize);
+}
+
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   pthread_mutex_lock(&lock);
   struct CUctx_st *c = NULL;
@@ -411,6 +447,28 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (r == CUDA_SUCCESS) stats.free_calls++, free_record(i);
   pthread_mutex_unlock(&lock);
   return r;
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) { return (void)stream, cuMemFree_v2(dptr); }
+
+/* The per-thread default stream variants, which cuGetProcAddress_v2 answers where the
+ * caller asks for them (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM): the same work,
+ * counted apart (cuda_double_ptsz_calls), so a caller that calls the variant it did not
+ * ask for is caught. */
+static uint64_t ptsz_calls;
+uint64_t cuda_double_ptsz_calls(void);
+uint64_t cuda_double_ptsz_calls(void) { return ptsz_calls; }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+  return __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED), cuMemAllocAsync(dptr, bytesize, stream);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
+  return __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED), cuMemAllocFromPoolAsync(dptr, bytesize, pool, stream);
+}
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  return __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED), cuMemFreeAsync(dptr, stream);
 }
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
@@ -505,6 +563,12 @@ static const struct {
     SYM("cuMemGetInfo", 2000, cuMemGetInfo) SYM("cuMemGetInfo", 3020, cuMemGetInfo_v2)
     SYM("cuMemAlloc", 2000, cuMemAlloc) SYM("cuMemAlloc", 3020, cuMemAlloc_v2)
     SYM("cuMemFree", 2000, cuMemFree) SYM("cuMemFree", 3020, cuMemFree_v2)
+    SYM("cuMemAllocPitch", 3020, cuMemAllocPitch_v2) SYM("cuMemAllocManaged", 6000, cuMemAllocManaged)
+    SYM("cuMemAllocAsync", 11020, cuMemAllocAsync) SYM("cuMemFreeAsync", 11020, cuMemFreeAsync)
+    SYM("cuMemAllocFromPoolAsync", 11020, cuMemAllocFromPoolAsync)
+    SYM("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool)
+    SYM("cuMemAllocAsync_ptsz", 11020, cuMemAllocAsync_ptsz) SYM("cuMemFreeAsync_ptsz", 11020, cuMemFreeAsync_ptsz)
+    SYM("cuMemAllocFromPoolAsync_ptsz", 11020, cuMemAllocFromPoolAsync_ptsz)
     SYM("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2) SYM("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2)
 #undef SYM
 };
@@ -526,7 +590,6 @@ static CUresult lookup(const char *name, int version, void **pfn, CUdriverProcAd
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status) {
-  (void)flags;
   if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
   const char *mode = getenv("GPUPART_TEST_CUDA_PROC");
   pthread_mutex_lock(&lock);
@@ -540,7 +603,11 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
     if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     r = CUDA_ERROR_NOT_FOUND;
   } else {
-    r = lookup(symbol, version, pfn, status);
+    char ptsz[128];
+    snprintf(ptsz, sizeof ptsz, "%s_ptsz", symbol);
+    r = CUDA_ERROR_NOT_FOUND;
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) r = lookup(ptsz, version, pfn, status);
+    if (r != CUDA_SUCCESS) r = lookup(symbol, version, pfn, status);
   }
   if (r != CUDA_SUCCESS) stats.proc_refusals++;
   pthread_mutex_unlock(&lock);

@@ -4,7 +4,7 @@
  * the backend named first, takes up to MIB MiB in 1 MiB allocations from partition NAME
  * (created with limit and guarantee 0: joined if another process made it), prints what
  * it got and its pid, waits for a line on stdin, frees everything and ends.
- *   gp_hold vulkan|opencl NAME MIB
+ *   gp_hold vulkan|opencl|cuda NAME MIB
  * Output: "uuid <hex>", "allocated <MiB> code <gpupart_result>", "holding <pid>". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +30,11 @@ static void print_uuid(gpupart_device *dev) {
 
 int main(int argc, char **argv) {
   static gpupart_allocation *held[MAX_ALLOCS];
-  if (argc != 4) return fprintf(stderr, "usage: gp_hold vulkan|opencl NAME MIB\n"), 2;
-  gpupart_device_desc dd = {.backend = strcmp(argv[1], "opencl") ? GPUPART_BACKEND_VULKAN : GPUPART_BACKEND_OPENCL};
+  if (argc != 4) return fprintf(stderr, "usage: gp_hold vulkan|opencl|cuda NAME MIB\n"), 2;
+  gpupart_backend backend = !strcmp(argv[1], "opencl") ? GPUPART_BACKEND_OPENCL
+                            : !strcmp(argv[1], "cuda") ? GPUPART_BACKEND_CUDA
+                                                       : GPUPART_BACKEND_VULKAN;
+  gpupart_device_desc dd = {.backend = backend};
   gpupart_partition_desc pd = {.name = argv[2], .release_threshold = 1};
   gpupart_context *ctx = NULL;
   gpupart_device *dev = NULL;

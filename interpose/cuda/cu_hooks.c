@@ -1,0 +1,279 @@
+/* The CUDA preload library's hooks (cu_preload.h): each allocation of the driver API is
+ * first a gpupart allocation of the same size on the mirror partition of the current
+ * context's device (interpose/common/account.h); a refusal there is the program's
+ * CUDA_ERROR_OUT_OF_MEMORY and the driver is not called. The pointer the driver returns
+ * is mapped to that allocation (handle_map.h) and its free gives it back. cuMemGetInfo_v2
+ * and cuDeviceTotalMem_v2 report the partition's limit as the device's size.
+ *  - cuMemAllocPitch_v2 accounts pitch * height: width * height before the driver is
+ *    called (a refusal without the driver), then the driver's pitch (its memory is freed
+ *    again when the rest is refused);
+ *  - cuMemAllocManaged is accounted like device memory: managed pages live on the device
+ *    while it uses them, and a limit that managed memory escaped would not hold;
+ *  - the stream-ordered calls (cuMemAllocAsync, cuMemAllocFromPoolAsync and their _ptsz
+ *    variants) are accounted at the call and given back at cuMemFreeAsync's call: what
+ *    the program holds, not what the pool keeps reserved.
+ * Every hook is thread-safe (the accounting and the map lock inside), and a hook called
+ * while this thread is inside gpupart (gpupart__cu_busy) goes straight to the driver. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "account.h"
+#include "cu_preload.h"
+#include "handle_map.h"
+
+#define MAX_DEVICES 64
+
+#define REAL(entry, type) ((type)gpupart__cu_real(entry))
+
+static _Atomic(gpupart_partition *) partitions[MAX_DEVICES]; /* by device ordinal */
+
+/* ---- which partition ------------------------------------------------------------- */
+
+typedef CUresult (*total_fn)(size_t *, CUdevice);
+typedef CUresult (*device_fn)(CUdevice *);
+typedef CUresult (*uuid_fn)(CUuuid *, CUdevice);
+
+int gpupart__cu_device_uuid(CUdevice dev, CUuuid *out) {
+  uuid_fn f = REAL(CU_DEVICE_GET_UUID_V2, uuid_fn);
+  if (!f) f = REAL(CU_DEVICE_GET_UUID, uuid_fn);
+  return f && f(out, dev) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* The one place that names the mirror: key = the device's ordinal, total = its size (what
+ * the cuda backend reports, so either may come first), named by the GPU's UUID so that it
+ * meets the ledger of gpupart applications on that GPU whatever CUDA_VISIBLE_DEVICES
+ * says; a driver that tells no UUID leaves the mirror keyed by ordinal ("sim:..."). */
+static gpupart_partition *mirror_of(CUdevice dev) {
+  total_fn total = REAL(CU_DEVICE_TOTAL_MEM, total_fn);
+  size_t bytes = 0;
+  CUuuid uuid = {{0}};
+  if (!total || total(&bytes, dev) != CUDA_SUCCESS || bytes == 0) return NULL;
+  if (gpupart__cu_device_uuid(dev, &uuid)) memset(&uuid, 0, sizeof uuid);
+  return gpupart__ip_partition_for((uint32_t)dev, bytes, (const uint8_t *)uuid.bytes);
+}
+
+static gpupart_partition *device_partition(CUdevice dev) {
+  if (dev < 0 || dev >= MAX_DEVICES) return NULL;
+  gpupart_partition *p = atomic_load(&partitions[dev]);
+  if (!p && (p = mirror_of(dev))) atomic_store(&partitions[dev], p);
+  return p;
+}
+
+static gpupart_partition *current_partition(void) {
+  device_fn get = REAL(CU_CTX_GET_DEVICE, device_fn);
+  CUdevice dev = -1;
+  return get && get(&dev) == CUDA_SUCCESS ? device_partition(dev) : NULL;
+}
+
+/* ---- accounting ------------------------------------------------------------------ */
+
+/* Accounts size on the current device: CUDA_SUCCESS with *a (NULL: not accounted), or
+ * CUDA_ERROR_OUT_OF_MEMORY when the partition or the budget refuses it. */
+static CUresult account(uint64_t size, gpupart_allocation **a) {
+  *a = NULL;
+  if (gpupart__cu_busy) return CUDA_SUCCESS;
+  gpupart__cu_busy = 1;
+  gpupart_partition *p = current_partition();
+  int refused = p && gpupart__ip_account(p, size, a) != 0;
+  gpupart__cu_busy = 0;
+  return refused ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+static void unaccount(gpupart_allocation *a) {
+  if (!a) return;
+  gpupart__cu_busy = 1;
+  gpupart__ip_unaccount(a);
+  gpupart__cu_busy = 0;
+}
+
+/* After the driver's answer r: the pointer is mapped to a, or a is given back (the
+ * driver failed, or there is no host memory to map it). */
+static CUresult settle(CUresult r, const CUdeviceptr *dptr, gpupart_allocation *a) {
+  if (r == CUDA_SUCCESS && a && gpupart__ip_map_put((const void *)(uintptr_t)*dptr, a) == 0) return r;
+  unaccount(a);
+  return r;
+}
+
+static gpupart_allocation *take(CUdeviceptr p) {
+  return p ? gpupart__ip_map_take((const void *)(uintptr_t)p) : NULL;
+}
+
+/* After the driver freed p (r): gives a back, or maps it again when the free failed. */
+static CUresult given_back(CUresult r, CUdeviceptr p, gpupart_allocation *a) {
+  if (r == CUDA_SUCCESS) unaccount(a);
+  else if (a && gpupart__ip_map_put((const void *)(uintptr_t)p, a) != 0) unaccount(a);
+  return r;
+}
+
+/* ---- the allocation hooks -------------------------------------------------------- */
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+typedef CUresult (*managed_fn)(CUdeviceptr *, size_t, unsigned int);
+typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+typedef CUresult (*free_fn)(CUdeviceptr);
+typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
+
+GPUPART_CU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+  alloc_fn real = REAL(CU_MEM_ALLOC, alloc_fn);
+  gpupart_allocation *a = NULL;
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  if (!dptr || bytesize == 0) return real(dptr, bytesize);
+  if (account(bytesize, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  return settle(real(dptr, bytesize), dptr, a);
+}
+
+/* The pitch the driver chose makes the allocation pitch * height: re-accounted so, and
+ * freed again when that is refused. */
+static CUresult repitch(CUdeviceptr *dptr, size_t pitch, size_t height, gpupart_allocation **a) {
+  gpupart_allocation *full = NULL;
+  unaccount(*a);
+  *a = NULL;
+  if (account((uint64_t)pitch * height, &full) == CUDA_SUCCESS) return *a = full, CUDA_SUCCESS;
+  free_fn release = REAL(CU_MEM_FREE, free_fn);
+  if (release) release(*dptr);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+GPUPART_CU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                              unsigned int element_size) {
+  pitch_fn real = REAL(CU_MEM_ALLOC_PITCH, pitch_fn);
+  gpupart_allocation *a = NULL;
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  if (!dptr || !pitch || width == 0 || height == 0) return real(dptr, pitch, width, height, element_size);
+  if (account((uint64_t)width * height, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = real(dptr, pitch, width, height, element_size);
+  if (r == CUDA_SUCCESS && a && *pitch > width && repitch(dptr, *pitch, height, &a) != CUDA_SUCCESS)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  return settle(r, dptr, a);
+}
+
+GPUPART_CU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+  managed_fn real = REAL(CU_MEM_ALLOC_MANAGED, managed_fn);
+  gpupart_allocation *a = NULL;
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  if (!dptr || bytesize == 0) return real(dptr, bytesize, flags);
+  if (account(bytesize, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  return settle(real(dptr, bytesize, flags), dptr, a);
+}
+
+static CUresult alloc_async(gpupart__cu_entry e, CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+  async_fn real = REAL(e, async_fn);
+  gpupart_allocation *a = NULL;
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  if (!dptr || bytesize == 0) return real(dptr, bytesize, stream);
+  if (account(bytesize, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  return settle(real(dptr, bytesize, stream), dptr, a);
+}
+
+GPUPART_CU_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+  return alloc_async(CU_MEM_ALLOC_ASYNC, dptr, bytesize, stream);
+}
+
+GPUPART_CU_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+  return alloc_async(CU_MEM_ALLOC_ASYNC_PTSZ, dptr, bytesize, stream);
+}
+
+static CUresult alloc_pool(gpupart__cu_entry e, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                           CUstream stream) {
+  pool_fn real = REAL(e, pool_fn);
+  gpupart_allocation *a = NULL;
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  if (!dptr || bytesize == 0) return real(dptr, bytesize, pool, stream);
+  if (account(bytesize, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  return settle(real(dptr, bytesize, pool, stream), dptr, a);
+}
+
+GPUPART_CU_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                   CUstream stream) {
+  return alloc_pool(CU_MEM_ALLOC_POOL, dptr, bytesize, pool, stream);
+}
+
+GPUPART_CU_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                        CUstream stream) {
+  return alloc_pool(CU_MEM_ALLOC_POOL_PTSZ, dptr, bytesize, pool, stream);
+}
+
+/* ---- the free hooks -------------------------------------------------------------- */
+
+GPUPART_CU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  free_fn real = REAL(CU_MEM_FREE, free_fn);
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  gpupart_allocation *a = take(dptr);
+  return given_back(real(dptr), dptr, a);
+}
+
+static CUresult free_async(gpupart__cu_entry e, CUdeviceptr dptr, CUstream stream) {
+  free_async_fn real = REAL(e, free_async_fn);
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  gpupart_allocation *a = take(dptr);
+  return given_back(real(dptr, stream), dptr, a);
+}
+
+GPUPART_CU_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+  return free_async(CU_MEM_FREE_ASYNC, dptr, stream);
+}
+
+GPUPART_CU_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  return free_async(CU_MEM_FREE_ASYNC_PTSZ, dptr, stream);
+}
+
+/* ---- what the device is said to hold --------------------------------------------- */
+
+typedef CUresult (*info_fn)(size_t *, size_t *);
+
+/* free = the limit less the bytes this process's allocations hold (never more than the
+ * driver's free), total = the limit. The bytes are as requested (in_use), not the
+ * partition's blocks (reserved, which the growth rounding makes larger), so that without
+ * a limit the program sees the driver's own figures. */
+static void report(gpupart_partition *p, size_t *free_bytes, size_t *total_bytes) {
+  gpupart_stats s;
+  if (gpupart_partition_get_stats(p, &s) != GPUPART_OK) return;
+  uint64_t left = s.limit > s.in_use ? s.limit - s.in_use : 0;
+  if (left < *free_bytes) *free_bytes = (size_t)left;
+  *total_bytes = (size_t)s.limit;
+}
+
+GPUPART_CU_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+  info_fn real = REAL(CU_MEM_GET_INFO, info_fn);
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  CUresult r = real(free_bytes, total_bytes);
+  if (r != CUDA_SUCCESS || gpupart__cu_busy) return r;
+  gpupart__cu_busy = 1;
+  gpupart_partition *p = current_partition();
+  if (p) report(p, free_bytes, total_bytes);
+  gpupart__cu_busy = 0;
+  return r;
+}
+
+GPUPART_CU_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+  total_fn real = REAL(CU_DEVICE_TOTAL_MEM, total_fn);
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  CUresult r = real(bytes, dev);
+  if (r != CUDA_SUCCESS || gpupart__cu_busy) return r;
+  gpupart__cu_busy = 1;
+  gpupart_partition *p = device_partition(dev);
+  uint64_t limit = p ? gpupart__ip_limit(p) : 0;
+  if (limit) *bytes = (size_t)limit;
+  gpupart__cu_busy = 0;
+  return r;
+}
+
+/* ---- fork ------------------------------------------------------------------------ */
+
+/* The child keeps nothing of the parent's accounting: its first allocation opens its own
+ * mirror and joins the shared ledger as a member of its own. The parent's objects are
+ * left as they are (not closed: that would take the parent's share from the ledger). */
+static void child_after_fork(void) {
+  for (int i = 0; i < MAX_DEVICES; i++) atomic_store(&partitions[i], NULL);
+  gpupart__cu_busy = 0;
+  gpupart__ip_forget();
+  gpupart__ip_map_forget();
+}
+
+__attribute__((constructor)) static void preload_init(void) {
+  pthread_atfork(NULL, NULL, child_after_fork);
+}

@@ -1,0 +1,59 @@
+/* libgpupart_preload.so, the CUDA preload library: what its two files share.
+ * cu_resolve.c finds the driver's real entry points and routes every lookup a program or
+ * the CUDA runtime makes (its own exported names, dlsym, cuGetProcAddress) to the hooks;
+ * cu_hooks.c is the hooks, which account each allocation on the process's gpupart
+ * partition (interpose/common/account.h). docs/unmodified.md says what is intercepted. */
+#ifndef GPUPART_INTERPOSE_CU_PRELOAD_H
+#define GPUPART_INTERPOSE_CU_PRELOAD_H
+
+#include <cuda.h>
+
+#define GPUPART_CU_EXPORT __attribute__((visibility("default")))
+
+/* The entry points the library hooks (up to CU_HOOKED), then those it only calls. */
+typedef enum gpupart__cu_entry {
+  CU_MEM_ALLOC,
+  CU_MEM_ALLOC_PITCH,
+  CU_MEM_ALLOC_MANAGED,
+  CU_MEM_ALLOC_ASYNC,
+  CU_MEM_ALLOC_ASYNC_PTSZ,
+  CU_MEM_ALLOC_POOL,
+  CU_MEM_ALLOC_POOL_PTSZ,
+  CU_MEM_FREE,
+  CU_MEM_FREE_ASYNC,
+  CU_MEM_FREE_ASYNC_PTSZ,
+  CU_MEM_GET_INFO,
+  CU_DEVICE_TOTAL_MEM,
+  CU_GET_PROC,
+  CU_GET_PROC_V2,
+  CU_HOOKED,
+  CU_CTX_GET_DEVICE = CU_HOOKED,
+  CU_DEVICE_GET_UUID_V2,
+  CU_DEVICE_GET_UUID,
+  CU_ENTRIES
+} gpupart__cu_entry;
+
+typedef void (*gpupart__cu_fn)(void);
+
+/* The driver's own function for entry e (never a hook of this library), found once: the
+ * one a lookup of the program returned first, else libcuda.so.1's export. NULL where the
+ * driver has none (or no libcuda.so.1 is loadable). */
+gpupart__cu_fn gpupart__cu_real(gpupart__cu_entry e);
+
+/* The device's UUID (cuDeviceGetUuid_v2, else cuDeviceGetUuid): 0, or -1 where the driver
+ * tells none. It names the mirror (cu_hooks.c's mirror_of), so that the preload meets
+ * the GPU's own ledger. */
+int gpupart__cu_device_uuid(CUdevice dev, CUuuid *out);
+
+/* Set while a hook is inside gpupart (or the driver on gpupart's behalf): the hooks and
+ * the routes then pass every call and lookup straight through. */
+extern _Thread_local int gpupart__cu_busy;
+
+/* The names cuda.h maps away or declares only under CUDA_API_PER_THREAD_DEFAULT_STREAM. */
+#undef cuGetProcAddress
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
+
+#endif

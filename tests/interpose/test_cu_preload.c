@@ -1,0 +1,229 @@
+/* The CUDA preload library (interpose/cuda/) on an unmodified driver-API program,
+ * tests/interpose/cu_fill.c, linked against the driver test double built as libcuda.so.1
+ * (4 GiB, one device) and run under LD_PRELOAD=libgpupart_preload.so: refusals past the
+ * limit without a driver call, the limit reported as the device's size, the budget given
+ * back at free, each route by which a program finds the driver's functions, each kind of
+ * allocation, two processes sharing one partition, the program unchanged without a
+ * limit, and the process as a member in `gpupart top --json`. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interpose_test.h"
+
+#define MIB (1024ull * 1024ull)
+
+/* The variables that put a child under the preload library. */
+static const char *preload(void) {
+  static char env[4096];
+  snprintf(env, sizeof env, "%s LD_PRELOAD='%s'", ip_test_child_env(), ip_test_path("GPUPART_TEST_CU_PRELOAD"));
+  return env;
+}
+
+static const char *fill(void) { return ip_test_path("GPUPART_TEST_CU_FILL"); }
+
+/* "allocated N code C" (or "again ..."): N, with C in *code. */
+static int blocks(const char *out, const char *what, int *code) {
+  char key[64];
+  int n = -1;
+  snprintf(key, sizeof key, "%s ", what);
+  const char *at = strstr(out, key);
+  *code = -1;
+  if (at) sscanf(at + strlen(key), "%d code %d", &n, code);
+  return n;
+}
+
+/* The free or total figure of a "what: code 0 free F total T" line. */
+static uint64_t info(const char *out, const char *what, const char *field) {
+  char key[64];
+  snprintf(key, sizeof key, "%s: code 0 ", what);
+  const char *at = strstr(out, key);
+  return at ? ip_test_field(at + strlen(key), field) : 0;
+}
+
+static void expect_refused_at_the_limit(const char *route, const char *kind) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s %s %s 1 200", preload(), fill(), route, kind);
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "%s/%s: 1 MiB blocks under 64 MiB: %s", route, kind, out);
+  int again = blocks(out, "again", &code);
+  cr_assert(again == n && code == 2, "%s/%s: the same again after the frees: %s", route, kind, out);
+}
+
+Test(cu_preload, allocations_past_the_limit_are_out_of_memory_without_a_driver_call) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s link plain 1 200", preload(), fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 60 && n <= 64, "%s", out);
+  cr_assert_eq(code, 2, "CUDA_ERROR_OUT_OF_MEMORY: %s", out);
+  cr_assert_eq((int)ip_test_field(out, "driver allocs"), n, "the refused call never reached the driver: %s", out);
+}
+
+Test(cu_preload, mem_get_info_and_device_total_mem_report_the_limit) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s link plain 8 3", preload(), fill());
+  cr_assert_eq(ip_test_field(out, "device total: code 0 bytes"), 64 * MIB, "%s", out);
+  cr_assert_eq(info(out, "start", "total"), 64 * MIB, "%s", out);
+  cr_assert_eq(info(out, "start", "free"), 64 * MIB, "%s", out);
+  cr_assert_eq(info(out, "full", "total"), 64 * MIB, "%s", out);
+  cr_assert_eq(info(out, "full", "free"), 40 * MIB, "64 MiB less the 24 held: %s", out);
+}
+
+Test(cu_preload, freeing_gives_the_budget_back) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s link plain 1 200", preload(), fill());
+  cr_assert_eq(info(out, "after free", "free"), 64 * MIB, "%s", out);
+  expect_refused_at_the_limit("link", "plain");
+}
+
+Test(cu_preload, the_cu_get_proc_address_route_is_hooked) { expect_refused_at_the_limit("proc", "plain"); }
+
+Test(cu_preload, the_dlsym_route_is_hooked) { expect_refused_at_the_limit("dlsym", "plain"); }
+
+Test(cu_preload, the_cuda_runtime_route_dlsym_then_cu_get_proc_address_is_hooked) {
+  expect_refused_at_the_limit("cudart", "plain");
+}
+
+Test(cu_preload, pitch_allocations_account_pitch_times_height) {
+  /* 4-byte rows at a 512-byte pitch: width * height would be 8 KiB a block, 200 of them fit */
+  expect_refused_at_the_limit("link", "pitch");
+}
+
+Test(cu_preload, managed_allocations_are_accounted) { expect_refused_at_the_limit("link", "managed"); }
+
+Test(cu_preload, stream_ordered_allocations_are_accounted_until_cu_mem_free_async) {
+  expect_refused_at_the_limit("link", "async");
+  expect_refused_at_the_limit("cudart", "async");
+}
+
+Test(cu_preload, pool_allocations_are_accounted_until_cu_mem_free_async) {
+  expect_refused_at_the_limit("link", "pool");
+  expect_refused_at_the_limit("dlsym", "pool");
+}
+
+Test(cu_preload, without_a_limit_the_program_runs_as_before) {
+  char plain[4096], under[4096];
+  ip_test_run(plain, sizeof plain, "%s link plain 16 200", fill());
+  ip_test_run(under, sizeof under, "env %s %s link plain 16 200", preload(), fill());
+  cr_assert(strstr(plain, "allocated 200 code 0\n") && strstr(plain, "again 200 code 0\n"), "%s", plain);
+  cr_assert_str_eq(under, plain, "the same figures under the preload");
+}
+
+Test(cu_preload, two_processes_with_one_partition_name_share_its_limit) {
+  char dir[] = "/tmp/gpupart-cu-preload-XXXXXX", env[8192], out[4096];
+  int code = 0;
+  cr_assert(mkdtemp(dir));
+  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job GPUPART_PARTITIONS=job:48MiB",
+           preload(), dir);
+  ip_test_child holder;
+  ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
+  ip_test_wait_for(&holder, "holding");
+  cr_assert(strstr(holder.text, "allocated 30 code 0\n"), "%s", holder.text);
+  ip_test_run(out, sizeof out, "env %s %s link plain 1 200", env, fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 14 && n <= 18 && code == 2, "the second process got %d MiB of the 18 left: %s", n, out);
+  cr_assert_eq(info(out, "start", "total"), 48 * MIB, "%s", out);
+  ip_test_finish(&holder);
+  ip_test_run(out, sizeof out, "env %s %s link plain 1 200", env, fill());
+  n = blocks(out, "allocated", &code);
+  cr_assert(n >= 44 && n <= 48 && code == 2, "the first one's bytes came back when it ended: %s", out);
+  ip_test_cleanup_dir(dir);
+}
+
+Test(cu_preload, a_process_holding_memory_is_a_member_in_gpupart_top) {
+  const char *gpupart = getenv("GPUPART_TEST_GPUPART");
+  if (!gpupart) cr_skip_test("the gpupart command is not built (-Dtools=disabled)");
+  char dir[] = "/tmp/gpupart-cu-top-XXXXXX", out[65536], pid[64];
+  cr_assert(mkdtemp(dir));
+  ip_test_child holder;
+  ip_test_start(&holder, dir, "env %s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=topjob %s link plain 1 12 hold",
+                preload(), dir, fill());
+  ip_test_wait_for(&holder, "holding");
+  snprintf(pid, sizeof pid, "\"pid\": %lu", (unsigned long)ip_test_field(holder.text, "holding pid"));
+  ip_test_run(out, sizeof out, "%s top --json --ledger-dir %s", gpupart, dir);
+  cr_assert(strstr(out, "\"name\": \"topjob\""), "the partition: %s", out);
+  cr_assert(strstr(out, pid), "the member %s: %s", pid, out);
+  cr_assert(strstr(out, "\"command\": \"cu_fill\""), "named after the program: %s", out);
+  ip_test_finish(&holder);
+  ip_test_cleanup_dir(dir);
+}
+
+/* The preload's mirror is named by the GPU's UUID (the double's device 0 is
+ * c0c1c2c3-...), so a gpupart application on the cuda backend and a program under the
+ * preload meet in one ledger and share its budget. */
+Test(cu_preload, a_gpupart_application_and_a_program_under_the_preload_share_the_gpus_ledger) {
+  const char *hold = getenv("GPUPART_TEST_GP_HOLD"), *gpupart = getenv("GPUPART_TEST_GPUPART");
+  if (!hold || !gpupart) cr_skip_test("gp_hold or the gpupart command is not built");
+  ip_test_shared s;
+  char out[65536], prefix[4096];
+  int code = 0;
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  snprintf(prefix, sizeof prefix, "%s GPUPART_CUDA_LIBRARY=%s", ip_test_child_env(), ip_test_path("GPUPART_TEST_CU_LIBCUDA"));
+  ip_test_child app;
+  ip_test_app_start(&app, &s, prefix, "cuda", 40);
+  cr_assert(strstr(app.text, "uuid c0c1c2c3c4c5c6c7c8c9cacbcccdcecf"), "the double's GPU: %s", app.text);
+  ip_test_run(out, sizeof out, "env %s %s GPUPART_PARTITION=job %s link plain 1 200", preload(), s.env, fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 20 && n <= 24 && code == 2, "the program got %d MiB of the 24 the application left: %s", n, out);
+  cr_assert_eq(ip_test_ledger_files(s.dir), 1, "one ledger for the GPU");
+  ip_test_observe(out, sizeof out, s.dir, 0);
+  cr_assert(strstr(out, "c0c1c2c3-c4c5-c6c7-c8c9-cacbcccdcecf"), "keyed by the GPU's UUID: %s", out);
+  ip_test_finish(&app);
+  ip_test_shared_end(&s);
+}
+
+Test(cu_preload, the_overhead_benchmark_runs_with_and_without_the_preload) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s %s '%s' 2000 1", ip_test_child_env(), ip_test_path("GPUPART_TEST_CU_BENCH"),
+              ip_test_path("GPUPART_TEST_CU_PRELOAD"));
+  cr_assert(strstr(out, "with the preload") && strstr(out, "ratio"), "%s", out);
+}
+
+Test(cu_preload, a_forked_child_is_a_member_of_its_own) {
+  char dir[] = "/tmp/gpupart-cu-fork-XXXXXX", out[4096];
+  int code = 0;
+  cr_assert(mkdtemp(dir));
+  /* the parent holds 30 of 48 MiB, the child takes the 18 left and ends without freeing:
+   * as a member of its own it is reaped, so the parent gets the 18 again */
+  ip_test_run(out, sizeof out, "env %s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
+              "GPUPART_PARTITIONS=job:48MiB %s link plain 1 30 fork", preload(), dir, fill());
+  cr_assert(strstr(out, "allocated 30 code 0\n"), "%s", out);
+  int child = blocks(out, "child allocated", &code);
+  cr_assert(child >= 14 && child <= 18 && code == 2, "the child shares the partition's limit: %s", out);
+  int parent = blocks(out, "parent after the child", &code);
+  cr_assert(parent == child && code == 2, "the child's bytes went with it: %s", out);
+  ip_test_cleanup_dir(dir);
+}
+
+Test(cu_preload, dlsym_rtld_next_answers_for_the_caller) {
+  char plain[4096], under[4096];
+  ip_test_run(plain, sizeof plain, "%s link plain 1 1", fill());
+  ip_test_run(under, sizeof under, "env %s %s link plain 1 1", preload(), fill());
+  cr_assert(strstr(plain, "RTLD_NEXT finds the first definition: yes"), "%s", plain);
+  cr_assert(strstr(under, "RTLD_NEXT finds the first definition: yes"), "the preload's dlsym, not glibc's: %s", under);
+}
+
+Test(cu_preload, threads_allocating_at_once_leave_the_accounting_balanced) {
+  char out[8192];
+  int code = 0;
+  /* 4 threads, 8 MiB blocks, 16 MiB: at most two blocks live at once, some are refused */
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=16MiB %s link plain 8 2000 threads", preload(), fill());
+  cr_assert(strstr(out, "threads: "), "%s", out);
+  cr_assert_eq(info(out, "after threads", "free"), 16 * MIB, "every block given back: %s", out);
+  cr_assert_eq(blocks(out, "allocated", &code), 2, "%s", out);
+  cr_assert_eq(code, 2, "%s", out);
+}
+
+Test(cu_preload, the_per_thread_stream_variants_are_hooked_and_old_versions_left_alone) {
+  char out[4096];
+  expect_refused_at_the_limit("ptds", "async");
+  expect_refused_at_the_limit("ptds", "pool");
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s ptds async 1 10", preload(), fill());
+  cr_assert(strstr(out, "driver ptsz calls 10\n"), "the hooks call the variants asked for: %s", out);
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s proc plain 1 1", preload(), fill());
+  cr_assert(strstr(out, "cuMemAlloc at 3010 is the legacy entry: yes"), "%s", out);
+}
