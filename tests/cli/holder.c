@@ -4,8 +4,9 @@
  * 0 = the budget), allocates ALLOC MiB in it and then makes FAILS allocations (default 0;
  * needs a LIMIT below TOTAL) of LIMIT + 1 MiB, each of which must be refused with ELIMIT; prints "ready" and
  * waits for standard input to close; then frees everything and exits 0 (1 on any failure,
- * with the message).
- * usage: holder DIR TOTAL NAME:LIMIT:GUARANTEE:ALLOC[:FAILS]... */
+ * with the message). A spec that starts with '+' makes its partition preallocated (its
+ * whole limit reserved at creation).
+ * usage: holder DIR TOTAL [+]NAME:LIMIT:GUARANTEE:ALLOC[:FAILS]... */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,9 +23,12 @@ static int fail(const char *what, gpupart_result rc) {
 static int hold(gpupart_device *dev, const char *spec, gpupart_allocation **a) {
   char name[64];
   unsigned long long limit, guarantee, alloc, fails = 0;
+  int prealloc = *spec == '+';
+  spec += prealloc;
   if (sscanf(spec, "%63[^:]:%llu:%llu:%llu:%llu", name, &limit, &guarantee, &alloc, &fails) < 4)
     return fprintf(stderr, "holder: bad partition '%s'\n", spec), 1;
-  gpupart_partition_desc pd = {.name = name, .limit = limit * MIB, .guarantee = guarantee * MIB};
+  gpupart_partition_desc pd = {.name = name, .limit = limit * MIB, .guarantee = guarantee * MIB,
+                               .growth = prealloc ? GPUPART_GROWTH_OFF : GPUPART_GROWTH_DEFAULT};
   gpupart_partition *p = NULL;
   gpupart_result rc = gpupart_partition_create(dev, &pd, &p);
   if (rc) return fail(name, rc);
