@@ -882,7 +882,9 @@ def test_grafana_dashboard_and_scrape_config_fit_the_metrics():
     used = set(re.findall(r"\bgpupart_[a-z_]+", " ".join(exprs)))
     check(used and used <= exported, f"the dashboard queries only exported families: {sorted(used - exported)}", "")
     check({"gpupart_partition_reserved_bytes", "gpupart_partition_limit_bytes", "gpupart_device_budget_bytes",
-           "gpupart_member_reserved_bytes"} <= used, "the dashboard shows the main families", sorted(used))
+           "gpupart_member_reserved_bytes", "gpupart_partition_in_use_bytes", "gpupart_member_in_use_bytes",
+           "gpupart_allocation_failures_total", "gpupart_driver_allocations_total"} <= used,
+          "the dashboard shows the main families", sorted(used))
     promtool = shutil.which("promtool")
     if not promtool:
         print("SKIP promtool check of the dashboard and scrape config: promtool is not installed")
