@@ -84,8 +84,10 @@ static _Thread_local uint64_t step_freed[3];
 
 /* No lock held: logs the steps that freed bytes (events.c), and forgets them. */
 static void report_steps(gpupart_partition *p, const request *q) {
-  for (int step = 1; step <= 2; step++)
-    if (step_freed[step]) gpupart__event_oom_step(p->dev, p->name, q->size, step, step_freed[step]), step_freed[step] = 0;
+  for (int step = 1; step <= 2; step++) {
+    if (step_freed[step]) gpupart__event_oom_step(p->dev, p->name, q->size, step, step_freed[step]);
+    step_freed[step] = 0;
+  }
 }
 
 /* Steps 1 and 2. Device slow lock held. */

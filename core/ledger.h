@@ -61,7 +61,9 @@ typedef struct gpupart__ledger_counters {
 } gpupart__ledger_counters;
 
 /* Publishes v into a field of gpupart__ledger_counters: one relaxed store, no lock. */
-static inline void gpupart__ledger_publish(uint64_t *field, uint64_t v) { __atomic_store_n(field, v, __ATOMIC_RELAXED); }
+static inline void gpupart__ledger_publish(uint64_t *field, uint64_t v) {
+  __atomic_store_n(field, v, __ATOMIC_RELAXED);
+}
 
 /* A reader's load of such a field. */
 static inline uint64_t gpupart__ledger_read(const uint64_t *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }

@@ -835,12 +835,14 @@ typedef struct snapshot_index {
 
 /* Lock held: share k, counted into its member and partition (a share that names no
  * copied member or partition is left out: the check reports it). */
-static void copy_share_locked(const shm_header *h, uint32_t k, const snapshot_index *ix, gpupart__ledger_snapshot *out) {
+static void copy_share_locked(const shm_header *h, uint32_t k, const snapshot_index *ix,
+                              gpupart__ledger_snapshot *out) {
   const shm_share *s = &h->share[k];
   if (!s->member || !share_valid(h, s) || ix->member[s->member_slot] == UINT32_MAX || ix->entry[s->part] == UINT32_MAX)
     return;
   gpupart__ledger_snapshot_share *o = &out->share[out->shares++];
-  *o = (gpupart__ledger_snapshot_share){ix->member[s->member_slot], ix->entry[s->part], s->reserved, read_counters(&s->pub)};
+  *o = (gpupart__ledger_snapshot_share){ix->member[s->member_slot], ix->entry[s->part], s->reserved,
+                                        read_counters(&s->pub)};
   gpupart__ledger_snapshot_member *m = &out->member[o->member];
   m->entries++, m->reserved = add_sat(m->reserved, s->reserved);
   add_counters(&m->sum, &o->c);
