@@ -105,7 +105,8 @@ typedef struct gpupart__ledger_ops {
   void (*totals)(gpupart__ledger *l, gpupart__ledger_figures *out);
   void (*reset_peak)(gpupart__ledger *l, gpupart__ledger_entry *e);
   /* Where e's owner publishes its counters: valid while e is, never NULL (an entry the
-   * ledger no longer has gets a sink that nothing reads). */
+   * ledger no longer has gets a sink that nothing reads). An implementation may leave it
+   * NULL: its partitions then publish nowhere. */
   gpupart__ledger_counters *(*counters)(gpupart__ledger *l, gpupart__ledger_entry *e);
   /* Every invariant: entry figures within limits, sums equal to the entries', guarantees
    * and reservations within the budget, names unique, every entry owned by a member.

@@ -176,8 +176,12 @@ static int eexist(const gpupart_partition *p) {
  * reads it. */
 static gpupart__ledger_counters unpublished;
 
-/* Once p has its account: where its counters go for gpupart top (ledger.h). */
-static void publish_to(gpupart_partition *p) { p->pub = p->dev->ledger->ops->counters(p->dev->ledger, p->account); }
+/* Once p has its account: where its counters go for gpupart top (ledger.h), when its
+ * ledger has a place for them. */
+static void publish_to(gpupart_partition *p) {
+  gpupart__ledger *l = p->dev->ledger;
+  if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
+}
 
 static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only) {
   gpupart_device *dev = p->dev;
