@@ -925,3 +925,30 @@ Test(ledger_shm, a_budget_other_than_the_ledgers_is_logged_saying_which_applies)
   gpupart_device_close(two), gpupart_context_destroy(second);
   gpupart_device_close(one), gpupart_context_destroy(first);
 }
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+Test(ledger_shm, a_run_of_dead_members_cannot_flood_the_log) {
+  tape t = {0};
+  gpupart_context *ctx = recording_context(&t);
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  double start = seconds_now();
+  for (int i = 0; i < 16; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "dead%d", i);
+    child c = spawn_holder(name, 2 * MiB);
+    cr_assert_eq(kill(c.pid, SIGKILL), 0);
+    wait_child(&c);
+    cr_assert_eq(dev_stats(dev).reserved, 0, "each one reaped by the next call");
+  }
+  double windows = (seconds_now() - start) + 2;
+  cr_expect_geq(t.n, 1);
+  cr_expect_leq(t.n, GPUPART__EVENTS_PER_WINDOW * windows, "%d lines for 16 reapings", t.n);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
