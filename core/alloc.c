@@ -41,6 +41,7 @@ static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, co
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
   c->live_allocations++;
   c->total_allocations++;
+  gpupart__ledger_publish(&p->pub->in_use, c->in_use); /* one relaxed store, for gpupart top */
   if (c->in_use > p->charge) gpupart__peak_crossed(p); /* O(1), rare: see peak.c */
   return r;
 }
@@ -77,10 +78,24 @@ static int reaches_others(refusal why) { return why == REFUSED_BUDGET || why == 
 
 static uint64_t release_own(gpupart_partition *p) { return gpupart__arena_release_empty(p); }
 
+/* Bytes steps 1 and 2 released on this thread since the last report_steps: the events
+ * are logged once the device's slow lock is dropped. */
+static _Thread_local uint64_t step_freed[3];
+
+/* No lock held: logs the steps that freed bytes (events.c), and forgets them. */
+static void report_steps(gpupart_partition *p, const request *q) {
+  for (int step = 1; step <= 2; step++) {
+    if (step_freed[step]) gpupart__event_oom_step(p->dev, p->name, q->size, step, step_freed[step]);
+    step_freed[step] = 0;
+  }
+}
+
 /* Steps 1 and 2. Device slow lock held. */
 static refusal oom_release(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   if (is_final(why)) return why;
-  if (release_own(p)) {
+  uint64_t own = release_own(p);
+  step_freed[1] += own;
+  if (own) {
     gpupart__device_trim_locked(p->dev); /* the backend's own caches go too */
     if ((why = attempt(p, q, out)) == REFUSED_NONE) return why;
   }
@@ -90,6 +105,7 @@ static refusal oom_release(gpupart_partition *p, const request *q, refusal why, 
   for (uint32_t i = 0; i < dev->nparts; i++)
     if (dev->parts[i] != p) released += release_own(dev->parts[i]);
   if (released) gpupart__device_trim_locked(dev);
+  step_freed[2] += released;
   return released ? attempt(p, q, out) : why;
 }
 
@@ -113,6 +129,7 @@ static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refus
   refusal again = attempt(p, q, out);
   if (again != REFUSED_NONE) again = oom_release(p, q, reaches_others(why) ? why : again, out);
   pthread_mutex_unlock(&p->dev->slow);
+  report_steps(p, q);
   return again;
 }
 
@@ -129,6 +146,13 @@ static uint64_t shortfall(const gpupart_partition *p, const request *q, refusal 
   return need > grant ? need - grant : g;
 }
 
+static uint64_t in_use_of(gpupart_partition *c) {
+  gpupart__lock_acquire(&c->lock);
+  uint64_t v = c->c.in_use;
+  gpupart__lock_release(&c->lock);
+  return v;
+}
+
 /* One round of callbacks (own, or others), each asked for the shortfall as it is then,
  * with no lock held; the request is retried after each and the round stops once it fits. */
 static refusal reclaim_round(gpupart_partition *p, const request *q, int own, refusal why, gpupart__range **out) {
@@ -139,9 +163,12 @@ static refusal reclaim_round(gpupart_partition *p, const request *q, int own, re
     uint64_t wanted = c ? shortfall(p, q, why) : 0;
     pthread_mutex_unlock(&dev->slow);
     if (!c) return why;
+    uint64_t before = in_use_of(c);
     in_reclaim = 1;
     c->reclaim(c, wanted, c->reclaim_user);
     in_reclaim = 0;
+    uint64_t after = in_use_of(c);
+    gpupart__event_reclaim(dev, c->name, p->name, wanted, before > after ? before - after : 0); /* c cannot go yet */
     atomic_flag_clear(&c->reclaim_busy);
     refusal again = retry_after_reclaim(p, q, why, out);
     if (again == REFUSED_NONE || is_final(again)) return again;
@@ -196,6 +223,7 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   gpupart__lock_acquire(&p->lock);
   if (why != REFUSED_HOST) p->c.failed_allocations++;
+  gpupart__ledger_publish(&p->pub->failures, p->c.failed_allocations);
   uint64_t in_use = p->c.in_use, largest = gpupart__tlsf_largest_free(p->arena.tlsf);
   gpupart__lock_release(&p->lock);
   refusal_text(p, q, why, f.limit, in_use, cause, sizeof cause);
@@ -219,6 +247,7 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
   if (why == REFUSED_BUDGET) gpupart__device_ask_trim(dev); /* shared ledger: the others trim next */
   pthread_mutex_unlock(&dev->slow);
+  report_steps(p, q);
   if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
   gpupart_result rc = why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);
   atomic_fetch_sub(&p->allocating, 1), atomic_fetch_sub(&dev->allocating, 1);
@@ -330,6 +359,7 @@ gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t align
 
 static void account_free(gpupart_partition *p, uint64_t size) {
   p->c.in_use -= size;
+  gpupart__ledger_publish(&p->pub->in_use, p->c.in_use);
   p->c.live_allocations--;
   p->c.total_frees++;
   gpupart__peak_freed(p);

@@ -185,13 +185,6 @@ static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, i
   return GPUPART_OK;
 }
 
-/* A warning through the context's log callback, else on stderr when GPUPART_VERBOSE=1. */
-static void warn(const gpupart_device *dev, const char *line) {
-  gpupart_context *ctx = dev->ctx;
-  if (ctx->log) ctx->log(GPUPART_LOG_WARN, line, ctx->log_user);
-  else if (dev->settings.v[GPUPART__OPT_VERBOSE].u) fprintf(stderr, "gpupart: warning: %s\n", line);
-}
-
 /* Joins the ledger of this physical device: the context's existing one when the device
  * is already open in it (whose budget this handle then shares), else a new one. */
 static int join_ledger(gpupart_device *dev) {
@@ -203,12 +196,9 @@ static int join_ledger(gpupart_device *dev) {
   if (rc) return rc;
   gpupart__ledger_figures t;
   dev->ledger->ops->totals(dev->ledger, &t);
+  if (dev->settings.v[GPUPART__OPT_VERBOSE].u) dev->ledger->verbose = 1; /* its events go to stderr too */
   if (t.limit != dev->budget) {
-    char line[384];
-    snprintf(line, sizeof line, "device_open: %s is already open in this context with a budget of %llu bytes; "
-             "this open asked for %llu and shares the first one's %llu",
-             dev->id.key, (unsigned long long)t.limit, (unsigned long long)dev->budget, (unsigned long long)t.limit);
-    warn(dev, line);
+    gpupart__event_budget(dev, dev->budget, t.limit); /* says which budget applies */
     dev->budget = t.limit;
   }
   return GPUPART_OK;

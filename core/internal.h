@@ -106,6 +106,7 @@ struct gpupart_partition {
   gpupart__counters c;
   gpupart__growth growth;
   gpupart__ledger_entry *account;
+  gpupart__ledger_counters *pub; /* where its counters are published for gpupart top (ledger.h); never NULL */
   gpupart_reclaim_fn reclaim;
   void *reclaim_user;
   atomic_flag reclaim_busy;
@@ -144,6 +145,7 @@ struct gpupart_device {
   uint64_t trim_seen;
   int find_joins;
   gpupart__ratelimit refusals; /* events.c: how often refused allocations are logged */
+  gpupart__ratelimit oom_events; /* events.c: and OOM-sequence steps and reclaim calls */
 };
 
 /* context.c */

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "events.h"
 #include "hostmem.h"
 #include "identity.h"
 
@@ -47,6 +48,30 @@ typedef struct gpupart__ledger_entry_info {
   gpupart__ledger_figures figures;
 } gpupart__ledger_entry_info;
 
+/* What an entry's member publishes of its own use of the partition, for gpupart top and
+ * metrics (in a shared ledger they live in the file; in-process in the entry). Only the
+ * entry's owner writes them, without the ledger's lock, each field with a relaxed 64-bit
+ * atomic store (gpupart__ledger_publish) where its partition's counter changes; a reader
+ * loads each field atomically: one field may be newer than another, none is ever torn. */
+typedef struct gpupart__ledger_counters {
+  uint64_t in_use;        /* bytes in the member's live allocations of the partition */
+  uint64_t failures;      /* allocations refused with ELIMIT or EDEVMEM */
+  uint64_t driver_allocs; /* blocks obtained from the backend */
+  uint64_t driver_frees;  /* blocks given back to it */
+} gpupart__ledger_counters;
+
+/* Publishes v into a field of gpupart__ledger_counters: one relaxed store, no lock. */
+static inline void gpupart__ledger_publish(uint64_t *field, uint64_t v) {
+  __atomic_store_n(field, v, __ATOMIC_RELAXED);
+}
+
+/* A reader's load of such a field. */
+static inline uint64_t gpupart__ledger_read(const uint64_t *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }
+
+/* Told, after the ledger's lock is released, that dead members were found and their
+ * bytes returned (shared ledgers only). */
+typedef void (*gpupart__ledger_reaped_fn)(gpupart__ledger *l, uint32_t members, uint64_t bytes);
+
 typedef struct gpupart__ledger_ops {
   /* Frees the ledger and every entry left in it. */
   void (*destroy)(gpupart__ledger *l);
@@ -79,6 +104,10 @@ typedef struct gpupart__ledger_ops {
   /* Device-wide: limit = budget, guarantee = sum of guarantees, reserved, peak_reserved. */
   void (*totals)(gpupart__ledger *l, gpupart__ledger_figures *out);
   void (*reset_peak)(gpupart__ledger *l, gpupart__ledger_entry *e);
+  /* Where e's owner publishes its counters: valid while e is, never NULL (an entry the
+   * ledger no longer has gets a sink that nothing reads). An implementation may leave it
+   * NULL: its partitions then publish nowhere. */
+  gpupart__ledger_counters *(*counters)(gpupart__ledger *l, gpupart__ledger_entry *e);
   /* Every invariant: entry figures within limits, sums equal to the entries', guarantees
    * and reservations within the budget, names unique, every entry owned by a member.
    * 0, or -1 with the first broken invariant written to why. */
@@ -101,6 +130,12 @@ struct gpupart__ledger {
   const gpupart__ledger_ops *ops;
   gpupart__identity id; /* the device it accounts */
   int shared;           /* across processes (ledger_shm.c) */
+  /* Shared ledgers: told of dead members' reclaims (events.c);
+   * verbose: some device of it logs to stderr without a log callback. Set at creation. */
+  gpupart__ledger_reaped_fn on_reaped;
+  void *event_user;
+  int verbose;
+  gpupart__ratelimit events; /* of this ledger's events: dead members, budget mismatches */
 };
 
 /* The in-process ledger of device id with budget bytes. NULL when out of host memory. */

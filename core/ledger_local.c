@@ -16,6 +16,7 @@ struct gpupart__ledger_entry {
   char *name;
   gpupart__ledger_member member;
   uint64_t limit, guarantee, reserved, peak_reserved;
+  gpupart__ledger_counters pub; /* the owner's counters: nothing in-process reads them */
 };
 
 typedef struct local_member {
@@ -318,6 +319,13 @@ static int local_check(gpupart__ledger *l, char *why, uint64_t why_len) {
   return rc;
 }
 
+/* In-process the stats read the partitions themselves: the entry only gives the owner a
+ * place to publish to. */
+static gpupart__ledger_counters *local_counters(gpupart__ledger *l, gpupart__ledger_entry *e) {
+  (void)l;
+  return &e->pub;
+}
+
 static const gpupart__ledger_ops local_ops = {
     .destroy = local_destroy,
     .join = local_join,
@@ -333,6 +341,7 @@ static const gpupart__ledger_ops local_ops = {
     .get = local_get,
     .totals = local_totals,
     .reset_peak = local_reset_peak,
+    .counters = local_counters,
     .check = local_check,
 };
 

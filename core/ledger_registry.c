@@ -23,7 +23,11 @@ static gpupart__ledger_ref *find_locked(gpupart_context *ctx, const gpupart__ide
 
 static int create(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget, const char *shared_dir,
                   gpupart__ledger **out) {
-  if (shared_dir) return gpupart__ledger_shm_create(&ctx->mem, id, budget, shared_dir, out);
+  if (shared_dir) {
+    int rc = gpupart__ledger_shm_create(&ctx->mem, id, budget, shared_dir, out);
+    if (rc == GPUPART_OK) (*out)->on_reaped = gpupart__event_reaped, (*out)->event_user = ctx;
+    return rc;
+  }
   *out = gpupart__ledger_local_create(&ctx->mem, id, budget);
   return *out ? GPUPART_OK : gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
 }

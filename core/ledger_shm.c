@@ -29,7 +29,7 @@
 #include "ledger_shm.h"
 
 #define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
-#define SHM_VERSION 2u
+#define SHM_VERSION 3u /* 3: the shares carry their owner's counters (in use, failures, driver calls) */
 #define SHM_MEMBERS 128u
 #define SHM_PARTS 256u
 #define SHM_SHARES 512u
@@ -49,12 +49,15 @@ typedef struct shm_part {
   uint32_t members, pad;
 } shm_part;
 
-/* One member's part of a partition. */
+/* One member's part of a partition, on a cache line of its own: its owner writes pub on
+ * every allocation and free, without the lock, and no other process's share is there. */
 typedef struct shm_share {
-  uint64_t member; /* owner's id; 0 = free */
+  _Alignas(64) uint64_t member; /* owner's id; 0 = free */
   uint32_t member_slot, part;
   uint64_t reserved;
+  gpupart__ledger_counters pub; /* the owner's (ledger.h), written with relaxed atomic stores */
 } shm_share;
+_Static_assert(sizeof(shm_share) == 64, "a share is one cache line");
 
 typedef struct shm_header {
   uint64_t magic;
@@ -74,6 +77,8 @@ typedef struct shm_ledger {
   int fd;
   shm_header *h;
   uint8_t mine[SHM_MEMBERS]; /* member slots this attachment holds the lock of */
+  uint32_t reaped;           /* dead members reaped since the lock was taken (lock held) */
+  uint64_t reaped_bytes;     /* and the bytes they held */
   struct shm_entry *handles; /* this attachment's entry handles (guarded by the file's lock) */
 } shm_ledger;
 
@@ -147,20 +152,26 @@ static void recompute_locked(shm_header *h) {
 }
 
 /* Lock held: frees member slot i and its shares (recompute_locked then frees the
- * partitions left without members). */
-static void drop_member_locked(shm_header *h, uint32_t i) {
-  uint64_t id = h->member[i].id;
+ * partitions left without members); returns the bytes its shares held. */
+static uint64_t drop_member_locked(shm_header *h, uint32_t i) {
+  uint64_t id = h->member[i].id, bytes = 0;
   for (uint32_t k = 0; k < SHM_SHARES; k++)
-    if (h->share[k].member == id) memset(&h->share[k], 0, sizeof h->share[k]);
+    if (h->share[k].member == id) {
+      bytes = add_sat(bytes, h->share[k].reserved);
+      memset(&h->share[k], 0, sizeof h->share[k]);
+    }
   h->member[i] = (shm_member){0};
+  return bytes;
 }
 
-/* Lock held: returns the bytes of members whose process is gone. */
+/* Lock held: returns the bytes of members whose process is gone (counted in L->reaped
+ * and reaped_bytes, which unlock_ledger reports once the lock is released). */
 static int reap_locked(shm_ledger *L) {
   int reaped = 0;
   for (uint32_t i = 0; i < SHM_MEMBERS; i++) {
     if (!L->h->member[i].id || L->mine[i] || held_elsewhere(L->fd, i)) continue;
-    drop_member_locked(L->h, i);
+    L->reaped_bytes = add_sat(L->reaped_bytes, drop_member_locked(L->h, i));
+    L->reaped++;
     reaped = 1;
   }
   if (reaped) recompute_locked(L->h);
@@ -200,7 +211,15 @@ static int lock_ledger(shm_ledger *L) {
   return rc;
 }
 
-static void unlock_ledger(shm_ledger *L) { pthread_mutex_unlock(&L->h->lock); }
+/* Unlocks, then tells of the dead members this holding of the lock reaped: the ledger
+ * never calls out under its lock. */
+static void unlock_ledger(shm_ledger *L) {
+  uint32_t members = L->reaped;
+  uint64_t bytes = L->reaped_bytes;
+  L->reaped = 0, L->reaped_bytes = 0;
+  pthread_mutex_unlock(&L->h->lock);
+  if (members && L->base.on_reaped) L->base.on_reaped(&L->base, members, bytes);
+}
 
 /* Lock held: the share of a live entry handle, or NULL when the file no longer has it. */
 static shm_share *share_of(shm_ledger *L, const gpupart__ledger_entry *e) {
@@ -254,7 +273,7 @@ static void shm_leave(gpupart__ledger *l, gpupart__ledger_member id) {
   if (lock_ledger(L)) return;
   for (uint32_t i = 0; i < SHM_MEMBERS; i++) {
     if (!L->mine[i] || L->h->member[i].id != id) continue;
-    drop_member_locked(L->h, i);
+    (void)drop_member_locked(L->h, i);
     recompute_locked(L->h);
     L->mine[i] = 0;
     member_lock(L->fd, i, F_UNLCK);
@@ -534,6 +553,17 @@ static void shm_reset_peak(gpupart__ledger *l, gpupart__ledger_entry *e) {
 }
 
 /* Lock held: one partition against its limits and its shares. */
+/* Where e's owner publishes (ledger.h); the share is this process's, so it stays while e
+ * does. A handle the file no longer has writes to a sink. */
+static gpupart__ledger_counters *shm_counters(gpupart__ledger *l, gpupart__ledger_entry *e) {
+  static gpupart__ledger_counters sink;
+  shm_ledger *L = shm(l);
+  if (lock_ledger(L)) return &sink;
+  shm_share *s = share_of(L, e);
+  unlock_ledger(L);
+  return s ? &s->pub : &sink;
+}
+
 static int check_part(const shm_header *h, uint32_t i, char *why, uint64_t n) {
   const shm_part *p = &h->part[i];
   uint64_t r = 0;
@@ -603,6 +633,7 @@ static const gpupart__ledger_ops shm_ops = {
     .get = shm_get,
     .totals = shm_totals,
     .reset_peak = shm_reset_peak,
+    .counters = shm_counters,
     .check = shm_check,
     .join_named = shm_join_named,
     .ask_trim = shm_ask_trim,
@@ -665,9 +696,27 @@ static int create_file(shm_ledger *L, const char *path, const char *dir, uint64_
   return GPUPART_OK;
 }
 
+/* A ledger another version of the library made (its magic is ours, its version not): its
+ * processes may still be using it, and its layout is not this one's. */
+static int other_version(int fd, const char *path) {
+  struct {
+    uint64_t magic;
+    uint32_t version;
+  } head;
+  if (pread(fd, &head, sizeof head, 0) != (ssize_t)sizeof head || head.magic != SHM_MAGIC ||
+      head.version == SHM_VERSION)
+    return GPUPART_OK;
+  return gpupart__fail(GPUPART_ECONFIG, "ledger %s is a version %u ledger; this library reads version %u only: "
+                       "stop the processes of the other gpupart version that still use the device, then remove "
+                       "the file (or set GPUPART_LEDGER_DIR to another folder): refused",
+                       path, head.version, SHM_VERSION);
+}
+
 /* An existing file of st's size mapped into L->h, if its size and header are this
  * library's (any device's). */
 static int map_checked(shm_ledger *L, const char *path, const struct stat *st) {
+  int rc = other_version(L->fd, path);
+  if (rc) return rc;
   if ((uint64_t)st->st_size != sizeof *L->h)
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s has %lld bytes, not the %zu of a gpupart ledger: refused", path,
                          (long long)st->st_size, sizeof *L->h);
@@ -755,21 +804,49 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
 _Static_assert(SHM_MEMBERS == GPUPART__SNAPSHOT_MEMBERS && SHM_PARTS == GPUPART__SNAPSHOT_ENTRIES,
                "a snapshot holds every slot of a ledger");
 _Static_assert(SHM_NAME == GPUPART__LEDGER_NAME_MAX, "a snapshot holds every name whole");
+_Static_assert(SHM_SHARES == GPUPART__SNAPSHOT_SHARES, "a snapshot holds every share");
+
+/* A share's counters as its owner last published them, each field loaded whole. */
+static gpupart__ledger_counters read_counters(const gpupart__ledger_counters *c) {
+  return (gpupart__ledger_counters){gpupart__ledger_read(&c->in_use), gpupart__ledger_read(&c->failures),
+                                    gpupart__ledger_read(&c->driver_allocs), gpupart__ledger_read(&c->driver_frees)};
+}
+
+static void add_counters(gpupart__ledger_counters *into, const gpupart__ledger_counters *c) {
+  into->in_use = add_sat(into->in_use, c->in_use), into->failures = add_sat(into->failures, c->failures);
+  into->driver_allocs = add_sat(into->driver_allocs, c->driver_allocs);
+  into->driver_frees = add_sat(into->driver_frees, c->driver_frees);
+}
 
 size_t gpupart__ledger_shm_lock_offset(void) { return offsetof(shm_header, lock); }
 
 
-/* Lock held: member slot i, and the shares it holds (one per partition it is in). */
+/* Lock held: member slot i (its shares are added to it by copy_share_locked). */
 static void copy_member_locked(shm_ledger *L, uint32_t i, gpupart__ledger_snapshot *out) {
   const shm_member *m = &L->h->member[i];
   gpupart__ledger_snapshot_member *o = &out->member[out->members++];
   *o = (gpupart__ledger_snapshot_member){.id = m->id, .pid = m->pid, .alive = held_elsewhere(L->fd, i)};
-  for (uint32_t k = 0; k < SHM_SHARES; k++) {
-    const shm_share *s = &L->h->share[k];
-    if (!s->member || s->member != m->id || !share_valid(L->h, s)) continue;
-    o->entries++;
-    o->reserved = add_sat(o->reserved, s->reserved);
-  }
+}
+
+/* Where copy_within put each member slot and partition slot in the snapshot. */
+typedef struct snapshot_index {
+  uint32_t member[SHM_MEMBERS], entry[SHM_PARTS];
+} snapshot_index;
+
+/* Lock held: share k, counted into its member and partition (a share that names no
+ * copied member or partition is left out: the check reports it). */
+static void copy_share_locked(const shm_header *h, uint32_t k, const snapshot_index *ix,
+                              gpupart__ledger_snapshot *out) {
+  const shm_share *s = &h->share[k];
+  if (!s->member || !share_valid(h, s) || ix->member[s->member_slot] == UINT32_MAX || ix->entry[s->part] == UINT32_MAX)
+    return;
+  gpupart__ledger_snapshot_share *o = &out->share[out->shares++];
+  *o = (gpupart__ledger_snapshot_share){ix->member[s->member_slot], ix->entry[s->part], s->reserved,
+                                        read_counters(&s->pub)};
+  gpupart__ledger_snapshot_member *m = &out->member[o->member];
+  m->entries++, m->reserved = add_sat(m->reserved, s->reserved);
+  add_counters(&m->sum, &o->c);
+  out->entry[o->entry].in_use = add_sat(out->entry[o->entry].in_use, o->c.in_use);
 }
 
 /* Lock held: the first valid share of partition k names its member and pid (a partition
@@ -802,10 +879,13 @@ static int copy_within(shm_ledger *L, int timeout_ms, const char *path, gpupart_
   const shm_header *h = L->h;
   out->budget = h->budget, out->guarantees = h->guarantees, out->reserved = h->reserved;
   out->peak_reserved = h->peak_reserved;
+  snapshot_index ix;
+  memset(&ix, 0xff, sizeof ix);
   for (uint32_t i = 0; i < SHM_MEMBERS; i++)
-    if (h->member[i].id) copy_member_locked(L, i, out);
+    if (h->member[i].id) ix.member[i] = out->members, copy_member_locked(L, i, out);
   for (uint32_t k = 0; k < SHM_PARTS; k++)
-    if (h->part[k].members) copy_entry_locked(h, k, out);
+    if (h->part[k].members) ix.entry[k] = out->entries, copy_entry_locked(h, k, out);
+  for (uint32_t k = 0; k < SHM_SHARES; k++) copy_share_locked(h, k, &ix, out);
   out->consistent = check_locked(h, out->why, sizeof out->why) == 0;
   unlock_ledger(L);
   return GPUPART_OK;

@@ -22,6 +22,7 @@ void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char
 
 #define GPUPART__SNAPSHOT_MEMBERS 128u /* a ledger's member slots */
 #define GPUPART__SNAPSHOT_ENTRIES 256u /* a ledger's partition slots */
+#define GPUPART__SNAPSHOT_SHARES 512u  /* a ledger's share slots (member x partition) */
 #define GPUPART__SNAPSHOT_FILES 256u   /* ledgers read from one folder at most */
 
 /* A member of a shared ledger: one device handle of one process. */
@@ -31,7 +32,15 @@ typedef struct gpupart__ledger_snapshot_member {
   int alive;         /* its process still holds the member's lock */
   uint32_t entries;  /* partitions it is a member of */
   uint64_t reserved; /* the bytes it reserved in them */
+  gpupart__ledger_counters sum; /* its shares' counters, summed (ledger.h) */
 } gpupart__ledger_snapshot_member;
+
+/* One member's part of one partition, with the counters its owner published. */
+typedef struct gpupart__ledger_snapshot_share {
+  uint32_t member, entry; /* indexes into the snapshot's member[] and entry[] */
+  uint64_t reserved;
+  gpupart__ledger_counters c;
+} gpupart__ledger_snapshot_share;
 
 /* A partition of a shared ledger, with its partition-wide figures; member and pid name
  * the first of its members. */
@@ -40,21 +49,25 @@ typedef struct gpupart__ledger_snapshot_entry {
   uint64_t member; /* its member's id */
   int64_t pid;     /* its member's pid; 0 when it names no member (see consistent) */
   gpupart__ledger_figures figures;
+  uint64_t in_use; /* bytes in live allocations, summed over its members */
 } gpupart__ledger_snapshot_entry;
 
-/* One ledger file as read at one moment, under its lock: never a torn mix of two states. */
+/* One ledger file as read at one moment, under its lock: never a torn mix of two states
+ * (but for the counters, which their owners publish without the lock: each is whole, and
+ * at most one allocation or free behind). */
 typedef struct gpupart__ledger_snapshot {
   char file[256];                        /* its name in the folder */
   char identity[GPUPART__IDENTITY_MAX];  /* the device key (identity.h); "" when unread */
   int status;       /* GPUPART_OK; EBUSY (its lock was held past the timeout, or it is being set up);
                      * ECORRUPT (not a ledger, or not the one its name says); ECONFIG (unreadable,
-                     * not this user's, not 0600) */
+                     * not this user's, not 0600, or a ledger of another version) */
   int consistent;   /* status OK and every invariant of the ledger holds (else why says which) */
   char why[256];    /* the failure or the broken invariant; "" */
   uint64_t budget, guarantees, reserved, peak_reserved;
-  uint32_t members, entries; /* how many of member[] and entry[] are filled */
+  uint32_t members, entries, shares; /* how many of member[], entry[] and share[] are filled */
   gpupart__ledger_snapshot_member member[GPUPART__SNAPSHOT_MEMBERS];
   gpupart__ledger_snapshot_entry entry[GPUPART__SNAPSHOT_ENTRIES];
+  gpupart__ledger_snapshot_share share[GPUPART__SNAPSHOT_SHARES];
 } gpupart__ledger_snapshot;
 
 /* Reads file (a name, no '/') of folder dir into out, validating it as the library does

@@ -172,6 +172,17 @@ static int eexist(const gpupart_partition *p) {
                        "of it)", p->name);
 }
 
+/* What p publishes before it has an account (a failed creation's preallocation): nobody
+ * reads it. */
+static gpupart__ledger_counters unpublished;
+
+/* Once p has its account: where its counters go for gpupart top (ledger.h), when its
+ * ledger has a place for them. */
+static void publish_to(gpupart_partition *p) {
+  gpupart__ledger *l = p->dev->ledger;
+  if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
+}
+
 static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only) {
   gpupart_device *dev = p->dev;
   int joined = 0, rc = name_partition(p, d);
@@ -179,6 +190,7 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
   if (gpupart__arena_init(&p->arena, dev)) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   gpupart__tlsf_set_user(p->arena.tlsf, p);
   rc = join_shared(p, d, join_only, &joined);
+  if (joined) publish_to(p);
   if (rc || joined) return rc ? rc : append_locked(dev, p); /* a joined partition is never preallocated again */
   if ((rc = check_floor_locked(dev, r->guarantee))) return rc;
   rc = dev->ledger->ops->add(dev->ledger, dev->member, p->name, r->limit, r->guarantee, &p->account);
@@ -190,6 +202,7 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
   if (rc) return gpupart__fail(rc, dev->ledger->shared ? "partition_create: out of host memory, or the shared "
                                "ledger's tables (256 partitions, 512 shares) are full" : "partition_create: out of host memory");
+  publish_to(p);
   if (r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
   return rc ? rc : append_locked(dev, p);
 }
@@ -237,7 +250,7 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
   if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user,
-                           .trace = dev->ctx->trace};
+                           .trace = dev->ctx->trace, .pub = &unpublished};
   gpupart__lock_init(&p->lock);
   atomic_flag_clear(&p->reclaim_busy);
   pthread_mutex_lock(&dev->slow);

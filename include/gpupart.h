@@ -149,7 +149,9 @@ typedef enum gpupart_log_level {
  * that calls into gpupart; must not call back into gpupart. Each refused allocation
  * (ELIMIT, EDEVMEM) is a GPUPART_LOG_INFO line "allocation refused (CODE): MESSAGE",
  * MESSAGE being what gpupart_last_error returns; at most 5 a second per device handle,
- * the next line logged counting those left out. */
+ * the next line logged counting those left out. The OOM sequence's steps and reclaim
+ * calls (INFO), dead members a shared ledger reaped and budget mismatches (WARN) are
+ * logged too, as rate-limited (docs/design.md, Events). */
 typedef void (*gpupart_log_fn)(gpupart_log_level level, const char *message, void *user);
 
 typedef struct gpupart_context_desc {

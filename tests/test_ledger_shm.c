@@ -7,7 +7,9 @@
  * ledger's lock, so the EOWNERDEAD recovery runs), with no drift over 200 forked and 30
  * exec'd cycles; a trim asked by one process's OOM sequence is honoured by another; a
  * ledger file that is corrupt, truncated, of the wrong mode or of another user is refused
- * with a clear error. Children are forked (reporting through their exit status and a
+ * with a clear error, and so is one of another version (naming it); a snapshot shows each
+ * member's bytes in use and counters; dead members reclaimed and a budget other than the
+ * ledger's are logged. Children are forked (reporting through their exit status and a
  * pipe) or exec'd (tests/shm_member.c, scripted by its arguments); each test has its own
  * ledger folder. */
 #include <fcntl.h>
@@ -782,6 +784,171 @@ Test(ledger_shm, a_lock_held_without_end_fails_the_call_instead_of_hanging, .tim
   a = alloc_ok(p, 64 * MiB); /* the holder died: recovered, and the call works again */
   test_check(dev);
   gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* ---- version 3: counters, events ---- */
+
+Test(ledger_shm, a_ledger_of_another_version_is_refused_naming_it) {
+  char path[256];
+  size_t n = ledger_size();
+  ledger_path(path, sizeof path);
+  uint8_t *old = calloc(1, n);
+  cr_assert_not_null(old);
+  const uint64_t magic = 0x3174726170757067ull; /* "gpupart1" */
+  const uint32_t version = 2;
+  memcpy(old, &magic, sizeof magic), memcpy(old + 8, &version, sizeof version);
+  write_file(path, 0600, old, n - 4096); /* a version 2 file is smaller */
+  expect_refused(GPUPART_ECONFIG, "version 2 ledger");
+  cr_expect(message_has("version 3") && message_has("stop the processes"), "%s", gpupart_last_error());
+  expect_read(strrchr(path, '/') + 1, GPUPART_ECONFIG, "is a version 2 ledger");
+  write_file(path, 0600, old, n); /* even one of this version's size */
+  expect_refused(GPUPART_ECONFIG, "version 2 ledger");
+  free(old);
+}
+
+static const gpupart__ledger_snapshot_entry *entry_of(const gpupart__ledger_snapshot *s, const char *name) {
+  for (uint32_t i = 0; i < s->entries; i++)
+    if (strcmp(s->entry[i].name, name) == 0) return &s->entry[i];
+  return NULL;
+}
+
+Test(ledger_shm, a_snapshot_shows_each_members_bytes_in_use_and_counters) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(dev, "mine", 64 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 2 * MiB), *b = alloc_ok(p, 3 * MiB), *x = NULL;
+  for (int i = 0; i < 4; i++) cr_expect_eq(gpupart_alloc(p, 80 * MiB, 0, &x), GPUPART_ELIMIT);
+  child c = spawn_holder("theirs", 600 * MiB);
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_assert_eq(s->status, GPUPART_OK, "%s", s->why);
+  const gpupart__ledger_snapshot_entry *mine = entry_of(s, "mine"), *theirs = entry_of(s, "theirs");
+  cr_assert(mine && theirs);
+  cr_expect_eq(mine->in_use, 5 * MiB);
+  cr_expect_eq(theirs->in_use, 600 * MiB);
+  const gpupart__ledger_snapshot_member *me = member_of(s, getpid()), *them = member_of(s, c.pid);
+  cr_assert(me && them);
+  cr_expect_eq(me->sum.in_use, 5 * MiB);
+  cr_expect_eq(me->sum.failures, 4, "the refused allocations");
+  cr_expect_eq(me->sum.driver_allocs, test_stats(p).driver_allocs, "the driver allocations, as the stats count them");
+  cr_expect_eq(them->sum.in_use, 600 * MiB);
+  cr_expect_eq(them->sum.failures, 0);
+  cr_expect_geq(them->sum.driver_allocs, 1);
+  cr_expect_eq(s->shares, 2);
+  free(s);
+  gpupart_free(b);
+  s = scan_one();
+  cr_expect_eq(entry_of(s, "mine")->in_use, 2 * MiB, "a free is published at once");
+  free(s);
+  char go = 1;
+  cr_assert_eq(write(c.go, &go, 1), 1);
+  cr_expect_eq(wait_child(&c), 0);
+  gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* What the log callback heard: every line, and whether the ledger could be read from
+ * inside it (it could not, were the callback run under the ledger's lock). */
+typedef struct tape {
+  int n, warn, readable;
+  char line[16][512];
+} tape;
+
+static void record(gpupart_log_level level, const char *message, void *user) {
+  tape *t = user;
+  if (strncmp(message, "shared ledger of", 16) && !strstr(message, "budget mismatch")) return;
+  t->warn += level == GPUPART_LOG_WARN;
+  if (t->n < 16) snprintf(t->line[t->n], sizeof t->line[0], "%s", message);
+  t->n++;
+  gpupart__ledger_snapshot *s = NULL;
+  uint32_t n = 0;
+  t->readable = gpupart__ledger_shm_scan(dir, 100, &s, &n) == GPUPART_OK && n == 1 && s[0].status == GPUPART_OK;
+  free(s);
+}
+
+static gpupart_context *recording_context(tape *t) {
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = dir, .log = record, .log_user = t};
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  return ctx;
+}
+
+Test(ledger_shm, dead_members_reclaimed_are_logged_once_after_the_lock) {
+  tape t = {0};
+  gpupart_context *ctx = recording_context(&t);
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  child c[3];
+  for (int i = 0; i < 3; i++) c[i] = spawn_holder((const char *[]){"d0", "d1", "d2"}[i], 100 * MiB);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(kill(c[i].pid, SIGKILL), 0);
+    wait_child(&c[i]);
+  }
+  cr_expect_eq(t.n, 0, "nothing found yet");
+  cr_expect_eq(dev_stats(dev).reserved, 0, "the call that reads the ledger reaps them");
+  cr_assert_eq(t.n, 1, "one event for the three");
+  cr_expect_eq(t.warn, 1, "at GPUPART_LOG_WARN");
+  char want[128];
+  snprintf(want, sizeof want, "3 dead members found (its process is gone); %llu bytes", 300ull * MiB);
+  cr_expect(strstr(t.line[0], want) && strstr(t.line[0], "sim:0:1073741824"), "%s", t.line[0]);
+  cr_expect(t.readable, "the callback ran with the ledger unlocked");
+  dev_stats(dev);
+  cr_expect_eq(t.n, 1, "nobody else to reap");
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(ledger_shm, a_budget_other_than_the_ledgers_is_logged_saying_which_applies) {
+  gpupart_context *first = shared_context();
+  gpupart_device *one = NULL, *two = NULL;
+  static gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED,
+                           .memory_limit = 512 * MiB};
+  cr_assert_eq(gpupart_device_open(first, &d, &one), GPUPART_OK, "%s", gpupart_last_error());
+  tape t = {0};
+  gpupart_context *second = recording_context(&t); /* another attachment, as another process has */
+  cr_assert_eq(open_shared(second, &two), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(two), 512 * MiB, "the ledger's budget applies");
+  cr_assert_eq(t.n, 1);
+  cr_expect_eq(t.warn, 1);
+  cr_expect(strstr(t.line[0], "asked for 1073741824 bytes; the shared ledger's budget of 536870912") &&
+                strstr(t.line[0], "applies"),
+            "%s", t.line[0]);
+  gpupart_device *three = NULL;
+  d.memory_limit = 0;
+  cr_assert_eq(gpupart_device_open(first, &d, &three), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(t.n, 1, "the other context's log hears nothing of this one");
+  gpupart_device_close(three);
+  gpupart_device_close(two), gpupart_context_destroy(second);
+  gpupart_device_close(one), gpupart_context_destroy(first);
+}
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+Test(ledger_shm, a_run_of_dead_members_cannot_flood_the_log) {
+  tape t = {0};
+  gpupart_context *ctx = recording_context(&t);
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  double start = seconds_now();
+  for (int i = 0; i < 16; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "dead%d", i);
+    child c = spawn_holder(name, 2 * MiB);
+    cr_assert_eq(kill(c.pid, SIGKILL), 0);
+    wait_child(&c);
+    cr_assert_eq(dev_stats(dev).reserved, 0, "each one reaped by the next call");
+  }
+  double windows = (seconds_now() - start) + 2;
+  cr_expect_geq(t.n, 1);
+  cr_expect_leq(t.n, GPUPART__EVENTS_PER_WINDOW * windows, "%d lines for 16 reapings", t.n);
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }

@@ -1,6 +1,6 @@
 /* gpupart top: a live view of every shared device of this user (the shared ledgers in the
- * ledger folder): budget, each partition's limit, guarantee, reserved bytes and peak, and
- * each member process, redrawn every interval with plain ANSI escapes; or one frame
+ * ledger folder): budget, each partition's limit, guarantee, reserved bytes, in use and
+ * peak, and each member process with its counters, redrawn every interval with plain ANSI escapes; or one frame
  * (--once), or one JSON snapshot (--json). It only reads the ledgers (observe.h). */
 #include <signal.h>
 #include <stdlib.h>
@@ -15,8 +15,9 @@ static const char help[] =
     "usage: gpupart top [--once] [--json] [--interval SECONDS] [--ledger-dir DIR]\n"
     "\n"
     "Shows every shared device of this user (each ledger file in the ledger folder):\n"
-    "its budget, each partition's limit, guarantee, reserved bytes and peak, and each\n"
-    "member process (pid, command, reserved), redrawn until interrupted.\n"
+    "its budget, each partition's limit, guarantee, reserved bytes, bytes in use and\n"
+    "peak, and each member process (pid, command, reserved, in use, refused allocations,\n"
+    "driver allocations), redrawn until interrupted.\n"
     "\n"
     "  --once            print one frame and exit\n"
     "  --json            print one JSON snapshot and exit (schema in gpupart(1))\n"
@@ -93,19 +94,23 @@ static void partition_rows(const gpupart__ledger_snapshot *s) {
     char l[32], g[32], r[32], p[32];
     human_bytes(e->figures.limit, l, sizeof l), human_bytes(e->figures.guarantee, g, sizeof g);
     human_bytes(e->figures.reserved, r, sizeof r), human_bytes(e->figures.peak_reserved, p, sizeof p);
-    printf("  %-24.63s %10s %10s %10s %10s %10s %8lld\n", e->name, l, g, r, "-", p, (long long)e->pid);
+    char u[32];
+    human_bytes(e->in_use, u, sizeof u);
+    printf("  %-24.63s %10s %10s %10s %10s %10s %8lld\n", e->name, l, g, r, u, p, (long long)e->pid);
   }
 }
 
 static void member_rows(const gpupart__ledger_snapshot *s) {
-  printf("  %-8s %-16s %-5s %10s %10s\n", "PID", "COMMAND", "ALIVE", "PARTITIONS", "RESERVED");
+  printf("  %-8s %-16s %-5s %10s %10s %10s %8s %8s\n", "PID", "COMMAND", "ALIVE", "PARTITIONS", "RESERVED", "IN USE",
+         "FAILED", "DRIVER");
   for (uint32_t i = 0; i < s->members; i++) {
     const gpupart__ledger_snapshot_member *m = &s->member[i];
-    char comm[64], r[32];
+    char comm[64], r[32], u[32];
     observe_comm(m->alive ? m->pid : 0, comm, sizeof comm);
-    human_bytes(m->reserved, r, sizeof r);
-    printf("  %-8lld %-16s %-5s %10u %10s\n", (long long)m->pid, *comm ? comm : "-", m->alive ? "yes" : "no",
-           m->entries, r);
+    human_bytes(m->reserved, r, sizeof r), human_bytes(m->sum.in_use, u, sizeof u);
+    printf("  %-8lld %-16s %-5s %10u %10s %10s %8llu %8llu\n", (long long)m->pid, *comm ? comm : "-",
+           m->alive ? "yes" : "no", m->entries, r, u, (unsigned long long)m->sum.failures,
+           (unsigned long long)m->sum.driver_allocs);
   }
 }
 

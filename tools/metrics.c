@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "metrics.h"
 
-typedef enum scope { LEDGER, DEVICE, PARTITION, MEMBER } scope;
+typedef enum scope { LEDGER, DEVICE, PARTITION, MEMBER, SHARE } scope; /* SHARE: one member of one partition */
 
 /* One sample's value: 1 and *v set, or 0 for no sample. */
 typedef int (*value_fn)(const observed_device *d, uint32_t i, uint64_t *v);
@@ -17,6 +17,12 @@ typedef struct family {
   scope scope;
   value_fn value;
 } family;
+
+/* A family whose name ends in _total is a counter; every other one a gauge. */
+static int is_counter(const char *name) {
+  size_t n = strlen(name);
+  return n > 6 && strcmp(name + n - 6, "_total") == 0;
+}
 
 #define FIG(fn, expr)                                                       \
   static int fn(const observed_device *d, uint32_t i, uint64_t *v) {        \
@@ -38,6 +44,12 @@ FIG(p_peak, d->s->entry[i].figures.peak_reserved)
 FIG(m_reserved, d->s->member[i].reserved)
 FIG(m_alive, (uint64_t)d->s->member[i].alive)
 FIG(m_partitions, d->s->member[i].entries)
+FIG(p_in_use, d->s->entry[i].in_use)
+FIG(m_in_use, d->s->member[i].sum.in_use)
+FIG(s_in_use, d->s->share[i].c.in_use)
+FIG(s_failures, d->s->share[i].c.failures)
+FIG(s_driver_allocs, d->s->share[i].c.driver_allocs)
+FIG(s_driver_frees, d->s->share[i].c.driver_frees)
 #undef FIG
 
 static int driver_total(const observed_device *d, uint32_t i, uint64_t *v) {
@@ -66,10 +78,21 @@ static const family families[] = {
     {"gpupart_partition_reserved_bytes", "Bytes the partition holds from the driver", PARTITION, p_reserved},
     {"gpupart_partition_peak_reserved_bytes", "Most bytes the partition held from the driver at once", PARTITION,
      p_peak},
+    {"gpupart_partition_in_use_bytes", "Bytes in the partition's live allocations, all its members together",
+     PARTITION, p_in_use},
     {"gpupart_member_reserved_bytes", "Bytes the partitions of one device handle hold from the driver", MEMBER,
      m_reserved},
     {"gpupart_member_alive", "1 while the member's process lives", MEMBER, m_alive},
     {"gpupart_member_partitions", "Partitions the member created", MEMBER, m_partitions},
+    {"gpupart_member_in_use_bytes", "Bytes in the live allocations of one device handle, all its partitions together",
+     MEMBER, m_in_use},
+    {"gpupart_member_partition_in_use_bytes", "Bytes in one member's live allocations of one partition", SHARE,
+     s_in_use},
+    {"gpupart_allocation_failures_total", "Allocations of one member in one partition refused with ELIMIT or EDEVMEM",
+     SHARE, s_failures},
+    {"gpupart_driver_allocations_total", "Blocks one member's partition obtained from the driver", SHARE,
+     s_driver_allocs},
+    {"gpupart_driver_frees_total", "Blocks one member's partition gave back to the driver", SHARE, s_driver_frees},
 };
 
 /* A label value: backslash, quote and newline escaped; a byte that is not UTF-8 becomes
@@ -106,30 +129,35 @@ static void pid_label(FILE *f, int64_t pid) {
   label(f, ",", "pid", s);
 }
 
+static void member_labels(FILE *f, const gpupart__ledger_snapshot_member *m) {
+  char comm[64], id[24];
+  observe_comm(m->alive ? m->pid : 0, comm, sizeof comm);
+  pid_label(f, m->pid);
+  snprintf(id, sizeof id, "%llu", (unsigned long long)m->id);
+  label(f, ",", "member", id);
+  label(f, ",", "command", comm);
+}
+
 /* The labels of sample i of a family of scope sc. */
 static void labels(FILE *f, const observed_device *d, scope sc, uint32_t i) {
   if (sc == LEDGER) label(f, "", "file", d->s->file), label(f, ",", "device", d->s->identity);
   else device_labels(f, d);
   if (sc == PARTITION) label(f, ",", "partition", d->s->entry[i].name), pid_label(f, d->s->entry[i].pid);
-  if (sc == MEMBER) {
-    char comm[64];
-    observe_comm(d->s->member[i].alive ? d->s->member[i].pid : 0, comm, sizeof comm);
-    pid_label(f, d->s->member[i].pid);
-    char id[24];
-    snprintf(id, sizeof id, "%llu", (unsigned long long)d->s->member[i].id);
-    label(f, ",", "member", id);
-    label(f, ",", "command", comm);
+  if (sc == MEMBER) member_labels(f, &d->s->member[i]);
+  if (sc == SHARE) {
+    label(f, ",", "partition", d->s->entry[d->s->share[i].entry].name);
+    member_labels(f, &d->s->member[d->s->share[i].member]);
   }
 }
 
 static uint32_t samples(const observed_device *d, scope sc) {
   if (sc == LEDGER) return 1;
   if (d->s->status != GPUPART_OK) return 0;
-  return sc == DEVICE ? 1 : sc == PARTITION ? d->s->entries : d->s->members;
+  return sc == DEVICE ? 1 : sc == PARTITION ? d->s->entries : sc == SHARE ? d->s->shares : d->s->members;
 }
 
 static void family_text(FILE *f, const family *fam, const observation *o) {
-  fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", fam->name, fam->help, fam->name);
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name, is_counter(fam->name) ? "counter" : "gauge");
   for (uint32_t k = 0; k < o->n; k++)
     for (uint32_t i = 0; i < samples(&o->dev[k], fam->scope); i++) {
       uint64_t v;

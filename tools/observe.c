@@ -138,12 +138,19 @@ static void json_partitions(FILE *f, const gpupart__ledger_snapshot *s) {
     const gpupart__ledger_snapshot_entry *e = &s->entry[i];
     fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
     json_string(f, e->name);
-    fprintf(f, ", \"limit\": %llu, \"guarantee\": %llu, \"reserved\": %llu, \"in_use\": null, \"peak_reserved\": %llu, "
+    fprintf(f, ", \"limit\": %llu, \"guarantee\": %llu, \"reserved\": %llu, \"in_use\": %llu, \"peak_reserved\": %llu, "
                "\"member\": %llu, \"pid\": %lld}",
             (unsigned long long)e->figures.limit, (unsigned long long)e->figures.guarantee,
-            (unsigned long long)e->figures.reserved, (unsigned long long)e->figures.peak_reserved,
+            (unsigned long long)e->figures.reserved, (unsigned long long)e->in_use,
+            (unsigned long long)e->figures.peak_reserved,
             (unsigned long long)e->member, (long long)e->pid);
   }
+}
+
+static void json_counters(FILE *f, const gpupart__ledger_counters *c) {
+  fprintf(f, "\"in_use\": %llu, \"allocation_failures\": %llu, \"driver_allocations\": %llu, \"driver_frees\": %llu",
+          (unsigned long long)c->in_use, (unsigned long long)c->failures, (unsigned long long)c->driver_allocs,
+          (unsigned long long)c->driver_frees);
 }
 
 static void json_members(FILE *f, const gpupart__ledger_snapshot *s) {
@@ -154,8 +161,22 @@ static void json_members(FILE *f, const gpupart__ledger_snapshot *s) {
     fprintf(f, "%s\n      {\"id\": %llu, \"pid\": %lld, \"command\": ", i ? "," : "", (unsigned long long)m->id,
             (long long)m->pid);
     json_str_or_null(f, comm);
-    fprintf(f, ", \"alive\": %s, \"partitions\": %u, \"reserved\": %llu}", m->alive ? "true" : "false", m->entries,
+    fprintf(f, ", \"alive\": %s, \"partitions\": %u, \"reserved\": %llu, ", m->alive ? "true" : "false", m->entries,
             (unsigned long long)m->reserved);
+    json_counters(f, &m->sum);
+    fputs("}", f);
+  }
+}
+
+static void json_shares(FILE *f, const gpupart__ledger_snapshot *s) {
+  for (uint32_t i = 0; i < s->shares; i++) {
+    const gpupart__ledger_snapshot_share *sh = &s->share[i];
+    fprintf(f, "%s\n      {\"partition\": ", i ? "," : "");
+    json_string(f, s->entry[sh->entry].name);
+    fprintf(f, ", \"member\": %llu, \"pid\": %lld, \"reserved\": %llu, ", (unsigned long long)s->member[sh->member].id,
+            (long long)s->member[sh->member].pid, (unsigned long long)sh->reserved);
+    json_counters(f, &sh->c);
+    fputs("}", f);
   }
 }
 
@@ -196,6 +217,8 @@ static void json_device(FILE *f, const observed_device *d) {
   json_partitions(f, s);
   fputs("],\n     \"members\": [", f);
   json_members(f, s);
+  fputs("],\n     \"shares\": [", f);
+  json_shares(f, s);
   fputs("]}", f);
 }
 

@@ -1,7 +1,7 @@
 /* The exporter's status page (page.h). Each partition is a bar scaled to its device's
- * budget: the light track is its limit, the dark fill what it reserved from the driver, a
- * line marks its guarantee. Bytes in use inside a partition are not in the ledger, so the
- * page does not show them. It reloads itself with a meta refresh: no script runs. */
+ * budget: the light track is its limit, the middle fill what it reserved from the driver,
+ * the dark fill within it the bytes in its live allocations (all its members), a line
+ * marks its guarantee. It reloads itself with a meta refresh: no script runs. */
 #include <string.h>
 #include <time.h>
 
@@ -17,7 +17,8 @@ static const char head[] =
     "td.n,th.n{text-align:left}\n"
     ".track{position:relative;width:24em;height:1em;background:#eee}\n"
     ".limit{position:absolute;top:0;left:0;height:100%%;background:#c9d7ee}\n"
-    ".reserved{position:absolute;top:0;left:0;height:100%%;background:#3465a4}\n"
+    ".reserved{position:absolute;top:0;left:0;height:100%%;background:#729fcf}\n"
+    ".in_use{position:absolute;top:0;left:0;height:100%%;background:#204a87}\n"
     ".guarantee{position:absolute;top:-2px;width:2px;height:calc(100%% + 4px);background:#cc0000}\n"
     ".bad{color:#a40000}\n"
     "</style></head><body>\n<h1>gpupart</h1>\n";
@@ -47,12 +48,13 @@ static void partition_row(FILE *f, const gpupart__ledger_snapshot *s, const gpup
   const gpupart__ledger_figures *g = &e->figures;
   fputs("<tr><td class=\"n\">", f);
   html(f, e->name);
-  fprintf(f, "</td><td class=\"n\"><div class=\"track\" title=\"reserved / limit; the line is the guarantee\">"
-             "<div class=\"limit\" style=\"width:%.2f%%\"></div><div class=\"reserved\" style=\"width:%.2f%%\"></div>",
-          share(g->limit, s->budget), share(g->reserved, s->budget));
+  fprintf(f, "</td><td class=\"n\"><div class=\"track\" title=\"in use / reserved / limit; the line is the guarantee\">"
+             "<div class=\"limit\" style=\"width:%.2f%%\"></div><div class=\"reserved\" style=\"width:%.2f%%\"></div>"
+             "<div class=\"in_use\" style=\"width:%.2f%%\"></div>",
+          share(g->limit, s->budget), share(g->reserved, s->budget), share(e->in_use, s->budget));
   if (g->guarantee) fprintf(f, "<div class=\"guarantee\" style=\"left:%.2f%%\"></div>", share(g->guarantee, s->budget));
   fputs("</div></td>", f);
-  bytes_cell(f, g->reserved), bytes_cell(f, g->limit), bytes_cell(f, g->guarantee), bytes_cell(f, g->peak_reserved);
+  bytes_cell(f, e->in_use), bytes_cell(f, g->reserved), bytes_cell(f, g->limit), bytes_cell(f, g->guarantee), bytes_cell(f, g->peak_reserved);
   fprintf(f, "<td>%lld</td></tr>\n", (long long)e->pid);
 }
 
@@ -72,7 +74,7 @@ static void device_section(FILE *f, const observed_device *d) {
   human_bytes(s->budget, b, sizeof b), human_bytes(s->reserved, r, sizeof r);
   fprintf(f, "<p>budget %s, reserved %s, %u member%s%s</p>\n", b, r, s->members, s->members == 1 ? "" : "s",
           s->consistent ? "" : " <span class=\"bad\">(inconsistent)</span>");
-  fputs("<table><tr><th class=\"n\">partition</th><th class=\"n\">reserved / limit</th><th>reserved</th>"
+  fputs("<table><tr><th class=\"n\">partition</th><th class=\"n\">in use / reserved / limit</th><th>in use</th><th>reserved</th>"
         "<th>limit</th><th>guarantee</th><th>peak</th><th>pid</th></tr>\n", f);
   for (uint32_t i = 0; i < s->entries; i++) partition_row(f, s, &s->entry[i]);
   fputs("</table>\n", f);

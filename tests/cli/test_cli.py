@@ -369,7 +369,7 @@ def top_json(h, *extra):
 
 
 def test_top_json_shows_every_process_and_partition():
-    with Holders(["train:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h:
+    with Holders(["train:512:128:200:3", "eval:0:0:64"], ["other:256:0:100:2"]) as h:
         snap = top_json(h)
         check(snap["ledger_dir"] == h.dir and len(snap["devices"]) == 1, "one shared device", snap)
         d = snap["devices"][0]
@@ -384,7 +384,7 @@ def test_top_json_shows_every_process_and_partition():
         for name, mib in (("train", 200), ("eval", 64), ("other", 100)):
             check(parts[name]["reserved"] >= mib * MIB and parts[name]["peak_reserved"] >= parts[name]["reserved"],
                   f"{name} reserved", d)
-            check(parts[name]["in_use"] is None, "in use is not in the ledger", d)
+            check(parts[name]["in_use"] == mib * MIB, f"{name} in use, exactly", d)
         check(parts["train"]["pid"] == pids[0] and parts["other"]["pid"] == pids[1], "owners' pids", d)
         check(d["reserved"] == sum(p["reserved"] for p in d["partitions"]), "sums", d)
         members = {m["pid"]: m for m in d["members"]}
@@ -392,6 +392,17 @@ def test_top_json_shows_every_process_and_partition():
         check(all(m["alive"] and m["command"] == "cli_holder" for m in members.values()), "alive, named", d)
         check(members[pids[0]]["partitions"] == 2 and members[pids[1]]["reserved"] == parts["other"]["reserved"],
               "member figures", d)
+        check(members[pids[0]]["in_use"] == 264 * MIB and members[pids[1]]["in_use"] == 100 * MIB, "members in use", d)
+        check(members[pids[0]]["allocation_failures"] == 3 and members[pids[1]]["allocation_failures"] == 2,
+              "members' refused allocations", d)
+        check(all(m["driver_allocations"] >= m["partitions"] and m["driver_frees"] == 0 for m in members.values()),
+              "members' driver calls", d)
+        shares = {(x["partition"], x["pid"]): x for x in d["shares"]}
+        check(sorted(shares) == sorted([("train", pids[0]), ("eval", pids[0]), ("other", pids[1])]), "one share each", d)
+        for (name, pid), fails in ((("train", pids[0]), 3), (("eval", pids[0]), 0), (("other", pids[1]), 2)):
+            x = shares.get((name, pid), {})
+            check(x.get("in_use") == parts[name]["in_use"] and x.get("reserved") == parts[name]["reserved"] and
+                  x.get("allocation_failures") == fails and x.get("driver_allocations", 0) >= 1, f"share {name}", x)
 
 
 def test_top_once_prints_one_frame():
@@ -400,9 +411,10 @@ def test_top_once_prints_one_frame():
         check(out.count("gpupart top") == 1 and "\033" not in out, "one frame, no escapes", out)
         check(re.search(r"^DEVICE sim:0:1073741824  \(sim 0\)$", out, re.M), "device line", out)
         check(re.search(r"budget 1 GiB  guaranteed 128 MiB", out), "budget line", out)
-        check(re.search(rf"^  train\s+512 MiB\s+128 MiB\s+200 MiB\s+-\s+200 MiB\s+{h.procs[0].pid}$", out, re.M),
+        check(re.search(rf"^  train\s+512 MiB\s+128 MiB\s+200 MiB\s+200 MiB\s+200 MiB\s+{h.procs[0].pid}$", out, re.M),
               "train row", out)
-        check(re.search(rf"^  {h.procs[1].pid}\s+cli_holder\s+yes\s+1\s+100 MiB$", out, re.M), "member row", out)
+        check(re.search(rf"^  {h.procs[1].pid}\s+cli_holder\s+yes\s+1\s+100 MiB\s+100 MiB\s+0\s+1$", out, re.M),
+              "member row", out)
 
 
 def test_top_shows_a_killed_member_as_dead():
@@ -508,12 +520,15 @@ def parse_metrics(text):
     except ImportError:
         print("SKIP prometheus_client parse: python3-prometheus-client is not installed")
         return None
-    return {f.name: (f.type, f.documentation, [(s.labels, s.value) for s in f.samples])
+    return {f.name: (f.type, f.documentation, [(s.name, s.labels, s.value) for s in f.samples])
             for f in text_string_to_metric_families(text)}
 
 
 def samples_of(families, name, **labels):
-    return [v for ls, v in families[name][2] if all(ls.get(k) == w for k, w in labels.items())]
+    """The values of name's samples with those labels (a counter's family is named without
+    its _total by prometheus_client)."""
+    fam = families.get(name) or families.get(name[:-6] if name.endswith("_total") else name)
+    return [v for n, ls, v in fam[2] if n == name and all(ls.get(k) == w for k, w in labels.items())]
 
 
 def test_metrics_pass_promtool_and_an_independent_parser():
@@ -546,7 +561,11 @@ def test_metrics_pass_promtool_and_an_independent_parser():
         check(samples_of(fam, "gpupart_member_alive", pid=pids[0]) == [1], "member alive", out)
         total = sum(samples_of(fam, "gpupart_partition_reserved_bytes"))
         check(samples_of(fam, "gpupart_device_reserved_bytes") == [total], "device reserved is the sum", out)
-        check(all(t == "gauge" for t, _, _ in fam.values()), "gauges", out)
+        counters = {n for n, t in names if t == "counter"}
+        check(counters == {"gpupart_allocation_failures_total", "gpupart_driver_allocations_total",
+                           "gpupart_driver_frees_total"}, "the counters", out)
+        check(all(t == ("counter" if n + "_total" in counters else "gauge") for n, (t, _, _) in fam.items()),
+              "counters and gauges as the parser reads them", out)
 
 
 def test_metrics_show_refused_ledgers_as_down():
@@ -669,6 +688,116 @@ def test_exporter_serves_metrics_page_and_json():
     check(e.rc == 0, f"SIGTERM exits 0, not {e.rc}", "")
 
 
+def expect_counters(where, parts, members, pids):
+    """parts: {name: in use}, members: {pid: (in use, failures)} as every view must show."""
+    for name, in_use in parts.items():
+        check(where["part"](name) == [in_use], f"{where['what']}: partition {name} in use {where['part'](name)}", "")
+    for pid, (in_use, fails) in members.items():
+        check(where["member"](pid) == [in_use], f"{where['what']}: member {pid} in use {where['member'](pid)}", "")
+        check(where["fails"](pid) == fails, f"{where['what']}: member {pid} failures {where['fails'](pid)}", "")
+
+
+def json_view(snap, what):
+    d = snap["devices"][0]
+    return {"what": what,
+            "part": lambda n: [p["in_use"] for p in d["partitions"] if p["name"] == n],
+            "member": lambda pid: [m["in_use"] for m in d["members"] if m["pid"] == pid],
+            "fails": lambda pid: sum(m["allocation_failures"] for m in d["members"] if m["pid"] == pid)}
+
+
+def metrics_view(fam, what):
+    return {"what": what,
+            "part": lambda n: samples_of(fam, "gpupart_partition_in_use_bytes", partition=n),
+            "member": lambda pid: samples_of(fam, "gpupart_member_in_use_bytes", pid=str(pid)),
+            "fails": lambda pid: sum(samples_of(fam, "gpupart_allocation_failures_total", pid=str(pid)))}
+
+
+def test_top_metrics_and_exporter_show_exactly_what_two_processes_hold_and_failed():
+    # the second process joins "shared" (made by the first) and holds 24 MiB of it
+    with Holders(["shared:512:0:40:4", "solo:128:0:16:1"]) as h:
+        second = subprocess.Popen([HOLDER, h.dir, "1024", "shared:512:0:24:7"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        h.procs.append(second)
+        check(second.stdout.readline() == "ready\n", "the second process joins the shared partition", "")
+        pids = [p.pid for p in h.procs]
+        parts = {"shared": 64 * MIB, "solo": 16 * MIB}
+        members = {pids[0]: (56 * MIB, 5), pids[1]: (24 * MIB, 7)}
+        snap = top_json(h)
+        expect_counters(json_view(snap, "top --json"), parts, members, pids)
+        d = snap["devices"][0]
+        shared = [x for x in d["shares"] if x["partition"] == "shared"]
+        check(sorted((x["pid"], x["in_use"], x["allocation_failures"]) for x in shared) ==
+              sorted([(pids[0], 40 * MIB, 4), (pids[1], 24 * MIB, 7)]), "the shared partition's two members", d)
+        out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+        promtool_check(out, "metrics of two processes with counters")
+        check(re.search(r"^# TYPE gpupart_allocation_failures_total counter$", out, re.M), "failures are a counter", out)
+        fam = parse_metrics(out)
+        if fam is not None:
+            expect_counters(metrics_view(fam, "gpupart metrics"), parts, members, pids)
+            check(samples_of(fam, "gpupart_allocation_failures_total", partition="shared", pid=str(pids[1])) == [7],
+                  "failures per member and partition", out)
+            check(all(v >= 1 for v in samples_of(fam, "gpupart_driver_allocations_total")), "driver allocations", out)
+        with Exporter(h) as e:
+            expect_counters(json_view(parse_json(e.get("/top.json")[2]), "/top.json"), parts, members, pids)
+            text = e.get("/metrics")[2].decode()
+            promtool_check(text, "/metrics with counters")
+            page = e.get("/")[2].decode()
+            row = re.search(r'<tr><td class="n">shared</td>(.*?)</tr>', page)
+            w = row and re.search(r'class="in_use" style="width:([\d.]+)%"', row.group(1))
+            check(w and abs(float(w.group(1)) - 100 * 64 * MIB / GIB) < 0.01, "the page's in-use bar", page)
+
+
+def test_a_member_killed_while_top_reads_never_shows_nonsense():
+    with Holders(["train:512:0:200:1"], ["victim:512:0:300:2"]) as h:
+        victim = h.procs[1]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            reads = [pool.submit(run, "top", "--json", env=h.env()) for _ in range(12)]
+            time.sleep(0.05)
+            victim.kill()
+            victim.wait(timeout=30)
+            reads += [pool.submit(run, "top", "--json", env=h.env()) for _ in range(4)]
+            for f in reads:
+                rc, out, err = f.result()
+                check(rc == 0, "top --json while a member dies", err)
+                if rc:
+                    continue
+                d = parse_json(out)["devices"][0]
+                check(d["status"] == "ok" and d["consistent"], "read whole", d)
+                parts = {p["name"]: p for p in d["partitions"]}
+                check(parts["train"]["in_use"] == 200 * MIB, "the survivor's in use", d)
+                v = parts.get("victim")
+                check(v is None or v["in_use"] in (0, 300 * MIB), "the victim's whole or gone", d)
+                for m in d["members"]:
+                    want = (200 * MIB, 1) if m["pid"] != victim.pid else (300 * MIB, 2)
+                    check((m["in_use"], m["allocation_failures"]) == want, "a member's counters whole", m)
+        d = top_json(h)["devices"][0]
+        dead = [m for m in d["members"] if m["pid"] == victim.pid]
+        check(not dead or not dead[0]["alive"], "the killed member is dead", d)
+
+
+def test_a_ledger_of_another_version_is_refused_clearly():
+    d = tempfile.mkdtemp(prefix="gpupart-v2-")
+    try:
+        path = os.path.join(d, f"gpupart-{os.geteuid()}-sim_0_1073741824.ledger")
+        with open(path, "wb") as f:  # a version 2 header (magic "gpupart1", version 2), then its tables
+            f.write(struct.pack("<QI", 0x3174726170757067, 2) + b"\0" * 70000)
+        os.chmod(path, 0o600)
+        out, _ = expect_rc(["top", "--json", "--ledger-dir", d], 0)
+        dev = parse_json(out)["devices"][0]
+        check(dev["status"] == "refused" and "version 2 ledger" in (dev["error"] or "") and
+              "stop the processes" in dev["error"], "top says which version and what to do", dev)
+        check(dev["partitions"] == [] and dev["budget"] is None, "no figures from it", dev)
+        out, _ = expect_rc(["metrics", "--ledger-dir", d], 0)
+        check(re.search(r'^gpupart_ledger_up\{[^}]*\} 0$', out, re.M), "metrics: the ledger is down", out)
+        check("gpupart_partition_in_use_bytes{" not in out, "metrics: no figures from it", out)
+        p = subprocess.run([HOLDER, d, "1024", "x:0:0:1"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=60)
+        check(p.returncode == 1 and "version 2 ledger" in p.stderr and "GPUPART_ECONFIG" in p.stderr,
+              "a program is refused with ECONFIG, naming the version", p.stderr)
+    finally:
+        shutil.rmtree(d)
+
+
 def test_exporter_answers_malformed_requests_and_survives():
     with Holders(["train:512:0:2"]) as h, Exporter(h) as e:
         cases = [
@@ -753,7 +882,9 @@ def test_grafana_dashboard_and_scrape_config_fit_the_metrics():
     used = set(re.findall(r"\bgpupart_[a-z_]+", " ".join(exprs)))
     check(used and used <= exported, f"the dashboard queries only exported families: {sorted(used - exported)}", "")
     check({"gpupart_partition_reserved_bytes", "gpupart_partition_limit_bytes", "gpupart_device_budget_bytes",
-           "gpupart_member_reserved_bytes"} <= used, "the dashboard shows the main families", sorted(used))
+           "gpupart_member_reserved_bytes", "gpupart_partition_in_use_bytes", "gpupart_member_in_use_bytes",
+           "gpupart_allocation_failures_total", "gpupart_driver_allocations_total"} <= used,
+          "the dashboard shows the main families", sorted(used))
     promtool = shutil.which("promtool")
     if not promtool:
         print("SKIP promtool check of the dashboard and scrape config: promtool is not installed")
@@ -811,8 +942,11 @@ def test_the_status_page_in_a_headless_browser():
     if not chromium:
         print("SKIP the browser test: chromium is not installed")
         return
-    with Holders(["train:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h, Exporter(h) as e:
+    # train is preallocated: its whole limit reserved, 200 MiB of it in use
+    with Holders(["+train:512:128:200", "eval:0:0:64"], ["other:256:0:100"]) as h, Exporter(h) as e:
         snap = parse_json(e.get("/top.json")[2])["devices"][0]
+        check(snap["partitions"][0]["reserved"] == 512 * MIB and snap["partitions"][0]["in_use"] == 200 * MIB,
+              "train: reserved past its use", snap)
         shot = os.path.join(h.dir, "page.png")
         base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                 "--force-device-scale-factor=1", "--window-size=1000,600", f"--user-data-dir={h.dir}/chromium"]
@@ -825,10 +959,11 @@ def test_the_status_page_in_a_headless_browser():
         if not os.path.exists(shot):
             return
         w, _, rows = read_png(shot)
-        reserved_c, limit_c, track_c, mark_c = (52, 101, 164), (201, 215, 238), (238, 238, 238), (204, 0, 0)
+        in_use_c, reserved_c, limit_c = (32, 74, 135), (114, 159, 207), (201, 215, 238)
+        track_c, mark_c = (238, 238, 238), (204, 0, 0)
         bands, current = [], None
         for y, row in enumerate(rows):  # a bar is a band of rows holding the track's colours
-            has = sum(px in (reserved_c, limit_c) for px in row) > 5
+            has = sum(px in (in_use_c, reserved_c, limit_c) for px in row) > 5
             if has and current is None:
                 current = [y, y]
             elif has:
@@ -839,11 +974,13 @@ def test_the_status_page_in_a_headless_browser():
         check(len(bands) == 3, f"three bars drawn, found {len(bands)}", bands)
         for (top, bottom), p in zip(bands, snap["partitions"]):
             row = rows[(top + bottom) // 2]
-            reserved = row.count(reserved_c)
+            in_use = row.count(in_use_c)
+            reserved = in_use + row.count(reserved_c)
             marks = row.count(mark_c)
             limit = reserved + marks + row.count(limit_c)
             track = limit + row.count(track_c)
             budget = snap["budget"]
+            check(abs(in_use / track - p["in_use"] / budget) < 0.02, f"{p['name']}: in-use bar {in_use}/{track}", p)
             check(abs(reserved / track - p["reserved"] / budget) < 0.02, f"{p['name']}: reserved bar {reserved}/{track}",
                   p)
             check(abs(limit / track - p["limit"] / budget) < 0.02, f"{p['name']}: limit bar {limit}/{track}", p)
