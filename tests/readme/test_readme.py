@@ -11,7 +11,10 @@ import shlex
 import shutil
 import subprocess
 import sys
+import socket
 import tempfile
+import time
+import urllib.request
 
 failures = []
 
@@ -76,9 +79,37 @@ def test_commands(readme, gpupart):
         args = shlex.split(line.split("#")[0])[1:]
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
         env["GPUPART_BACKEND"] = "sim"
+        if args and args[0] == "exporter":
+            check_server(gpupart, args, env, line)
+            continue
         p = subprocess.run([gpupart, *args], env=env, capture_output=True, text=True, timeout=120)
         # devices exits 1 on a machine with no GPU driver: that is its documented answer
         check(p.returncode in (0, 1) and "usage" not in p.stderr, f"README line: {line}", p.stdout + p.stderr)
+
+
+def check_server(gpupart, args, env, line):
+    """A README line that starts the exporter: it must answer /metrics (on the port the
+    line names, or the next free one if a neighbour holds it) and then be stopped."""
+    listen = args[args.index("--listen") + 1] if "--listen" in args else "127.0.0.1:9464"
+    host, port = listen.rsplit(":", 1)
+    s = socket.socket()
+    s.bind((host, 0))
+    free = s.getsockname()[1]
+    s.close()
+    args = [a if a != listen else f"{host}:{free}" for a in args]
+    p = subprocess.Popen([gpupart, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    body, deadline = "", time.monotonic() + 20
+    try:
+        while not body and time.monotonic() < deadline and p.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://{host}:{free}/metrics", timeout=5) as r:
+                    body = r.read().decode()
+            except OSError:
+                time.sleep(0.2)
+    finally:
+        p.terminate()
+        out, err = p.communicate(timeout=20)
+    check("# TYPE gpupart_" in body, f"README line: {line} (served /metrics on port {free})", out + err + body)
 
 
 def main():
