@@ -162,7 +162,7 @@ Test(cu_preload, a_gpupart_application_and_a_program_under_the_preload_share_the
   char out[65536], prefix[4096];
   int code = 0;
   ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
-  snprintf(prefix, sizeof prefix, "%s GPUPART_CUDA_LIBRARY=%s", ip_test_child_env(), ip_test_path("GPUPART_TEST_CU_LIBCUDA"));
+  snprintf(prefix, sizeof prefix, "GPUPART_CUDA_LIBRARY=%s", ip_test_path("GPUPART_TEST_CU_LIBCUDA"));
   ip_test_child app;
   ip_test_app_start(&app, &s, prefix, "cuda", 40);
   cr_assert(strstr(app.text, "uuid c0c1c2c3c4c5c6c7c8c9cacbcccdcecf"), "the double's GPU: %s", app.text);
