@@ -10,7 +10,8 @@
  * (a destructor flushes every trace still open). Contexts of one process that name the
  * same file share one trace: one header, one id sequence. A process forked from the one that
  * opened the file writes nothing to it, so its lines never interleave with the
- * parent's; GPUPART_TRACE with %p gives each process its own file. */
+ * parent's; GPUPART_TRACE with %p gives each process its own file, and another process
+ * that names a file being recorded (flock) records to FILE.<pid>. */
 #include "trace.h"
 
 #include <errno.h>
@@ -18,6 +19,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -36,7 +39,8 @@ struct gpupart__trace {
   const gpupart_device *last_dev; /* the device of the last line */
   size_t n;
   gpupart__trace *next; /* the list of open traces that exit_flush walks */
-  char path[GPUPART__PATH_MAX];
+  char asked[GPUPART__PATH_MAX]; /* the expanded name contexts give (find_open) */
+  char path[GPUPART__PATH_MAX];  /* the file: asked, or asked.<pid> (open_file) */
   char buf[TRACE_BUF];
 };
 
@@ -86,14 +90,37 @@ static int write_header(gpupart__trace *t) {
 /* open_lock held: the trace this process already writes to path, or NULL. */
 static gpupart__trace *find_open(const char *path) {
   for (gpupart__trace *t = open_traces; t; t = t->next)
-    if (t->pid == getpid() && strcmp(t->path, path) == 0) return t;
+    if (t->pid == getpid() && strcmp(t->asked, path) == 0) return t;
   return NULL;
 }
 
-/* open_lock held: creates the file and writes the header; errno on failure. */
+/* Opens path for writing; a regular file is locked (flock, held while fd is open) and only
+ * then truncated, so that another process recording to it keeps its file: that is
+ * EWOULDBLOCK here, the file untouched. -1 with errno on failure. */
+static int open_locked(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) return fd; /* a FIFO, a terminal: as given */
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0 && ftruncate(fd, 0) == 0) return fd;
+  int err = errno;
+  close(fd);
+  errno = err;
+  return -1;
+}
+
+/* open_lock held: creates the file (FILE.<pid> when another process records to FILE, said
+ * on stderr) and writes the header; errno on failure. */
 static int open_file(gpupart__trace *t) {
+  memcpy(t->asked, t->path, sizeof t->asked);
   errno = 0;
-  t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  t->fd = open_locked(t->path);
+  if (t->fd < 0 && errno == EWOULDBLOCK && strlen(t->path) + 24 < sizeof t->path) {
+    snprintf(t->path + strlen(t->path), 24, ".%ld", (long)getpid());
+    errno = 0, t->fd = open_locked(t->path);
+    if (t->fd >= 0)
+      fprintf(stderr, "gpupart: trace %s is being recorded by another process; this one records to %s\n", t->asked,
+              t->path);
+  }
   t->pid = getpid(), t->next_id = 1, t->refs = 1;
   if (t->fd >= 0 && write_header(t) == 0) return 0;
   int err = errno ? errno : EIO;

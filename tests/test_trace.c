@@ -321,3 +321,33 @@ Test(trace, gpupart_bench_replays_a_recorded_trace) {
   cr_expect(strstr(text, "\"workload\": \"t\""), "the workload is named after the file");
   cr_expect_null(strstr(text, "\"error\": \""), "%s", text);
 }
+
+/* Another process that names the file (a child after fork, or one it execs, with the same
+ * GPUPART_TRACE) neither truncates nor overwrites the recording in progress: it records to
+ * FILE.<its pid>. */
+Test(trace, another_process_naming_the_file_records_beside_it) {
+  gpupart_context *ctx;
+  cr_assert_eq(traced_context(path, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = sim_device(ctx);
+  gpupart_partition *p = test_partition(dev, "p", 64 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 5);
+  pid_t pid = fork();
+  if (pid == 0) {
+    gpupart_context *own, *again;
+    if (traced_context(path, &own) || traced_context(path, &again)) _exit(2); /* the second shares */
+    gpupart_device *d = sim_device(own);
+    gpupart_partition *c = test_partition(d, "c", 64 * MiB, 0);
+    for (int i = 0; i < 3; i++) gpupart_free(alloc_ok(c, 6)); /* more lines than the parent's */
+    _exit(gpupart_device_close(d) || gpupart_context_destroy(own) || gpupart_context_destroy(again) ? 3 : 0);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed: %d", status);
+  gpupart_free(a);
+  cr_assert_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  cr_expect_str_eq(body(read_all(path)), "a 1 5 p\nf 1\n");
+  char beside[192];
+  snprintf(beside, sizeof beside, "%s.%ld", path, (long)pid);
+  cr_expect_str_eq(body(read_all(beside)), "a 1 6 c\nf 1\na 2 6 c\nf 2\na 3 6 c\nf 3\n");
+}
