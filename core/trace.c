@@ -118,8 +118,8 @@ static int open_file(gpupart__trace *t) {
     snprintf(t->path + strlen(t->path), 24, ".%ld", (long)getpid());
     errno = 0, t->fd = open_locked(t->path);
     if (t->fd >= 0)
-      fprintf(stderr, "gpupart: trace %s is being recorded by another process; this one records to %s\n", t->asked,
-              t->path);
+      fprintf(stderr, "gpupart: trace %s is being recorded by another process (or under another name of it); "
+              "this one records to %s\n", t->asked, t->path);
   }
   t->pid = getpid(), t->next_id = 1, t->refs = 1;
   if (t->fd >= 0 && write_header(t) == 0) return 0;
