@@ -96,10 +96,13 @@ static gpupart__trace *find_open(const char *path) {
 
 /* Opens path for writing; a regular file is locked (flock, held while fd is open) and only
  * then truncated, so that another process recording to it keeps its file: that is
- * EWOULDBLOCK here, the file untouched. -1 with errno on failure. */
+ * EWOULDBLOCK here, the file untouched; a FIFO nobody reads is ENXIO. -1 with errno on
+ * failure. */
 static int open_locked(const char *path) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  /* O_NONBLOCK: a FIFO with no reader is ENXIO at once, not a wait in open() */
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
   struct stat st;
+  if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) return fd; /* a FIFO, a terminal: as given */
   if (flock(fd, LOCK_EX | LOCK_NB) == 0 && ftruncate(fd, 0) == 0) return fd;
   int err = errno;

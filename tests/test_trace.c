@@ -351,3 +351,13 @@ Test(trace, another_process_naming_the_file_records_beside_it) {
   snprintf(beside, sizeof beside, "%s.%ld", path, (long)pid);
   cr_expect_str_eq(body(read_all(beside)), "a 1 6 c\nf 1\na 2 6 c\nf 2\na 3 6 c\nf 3\n");
 }
+
+/* A FIFO nobody reads: context creation fails at once (ECONFIG) instead of waiting in
+ * open() for a reader that may never come. */
+Test(trace, a_fifo_without_a_reader_is_econfig_not_a_hang, .timeout = 20) {
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  gpupart_context *ctx = (gpupart_context *)1;
+  cr_expect_eq(traced_context(path, &ctx), GPUPART_ECONFIG);
+  cr_expect_null(ctx);
+  cr_expect(strstr(gpupart_last_error(), path), "%s", gpupart_last_error());
+}
