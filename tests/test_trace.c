@@ -361,3 +361,36 @@ Test(trace, a_fifo_without_a_reader_is_econfig_not_a_hang, .timeout = 20) {
   cr_expect_null(ctx);
   cr_expect(strstr(gpupart_last_error(), path), "%s", gpupart_last_error());
 }
+
+/* One context after another on the same file (created, used, destroyed, then the next):
+ * the file keeps the first one's lines, and the second goes on after them with the next
+ * ids, under one header. */
+static void one_traced_run(uint64_t size) {
+  gpupart_context *ctx;
+  cr_assert_eq(traced_context(path, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = sim_device(ctx);
+  gpupart_free(alloc_ok(test_partition(dev, "p", 64 * MiB, 0), size));
+  cr_assert_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(trace, a_later_context_goes_on_with_the_file_of_an_earlier_one) {
+  one_traced_run(11);
+  one_traced_run(22);
+  const char *text = read_all(path);
+  cr_expect_eq(strstr(text, "# gpupart-trace") == text && !strstr(text + 1, "# gpupart-trace"), 1,
+               "one header: %s", text);
+  cr_expect(strstr(text, "a 1 11 p\nf 1\n# device sim:0"), "%s", text);
+  cr_expect(strstr(text, "a 2 22 p\nf 2\n"), "%s", text);
+}
+
+/* ...but not with a file that was changed since (another program wrote it): then afresh. */
+Test(trace, a_later_context_starts_afresh_on_a_file_changed_meanwhile) {
+  one_traced_run(11);
+  FILE *f = fopen(path, "a");
+  cr_assert(f);
+  fputs("not ours\n", f);
+  fclose(f);
+  one_traced_run(22);
+  cr_expect_str_eq(body(read_all(path)), "a 1 22 p\nf 1\n");
+}
