@@ -254,7 +254,8 @@ static void jb_printf(jbuf *b, const char *fmt, ...) {
 
 /* Length of the valid UTF-8 sequence at s (lead byte >= 0x80), or 0 when it is not one. */
 static size_t utf8_len(const unsigned char *s) {
-  size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+  unsigned c = s[0]; /* 0xc0, 0xc1 and 0xf5..0xff lead nothing */
+  size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
   for (size_t i = 1; i < len; i++)
     if ((s[i] & 0xc0) != 0x80) return 0;
   if ((len == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (len == 3 && s[0] == 0xed && s[1] >= 0xa0) ||

@@ -10,7 +10,9 @@
  * (a destructor flushes every trace still open). Contexts of one process that name the
  * same file share one trace: one header, one id sequence. A process forked from the one that
  * opened the file writes nothing to it, so its lines never interleave with the
- * parent's; GPUPART_TRACE with %p gives each process its own file. */
+ * parent's; GPUPART_TRACE with %p gives each process its own file, and another process
+ * that names a file being recorded (flock) records to FILE.<pid>. A context created after
+ * the last one on a file was destroyed goes on with that file (closed_traces). */
 #include "trace.h"
 
 #include <errno.h>
@@ -18,6 +20,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -36,12 +40,29 @@ struct gpupart__trace {
   const gpupart_device *last_dev; /* the device of the last line */
   size_t n;
   gpupart__trace *next; /* the list of open traces that exit_flush walks */
-  char path[GPUPART__PATH_MAX];
+  char asked[GPUPART__PATH_MAX]; /* the expanded name contexts give (find_open) */
+  char path[GPUPART__PATH_MAX];  /* the file: asked, or asked.<pid> (open_file) */
   char buf[TRACE_BUF];
 };
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static gpupart__trace *open_traces;
+
+/* What the last close of a trace left, so that a later context of the process naming the
+ * file goes on with it (ids continue, no second header) instead of truncating it; only
+ * while the file is still as that trace left it (same inode and size). */
+typedef struct closed_trace {
+  char path[GPUPART__PATH_MAX];
+  pid_t pid; /* 0: a free entry */
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  uint64_t next_id;
+} closed_trace;
+
+#define CLOSED_MAX 4
+static closed_trace closed_traces[CLOSED_MAX]; /* guarded by open_lock */
+static unsigned closed_next;
 
 /* ---- file ---- */
 
@@ -86,16 +107,67 @@ static int write_header(gpupart__trace *t) {
 /* open_lock held: the trace this process already writes to path, or NULL. */
 static gpupart__trace *find_open(const char *path) {
   for (gpupart__trace *t = open_traces; t; t = t->next)
-    if (t->pid == getpid() && strcmp(t->path, path) == 0) return t;
+    if (t->pid == getpid() && strcmp(t->asked, path) == 0) return t;
   return NULL;
 }
 
-/* open_lock held: creates the file and writes the header; errno on failure. */
+/* open_lock held: the entry an earlier trace of this process left for the file st is, or NULL. */
+static closed_trace *find_closed(const char *path, const struct stat *st) {
+  for (unsigned i = 0; i < CLOSED_MAX; i++) {
+    closed_trace *c = &closed_traces[i];
+    if (c->pid == getpid() && !strcmp(c->path, path) && c->dev == st->st_dev && c->ino == st->st_ino &&
+        c->size == st->st_size)
+      return c;
+  }
+  return NULL;
+}
+
+/* open_lock held, at the last close of t (flushed): what a later open of its file goes on from. */
+static void remember_closed(const gpupart__trace *t) {
+  struct stat st;
+  if (t->failed || t->pid != getpid() || fstat(t->fd, &st) || !S_ISREG(st.st_mode)) return;
+  closed_trace *c = &closed_traces[closed_next++ % CLOSED_MAX];
+  *c = (closed_trace){.pid = t->pid, .dev = st.st_dev, .ino = st.st_ino, .size = st.st_size, .next_id = t->next_id};
+  memcpy(c->path, t->path, sizeof c->path);
+}
+
+/* open_lock held. Opens path for writing; a regular file is locked (flock, held while fd
+ * is open) and only then truncated, so that another process recording to it keeps its
+ * file: that is EWOULDBLOCK here, the file untouched; a FIFO nobody reads is ENXIO. A file
+ * an earlier trace of this process left as it was is not truncated: *next_id is then the
+ * id to go on with (else it stays 0). -1 with errno on failure. */
+static int open_locked(const char *path, uint64_t *next_id) {
+  /* O_NONBLOCK: a FIFO with no reader is ENXIO at once, not a wait in open() */
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
+  struct stat st;
+  if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) return fd; /* a FIFO, a terminal: as given */
+  int locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  closed_trace *c = locked ? find_closed(path, &st) : NULL;
+  if (c && lseek(fd, 0, SEEK_END) >= 0) return *next_id = c->next_id, c->pid = 0, fd;
+  if (locked && !c && ftruncate(fd, 0) == 0) return fd;
+  int err = errno;
+  close(fd);
+  errno = err;
+  return -1;
+}
+
+/* open_lock held: creates the file (FILE.<pid> when another process records to FILE, said
+ * on stderr) and writes the header; errno on failure. */
 static int open_file(gpupart__trace *t) {
+  memcpy(t->asked, t->path, sizeof t->asked);
+  uint64_t next_id = 0;
   errno = 0;
-  t->fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  t->pid = getpid(), t->next_id = 1, t->refs = 1;
-  if (t->fd >= 0 && write_header(t) == 0) return 0;
+  t->fd = open_locked(t->path, &next_id);
+  if (t->fd < 0 && errno == EWOULDBLOCK && strlen(t->path) + 24 < sizeof t->path) {
+    snprintf(t->path + strlen(t->path), 24, ".%ld", (long)getpid());
+    errno = 0, t->fd = open_locked(t->path, &next_id);
+    if (t->fd >= 0)
+      fprintf(stderr, "gpupart: trace %s is being recorded by another process (or under another name of it); "
+              "this one records to %s\n", t->asked, t->path);
+  }
+  t->pid = getpid(), t->next_id = next_id ? next_id : 1, t->refs = 1;
+  if (t->fd >= 0 && (next_id || write_header(t) == 0)) return 0;
   int err = errno ? errno : EIO;
   if (t->fd >= 0) close(t->fd);
   return err;
@@ -125,7 +197,9 @@ int gpupart__trace_open(const gpupart__hostmem *m, const char *path, const char 
   return GPUPART_OK;
 }
 
-/* Each context's destroy flushes; the last one closes the file. */
+/* Each context's destroy flushes; the last one closes the file, leaving where a later
+ * context of the process goes on (remember_closed). All under open_lock, so that a
+ * context opening the file meanwhile finds it either open or closed and remembered. */
 void gpupart__trace_close(gpupart__trace *t) {
   if (!t) return;
   pthread_mutex_lock(&open_lock);
@@ -135,12 +209,12 @@ void gpupart__trace_close(gpupart__trace *t) {
       *at = t->next;
       break;
     }
-  pthread_mutex_unlock(&open_lock);
   pthread_mutex_lock(&t->lock);
   flush_locked(t);
   pthread_mutex_unlock(&t->lock);
+  if (last) remember_closed(t), close(t->fd);
+  pthread_mutex_unlock(&open_lock);
   if (!last) return;
-  close(t->fd);
   pthread_mutex_destroy(&t->lock);
   gpupart__host_free(&t->mem, t);
 }

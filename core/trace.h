@@ -16,10 +16,13 @@
 typedef struct gpupart__trace gpupart__trace;
 
 /* Opens the trace file named by path (every "%p" is the process id, "%%" a '%'), with
- * O_CLOEXEC and mode 0600, truncating it, and writes its header; or, when another
- * context of this process records to that file already, shares its trace (released by
- * as many closes). src names where path was set, for the message. OK with *out, ECONFIG
- * (the file cannot be created or written; the message names it and why) or ENOMEM. */
+ * O_CLOEXEC and mode 0600, locks (flock) and truncates it, and writes its header; or,
+ * when another context of this process records to that file already, shares its trace
+ * (released by as many closes). A file another process holds locked is left alone:
+ * this process records to path.<pid> (said on stderr). A file an earlier trace of this
+ * process closed, unchanged since, is appended to with the ids going on, not truncated.
+ * src names where path was set, for the message. OK with *out, ECONFIG (the file cannot
+ * be created or written; the message names it and why) or ENOMEM. */
 int gpupart__trace_open(const gpupart__hostmem *m, const char *path, const char *src, gpupart__trace **out);
 /* Flushes; the last close of t also closes the file and frees t. NULL is a no-op. */
 void gpupart__trace_close(gpupart__trace *t);

@@ -541,7 +541,9 @@ GPUPART_API gpupart_result gpupart_device_check(const gpupart_device *dev);
 GPUPART_API gpupart_result gpupart_device_dump(gpupart_device *device, uint32_t flags, char **json_out,
                                                size_t *length_out);
 /* Releases a text gpupart_device_dump returned, through the host allocator that made it
- * (also after its context was destroyed). NULL is a no-op. */
+ * (also after its context was destroyed). NULL is a no-op. Any other pointer (one from
+ * malloc, a copy of the text, a pointer into it, a text already released) is undefined
+ * behaviour: the allocator is found in a header before the text, which nothing checks. */
 GPUPART_API void gpupart_dump_free(char *json);
 
 #ifdef __cplusplus

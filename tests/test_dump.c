@@ -299,6 +299,41 @@ Test(dump, names_with_quotes_backslashes_and_control_characters_are_escaped) {
   gpupart_dump_free(json);
 }
 
+/* Well-formed UTF-8 (The Unicode Standard, table 3-7), written apart from the dump's own
+ * check: the length of the sequence at s, 0 when it is not well-formed. */
+static size_t well_formed(const unsigned char *s) {
+  unsigned c = s[0];
+  size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+  if (len > 1 && (s[1] < lo || s[1] > hi)) return 0;
+  for (size_t i = 2; i < len; i++)
+    if (s[i] < 0x80 || s[i] > 0xbf) return 0;
+  return len;
+}
+
+Test(dump, names_with_every_byte_value_give_well_formed_utf8) {
+  static const char *tails[] = {"\x80\x80\x80", "\xbf\xbf\xbf", "\x8f\xa0\x80", ""};
+  char name[8];
+  for (int t = 0; t < 4; t++)
+    for (int c = 1; c < 256; c++) {
+      snprintf(name, sizeof name, "%c%s%d", c, tails[t], t);
+      test_partition(dev, name, 2 * MiB, 0);
+    }
+  char *json;
+  size_t len;
+  cr_assert_eq(gpupart_device_dump(dev, 0, &json, &len), GPUPART_OK, "%s", gpupart_last_error());
+  for (const unsigned char *c = (const unsigned char *)json; *c;) {
+    size_t n = well_formed(c);
+    cr_assert(n, "not UTF-8 at offset %zu: byte 0x%02x", (size_t)(c - (const unsigned char *)json), *c);
+    c += n;
+  }
+  jval doc = parse_doc(json);
+  cr_expect_eq(get(&doc, "partitions")->n, 4 * 255);
+  jfree(&doc);
+  gpupart_dump_free(json);
+}
+
 Test(dump, a_thousand_allocations_are_all_listed) {
   gpupart_partition *a = test_partition(dev, "many", 512 * MiB, 0);
   static gpupart_allocation *h[1000];

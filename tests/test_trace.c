@@ -321,3 +321,76 @@ Test(trace, gpupart_bench_replays_a_recorded_trace) {
   cr_expect(strstr(text, "\"workload\": \"t\""), "the workload is named after the file");
   cr_expect_null(strstr(text, "\"error\": \""), "%s", text);
 }
+
+/* Another process that names the file (a child after fork, or one it execs, with the same
+ * GPUPART_TRACE) neither truncates nor overwrites the recording in progress: it records to
+ * FILE.<its pid>. */
+Test(trace, another_process_naming_the_file_records_beside_it) {
+  gpupart_context *ctx;
+  cr_assert_eq(traced_context(path, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = sim_device(ctx);
+  gpupart_partition *p = test_partition(dev, "p", 64 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 5);
+  pid_t pid = fork();
+  if (pid == 0) {
+    gpupart_context *own, *again;
+    if (traced_context(path, &own) || traced_context(path, &again)) _exit(2); /* the second shares */
+    gpupart_device *d = sim_device(own);
+    gpupart_partition *c = test_partition(d, "c", 64 * MiB, 0);
+    for (int i = 0; i < 3; i++) gpupart_free(alloc_ok(c, 6)); /* more lines than the parent's */
+    _exit(gpupart_device_close(d) || gpupart_context_destroy(own) || gpupart_context_destroy(again) ? 3 : 0);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed: %d", status);
+  gpupart_free(a);
+  cr_assert_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  cr_expect_str_eq(body(read_all(path)), "a 1 5 p\nf 1\n");
+  char beside[192];
+  snprintf(beside, sizeof beside, "%s.%ld", path, (long)pid);
+  cr_expect_str_eq(body(read_all(beside)), "a 1 6 c\nf 1\na 2 6 c\nf 2\na 3 6 c\nf 3\n");
+}
+
+/* A FIFO nobody reads: context creation fails at once (ECONFIG) instead of waiting in
+ * open() for a reader that may never come. */
+Test(trace, a_fifo_without_a_reader_is_econfig_not_a_hang, .timeout = 20) {
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  gpupart_context *ctx = (gpupart_context *)1;
+  cr_expect_eq(traced_context(path, &ctx), GPUPART_ECONFIG);
+  cr_expect_null(ctx);
+  cr_expect(strstr(gpupart_last_error(), path), "%s", gpupart_last_error());
+}
+
+/* One context after another on the same file (created, used, destroyed, then the next):
+ * the file keeps the first one's lines, and the second goes on after them with the next
+ * ids, under one header. */
+static void one_traced_run(uint64_t size) {
+  gpupart_context *ctx;
+  cr_assert_eq(traced_context(path, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = sim_device(ctx);
+  gpupart_free(alloc_ok(test_partition(dev, "p", 64 * MiB, 0), size));
+  cr_assert_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(trace, a_later_context_goes_on_with_the_file_of_an_earlier_one) {
+  one_traced_run(11);
+  one_traced_run(22);
+  const char *text = read_all(path);
+  cr_expect_eq(strstr(text, "# gpupart-trace") == text && !strstr(text + 1, "# gpupart-trace"), 1,
+               "one header: %s", text);
+  cr_expect(strstr(text, "a 1 11 p\nf 1\n# device sim:0"), "%s", text);
+  cr_expect(strstr(text, "a 2 22 p\nf 2\n"), "%s", text);
+}
+
+/* ...but not with a file that was changed since (another program wrote it): then afresh. */
+Test(trace, a_later_context_starts_afresh_on_a_file_changed_meanwhile) {
+  one_traced_run(11);
+  FILE *f = fopen(path, "a");
+  cr_assert(f);
+  fputs("not ours\n", f);
+  fclose(f);
+  one_traced_run(22);
+  cr_expect_str_eq(body(read_all(path)), "a 1 22 p\nf 1\n");
+}

@@ -489,6 +489,16 @@ def test_slurm_shim(root):
         check(all(r["budget"] == SIM_TOTAL // 4 for r in reports), f"slurm --gpus: budgets {[r['budget'] for r in reports]}")
 
 
+def test_dockerfile_backends():
+    """The image's build enables every backend, the layers and the CUDA preload library
+    (an `auto` feature whose header is missing is silently left out), and has cuda.h."""
+    text = open(os.path.join(DEPLOY, "docker", "Dockerfile")).read().replace("\\\n", " ")
+    setup = next((line for line in text.splitlines() if "meson setup" in line), "")
+    for feature in ("cuda", "opencl", "vulkan", "interpose"):
+        check(f"-D{feature}=enabled" in setup.split(), f"Dockerfile: meson setup without -D{feature}=enabled", setup)
+    check("cuda.h" in text, "Dockerfile: no cuda.h for the CUDA backend in the build stage")
+
+
 def main():
     root = tempfile.mkdtemp(prefix="gpupart-deploy-")
     try:
@@ -501,6 +511,7 @@ def main():
         else:
             vols = Volumes(root, configmaps)
             test_structure(docs)
+            test_dockerfile_backends()
             test_configmap_file(docs, root)
             test_pod_shared(docs, vols, root)
             test_node_shared_and_exporter(docs, vols, root)
