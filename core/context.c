@@ -68,7 +68,7 @@ static int hostmem_from(const gpupart_context_desc *d, gpupart__hostmem *out) {
 static int open_trace(gpupart_context *ctx) {
   gpupart__value v;
   gpupart__config_get(ctx->cfg, GPUPART__OPT_TRACE, GPUPART_BACKEND_AUTO, 0, &v);
-  if (!v.str) return GPUPART_OK;
+  if (!v.str || (ctx->flags & GPUPART_CONTEXT_NO_TRACE)) return GPUPART_OK;
   char src[GPUPART__PATH_MAX + 16];
   gpupart__source_format(v.src, src, sizeof src);
   return gpupart__trace_open(&ctx->mem, v.str, src, &ctx->trace);
@@ -90,7 +90,7 @@ gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, si
   int rc = gpupart__copy_in(&d, GPUPART__CONTEXT_DESC_SIZE, desc, desc_size, GPUPART__CONTEXT_DESC_SIZE_0_2,
                             "context_create: gpupart_context_desc");
   if (rc) return rc;
-  if (d.flags & ~GPUPART_CONTEXT_IGNORE_ENV)
+  if (d.flags & ~(GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE))
     return gpupart__fail(GPUPART_EINVAL, "context_create: unknown flags 0x%x", d.flags);
   gpupart__hostmem mem;
   rc = hostmem_from(&d, &mem);

@@ -138,6 +138,10 @@ typedef struct gpupart_allocation gpupart_allocation;
 
 /* gpupart_context_desc.flags: read no GPUPART_* variable and no config file. */
 #define GPUPART_CONTEXT_IGNORE_ENV 0x1u
+/* gpupart_context_desc.flags: record no trace even where GPUPART_TRACE or the file's
+ * `trace` asks for one (the option is still read and checked): for a context that only
+ * looks, as the gpupart command's do, so that it never writes a trace of its own. */
+#define GPUPART_CONTEXT_NO_TRACE 0x2u
 
 typedef enum gpupart_log_level {
   GPUPART_LOG_ERROR = 1,

@@ -147,6 +147,24 @@ Test(trace, off_by_default) {
   cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
+Test(trace, a_context_that_only_looks_records_nothing_and_leaves_the_file_alone) {
+  char text[512];
+  snprintf(text, sizeof text, "[gpupart]\ntrace = %s\n", path);
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE, .config_text = text};
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = sim_device(ctx);
+  gpupart_partition *p = test_partition(dev, "p", 64 * MiB, 0);
+  gpupart_free(alloc_ok(p, 4096));
+  cr_expect_null(ctx->trace);
+  cr_assert_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  cr_expect_neq(access(path, F_OK), 0, "no file was created");
+  d.config_text = "[gpupart]\ntrace = \n";
+  d.flags = GPUPART_CONTEXT_NO_TRACE | 0x80u;
+  cr_expect_eq(gpupart_context_create(&d, &ctx), GPUPART_EINVAL, "unknown flags beside it are still refused");
+}
+
 Test(trace, lines_still_buffered_at_exit_are_written) {
   pid_t pid = fork();
   if (pid == 0) {

@@ -64,7 +64,12 @@ int cli_failure(const char *what, gpupart_result rc) {
   return EXIT_CHECKED;
 }
 
-gpupart_result cli_context(gpupart_context **out) { return gpupart_context_create(NULL, out); }
+/* The command only looks: its contexts read the whole configuration but never record a
+ * trace, so `gpupart top` under an application's GPUPART_TRACE leaves the file alone. */
+gpupart_result cli_context(gpupart_context **out) {
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_NO_TRACE};
+  return gpupart_context_create(&d, out);
+}
 
 size_t cli_utf8_len(const unsigned char *p) {
   size_t n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;

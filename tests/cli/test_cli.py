@@ -135,6 +135,18 @@ def test_config_json_from_the_environment():
     check(all(p["source"] == "GPUPART_PARTITIONS" for p in parts), "partition sources", out)
 
 
+def test_the_command_shows_the_trace_option_but_never_records_one_of_its_own():
+    folder = tempfile.mkdtemp(prefix="gpupart-cli-trace-")
+    trace = os.path.join(folder, "app.ops")
+    env = {"GPUPART_TRACE": trace}
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+    c = parse_json(out)
+    check(c["trace"] == trace and c["sources"]["trace"] == "GPUPART_TRACE", "config shows the trace option", out)
+    expect_rc(["devices", "--backend=sim"], 0, env=env)
+    check(os.listdir(folder) == [], f"the command wrote no trace: {os.listdir(folder)}")
+    shutil.rmtree(folder)
+
+
 def test_config_names_file_lines():
     path = write_file("[gpupart]\nbackend = sim\nmemory_fraction = 25%\n\n"
                       "[partition train]\nsize = 50%\nguarantee = 1GiB\n")
