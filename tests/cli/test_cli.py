@@ -568,6 +568,28 @@ def test_metrics_pass_promtool_and_an_independent_parser():
               "counters and gauges as the parser reads them", out)
 
 
+def series_repeated(text):
+    """The series (name and label set) that a text exposition writes more than once."""
+    seen, repeated = set(), []
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series = line.rsplit(" ", 1)[0]
+            if series in seen:
+                repeated.append(series)
+            seen.add(series)
+    return repeated
+
+
+def test_metrics_never_repeat_a_series():
+    # two names that differ only in a byte that is not UTF-8: each label value is "a\ufffd"
+    with Holders(["a\udcff:512:0:2:1", "a\udcfe:512:0:3"]) as h:
+        out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+        promtool_check(out, "metrics of look-alike names")
+        check(not series_repeated(out), "each series once", "\n".join(series_repeated(out)) + "\n" + out)
+        check(len(re.findall(r'^gpupart_partition_limit_bytes\{.*partition="a\ufffd".*\} 536870912$', out, re.M)) == 1,
+              "the first of them shown", out)
+
+
 def test_metrics_show_refused_ledgers_as_down():
     with Holders(["train:512:0:2"]) as h:
         junk = os.path.join(h.dir, f"gpupart-{os.geteuid()}-junk.ledger")
