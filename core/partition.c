@@ -172,14 +172,21 @@ static int eexist(const gpupart_partition *p) {
                        "of it)", p->name);
 }
 
-/* What p publishes before it has an account (a failed creation's preallocation): nobody
- * reads it. */
-static gpupart__ledger_counters unpublished;
+/* What p publishes before it has an account (a failed creation's preallocation), or in
+ * a forked child (internal.h): nobody reads it. */
+gpupart__ledger_counters gpupart__unpublished;
+unsigned gpupart__forks;
+
+static void forked(void) { gpupart__forks++; }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, forked); }
 
 /* Once p has its account: where its counters go for gpupart top (ledger.h), when its
  * ledger has a place for them. */
 static void publish_to(gpupart_partition *p) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
   gpupart__ledger *l = p->dev->ledger;
+  pthread_once(&once, watch_forks);
+  p->pub_forks = gpupart__forks;
   if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
 }
 
@@ -250,7 +257,7 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
   if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user,
-                           .trace = dev->ctx->trace, .pub = &unpublished};
+                           .trace = dev->ctx->trace, .pub = &gpupart__unpublished};
   gpupart__lock_init(&p->lock);
   atomic_flag_clear(&p->reclaim_busy);
   pthread_mutex_lock(&dev->slow);

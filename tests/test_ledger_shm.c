@@ -850,6 +850,42 @@ Test(ledger_shm, a_snapshot_shows_each_members_bytes_in_use_and_counters) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
+/* In a child forked while the parent holds partition p: allocates, frees the parent's
+ * allocation a, is refused once, and exits without cleaning up. */
+static void child_uses_inherited(gpupart_partition *p, gpupart_allocation *a) {
+  gpupart_allocation *x = NULL, *y = NULL;
+  if (gpupart_alloc(p, 3 * MiB, 0, &x) || gpupart_alloc(p, 80 * MiB, 0, &y) != GPUPART_ELIMIT) _exit(2);
+  gpupart_free(a);
+  _exit(0);
+}
+
+Test(ledger_shm, a_forked_child_never_publishes_into_its_parents_share) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(dev, "mine", 64 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 2 * MiB);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) child_uses_inherited(p, a);
+  int status = -1;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert_eq(status, 0, "the child allocated, was refused and freed");
+  gpupart__ledger_snapshot *s = scan_one();
+  const gpupart__ledger_snapshot_member *me = member_of(s, getpid());
+  cr_assert(me);
+  cr_expect_eq(me->sum.in_use, 2 * MiB, "the parent's figures, not the child's copy's");
+  cr_expect_eq(me->sum.failures, 0, "the child's refusal is not the parent's");
+  free(s);
+  gpupart_allocation *b = alloc_ok(p, 1 * MiB);
+  s = scan_one();
+  cr_expect_eq(member_of(s, getpid())->sum.in_use, 3 * MiB, "the parent still publishes");
+  free(s);
+  gpupart_free(b), gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
 /* What the log callback heard: every line, and whether the ledger could be read from
  * inside it (it could not, were the callback run under the ledger's lock). */
 typedef struct tape {
