@@ -456,6 +456,42 @@ def test_top_refuses_hostile_ledger_files_and_goes_on():
         check(re.search(r"^DEVICE gpupart-\d+-junk.ledger  refused: ledger .* bytes", out, re.M), "text refusal", out)
 
 
+HOSTILE_NAMES = ["x" * 40, "e\x1b[31mred", "nl\nx", "a\udcff", "<script>alert(1)</script>"]
+
+
+def test_top_shows_any_name_safely_in_aligned_columns():
+    with Holders([f"{n}:512:0:1" for n in HOSTILE_NAMES]) as h:
+        p = subprocess.run([GPUPART, "top", "--once", "--ledger-dir", h.dir], capture_output=True, timeout=60)
+        check(p.returncode == 0, "top --once", p.stderr)
+        out = p.stdout
+        check(b"\x1b" not in out, "no escape sequence reaches the terminal", out)
+        try:
+            text = out.decode("utf-8")
+        except UnicodeDecodeError as e:
+            check(False, "valid UTF-8", f"{e}: {out!r}")
+            return
+        rows = [l for l in text.splitlines() if re.search(r"512 MiB\s+0 B\s+\d+ MiB", l)]
+        check(len(rows) == len(HOSTILE_NAMES), "one row per partition (a newline in a name splits none)", text)
+        head = [l for l in text.splitlines() if l.lstrip().startswith("PARTITION")]
+        ends = {l.index("LIMIT") + len("LIMIT") for l in head} | {l.index("512 MiB") + 7 for l in rows}
+        check(len(ends) == 1, "the LIMIT column ends at one place on every line", text)
+        check("e?[31mred" in text and "nl?x" in text and "a?" in text, "what cannot be shown is a '?'", text)
+
+
+def test_status_page_is_valid_html_with_any_name():
+    with Holders([f"{n}:512:0:1" for n in HOSTILE_NAMES]) as h, Exporter(h) as e:
+        status, _, body = e.get("/")
+        check(status == 200, "/", body)
+        try:
+            page = body.decode("utf-8")
+        except UnicodeDecodeError as err:
+            check(False, "the page is valid UTF-8", f"{err}: {body!r}")
+            return
+        check(not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", page), "no control character in the page", repr(page))
+        check("<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page, "names escaped", page)
+        check(f"<td class=\"n\">a\ufffd</td>" in page and "nl\nx" in page, "a byte that is not UTF-8 is U+FFFD", page)
+
+
 def test_top_redraws_until_interrupted():
     with Holders(["train:512:0:2"]) as h:
         p = subprocess.Popen([GPUPART, "top", "--interval", "0.1", "--ledger-dir", h.dir], stdout=subprocess.PIPE,
