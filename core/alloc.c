@@ -88,6 +88,7 @@ static void report_steps(gpupart_partition *p, const request *q) {
     if (step_freed[step]) gpupart__event_oom_step(p->dev, p->name, q->size, step, step_freed[step]);
     step_freed[step] = 0;
   }
+  gpupart__ledger_report(p->dev->ledger); /* and the dead members growth reaped */
 }
 
 /* Steps 1 and 2. Device slow lock held. */

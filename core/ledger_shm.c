@@ -79,6 +79,9 @@ typedef struct shm_ledger {
   uint8_t mine[SHM_MEMBERS]; /* member slots this attachment holds the lock of */
   uint32_t reaped;           /* dead members reaped since the lock was taken (lock held) */
   uint64_t reaped_bytes;     /* and the bytes they held */
+  gpupart__lock pending_lock; /* guards pending: reaped, not yet reported (shm_report) */
+  uint32_t pending;
+  uint64_t pending_bytes;
   struct shm_entry *handles; /* this attachment's entry handles (guarded by the file's lock) */
 } shm_ledger;
 
@@ -211,13 +214,27 @@ static int lock_ledger(shm_ledger *L) {
   return rc;
 }
 
-/* Unlocks, then tells of the dead members this holding of the lock reaped: the ledger
- * never calls out under its lock. */
+/* Unlocks, keeping the dead members this holding of the lock reaped for shm_report: the
+ * ledger never calls out, and its callers may hold the device's or the context's lock. */
 static void unlock_ledger(shm_ledger *L) {
   uint32_t members = L->reaped;
   uint64_t bytes = L->reaped_bytes;
   L->reaped = 0, L->reaped_bytes = 0;
   pthread_mutex_unlock(&L->h->lock);
+  if (!members) return;
+  gpupart__lock_acquire(&L->pending_lock);
+  L->pending += members, L->pending_bytes = add_sat(L->pending_bytes, bytes);
+  gpupart__lock_release(&L->pending_lock);
+}
+
+/* No gpupart lock held: one event for every member reaped since the last report. */
+static void shm_report(gpupart__ledger *l) {
+  shm_ledger *L = shm(l);
+  gpupart__lock_acquire(&L->pending_lock);
+  uint32_t members = L->pending;
+  uint64_t bytes = L->pending_bytes;
+  L->pending = 0, L->pending_bytes = 0;
+  gpupart__lock_release(&L->pending_lock);
   if (members && L->base.on_reaped) L->base.on_reaped(&L->base, members, bytes);
 }
 
@@ -634,6 +651,7 @@ static const gpupart__ledger_ops shm_ops = {
     .totals = shm_totals,
     .reset_peak = shm_reset_peak,
     .counters = shm_counters,
+    .report = shm_report,
     .check = shm_check,
     .join_named = shm_join_named,
     .ask_trim = shm_ask_trim,
@@ -785,6 +803,7 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
   if (!L) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   L->base.ops = &shm_ops;
   L->base.id = *id;
+  gpupart__lock_init(&L->pending_lock);
   L->base.shared = 1;
   L->mem = mem;
   int rc = open_file(L, dir && *dir ? dir : "/dev/shm", budget);

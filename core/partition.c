@@ -264,6 +264,7 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   rc = setup_locked(p, d, &r, join_only);
   if (rc) discard_locked(dev, p);
   pthread_mutex_unlock(&dev->slow);
+  gpupart__ledger_report(dev->ledger); /* dead members a preallocation reaped */
   if (rc == GPUPART_OK) *out = p;
   return rc;
 }
@@ -354,6 +355,7 @@ uint32_t gpupart_partition_count(const gpupart_device *dev) {
   pthread_mutex_lock(&d->slow);
   uint32_t n = d->nparts + (d->find_joins ? others_locked(d, NULL, 0) : 0);
   pthread_mutex_unlock(&d->slow);
+  gpupart__ledger_report(d->ledger);
   return n;
 }
 
@@ -367,6 +369,7 @@ gpupart_partition *gpupart_partition_at(gpupart_device *dev, uint32_t i) {
     gpupart_partition *p = i < dev->nparts ? dev->parts[i] : NULL;
     uint32_t others = !p && dev->find_joins ? others_locked(dev, name, 1) : 0;
     pthread_mutex_unlock(&dev->slow);
+    gpupart__ledger_report(dev->ledger);
     if (p || !others || !gpupart_partition_find(dev, name[0])) return p;
   }
 }

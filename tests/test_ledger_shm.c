@@ -937,6 +937,45 @@ Test(ledger_shm, dead_members_reclaimed_are_logged_once_after_the_lock) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
+/* A log callback that calls the library back on the device it hears about. */
+typedef struct caller {
+  gpupart_device *dev;
+  int heard, stats_rc;
+} caller;
+
+static void call_back(gpupart_log_level level, const char *message, void *user) {
+  caller *c = user;
+  (void)level;
+  if (!c->dev || !strstr(message, "dead member")) return;
+  c->heard++;
+  gpupart_stats st;
+  c->stats_rc = gpupart_device_get_stats(c->dev, &st); /* deadlocks were the device's lock held */
+}
+
+Test(ledger_shm, the_dead_member_event_runs_with_no_lock_so_it_may_call_the_library, .timeout = 30) {
+  caller c = {0};
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = dir, .log = call_back, .log_user = &c};
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  c.dev = dev;
+  gpupart_partition *p = test_partition(dev, "mine", 1 * GiB, 0);
+  for (int round = 0; round < 2; round++) {
+    child k = spawn_holder("theirs", 800 * MiB);
+    cr_assert_eq(kill(k.pid, SIGKILL), 0);
+    wait_child(&k);
+    c.stats_rc = -1;
+    if (round == 0) cr_expect_eq(dev_stats(dev).reserved, 0, "stats reap it"); /* under the device's lock */
+    gpupart_allocation *a = round == 1 ? alloc_ok(p, 600 * MiB) : NULL; /* growth reaps it: the same lock */
+    cr_expect_eq(c.heard, round + 1, "round %d: the reaping is heard", round);
+    cr_expect_eq(c.stats_rc, GPUPART_OK, "round %d: and the callback's call answered", round);
+    if (a) gpupart_free(a);
+  }
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
 Test(ledger_shm, a_budget_other_than_the_ledgers_is_logged_saying_which_applies) {
   gpupart_context *first = shared_context();
   gpupart_device *one = NULL, *two = NULL;
