@@ -850,6 +850,63 @@ Test(ledger_shm, a_snapshot_shows_each_members_bytes_in_use_and_counters) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
+typedef struct hammer {
+  gpupart_partition *p;
+  unsigned seed;
+  int ok;
+  gpupart_allocation *live[8];
+} hammer;
+
+/* 2,000 allocations and frees of 4 KiB to 3 MiB, a refusal every 100, eight left live. */
+static void *hammer_partition(void *arg) {
+  hammer *h = arg;
+  gpupart_allocation **live = h->live;
+  h->ok = 1;
+  for (int i = 0; i < 2000; i++) {
+    gpupart_allocation **slot = &live[rand_r(&h->seed) % 8], *x = NULL;
+    if (*slot) gpupart_free(*slot), *slot = NULL;
+    if (gpupart_alloc(h->p, 4096 + rand_r(&h->seed) % (3 * MiB), 0, slot)) h->ok = 0;
+    if (i % 100 == 0 && gpupart_alloc(h->p, 200 * MiB, 0, &x) != GPUPART_ELIMIT) h->ok = 0;
+  }
+  return NULL;
+}
+
+Test(ledger_shm, what_four_threads_publish_equals_the_partitions_counters_once_quiet) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(dev, "busy", 128 * MiB, 0);
+  pthread_t t[4];
+  hammer h[4];
+  for (unsigned i = 0; i < 4; i++) {
+    h[i] = (hammer){p, i + 1, 0, {NULL}};
+    cr_assert_eq(pthread_create(&t[i], NULL, hammer_partition, &h[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    cr_expect(h[i].ok, "thread %d", i);
+  }
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK); /* some blocks go back: driver frees too */
+  gpupart_stats st = test_stats(p);
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_assert_eq(s->shares, 1);
+  const gpupart__ledger_counters *c = &s->share[0].c;
+  cr_expect_eq(c->in_use, st.in_use);
+  cr_expect_eq(s->entry[0].in_use, st.in_use);
+  cr_expect_eq(c->failures, st.failed_allocations);
+  cr_expect_eq(c->failures, 4 * 20);
+  cr_expect_eq(c->driver_allocs, st.driver_allocs);
+  cr_expect_eq(c->driver_frees, st.driver_frees);
+  free(s);
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 8; k++) gpupart_free(h[i].live[k]);
+  s = scan_one();
+  cr_expect_eq(s->share[0].c.in_use, 0, "every free published");
+  free(s);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
 /* In a child forked while the parent holds partition p: allocates, frees the parent's
  * allocation a, is refused once, and exits without cleaning up. */
 static void child_uses_inherited(gpupart_partition *p, gpupart_allocation *a) {
