@@ -602,9 +602,25 @@ static int check_shares(const shm_header *h, char *why, uint64_t n) {
   return 0;
 }
 
+/* Names, member ids and shares (a member's part of a partition) are each there once. */
+static int check_unique(const shm_header *h, char *why, uint64_t n) {
+  for (uint32_t i = 0; i < SHM_PARTS; i++)
+    for (uint32_t k = i + 1; k < SHM_PARTS && h->part[i].members; k++)
+      if (h->part[k].members && strncmp(h->part[i].name, h->part[k].name, SHM_NAME) == 0)
+        return snprintf(why, n, "two shared partitions have one name"), -1;
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++)
+    for (uint32_t k = i + 1; k < SHM_MEMBERS && h->member[i].id; k++)
+      if (h->member[k].id == h->member[i].id) return snprintf(why, n, "two members of the shared ledger have one id"), -1;
+  for (uint32_t i = 0; i < SHM_SHARES; i++)
+    for (uint32_t k = i + 1; k < SHM_SHARES && h->share[i].member; k++)
+      if (h->share[k].member == h->share[i].member && h->share[k].part == h->share[i].part)
+        return snprintf(why, n, "a member has two shares of one shared partition"), -1;
+  return 0;
+}
+
 static int check_locked(const shm_header *h, char *why, uint64_t n) {
   uint64_t g = 0, r = 0, u = 0;
-  if (check_shares(h, why, n)) return -1;
+  if (check_shares(h, why, n) || check_unique(h, why, n)) return -1;
   for (uint32_t i = 0; i < SHM_PARTS; i++) {
     const shm_part *p = &h->part[i];
     if (!p->members) continue;

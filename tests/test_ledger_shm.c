@@ -850,6 +850,37 @@ Test(ledger_shm, a_snapshot_shows_each_members_bytes_in_use_and_counters) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
+/* Writes with at the first place the ledger file holds what, of the same length. */
+static void patch_ledger(const char *what, const char *with, size_t len) {
+  char path[256];
+  ledger_path(path, sizeof path);
+  size_t n = ledger_size_bytes(path);
+  char *bytes = malloc(n);
+  int fd = open(path, O_RDWR);
+  cr_assert(bytes && fd >= 0 && pread(fd, bytes, n, 0) == (ssize_t)n);
+  const char *at = memmem(bytes, n, what, len);
+  cr_assert_not_null(at, "'%s' is in the ledger", what);
+  cr_assert_eq(pwrite(fd, with, len, at - bytes), (ssize_t)len);
+  close(fd), free(bytes);
+}
+
+Test(ledger_shm, two_partitions_of_one_name_make_the_ledger_inconsistent) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  test_partition(dev, "first", 64 * MiB, 0), test_partition(dev, "other", 64 * MiB, 0);
+  cr_assert_eq(gpupart_device_check(dev), GPUPART_OK, "%s", gpupart_last_error());
+  patch_ledger("other", "first", 6); /* a damaged file: the name's NUL too */
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect_eq(s->status, GPUPART_OK);
+  cr_expect(!s->consistent && strstr(s->why, "one name"), "%s", s->why);
+  free(s);
+  cr_expect_eq(gpupart_device_check(dev), GPUPART_ECORRUPT);
+  patch_ledger("first", "other", 6); /* the first of them: back as it was, for the close */
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
 typedef struct hammer {
   gpupart_partition *p;
   unsigned seed;
