@@ -84,7 +84,7 @@ static const family families[] = {
     {"gpupart_member_reserved_bytes", "Bytes the partitions of one device handle hold from the driver", MEMBER,
      m_reserved},
     {"gpupart_member_alive", "1 while the member's process lives", MEMBER, m_alive},
-    {"gpupart_member_partitions", "Partitions the member created", MEMBER, m_partitions},
+    {"gpupart_member_partitions", "Partitions the member holds a share of (created or joined)", MEMBER, m_partitions},
     {"gpupart_member_in_use_bytes", "Bytes in the live allocations of one device handle, all its partitions together",
      MEMBER, m_in_use},
     {"gpupart_member_partition_in_use_bytes", "Bytes in one member's live allocations of one partition", SHARE,
