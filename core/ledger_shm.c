@@ -610,7 +610,8 @@ static int check_unique(const shm_header *h, char *why, uint64_t n) {
         return snprintf(why, n, "two shared partitions have one name"), -1;
   for (uint32_t i = 0; i < SHM_MEMBERS; i++)
     for (uint32_t k = i + 1; k < SHM_MEMBERS && h->member[i].id; k++)
-      if (h->member[k].id == h->member[i].id) return snprintf(why, n, "two members of the shared ledger have one id"), -1;
+      if (h->member[k].id == h->member[i].id)
+        return snprintf(why, n, "two members of the shared ledger have one id"), -1;
   for (uint32_t i = 0; i < SHM_SHARES; i++)
     for (uint32_t k = i + 1; k < SHM_SHARES && h->share[i].member; k++)
       if (h->share[k].member == h->share[i].member && h->share[k].part == h->share[i].part)

@@ -81,7 +81,10 @@ static void device_line(const observed_device *d) {
   const gpupart__ledger_snapshot *s = d->s;
   char b[32], g[32], r[32], p[32], t[32], f[32];
   printf("DEVICE "), cell(*s->identity ? s->identity : s->file, 0);
-  if (*d->backend) printf("  (%s %lld%s%s)", d->backend, (long long)d->index, *d->uuid ? " " : "", d->uuid);
+  if (*d->backend) {
+    printf("  (%s %lld%s", d->backend, (long long)d->index, *d->uuid ? " " : "");
+    cell(d->uuid, 0), printf(")");
+  }
   if (s->status) {
     printf("  %s: ", observe_status(s)), cell(s->why, 0), printf("\n");
     return;

@@ -196,7 +196,8 @@ static void device_samples(FILE *f, const family *fam, const observed_device *d)
 }
 
 static void family_text(FILE *f, const family *fam, const observation *o) {
-  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name, is_counter(fam->name) ? "counter" : "gauge");
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name,
+          is_counter(fam->name) ? "counter" : "gauge");
   for (uint32_t k = 0; k < o->n; k++) device_samples(f, fam, &o->dev[k]);
 }
 
