@@ -41,7 +41,7 @@ static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, co
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
   c->live_allocations++;
   c->total_allocations++;
-  gpupart__ledger_publish(&p->pub->in_use, c->in_use); /* one relaxed store, for gpupart top */
+  gpupart__ledger_publish(&gpupart__published(p)->in_use, c->in_use); /* one relaxed store, for gpupart top */
   if (c->in_use > p->charge) gpupart__peak_crossed(p); /* O(1), rare: see peak.c */
   return r;
 }
@@ -88,6 +88,7 @@ static void report_steps(gpupart_partition *p, const request *q) {
     if (step_freed[step]) gpupart__event_oom_step(p->dev, p->name, q->size, step, step_freed[step]);
     step_freed[step] = 0;
   }
+  gpupart__ledger_report(p->dev->ledger); /* and the dead members growth reaped */
 }
 
 /* Steps 1 and 2. Device slow lock held. */
@@ -223,7 +224,7 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   gpupart__lock_acquire(&p->lock);
   if (why != REFUSED_HOST) p->c.failed_allocations++;
-  gpupart__ledger_publish(&p->pub->failures, p->c.failed_allocations);
+  gpupart__ledger_publish(&gpupart__published(p)->failures, p->c.failed_allocations);
   uint64_t in_use = p->c.in_use, largest = gpupart__tlsf_largest_free(p->arena.tlsf);
   gpupart__lock_release(&p->lock);
   refusal_text(p, q, why, f.limit, in_use, cause, sizeof cause);
@@ -359,7 +360,7 @@ gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t align
 
 static void account_free(gpupart_partition *p, uint64_t size) {
   p->c.in_use -= size;
-  gpupart__ledger_publish(&p->pub->in_use, p->c.in_use);
+  gpupart__ledger_publish(&gpupart__published(p)->in_use, p->c.in_use);
   p->c.live_allocations--;
   p->c.total_frees++;
   gpupart__peak_freed(p);

@@ -124,8 +124,8 @@ static void drop_block(gpupart_partition *p, gpupart__block *b) {
   p->dev->ops->block_free(p->dev->bdev, &b->drv);
   gpupart__lock_acquire(&p->lock);
   p->c.driver_allocs++, p->c.driver_frees++;
-  gpupart__ledger_publish(&p->pub->driver_allocs, p->c.driver_allocs);
-  gpupart__ledger_publish(&p->pub->driver_frees, p->c.driver_frees);
+  gpupart__ledger_publish(&gpupart__published(p)->driver_allocs, p->c.driver_allocs);
+  gpupart__ledger_publish(&gpupart__published(p)->driver_frees, p->c.driver_frees);
   gpupart__lock_release(&p->lock);
   gpupart__host_free(&p->dev->ctx->mem, b);
 }
@@ -142,7 +142,7 @@ static int insert_block(gpupart_partition *p, gpupart__block *b, int prealloc) {
   p->arena.empty_bytes += b->size;
   if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
   p->c.driver_allocs++;
-  gpupart__ledger_publish(&p->pub->driver_allocs, p->c.driver_allocs);
+  gpupart__ledger_publish(&gpupart__published(p)->driver_allocs, p->c.driver_allocs);
   return GPUPART_OK;
 }
 
@@ -165,7 +165,7 @@ void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b) {
   dev->ledger->ops->release(dev->ledger, p->account, b->size);
   p->arena.releasing -= b->size;
   p->c.driver_frees++;
-  gpupart__ledger_publish(&p->pub->driver_frees, p->c.driver_frees);
+  gpupart__ledger_publish(&gpupart__published(p)->driver_frees, p->c.driver_frees);
   gpupart__lock_release(&p->lock);
   gpupart__host_free(&dev->ctx->mem, b);
 }

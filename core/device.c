@@ -251,6 +251,7 @@ static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc
   pthread_mutex_lock(&ctx->lock);
   ctx->open_devices++;
   pthread_mutex_unlock(&ctx->lock);
+  gpupart__ledger_report(dev->ledger); /* dead members joining reaped (under the context's lock) */
   *out = dev;
   return GPUPART_OK;
 }

@@ -108,6 +108,10 @@ typedef struct gpupart__ledger_ops {
    * ledger no longer has gets a sink that nothing reads). An implementation may leave it
    * NULL: its partitions then publish nowhere. */
   gpupart__ledger_counters *(*counters)(gpupart__ledger *l, gpupart__ledger_entry *e);
+  /* No gpupart lock held: tells on_reaped of the dead members reaped since the last call
+   * (the reaping ran under the ledger's lock, maybe under the device's or the context's
+   * too, where the log callback must not run). NULL where nothing is reaped. */
+  void (*report)(gpupart__ledger *l);
   /* Every invariant: entry figures within limits, sums equal to the entries', guarantees
    * and reservations within the budget, names unique, every entry owned by a member.
    * 0, or -1 with the first broken invariant written to why. */
@@ -137,6 +141,11 @@ struct gpupart__ledger {
   int verbose;
   gpupart__ratelimit events; /* of this ledger's events: dead members, budget mismatches */
 };
+
+/* No gpupart lock held: the ledger's pending events reach the log (its report op). */
+static inline void gpupart__ledger_report(gpupart__ledger *l) {
+  if (l && l->ops->report) l->ops->report(l);
+}
 
 /* The in-process ledger of device id with budget bytes. NULL when out of host memory. */
 gpupart__ledger *gpupart__ledger_local_create(const gpupart__hostmem *mem, const gpupart__identity *id,

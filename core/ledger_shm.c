@@ -79,6 +79,9 @@ typedef struct shm_ledger {
   uint8_t mine[SHM_MEMBERS]; /* member slots this attachment holds the lock of */
   uint32_t reaped;           /* dead members reaped since the lock was taken (lock held) */
   uint64_t reaped_bytes;     /* and the bytes they held */
+  gpupart__lock pending_lock; /* guards pending: reaped, not yet reported (shm_report) */
+  uint32_t pending;
+  uint64_t pending_bytes;
   struct shm_entry *handles; /* this attachment's entry handles (guarded by the file's lock) */
 } shm_ledger;
 
@@ -211,13 +214,27 @@ static int lock_ledger(shm_ledger *L) {
   return rc;
 }
 
-/* Unlocks, then tells of the dead members this holding of the lock reaped: the ledger
- * never calls out under its lock. */
+/* Unlocks, keeping the dead members this holding of the lock reaped for shm_report: the
+ * ledger never calls out, and its callers may hold the device's or the context's lock. */
 static void unlock_ledger(shm_ledger *L) {
   uint32_t members = L->reaped;
   uint64_t bytes = L->reaped_bytes;
   L->reaped = 0, L->reaped_bytes = 0;
   pthread_mutex_unlock(&L->h->lock);
+  if (!members) return;
+  gpupart__lock_acquire(&L->pending_lock);
+  L->pending += members, L->pending_bytes = add_sat(L->pending_bytes, bytes);
+  gpupart__lock_release(&L->pending_lock);
+}
+
+/* No gpupart lock held: one event for every member reaped since the last report. */
+static void shm_report(gpupart__ledger *l) {
+  shm_ledger *L = shm(l);
+  gpupart__lock_acquire(&L->pending_lock);
+  uint32_t members = L->pending;
+  uint64_t bytes = L->pending_bytes;
+  L->pending = 0, L->pending_bytes = 0;
+  gpupart__lock_release(&L->pending_lock);
   if (members && L->base.on_reaped) L->base.on_reaped(&L->base, members, bytes);
 }
 
@@ -585,9 +602,26 @@ static int check_shares(const shm_header *h, char *why, uint64_t n) {
   return 0;
 }
 
+/* Names, member ids and shares (a member's part of a partition) are each there once. */
+static int check_unique(const shm_header *h, char *why, uint64_t n) {
+  for (uint32_t i = 0; i < SHM_PARTS; i++)
+    for (uint32_t k = i + 1; k < SHM_PARTS && h->part[i].members; k++)
+      if (h->part[k].members && strncmp(h->part[i].name, h->part[k].name, SHM_NAME) == 0)
+        return snprintf(why, n, "two shared partitions have one name"), -1;
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++)
+    for (uint32_t k = i + 1; k < SHM_MEMBERS && h->member[i].id; k++)
+      if (h->member[k].id == h->member[i].id)
+        return snprintf(why, n, "two members of the shared ledger have one id"), -1;
+  for (uint32_t i = 0; i < SHM_SHARES; i++)
+    for (uint32_t k = i + 1; k < SHM_SHARES && h->share[i].member; k++)
+      if (h->share[k].member == h->share[i].member && h->share[k].part == h->share[i].part)
+        return snprintf(why, n, "a member has two shares of one shared partition"), -1;
+  return 0;
+}
+
 static int check_locked(const shm_header *h, char *why, uint64_t n) {
   uint64_t g = 0, r = 0, u = 0;
-  if (check_shares(h, why, n)) return -1;
+  if (check_shares(h, why, n) || check_unique(h, why, n)) return -1;
   for (uint32_t i = 0; i < SHM_PARTS; i++) {
     const shm_part *p = &h->part[i];
     if (!p->members) continue;
@@ -634,6 +668,7 @@ static const gpupart__ledger_ops shm_ops = {
     .totals = shm_totals,
     .reset_peak = shm_reset_peak,
     .counters = shm_counters,
+    .report = shm_report,
     .check = shm_check,
     .join_named = shm_join_named,
     .ask_trim = shm_ask_trim,
@@ -785,6 +820,7 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
   if (!L) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   L->base.ops = &shm_ops;
   L->base.id = *id;
+  gpupart__lock_init(&L->pending_lock);
   L->base.shared = 1;
   L->mem = mem;
   int rc = open_file(L, dir && *dir ? dir : "/dev/shm", budget);

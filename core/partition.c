@@ -172,14 +172,21 @@ static int eexist(const gpupart_partition *p) {
                        "of it)", p->name);
 }
 
-/* What p publishes before it has an account (a failed creation's preallocation): nobody
- * reads it. */
-static gpupart__ledger_counters unpublished;
+/* What p publishes before it has an account (a failed creation's preallocation), or in
+ * a forked child (internal.h): nobody reads it. */
+gpupart__ledger_counters gpupart__unpublished;
+unsigned gpupart__forks;
+
+static void forked(void) { gpupart__forks++; }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, forked); }
 
 /* Once p has its account: where its counters go for gpupart top (ledger.h), when its
  * ledger has a place for them. */
 static void publish_to(gpupart_partition *p) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
   gpupart__ledger *l = p->dev->ledger;
+  pthread_once(&once, watch_forks);
+  p->pub_forks = gpupart__forks;
   if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
 }
 
@@ -250,13 +257,14 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
   if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user,
-                           .trace = dev->ctx->trace, .pub = &unpublished};
+                           .trace = dev->ctx->trace, .pub = &gpupart__unpublished};
   gpupart__lock_init(&p->lock);
   atomic_flag_clear(&p->reclaim_busy);
   pthread_mutex_lock(&dev->slow);
   rc = setup_locked(p, d, &r, join_only);
   if (rc) discard_locked(dev, p);
   pthread_mutex_unlock(&dev->slow);
+  gpupart__ledger_report(dev->ledger); /* dead members a preallocation reaped */
   if (rc == GPUPART_OK) *out = p;
   return rc;
 }
@@ -347,6 +355,7 @@ uint32_t gpupart_partition_count(const gpupart_device *dev) {
   pthread_mutex_lock(&d->slow);
   uint32_t n = d->nparts + (d->find_joins ? others_locked(d, NULL, 0) : 0);
   pthread_mutex_unlock(&d->slow);
+  gpupart__ledger_report(d->ledger);
   return n;
 }
 
@@ -360,6 +369,7 @@ gpupart_partition *gpupart_partition_at(gpupart_device *dev, uint32_t i) {
     gpupart_partition *p = i < dev->nparts ? dev->parts[i] : NULL;
     uint32_t others = !p && dev->find_joins ? others_locked(dev, name, 1) : 0;
     pthread_mutex_unlock(&dev->slow);
+    gpupart__ledger_report(dev->ledger);
     if (p || !others || !gpupart_partition_find(dev, name[0])) return p;
   }
 }

@@ -85,6 +85,7 @@ gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart
   add_counters(&s, &d->retired);
   d->ledger->ops->totals(d->ledger, &t);
   pthread_mutex_unlock(&d->slow);
+  gpupart__ledger_report(d->ledger); /* the dead members totals reaped, now that no lock is held */
   s.limit = t.limit, s.guarantee = t.guarantee, s.peak_reserved = t.peak_reserved;
   if (d->ledger->shared) s.reserved = t.reserved; /* device-wide, across processes */
   s.peak_in_use = gpupart__peak_in_use(d);
@@ -156,5 +157,6 @@ gpupart_result gpupart_device_check(const gpupart_device *dev) {
   pthread_mutex_lock(&d->slow);
   int rc = check_locked(d, why, sizeof why);
   pthread_mutex_unlock(&d->slow);
+  gpupart__ledger_report(d->ledger);
   return rc ? gpupart__fail(GPUPART_ECORRUPT, "device_check: %s", why) : GPUPART_OK;
 }

@@ -850,6 +850,130 @@ Test(ledger_shm, a_snapshot_shows_each_members_bytes_in_use_and_counters) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
+/* Writes with at the first place the ledger file holds what, of the same length. */
+static void patch_ledger(const char *what, const char *with, size_t len) {
+  char path[256];
+  ledger_path(path, sizeof path);
+  size_t n = ledger_size_bytes(path);
+  char *bytes = malloc(n);
+  int fd = open(path, O_RDWR);
+  cr_assert(bytes && fd >= 0 && pread(fd, bytes, n, 0) == (ssize_t)n);
+  const char *at = memmem(bytes, n, what, len);
+  cr_assert_not_null(at, "'%s' is in the ledger", what);
+  cr_assert_eq(pwrite(fd, with, len, at - bytes), (ssize_t)len);
+  close(fd), free(bytes);
+}
+
+Test(ledger_shm, two_partitions_of_one_name_make_the_ledger_inconsistent) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  test_partition(dev, "first", 64 * MiB, 0), test_partition(dev, "other", 64 * MiB, 0);
+  cr_assert_eq(gpupart_device_check(dev), GPUPART_OK, "%s", gpupart_last_error());
+  patch_ledger("other", "first", 6); /* a damaged file: the name's NUL too */
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect_eq(s->status, GPUPART_OK);
+  cr_expect(!s->consistent && strstr(s->why, "one name"), "%s", s->why);
+  free(s);
+  cr_expect_eq(gpupart_device_check(dev), GPUPART_ECORRUPT);
+  patch_ledger("first", "other", 6); /* the first of them: back as it was, for the close */
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+typedef struct hammer {
+  gpupart_partition *p;
+  unsigned seed;
+  int ok;
+  gpupart_allocation *live[8];
+} hammer;
+
+/* 2,000 allocations and frees of 4 KiB to 3 MiB, a refusal every 100, eight left live. */
+static void *hammer_partition(void *arg) {
+  hammer *h = arg;
+  gpupart_allocation **live = h->live;
+  h->ok = 1;
+  for (int i = 0; i < 2000; i++) {
+    gpupart_allocation **slot = &live[rand_r(&h->seed) % 8], *x = NULL;
+    if (*slot) gpupart_free(*slot), *slot = NULL;
+    if (gpupart_alloc(h->p, 4096 + rand_r(&h->seed) % (3 * MiB), 0, slot)) h->ok = 0;
+    if (i % 100 == 0 && gpupart_alloc(h->p, 200 * MiB, 0, &x) != GPUPART_ELIMIT) h->ok = 0;
+  }
+  return NULL;
+}
+
+Test(ledger_shm, what_four_threads_publish_equals_the_partitions_counters_once_quiet) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(dev, "busy", 128 * MiB, 0);
+  pthread_t t[4];
+  hammer h[4];
+  for (unsigned i = 0; i < 4; i++) {
+    h[i] = (hammer){p, i + 1, 0, {NULL}};
+    cr_assert_eq(pthread_create(&t[i], NULL, hammer_partition, &h[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    cr_expect(h[i].ok, "thread %d", i);
+  }
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK); /* some blocks go back: driver frees too */
+  gpupart_stats st = test_stats(p);
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_assert_eq(s->shares, 1);
+  const gpupart__ledger_counters *c = &s->share[0].c;
+  cr_expect_eq(c->in_use, st.in_use);
+  cr_expect_eq(s->entry[0].in_use, st.in_use);
+  cr_expect_eq(c->failures, st.failed_allocations);
+  cr_expect_eq(c->failures, 4 * 20);
+  cr_expect_eq(c->driver_allocs, st.driver_allocs);
+  cr_expect_eq(c->driver_frees, st.driver_frees);
+  free(s);
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 8; k++) gpupart_free(h[i].live[k]);
+  s = scan_one();
+  cr_expect_eq(s->share[0].c.in_use, 0, "every free published");
+  free(s);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* In a child forked while the parent holds partition p: allocates, frees the parent's
+ * allocation a, is refused once, and exits without cleaning up. */
+static void child_uses_inherited(gpupart_partition *p, gpupart_allocation *a) {
+  gpupart_allocation *x = NULL, *y = NULL;
+  if (gpupart_alloc(p, 3 * MiB, 0, &x) || gpupart_alloc(p, 80 * MiB, 0, &y) != GPUPART_ELIMIT) _exit(2);
+  gpupart_free(a);
+  _exit(0);
+}
+
+Test(ledger_shm, a_forked_child_never_publishes_into_its_parents_share) {
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition *p = test_partition(dev, "mine", 64 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 2 * MiB);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) child_uses_inherited(p, a);
+  int status = -1;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert_eq(status, 0, "the child allocated, was refused and freed");
+  gpupart__ledger_snapshot *s = scan_one();
+  const gpupart__ledger_snapshot_member *me = member_of(s, getpid());
+  cr_assert(me);
+  cr_expect_eq(me->sum.in_use, 2 * MiB, "the parent's figures, not the child's copy's");
+  cr_expect_eq(me->sum.failures, 0, "the child's refusal is not the parent's");
+  free(s);
+  gpupart_allocation *b = alloc_ok(p, 1 * MiB);
+  s = scan_one();
+  cr_expect_eq(member_of(s, getpid())->sum.in_use, 3 * MiB, "the parent still publishes");
+  free(s);
+  gpupart_free(b), gpupart_free(a);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
 /* What the log callback heard: every line, and whether the ledger could be read from
  * inside it (it could not, were the callback run under the ledger's lock). */
 typedef struct tape {
@@ -897,6 +1021,45 @@ Test(ledger_shm, dead_members_reclaimed_are_logged_once_after_the_lock) {
   cr_expect(t.readable, "the callback ran with the ledger unlocked");
   dev_stats(dev);
   cr_expect_eq(t.n, 1, "nobody else to reap");
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* A log callback that calls the library back on the device it hears about. */
+typedef struct caller {
+  gpupart_device *dev;
+  int heard, stats_rc;
+} caller;
+
+static void call_back(gpupart_log_level level, const char *message, void *user) {
+  caller *c = user;
+  (void)level;
+  if (!c->dev || !strstr(message, "dead member")) return;
+  c->heard++;
+  gpupart_stats st;
+  c->stats_rc = gpupart_device_get_stats(c->dev, &st); /* deadlocks were the device's lock held */
+}
+
+Test(ledger_shm, the_dead_member_event_runs_with_no_lock_so_it_may_call_the_library, .timeout = 30) {
+  caller c = {0};
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = dir, .log = call_back, .log_user = &c};
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  c.dev = dev;
+  gpupart_partition *p = test_partition(dev, "mine", 1 * GiB, 0);
+  for (int round = 0; round < 2; round++) {
+    child k = spawn_holder("theirs", 800 * MiB);
+    cr_assert_eq(kill(k.pid, SIGKILL), 0);
+    wait_child(&k);
+    c.stats_rc = -1;
+    if (round == 0) cr_expect_eq(dev_stats(dev).reserved, 0, "stats reap it"); /* under the device's lock */
+    gpupart_allocation *a = round == 1 ? alloc_ok(p, 600 * MiB) : NULL; /* growth reaps it: the same lock */
+    cr_expect_eq(c.heard, round + 1, "round %d: the reaping is heard", round);
+    cr_expect_eq(c.stats_rc, GPUPART_OK, "round %d: and the callback's call answered", round);
+    if (a) gpupart_free(a);
+  }
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }

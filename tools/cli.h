@@ -29,6 +29,11 @@ gpupart_result cli_context(gpupart_context **out);
 size_t cli_utf8_len(const unsigned char *p);
 /* A JSON string, quoted and escaped. */
 void json_string(FILE *f, const char *s);
+/* s made safe for a terminal into out (n bytes): a control character (an escape
+ * sequence's ESC, a newline) or a byte that is not part of valid UTF-8 becomes '?'. */
+void cli_text(const char *s, char *out, size_t n);
+/* The characters (code points) of UTF-8 text s, as a terminal's columns. */
+size_t cli_width(const char *s);
 /* "16 GiB", "1.5 MiB", "512 B". */
 void human_bytes(uint64_t bytes, char *buf, size_t n);
 

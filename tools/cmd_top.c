@@ -69,13 +69,24 @@ static const char *size_or_dash(uint64_t v, char *buf, size_t n) {
   return buf;
 }
 
+/* s for the terminal (cli_text), then spaces up to width columns. */
+static void cell(const char *s, size_t width) {
+  char t[1024];
+  cli_text(s, t, sizeof t);
+  fputs(t, stdout);
+  for (size_t w = cli_width(t); w < width; w++) putchar(' ');
+}
+
 static void device_line(const observed_device *d) {
   const gpupart__ledger_snapshot *s = d->s;
   char b[32], g[32], r[32], p[32], t[32], f[32];
-  printf("DEVICE %s", *s->identity ? s->identity : s->file);
-  if (*d->backend) printf("  (%s %lld%s%s)", d->backend, (long long)d->index, *d->uuid ? " " : "", d->uuid);
+  printf("DEVICE "), cell(*s->identity ? s->identity : s->file, 0);
+  if (*d->backend) {
+    printf("  (%s %lld%s", d->backend, (long long)d->index, *d->uuid ? " " : "");
+    cell(d->uuid, 0), printf(")");
+  }
   if (s->status) {
-    printf("  %s: %s\n", observe_status(s), s->why);
+    printf("  %s: ", observe_status(s)), cell(s->why, 0), printf("\n");
     return;
   }
   human_bytes(s->budget, b, sizeof b), human_bytes(s->guarantees, g, sizeof g);
@@ -83,20 +94,32 @@ static void device_line(const observed_device *d) {
   printf("\n  budget %s  guaranteed %s  reserved %s  peak %s", b, g, r, p);
   if (d->total != UINT64_MAX) printf("  driver: total %s free %s", size_or_dash(d->total, t, sizeof t), size_or_dash(d->free, f, sizeof f));
   printf("\n");
-  if (!s->consistent) printf("  INCONSISTENT: %s\n", s->why);
+  if (!s->consistent) printf("  INCONSISTENT: "), cell(s->why, 0), printf("\n");
+}
+
+/* The PARTITION column: 24 wide, or as wide as the longest name, so the figures align. */
+static size_t name_width(const gpupart__ledger_snapshot *s) {
+  size_t w = 24;
+  for (uint32_t i = 0; i < s->entries; i++) {
+    char t[1024];
+    cli_text(s->entry[i].name, t, sizeof t);
+    if (cli_width(t) > w) w = cli_width(t);
+  }
+  return w;
 }
 
 static void partition_rows(const gpupart__ledger_snapshot *s) {
-  printf("  %-24s %10s %10s %10s %10s %10s %8s\n", "PARTITION", "LIMIT", "GUARANTEE", "RESERVED", "IN USE", "PEAK",
-         "PID");
+  size_t w = name_width(s);
+  printf("  "), cell("PARTITION", w);
+  printf(" %10s %10s %10s %10s %10s %8s\n", "LIMIT", "GUARANTEE", "RESERVED", "IN USE", "PEAK", "PID");
   for (uint32_t i = 0; i < s->entries; i++) {
     const gpupart__ledger_snapshot_entry *e = &s->entry[i];
-    char l[32], g[32], r[32], p[32];
+    char l[32], g[32], r[32], p[32], u[32];
     human_bytes(e->figures.limit, l, sizeof l), human_bytes(e->figures.guarantee, g, sizeof g);
     human_bytes(e->figures.reserved, r, sizeof r), human_bytes(e->figures.peak_reserved, p, sizeof p);
-    char u[32];
     human_bytes(e->in_use, u, sizeof u);
-    printf("  %-24.63s %10s %10s %10s %10s %10s %8lld\n", e->name, l, g, r, u, p, (long long)e->pid);
+    printf("  "), cell(e->name, w);
+    printf(" %10s %10s %10s %10s %10s %8lld\n", l, g, r, u, p, (long long)e->pid);
   }
 }
 
@@ -108,9 +131,9 @@ static void member_rows(const gpupart__ledger_snapshot *s) {
     char comm[64], r[32], u[32];
     observe_comm(m->alive ? m->pid : 0, comm, sizeof comm);
     human_bytes(m->reserved, r, sizeof r), human_bytes(m->sum.in_use, u, sizeof u);
-    printf("  %-8lld %-16s %-5s %10u %10s %10s %8llu %8llu\n", (long long)m->pid, *comm ? comm : "-",
-           m->alive ? "yes" : "no", m->entries, r, u, (unsigned long long)m->sum.failures,
-           (unsigned long long)m->sum.driver_allocs);
+    printf("  %-8lld ", (long long)m->pid), cell(*comm ? comm : "-", 16);
+    printf(" %-5s %10u %10s %10s %8llu %8llu\n", m->alive ? "yes" : "no", m->entries, r, u,
+           (unsigned long long)m->sum.failures, (unsigned long long)m->sum.driver_allocs);
   }
 }
 
@@ -118,7 +141,7 @@ static void frame(const observation *o) {
   char when[32];
   time_t t = (time_t)o->time;
   strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
-  printf("gpupart top  %s  ledgers in %s: %u\n", when, o->dir, o->n);
+  printf("gpupart top  %s  ledgers in ", when), cell(o->dir, 0), printf(": %u\n", o->n);
   for (uint32_t i = 0; i < o->n; i++) {
     printf("\n");
     device_line(&o->dev[i]);

@@ -96,6 +96,23 @@ void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+void cli_text(const char *s, char *out, size_t n) {
+  size_t o = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p && o + 1 < n; p++) {
+    size_t k = *p >= 0x80 ? cli_utf8_len(p) : *p >= 0x20 && *p != 0x7f;
+    if (k && o + k >= n) break;
+    if (!k) out[o++] = '?';
+    else memcpy(out + o, p, k), o += k, p += k - 1;
+  }
+  out[o] = '\0';
+}
+
+size_t cli_width(const char *s) {
+  size_t w = 0;
+  for (; *s; s++) w += ((unsigned char)*s & 0xc0) != 0x80;
+  return w;
+}
+
 void human_bytes(uint64_t bytes, char *buf, size_t n) {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = (double)bytes;

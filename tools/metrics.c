@@ -2,6 +2,7 @@
  * exporter. Each family has
  * a gpupart_ prefix, a unit suffix, HELP and TYPE lines, and labels naming the device
  * (device = its key, backend, index, uuid), the partition and the pid. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -83,7 +84,7 @@ static const family families[] = {
     {"gpupart_member_reserved_bytes", "Bytes the partitions of one device handle hold from the driver", MEMBER,
      m_reserved},
     {"gpupart_member_alive", "1 while the member's process lives", MEMBER, m_alive},
-    {"gpupart_member_partitions", "Partitions the member created", MEMBER, m_partitions},
+    {"gpupart_member_partitions", "Partitions the member holds a share of (created or joined)", MEMBER, m_partitions},
     {"gpupart_member_in_use_bytes", "Bytes in the live allocations of one device handle, all its partitions together",
      MEMBER, m_in_use},
     {"gpupart_member_partition_in_use_bytes", "Bytes in one member's live allocations of one partition", SHARE,
@@ -156,16 +157,48 @@ static uint32_t samples(const observed_device *d, scope sc) {
   return sc == DEVICE ? 1 : sc == PARTITION ? d->s->entries : sc == SHARE ? d->s->shares : d->s->members;
 }
 
+/* The label sets one family wrote for one device. A sample whose labels repeat an earlier
+ * one's is left out, since the exposition format wants each series once: two partition
+ * names alike but for bytes that are not UTF-8 (each one U+FFFD), or a damaged ledger (two
+ * shares of one member in one partition, a member id twice). */
+#define SEEN_SLOTS 2048u /* over twice the samples of one device in one family (512 shares) */
+typedef struct seen {
+  char *slot[SEEN_SLOTS];
+} seen;
+
+static uint32_t fnv1a(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+/* Whether labels were written already; else they are remembered (a copy that cannot be
+ * made is not: the sample is still written). */
+static int repeats(seen *z, const char *labels) {
+  for (uint32_t i = fnv1a(labels) & (SEEN_SLOTS - 1);; i = (i + 1) & (SEEN_SLOTS - 1)) {
+    if (!z->slot[i]) return z->slot[i] = strdup(labels), 0;
+    if (strcmp(z->slot[i], labels) == 0) return 1;
+  }
+}
+
+static void device_samples(FILE *f, const family *fam, const observed_device *d) {
+  seen z = {{NULL}};
+  char buf[4096];
+  for (uint32_t i = 0; i < samples(d, fam->scope); i++) {
+    uint64_t v;
+    FILE *m = fam->value(d, i, &v) ? fmemopen(buf, sizeof buf, "w") : NULL;
+    if (!m) continue;
+    labels(m, d, fam->scope, i);
+    fclose(m);
+    if (!repeats(&z, buf)) fprintf(f, "%s{%s} %llu\n", fam->name, buf, (unsigned long long)v);
+  }
+  for (uint32_t k = 0; k < SEEN_SLOTS; k++) free(z.slot[k]);
+}
+
 static void family_text(FILE *f, const family *fam, const observation *o) {
-  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name, is_counter(fam->name) ? "counter" : "gauge");
-  for (uint32_t k = 0; k < o->n; k++)
-    for (uint32_t i = 0; i < samples(&o->dev[k], fam->scope); i++) {
-      uint64_t v;
-      if (!fam->value(&o->dev[k], i, &v)) continue;
-      fprintf(f, "%s{", fam->name);
-      labels(f, &o->dev[k], fam->scope, i);
-      fprintf(f, "} %llu\n", (unsigned long long)v);
-    }
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name,
+          is_counter(fam->name) ? "counter" : "gauge");
+  for (uint32_t k = 0; k < o->n; k++) device_samples(f, fam, &o->dev[k]);
 }
 
 void metrics_text(FILE *f, const observation *o) {

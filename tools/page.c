@@ -23,13 +23,16 @@ static const char head[] =
     ".bad{color:#a40000}\n"
     "</style></head><body>\n<h1>gpupart</h1>\n";
 
-/* s with &, <, >, " and ' as entities. */
+/* s with &, <, >, " and ' as entities; a control character (but tab and newline) or a
+ * byte that is not part of valid UTF-8 becomes U+FFFD, so the page is valid UTF-8 HTML. */
 static void html(FILE *f, const char *s) {
-  for (; *s; s++) {
-    const char *e = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '"' ? "&quot;"
-                    : *s == '\'' ? "&#39;" : NULL;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : *p == '"' ? "&quot;"
+                    : *p == '\'' ? "&#39;" : NULL;
+    size_t n = *p >= 0x80 ? cli_utf8_len(p) : (*p >= 0x20 && *p != 0x7f) || *p == '\t' || *p == '\n';
     if (e) fputs(e, f);
-    else fputc(*s, f);
+    else if (!n) fputs("\xef\xbf\xbd", f);
+    else fwrite(p, 1, n, f), p += n - 1;
   }
 }
 

@@ -468,6 +468,42 @@ def test_top_refuses_hostile_ledger_files_and_goes_on():
         check(re.search(r"^DEVICE gpupart-\d+-junk.ledger  refused: ledger .* bytes", out, re.M), "text refusal", out)
 
 
+HOSTILE_NAMES = ["x" * 40, "e\x1b[31mred", "nl\nx", "a\udcff", "<script>alert(1)</script>"]
+
+
+def test_top_shows_any_name_safely_in_aligned_columns():
+    with Holders([f"{n}:512:0:1" for n in HOSTILE_NAMES]) as h:
+        p = subprocess.run([GPUPART, "top", "--once", "--ledger-dir", h.dir], capture_output=True, timeout=60)
+        check(p.returncode == 0, "top --once", p.stderr)
+        out = p.stdout
+        check(b"\x1b" not in out, "no escape sequence reaches the terminal", out)
+        try:
+            text = out.decode("utf-8")
+        except UnicodeDecodeError as e:
+            check(False, "valid UTF-8", f"{e}: {out!r}")
+            return
+        rows = [l for l in text.splitlines() if re.search(r"512 MiB\s+0 B\s+\d+ MiB", l)]
+        check(len(rows) == len(HOSTILE_NAMES), "one row per partition (a newline in a name splits none)", text)
+        head = [l for l in text.splitlines() if l.lstrip().startswith("PARTITION")]
+        ends = {l.index("LIMIT") + len("LIMIT") for l in head} | {l.index("512 MiB") + 7 for l in rows}
+        check(len(ends) == 1, "the LIMIT column ends at one place on every line", text)
+        check("e?[31mred" in text and "nl?x" in text and "a?" in text, "what cannot be shown is a '?'", text)
+
+
+def test_status_page_is_valid_html_with_any_name():
+    with Holders([f"{n}:512:0:1" for n in HOSTILE_NAMES]) as h, Exporter(h) as e:
+        status, _, body = e.get("/")
+        check(status == 200, "/", body)
+        try:
+            page = body.decode("utf-8")
+        except UnicodeDecodeError as err:
+            check(False, "the page is valid UTF-8", f"{err}: {body!r}")
+            return
+        check(not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", page), "no control character in the page", repr(page))
+        check("<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page, "names escaped", page)
+        check(f"<td class=\"n\">a\ufffd</td>" in page and "nl\nx" in page, "a byte that is not UTF-8 is U+FFFD", page)
+
+
 def test_top_redraws_until_interrupted():
     with Holders(["train:512:0:2"]) as h:
         p = subprocess.Popen([GPUPART, "top", "--interval", "0.1", "--ledger-dir", h.dir], stdout=subprocess.PIPE,
@@ -578,6 +614,28 @@ def test_metrics_pass_promtool_and_an_independent_parser():
                            "gpupart_driver_frees_total"}, "the counters", out)
         check(all(t == ("counter" if n + "_total" in counters else "gauge") for n, (t, _, _) in fam.items()),
               "counters and gauges as the parser reads them", out)
+
+
+def series_repeated(text):
+    """The series (name and label set) that a text exposition writes more than once."""
+    seen, repeated = set(), []
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series = line.rsplit(" ", 1)[0]
+            if series in seen:
+                repeated.append(series)
+            seen.add(series)
+    return repeated
+
+
+def test_metrics_never_repeat_a_series():
+    # two names that differ only in a byte that is not UTF-8: each label value is "a\ufffd"
+    with Holders(["a\udcff:512:0:2:1", "a\udcfe:512:0:3"]) as h:
+        out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+        promtool_check(out, "metrics of look-alike names")
+        check(not series_repeated(out), "each series once", "\n".join(series_repeated(out)) + "\n" + out)
+        check(len(re.findall(r'^gpupart_partition_limit_bytes\{.*partition="a\ufffd".*\} 536870912$', out, re.M)) == 1,
+              "the first of them shown", out)
 
 
 def test_metrics_show_refused_ledgers_as_down():
