@@ -347,7 +347,10 @@ gpupart_result gpupart_device_dump(gpupart_device *device, uint32_t flags, char 
   if (length_out) *length_out = 0;
   gpupart_result rc = dump_args(device, flags, json_out);
   snapshot s;
-  if (rc || (rc = take_snapshot(device, (flags & GPUPART_DUMP_ALLOCATIONS) != 0, &s))) return rc;
+  if (rc) return rc;
+  rc = take_snapshot(device, (flags & GPUPART_DUMP_ALLOCATIONS) != 0, &s);
+  gpupart__ledger_report(device->ledger); /* the dead members the snapshot reaped, no lock held */
+  if (rc) return rc;
   jbuf b = {.m = &device->ctx->mem};
   json_device(&b, device, &s);
   snapshot_free(&device->ctx->mem, &s);

@@ -781,7 +781,8 @@ static int open_file(shm_ledger *L, const char *dir, uint64_t budget) {
   gpupart__ledger_shm_path(dir, &L->base.id, path, sizeof path);
   L->fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (L->fd < 0)
-    return gpupart__fail(GPUPART_ECONFIG, "ledger %s: %s (the folder is GPUPART_LEDGER_DIR)", path, strerror(errno));
+    return gpupart__fail(GPUPART_ECONFIG, "ledger %s: %s (the folder is ledger_dir: GPUPART_LEDGER_DIR, the file's ledger_dir or /dev/shm)",
+                         path, strerror(errno));
   flock(L->fd, LOCK_EX); /* one process sets a new file up; the others wait for it */
   int rc = check_owner(L->fd, path, &st);
   if (rc == GPUPART_OK) rc = st.st_size == 0 ? create_file(L, path, dir, budget) : attach_file(L, path, &st);

@@ -1064,6 +1064,27 @@ Test(ledger_shm, the_dead_member_event_runs_with_no_lock_so_it_may_call_the_libr
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
+Test(ledger_shm, a_dead_member_a_dump_reaps_is_heard_when_the_dump_returns, .timeout = 30) {
+  caller c = {0};
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = dir, .log = call_back, .log_user = &c};
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  c.dev = dev;
+  child k = spawn_holder("theirs", 300 * MiB);
+  cr_assert_eq(kill(k.pid, SIGKILL), 0);
+  wait_child(&k);
+  c.stats_rc = -1;
+  char *json = NULL;
+  cr_assert_eq(gpupart_device_dump(dev, 0, &json, NULL), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(c.heard, 1, "the dump's reaping is heard as it returns, not at some later call");
+  cr_expect_eq(c.stats_rc, GPUPART_OK, "and the callback's call answered");
+  gpupart_dump_free(json);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
 Test(ledger_shm, a_budget_other_than_the_ledgers_is_logged_saying_which_applies) {
   gpupart_context *first = shared_context();
   gpupart_device *one = NULL, *two = NULL;
