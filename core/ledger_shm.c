@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +40,8 @@
 typedef struct shm_member {
   uint64_t id; /* 0 = free */
   int64_t pid; /* for people reading the file; liveness is the lock */
+  char command[16]; /* its process's name (comm) at join, for readers in other PID namespaces; NUL-padded,
+                     * not terminated when all 16 bytes are used */
 } shm_member;
 
 /* A partition; free while it has no members. Its members and reserved are the sums of its
@@ -262,12 +265,21 @@ static void shm_destroy(gpupart__ledger *l) {
   gpupart__host_free(L->mem, L);
 }
 
+/* The calling thread's process name as the kernel keeps it (comm: 15 bytes and a NUL), no
+ * file read under the lock; "" where prctl refuses. */
+static void own_command(char out[16]) {
+  char name[17] = {0};
+  if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) name[0] = '\0';
+  memcpy(out, name, 16);
+}
+
 /* Lock held: a free member slot whose lock this attachment could take. */
 static int join_locked(shm_ledger *L, gpupart__ledger_member *out) {
   for (int pass = 0; pass < 2; pass++) {
     for (uint32_t i = 0; i < SHM_MEMBERS; i++) {
       if (L->h->member[i].id || member_lock(L->fd, i, F_WRLCK) != 0) continue;
       L->h->member[i] = (shm_member){.id = ++L->h->last_member, .pid = getpid()};
+      own_command(L->h->member[i].command);
       L->mine[i] = 1;
       *out = L->h->member[i].id;
       return GPUPART_OK;
@@ -863,6 +875,7 @@ static void copy_member_locked(shm_ledger *L, uint32_t i, gpupart__ledger_snapsh
   const shm_member *m = &L->h->member[i];
   gpupart__ledger_snapshot_member *o = &out->member[out->members++];
   *o = (gpupart__ledger_snapshot_member){.id = m->id, .pid = m->pid, .alive = held_elsewhere(L->fd, i)};
+  memcpy(o->command, m->command, sizeof m->command); /* o->command[16] stays the NUL */
 }
 
 /* Where copy_within put each member slot and partition slot in the snapshot. */

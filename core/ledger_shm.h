@@ -30,6 +30,7 @@ typedef struct gpupart__ledger_snapshot_member {
   uint64_t id;
   int64_t pid;       /* as the member's process saw itself (its PID namespace) */
   int alive;         /* its process still holds the member's lock */
+  char command[17];  /* its process's name (comm) when it joined, as it wrote it: NUL-terminated, any bytes */
   uint32_t entries;  /* partitions it is a member of */
   uint64_t reserved; /* the bytes it reserved in them */
   gpupart__ledger_counters sum; /* its shares' counters, summed (ledger.h) */

@@ -129,7 +129,7 @@ static void member_rows(const gpupart__ledger_snapshot *s) {
   for (uint32_t i = 0; i < s->members; i++) {
     const gpupart__ledger_snapshot_member *m = &s->member[i];
     char comm[64], r[32], u[32];
-    observe_comm(m->alive ? m->pid : 0, comm, sizeof comm);
+    observe_comm(m, comm, sizeof comm);
     human_bytes(m->reserved, r, sizeof r), human_bytes(m->sum.in_use, u, sizeof u);
     printf("  %-8lld ", (long long)m->pid), cell(*comm ? comm : "-", 16);
     printf(" %-5s %10u %10s %10s %8llu %8llu\n", m->alive ? "yes" : "no", m->entries, r, u,

@@ -132,7 +132,7 @@ static void pid_label(FILE *f, int64_t pid) {
 
 static void member_labels(FILE *f, const gpupart__ledger_snapshot_member *m) {
   char comm[64], id[24];
-  observe_comm(m->alive ? m->pid : 0, comm, sizeof comm);
+  observe_comm(m, comm, sizeof comm);
   pid_label(f, m->pid);
   snprintf(id, sizeof id, "%llu", (unsigned long long)m->id);
   label(f, ",", "member", id);

@@ -105,16 +105,8 @@ void observe_free(observation *o) {
   o->snaps = NULL, o->dev = NULL, o->n = 0;
 }
 
-void observe_comm(int64_t pid, char *out, size_t n) {
-  char path[64];
-  out[0] = '\0';
-  if (pid <= 0) return;
-  snprintf(path, sizeof path, "/proc/%lld/comm", (long long)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  if (!fgets(out, (int)n, f)) out[0] = '\0';
-  fclose(f);
-  out[strcspn(out, "\n")] = '\0';
+void observe_comm(const gpupart__ledger_snapshot_member *m, char *out, size_t n) {
+  snprintf(out, n, "%s", m->command);
 }
 
 const char *observe_status(const gpupart__ledger_snapshot *s) {
@@ -157,7 +149,7 @@ static void json_members(FILE *f, const gpupart__ledger_snapshot *s) {
   for (uint32_t i = 0; i < s->members; i++) {
     const gpupart__ledger_snapshot_member *m = &s->member[i];
     char comm[64];
-    observe_comm(m->alive ? m->pid : 0, comm, sizeof comm);
+    observe_comm(m, comm, sizeof comm);
     fprintf(f, "%s\n      {\"id\": %llu, \"pid\": %lld, \"command\": ", i ? "," : "", (unsigned long long)m->id,
             (long long)m->pid);
     json_str_or_null(f, comm);

@@ -37,8 +37,9 @@ const char *observe_ledger_dir(const char *option);
  * message (the folder cannot be listed). */
 int observe(const char *dir, observation *o);
 void observe_free(observation *o);
-/* The command name of pid (/proc/PID/comm), "" when it cannot be read. */
-void observe_comm(int64_t pid, char *out, size_t n);
+/* The member's command name as its process wrote it into the ledger when it joined (its
+ * comm: right across PID namespaces, and still there once it died); "" where none. */
+void observe_comm(const gpupart__ledger_snapshot_member *m, char *out, size_t n);
 /* "ok", "busy" or "refused": a snapshot's status in words. */
 const char *observe_status(const gpupart__ledger_snapshot *s);
 
