@@ -41,10 +41,29 @@ static gpupart_context *context_locked(void) {
   return ctx;
 }
 
-/* GPUPART_PARTITION, else the program's name. */
-static const char *partition_name(void) {
+#define NAME_BYTES 64 /* a partition name a shared ledger holds, NUL included */
+#define NAME_HASH 9   /* "~" and 8 hex digits */
+
+/* name, or where it is too long for a shared ledger (64 bytes or more) its first bytes
+ * (not cutting a UTF-8 character) then "~" and the FNV-1a hash of the whole name: the
+ * same in every process, so that programs with one long name still share a partition
+ * and a long name is never left unaccounted. */
+static void fit_name(const char *name, char out[NAME_BYTES]) {
+  size_t len = strlen(name), keep = NAME_BYTES - 1 - NAME_HASH;
+  uint32_t h = 2166136261u;
+  if (len < NAME_BYTES) {
+    memcpy(out, name, len + 1);
+    return;
+  }
+  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)name[i]) * 16777619u;
+  while (keep > 0 && ((uint8_t)name[keep] & 0xC0) == 0x80) keep--;
+  snprintf(out, NAME_BYTES, "%.*s~%08x", (int)keep, name, (unsigned)h);
+}
+
+/* GPUPART_PARTITION, else the program's name, fitted to a shared ledger's names. */
+static void partition_name(char out[NAME_BYTES]) {
   const char *n = getenv("GPUPART_PARTITION");
-  return n && *n ? n : program_invocation_short_name;
+  fit_name(n && *n ? n : program_invocation_short_name, out);
 }
 
 /* Creating a partition whose name another process of the shared ledger holds joins it
@@ -56,14 +75,16 @@ static const char *partition_name(void) {
  * cache rules out for the layers' own opens; should it happen, this process takes its
  * own "NAME.PID", sharing the device budget only, and says so on stderr. */
 static gpupart_partition *partition_open(gpupart_device *dev) {
-  gpupart_partition_desc pd = {.name = partition_name(), .release_threshold = 1};
+  char name[NAME_BYTES], own[NAME_BYTES], with_pid[NAME_BYTES + 24];
+  partition_name(name);
+  gpupart_partition_desc pd = {.name = name, .release_threshold = 1};
   gpupart_partition *p = NULL;
   gpupart_result r = gpupart_partition_create(dev, &pd, &p);
   if (r == GPUPART_EEXIST) {
-    char own[256];
-    fprintf(stderr, "gpupart layer: partition '%s' cannot be joined (%s); this process uses its own '%s.%ld'\n",
-            pd.name, gpupart_last_error(), pd.name, (long)getpid());
-    snprintf(own, sizeof own, "%s.%ld", pd.name, (long)getpid());
+    snprintf(with_pid, sizeof with_pid, "%s.%ld", name, (long)getpid());
+    fit_name(with_pid, own);
+    fprintf(stderr, "gpupart layer: partition '%s' cannot be joined (%s); this process uses its own '%s'\n", name,
+            gpupart_last_error(), own);
     pd.name = own;
     r = gpupart_partition_create(dev, &pd, &p);
   }

@@ -227,3 +227,24 @@ Test(cu_preload, the_per_thread_stream_variants_are_hooked_and_old_versions_left
   ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s proc plain 1 1", preload(), fill());
   cr_assert(strstr(out, "cuMemAlloc at 3010 is the legacy entry: yes"), "%s", out);
 }
+
+/* A shared ledger holds names of 63 bytes at most: a longer GPUPART_PARTITION (or program
+ * name) is cut and hashed to one, never left unaccounted; every process given the same
+ * long name meets in the same partition. */
+Test(cu_preload, a_partition_or_program_name_too_long_for_the_shared_ledger_is_still_accounted) {
+  char dir[] = "/tmp/gpupart-cu-long-XXXXXX", env[8192], out[4096], link[512], name[80];
+  int code = 0;
+  cr_assert(mkdtemp(dir));
+  memset(name, 'n', 70), name[70] = '\0';
+  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_MEMORY_LIMIT=64MiB", preload(), dir);
+  ip_test_run(out, sizeof out, "env %s GPUPART_PARTITION=%s-é-%s %s link plain 1 200 2>&1", env, name, name, fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "a 145-byte GPUPART_PARTITION: %s", out);
+  snprintf(link, sizeof link, "%s/%s", dir, name);
+  cr_assert_eq(symlink(fill(), link), 0);
+  ip_test_run(out, sizeof out, "env %s %s link plain 1 200 2>&1", env, link);
+  n = blocks(out, "allocated", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "a 70-byte program name: %s", out);
+  unlink(link);
+  ip_test_cleanup_dir(dir);
+}
