@@ -248,3 +248,35 @@ Test(cu_preload, a_partition_or_program_name_too_long_for_the_shared_ledger_is_s
   unlink(link);
   ip_test_cleanup_dir(dir);
 }
+
+static const char *edge(void) { return ip_test_path("GPUPART_TEST_CU_EDGE"); }
+
+/* NULL arguments, zero sizes, unknown, NULL and twice-freed pointers, refused flags: each
+ * call answers as the driver does without the library, and nothing stays accounted. */
+Test(cu_preload, bad_arguments_get_the_drivers_answers_and_leave_nothing_accounted) {
+  char plain[4096], under[4096];
+  ip_test_run(plain, sizeof plain, "%s bad", edge());
+  ip_test_run(under, sizeof under, "env %s GPUPART_MEMORY_LIMIT=64MiB %s bad", preload(), edge());
+  cr_assert(strstr(plain, "bad calls done\n"), "%s", plain);
+  cr_assert(strstr(under, "bad calls done\n"), "no crash under the preload: %s", under);
+  *strstr(plain, "after bad calls") = '\0';
+  cr_assert(strncmp(under, plain, strlen(plain)) == 0, "the same codes:\n%s\nunder the preload:\n%s", plain, under);
+  cr_assert_eq(info(under, "after bad calls", "free"), 64 * MIB, "nothing left accounted: %s", under);
+}
+
+Test(cu_preload, a_pitch_allocation_whose_size_overflows_is_refused_before_the_driver) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s pitch", preload(), edge());
+  cr_assert(strstr(out, "pitch overflow code 1\n"), "CUDA_ERROR_INVALID_VALUE, not a wrapped size: %s", out);
+  cr_assert(strstr(out, "driver allocs 0\n"), "%s", out);
+}
+
+/* A context destroyed with memory in it frees that memory in the driver, unseen by the
+ * library; when the driver hands one of those addresses out again, the old record goes. */
+Test(cu_preload, a_pointer_the_driver_reuses_after_freeing_it_with_its_context_is_not_counted_twice) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s context", preload(), edge());
+  int n = blocks(out, "after destroy", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "the 32 MiB of the destroyed context came back: %s", out);
+}
