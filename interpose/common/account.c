@@ -20,6 +20,7 @@ typedef struct mirror {
   uint64_t total;
   uint8_t uuid[16];
   char pci_bus_id[32];
+  gpupart_device *device;
   gpupart_partition *partition; /* NULL: refused, pass through */
 } mirror;
 
@@ -92,7 +93,7 @@ static gpupart_partition *partition_open(gpupart_device *dev) {
   return p;
 }
 
-static gpupart_partition *mirror_open(const mirror *m) {
+static gpupart_partition *mirror_open(mirror *m) {
   if (!context_locked()) return NULL;
   gpupart_sim_desc sd = {.total_bytes = m->total};
   memcpy(sd.uuid, m->uuid, sizeof sd.uuid);
@@ -102,6 +103,7 @@ static gpupart_partition *mirror_open(const mirror *m) {
   gpupart_device *dev = NULL;
   gpupart_result r = gpupart_device_open(ctx, &dd, &dev);
   if (r) return say_refused("device_open", r), NULL;
+  m->device = dev;
   return partition_open(dev);
 }
 
@@ -159,6 +161,45 @@ uint64_t gpupart__ip_limit(gpupart_partition *p) {
 uint64_t gpupart__ip_in_use(gpupart_partition *p) {
   gpupart_stats s;
   return gpupart_partition_get_stats(p, &s) ? 0 : s.in_use;
+}
+
+/* The number after key in text, or 0 where there is none. */
+static uint64_t json_u64(const char *text, const char *key) {
+  const char *at = text ? strstr(text, key) : NULL;
+  return at ? strtoull(at + strlen(key), NULL, 10) : 0;
+}
+
+static uint64_t less(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+/* What the shared ledger says every member holds comes only through the device's dump
+ * (its figures "reserved" are the ledger's: the partition's across its members, the
+ * device's across every process); own_reserved is this process's part. The mirror's
+ * device handle has this one partition, so its own_reserved is all this process holds
+ * of the device. The partition's name is escaped in the text, so no key is matched in it. */
+static uint64_t available_in(const char *json) {
+  const char *part = json ? strstr(json, "\"partitions\": [") : NULL;
+  if (!part) return UINT64_MAX;
+  uint64_t budget = json_u64(json, ", \"budget\": "), dev_reserved = json_u64(json, ", \"reserved\": ");
+  uint64_t limit = json_u64(part, ", \"limit\": "), reserved = json_u64(part, ", \"reserved\": ");
+  uint64_t own = json_u64(part, ", \"own_reserved\": "), in_use = json_u64(part, ", \"in_use\": ");
+  uint64_t by_limit = less(limit, less(reserved, own)), by_budget = less(budget, less(dev_reserved, own));
+  return less(by_limit < by_budget ? by_limit : by_budget, in_use);
+}
+
+uint64_t gpupart__ip_available(gpupart_partition *p) {
+  gpupart_device *dev = NULL;
+  char *json = NULL;
+  pthread_mutex_lock(&lock);
+  for (uint32_t i = 0; i < nmirrors && !dev; i++)
+    if (mirrors[i].partition == p) dev = mirrors[i].device;
+  pthread_mutex_unlock(&lock);
+  uint64_t left = less(gpupart__ip_limit(p), gpupart__ip_in_use(p));
+  if (dev && gpupart_device_dump(dev, 0, &json, NULL) == GPUPART_OK) {
+    uint64_t shared = available_in(json);
+    if (shared < left) left = shared;
+  }
+  gpupart_dump_free(json);
+  return left;
 }
 
 int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out) {

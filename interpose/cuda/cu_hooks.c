@@ -236,16 +236,17 @@ GPUPART_CU_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream
 
 typedef CUresult (*info_fn)(size_t *, size_t *);
 
-/* free = the limit less the bytes this process's allocations hold (never more than the
- * driver's free), total = the limit. The bytes are as requested (in_use), not the
- * partition's blocks (reserved, which the growth rounding makes larger), so that without
- * a limit the program sees the driver's own figures. */
+/* free = what this process could still allocate (the limit less the bytes its own
+ * allocations hold and, with a shared ledger, less what the partition's other members
+ * hold, and no more than the device budget less what every process holds), never more
+ * than the driver's free; total = the limit. This process's bytes are as requested
+ * (in_use), not the partition's blocks (reserved, which the growth rounding makes
+ * larger), so that without a limit the program sees the driver's own figures. */
 static void report(gpupart_partition *p, size_t *free_bytes, size_t *total_bytes) {
-  gpupart_stats s;
-  if (gpupart_partition_get_stats(p, &s) != GPUPART_OK) return;
-  uint64_t left = s.limit > s.in_use ? s.limit - s.in_use : 0;
+  uint64_t limit = gpupart__ip_limit(p), left = gpupart__ip_available(p);
+  if (!limit) return;
   if (left < *free_bytes) *free_bytes = (size_t)left;
-  *total_bytes = (size_t)s.limit;
+  *total_bytes = (size_t)limit;
 }
 
 GPUPART_CU_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {

@@ -280,3 +280,40 @@ Test(cu_preload, a_pointer_the_driver_reuses_after_freeing_it_with_its_context_i
   int n = blocks(out, "after destroy", &code);
   cr_assert(n >= 60 && n <= 64 && code == 2, "the 32 MiB of the destroyed context came back: %s", out);
 }
+
+/* With a shared ledger, cuMemGetInfo's free is what the process could still allocate:
+ * the partition's limit less what every member holds, and the budget less what every
+ * process holds, so a program that sizes itself by it fits beside the others. */
+Test(cu_preload, mem_get_info_free_leaves_out_what_the_other_members_hold) {
+  char dir[] = "/tmp/gpupart-cu-info-XXXXXX", env[8192], out[4096];
+  cr_assert(mkdtemp(dir));
+  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job GPUPART_PARTITIONS=job:48MiB",
+           preload(), dir);
+  ip_test_child holder;
+  ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
+  ip_test_wait_for(&holder, "holding");
+  ip_test_run(out, sizeof out, "env %s %s link plain 1 5", env, fill());
+  cr_assert_eq(info(out, "start", "total"), 48 * MIB, "%s", out);
+  cr_assert_eq(info(out, "start", "free"), 18 * MIB, "48 MiB less the other member's 30: %s", out);
+  cr_assert_eq(info(out, "full", "free"), 13 * MIB, "and less its own 5: %s", out);
+  ip_test_finish(&holder);
+  ip_test_cleanup_dir(dir);
+}
+
+Test(cu_preload, mem_get_info_free_leaves_out_what_a_gpupart_application_holds_of_the_budget) {
+  const char *hold = getenv("GPUPART_TEST_GP_HOLD");
+  if (!hold) cr_skip_test("gp_hold is not built");
+  ip_test_shared s;
+  char out[65536], prefix[4096];
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  snprintf(prefix, sizeof prefix, "%s GPUPART_CUDA_LIBRARY=%s", ip_test_child_env(), ip_test_path("GPUPART_TEST_CU_LIBCUDA"));
+  ip_test_child app;
+  ip_test_app_start(&app, &s, prefix, "cuda", 40);
+  ip_test_run(out, sizeof out, "env %s %s GPUPART_PARTITION=job %s link plain 1 1", preload(), s.env, fill());
+  cr_assert_eq(info(out, "start", "total"), 64 * MIB, "%s", out);
+  uint64_t free_bytes = info(out, "start", "free");
+  /* the application's 40 MiB are held in blocks of gpupart's growth, a little more */
+  cr_assert(free_bytes >= 20 * MIB && free_bytes <= 24 * MIB, "the budget less the application's 40 MiB: %s", out);
+  ip_test_finish(&app);
+  ip_test_shared_end(&s);
+}

@@ -200,3 +200,19 @@ Test(vk_layer, a_program_under_the_layer_is_a_member_in_top_and_metrics) {
   ip_test_finish(&prog);
   ip_test_shared_end(&s);
 }
+
+/* VK_EXT_memory_budget's heapBudget is what the process can use: with a shared ledger,
+ * the limit less what the other members hold (VMA sizes itself by it). */
+Test(vk_layer, the_memory_budget_leaves_out_what_other_members_hold) {
+  char dir[] = "/tmp/gpupart-vk-budget-XXXXXX", env[8192], out[4096];
+  cr_assert(mkdtemp(dir));
+  snprintf(env, sizeof env, "%s GPUPART_MEMORY_LIMIT=64MiB GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s", layer(), dir);
+  ip_test_child holder;
+  ip_test_start(&holder, dir, "env %s %s 1 40 hold", env, fill());
+  ip_test_wait_for(&holder, "holding");
+  ip_test_run(out, sizeof out, "env %s %s 1 1", env, fill());
+  uint64_t budget = ip_test_field(out, "budget");
+  cr_assert(budget >= 20 * MIB && budget <= 24 * MIB, "64 MiB less the other member's 40: %s", out);
+  ip_test_finish(&holder);
+  ip_test_cleanup_dir(dir);
+}
