@@ -228,8 +228,11 @@ static VKAPI_ATTR VkResult VKAPI_CALL allocate_memory(VkDevice device, const VkM
 static VKAPI_ATTR void VKAPI_CALL free_memory(VkDevice device, VkDeviceMemory memory,
                                               const VkAllocationCallbacks *alloc) {
   device_rec *d = device_of(device);
+  /* taken before the driver frees it: once freed, another thread's vkAllocateMemory may
+   * get the same handle and record it, and that record is not this one */
+  gpupart_allocation *a = memory != VK_NULL_HANDLE ? gpupart__ip_map_take((const void *)(uintptr_t)memory) : NULL;
   d->free_memory(device, memory, alloc);
-  if (memory != VK_NULL_HANDLE) gpupart__ip_unaccount(gpupart__ip_map_take((const void *)(uintptr_t)memory));
+  gpupart__ip_unaccount(a);
 }
 
 /* ---- instances and devices: the chain ----------------------------------------------- */

@@ -3,8 +3,9 @@
  * objects until the driver refuses one or MAX_MIB are held, writes each (so a lazy driver
  * such as PoCL really allocates), prints what it got, releases everything and does the
  * same once more (so a release must give the bytes back).
- *   cl_fill [buffer|props|svm|image|sub] CHUNK_MIB MAX_MIB [hold]
+ *   cl_fill [buffer|props|svm|svmq|image|sub] CHUNK_MIB MAX_MIB [hold]
  * props: clCreateBufferWithProperties; sub: buffers each with a sub-buffer of half of it;
+ * svmq: SVM as svm, freed by clEnqueueSVMFree (all of a round's in one call) and clFinish;
  * hold: after the first round, print "holding <pid>" and wait for a line on stdin.
  * Output: "global <bytes>", "allocated <MiB> code <cl_int>", "again <MiB> code <cl_int>". */
 #define CL_TARGET_OPENCL_VERSION 300
@@ -43,7 +44,7 @@ static cl_int touch(run *r, cl_mem m) {
 static cl_int one_more(run *r) {
   cl_int err = CL_SUCCESS;
   cl_mem m = NULL;
-  if (!strcmp(r->mode, "svm")) {
+  if (!strcmp(r->mode, "svm") || !strcmp(r->mode, "svmq")) {
     void *p = clSVMAlloc(r->ctx, CL_MEM_READ_WRITE, r->chunk, 0);
     if (!p) return CL_MEM_OBJECT_ALLOCATION_FAILURE;
     r->svms[r->n++] = p;
@@ -72,6 +73,11 @@ static cl_int fill(run *r, size_t max_mib) {
 }
 
 static void release_all(run *r) {
+  if (!strcmp(r->mode, "svmq") && r->n) {
+    if (clEnqueueSVMFree(r->queue, (cl_uint)r->n, r->svms, NULL, NULL, 0, NULL, NULL) == CL_SUCCESS)
+      memset(r->svms, 0, sizeof r->svms);
+    clFinish(r->queue);
+  }
   for (int i = 0; i < r->n; i++) {
     if (r->subs[i]) clReleaseMemObject(r->subs[i]);
     if (r->mems[i]) clReleaseMemObject(r->mems[i]);

@@ -68,6 +68,8 @@ static void refused_past(const char *mode) {
 Test(cl_layer, buffers_are_refused_past_the_limit) { refused_past("buffer"); }
 Test(cl_layer, buffers_with_properties_are_refused_past_the_limit) { refused_past("props"); }
 Test(cl_layer, svm_is_refused_past_the_limit) { refused_past("svm"); }
+/* 64 pointers in one clEnqueueSVMFree, each taken from the map before the call. */
+Test(cl_layer, svm_freed_by_an_enqueued_free_gives_its_bytes_back) { refused_past("svmq"); }
 Test(cl_layer, images_are_refused_past_the_limit) { refused_past("image"); }
 Test(cl_layer, sub_buffers_take_no_more_of_the_limit) { refused_past("sub"); }
 
