@@ -133,10 +133,16 @@ static gpupart_partition *device_partition(cl_device_id dev) {
   return p;
 }
 
+/* The partition of the context's first device. The whole list is read (a size smaller
+ * than the list's is CL_INVALID_VALUE, which left a context of several devices
+ * unaccounted). */
 static gpupart_partition *context_partition(cl_context context) {
-  cl_device_id dev = NULL;
-  if (!context || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof dev, &dev, NULL) || !dev) return NULL;
-  return device_partition(dev);
+  cl_device_id devs[MAX_DEVICES] = {NULL};
+  size_t size = 0;
+  if (!context || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, 0, NULL, &size) || size < sizeof devs[0] ||
+      size > sizeof devs || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, size, devs, NULL) || !devs[0])
+    return NULL;
+  return device_partition(devs[0]);
 }
 
 /* ---- accounting memory objects ---------------------------------------------------- */

@@ -5,6 +5,8 @@
  * same once more (so a release must give the bytes back).
  *   cl_fill [buffer|props|svm|svmq|image|sub] CHUNK_MIB MAX_MIB [hold]
  * props: clCreateBufferWithProperties; sub: buffers each with a sub-buffer of half of it;
+ * CL_FILL_ALL_DEVICES=1: the context holds every device of the platform (up to 8; printed
+ * as "context devices <n>"), the queue is on the first;
  * svmq: SVM as svm, freed by clEnqueueSVMFree (all of a round's in one call) and clFinish;
  * hold: after the first round, print "holding <pid>" and wait for a line on stdin.
  * Output: "global <bytes>", "allocated <MiB> code <cl_int>", "again <MiB> code <cl_int>". */
@@ -89,15 +91,19 @@ static void release_all(run *r) {
 
 static int setup(run *r) {
   cl_platform_id plat;
-  cl_device_id dev;
+  cl_device_id devs[8];
+  cl_uint ndevs = 0;
   cl_ulong global = 0;
   cl_int err;
-  if (clGetPlatformIDs(1, &plat, NULL) || clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL)) return -1;
-  clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL);
+  if (clGetPlatformIDs(1, &plat, NULL) || clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 8, devs, &ndevs)) return -1;
+  int all = getenv("CL_FILL_ALL_DEVICES") != NULL;
+  if (!all || ndevs > 8) ndevs = 1;
+  clGetDeviceInfo(devs[0], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL);
   printf("global %llu\n", (unsigned long long)global);
-  r->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+  if (all) printf("context devices %u\n", ndevs);
+  r->ctx = clCreateContext(NULL, ndevs, devs, NULL, NULL, &err);
   if (!r->ctx) return -1;
-  r->queue = clCreateCommandQueueWithProperties(r->ctx, dev, NULL, &err);
+  r->queue = clCreateCommandQueueWithProperties(r->ctx, devs[0], NULL, &err);
   return r->queue ? 0 : -1;
 }
 

@@ -73,6 +73,17 @@ Test(cl_layer, svm_freed_by_an_enqueued_free_gives_its_bytes_back) { refused_pas
 Test(cl_layer, images_are_refused_past_the_limit) { refused_past("image"); }
 Test(cl_layer, sub_buffers_take_no_more_of_the_limit) { refused_past("sub"); }
 
+/* PoCL made to show two devices: a buffer of a two-device context is accounted on the
+ * first (the context's device list is longer than one handle). */
+Test(cl_layer, buffers_of_a_context_with_two_devices_are_refused_past_the_limit) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s POCL_DEVICES='pthread pthread' CL_FILL_ALL_DEVICES=1 GPUPART_MEMORY_LIMIT=64MiB %s buffer 1 200",
+              layer(), fill());
+  if (!strstr(out, "context devices 2\n")) cr_skip_test("not two devices (not PoCL?): %s", out);
+  cr_assert(strstr(out, "allocated 64 code -4\n"), "%s", out);
+  cr_assert(strstr(out, "again 64 code -4\n"), "%s", out);
+}
+
 Test(cl_layer, a_pyopencl_script_is_refused_past_the_limit) {
   if (system("/usr/bin/python3 -c 'import pyopencl' 2>/dev/null")) cr_skip_test("python3-pyopencl is not installed");
   char out[4096];
