@@ -171,13 +171,22 @@ static uint64_t json_u64(const char *text, const char *key) {
 
 static uint64_t less(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
+/* The last partition listed in a device dump: the layer's own, created after those the
+ * configuration makes when the device opens (GPUPART_PARTITIONS), or NULL. */
+static const char *last_partition(const char *json) {
+  const char *at = json ? strstr(json, "\"partitions\": [") : NULL, *last = NULL;
+  while (at && (at = strstr(at, "\n    {\"name\": "))) last = at++;
+  return last;
+}
+
 /* What the shared ledger says every member holds comes only through the device's dump
  * (its figures "reserved" are the ledger's: the partition's across its members, the
- * device's across every process); own_reserved is this process's part. The mirror's
- * device handle has this one partition, so its own_reserved is all this process holds
- * of the device. The partition's name is escaped in the text, so no key is matched in it. */
+ * device's across every process); own_reserved is this process's part of the partition.
+ * The budget's others are everything reserved but this partition's own blocks (the
+ * configuration's other partitions included). Names are escaped in the text, so no key
+ * is matched in one. The guarantees of other partitions are not subtracted. */
 static uint64_t available_in(const char *json) {
-  const char *part = json ? strstr(json, "\"partitions\": [") : NULL;
+  const char *part = last_partition(json);
   if (!part) return UINT64_MAX;
   uint64_t budget = json_u64(json, ", \"budget\": "), dev_reserved = json_u64(json, ", \"reserved\": ");
   uint64_t limit = json_u64(part, ", \"limit\": "), reserved = json_u64(part, ", \"reserved\": ");

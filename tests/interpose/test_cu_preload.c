@@ -287,11 +287,13 @@ Test(cu_preload, a_pointer_the_driver_reuses_after_freeing_it_with_its_context_i
 Test(cu_preload, mem_get_info_free_leaves_out_what_the_other_members_hold) {
   char dir[] = "/tmp/gpupart-cu-info-XXXXXX", env[8192], out[4096];
   cr_assert(mkdtemp(dir));
-  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job GPUPART_PARTITIONS=job:48MiB",
-           preload(), dir);
+  /* "other", configured first, is made when the device opens, before the program's own */
+  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
+           "GPUPART_PARTITIONS=other:8MiB,job:48MiB", preload(), dir);
   ip_test_child holder;
   ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
   ip_test_wait_for(&holder, "holding");
+  cr_assert_eq(info(holder.text, "full", "free"), 18 * MIB, "its own partition's figures, not other's: %s", holder.text);
   ip_test_run(out, sizeof out, "env %s %s link plain 1 5", env, fill());
   cr_assert_eq(info(out, "start", "total"), 48 * MIB, "%s", out);
   cr_assert_eq(info(out, "start", "free"), 18 * MIB, "48 MiB less the other member's 30: %s", out);
