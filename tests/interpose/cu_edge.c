@@ -73,7 +73,12 @@ static void bad_lookups(void) {
   printf("proc NULL symbol %d\n", (int)cuGetProcAddress_v2(NULL, &fn, CUDA_VERSION, 0, &status));
   printf("proc NULL pfn %d\n", (int)cuGetProcAddress_v2("cuMemAlloc", NULL, CUDA_VERSION, 0, &status));
   printf("proc NULL status %d\n", (int)cuGetProcAddress_v2("cuMemAlloc", &fn, CUDA_VERSION, 0, NULL));
-  printf("proc unknown %d\n", (int)cuGetProcAddress_v2("cuNoSuchCall", &fn, CUDA_VERSION, 0, &status));
+  CUresult r = cuGetProcAddress_v2("cuNoSuchCall", &fn, CUDA_VERSION, 0, &status);
+  printf("proc unknown %d status %d\n", (int)r, (int)status);
+  /* the legacy-stream flag names the function the program links (under the preload, its hook) */
+  r = cuGetProcAddress_v2("cuMemAllocAsync", &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
+  printf("proc legacy stream %d status %d, the linked function: %s\n", (int)r, (int)status,
+         fn && fn == dlsym(RTLD_DEFAULT, "cuMemAllocAsync") ? "yes" : "no");
 }
 
 static int bad(void) {
