@@ -61,10 +61,12 @@ static void fit_name(const char *name, char out[NAME_BYTES]) {
   snprintf(out, NAME_BYTES, "%.*s~%08x", (int)keep, name, (unsigned)h);
 }
 
-/* GPUPART_PARTITION, else the program's name, fitted to a shared ledger's names. */
+/* GPUPART_PARTITION, else the program's name (a program started with an empty argv[0]
+ * has none: "unnamed"), fitted to a shared ledger's names. */
 static void partition_name(char out[NAME_BYTES]) {
   const char *n = getenv("GPUPART_PARTITION");
-  fit_name(n && *n ? n : program_invocation_short_name, out);
+  if (!n || !*n) n = program_invocation_short_name;
+  fit_name(n && *n ? n : "unnamed", out);
 }
 
 /* Creating a partition whose name another process of the shared ledger holds joins it

@@ -250,6 +250,17 @@ Test(cu_preload, a_partition_or_program_name_too_long_for_the_shared_ledger_is_s
   ip_test_cleanup_dir(dir);
 }
 
+/* A program started with an empty argv[0] has no name to name its partition after. */
+Test(cu_preload, a_program_started_without_a_name_is_still_accounted) {
+  char out[4096];
+  int code = 0;
+  if (system("command -v perl >/dev/null 2>&1")) cr_skip_test("perl (to exec with an empty argv[0]) is not installed");
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB perl -e 'exec {$ARGV[0]} \"\", @ARGV[1..$#ARGV]' %s "
+              "link plain 1 200 2>&1", preload(), fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "%s", out);
+}
+
 static const char *edge(void) { return ip_test_path("GPUPART_TEST_CU_EDGE"); }
 
 /* NULL arguments, zero sizes, unknown, NULL and twice-freed pointers, refused flags: each
