@@ -197,13 +197,19 @@ static uint64_t available_in(const char *json) {
   return less(by_limit < by_budget ? by_limit : by_budget, in_use);
 }
 
-uint64_t gpupart__ip_available(gpupart_partition *p) {
+/* The mirror device whose partition p is, or NULL. */
+static gpupart_device *device_of(const gpupart_partition *p) {
   gpupart_device *dev = NULL;
-  char *json = NULL;
   pthread_mutex_lock(&lock);
   for (uint32_t i = 0; i < nmirrors && !dev; i++)
     if (mirrors[i].partition == p) dev = mirrors[i].device;
   pthread_mutex_unlock(&lock);
+  return dev;
+}
+
+uint64_t gpupart__ip_available(gpupart_partition *p) {
+  gpupart_device *dev = device_of(p);
+  char *json = NULL;
   uint64_t left = less(gpupart__ip_limit(p), gpupart__ip_in_use(p));
   if (dev && gpupart_device_dump(dev, 0, &json, NULL) == GPUPART_OK) {
     uint64_t shared = available_in(json);
@@ -213,9 +219,25 @@ uint64_t gpupart__ip_available(gpupart_partition *p) {
   return left;
 }
 
+/* Whether a limit holds the partition below the device: its limit is at least one
+ * granule short of the device's size (without GPUPART_MEMORY_LIMIT, a fraction or a
+ * partition size, the limit is the size rounded down to the granularity). */
+static int limited(gpupart_partition *p) {
+  gpupart_device *dev = device_of(p);
+  char *json = NULL;
+  if (!dev || gpupart_device_dump(dev, 0, &json, NULL) != GPUPART_OK) return 1;
+  uint64_t total = json_u64(json, ", \"total\": "), granule = json_u64(json, ", \"granularity\": ");
+  gpupart_dump_free(json);
+  return less(total, gpupart__ip_limit(p)) >= (granule ? granule : 1);
+}
+
 int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out) {
   gpupart_result r = gpupart_alloc(p, size, 0, out);
-  return r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM ? -1 : 0;
+  if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return -1;
+  /* EINVAL: more than the device itself holds, which only the driver can judge without a
+   * limit; with one it is past the limit, whatever the driver would say (lavapipe and
+   * oversubscribed managed memory take more than the device's size) */
+  return r == GPUPART_EINVAL && size > gpupart__ip_limit(p) && limited(p) ? -1 : 0;
 }
 
 void gpupart__ip_unaccount(gpupart_allocation *a) {

@@ -43,8 +43,9 @@ uint64_t gpupart__ip_in_use(gpupart_partition *p);
  * hold them. */
 uint64_t gpupart__ip_available(gpupart_partition *p);
 /* Accounts size bytes: 0 with *out set (NULL when gpupart cannot account the size at
- * all, e.g. more than the device holds: the driver then answers as it would without the
- * layer), or -1 when the partition or the budget refuses it (ELIMIT, EDEVMEM). */
+ * all, more than the device holds, and no limit holds the partition below the device:
+ * the driver then answers as it would without the layer), or -1 when the partition or
+ * the budget refuses it (ELIMIT, EDEVMEM, or more than the device holds past a limit). */
 int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out);
 /* Gives back what gpupart__ip_account took; NULL is a no-op. */
 void gpupart__ip_unaccount(gpupart_allocation *a);

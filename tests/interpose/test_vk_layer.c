@@ -216,3 +216,19 @@ Test(vk_layer, the_memory_budget_leaves_out_what_other_members_hold) {
   ip_test_finish(&holder);
   ip_test_cleanup_dir(dir);
 }
+
+/* One allocation larger than the whole heap: more than gpupart can account on the
+ * mirror, but past the limit all the same (lavapipe takes it, host memory behind it). */
+Test(vk_layer, an_allocation_larger_than_the_device_is_refused_past_the_limit) {
+  char plain[4096], out[4096], cmd[64];
+  const char *env = layer();
+  ip_test_run(plain, sizeof plain, "%s 1 1", fill());
+  unsigned long long mib = ip_test_field(plain, "heap") / MIB + 64;
+  snprintf(cmd, sizeof cmd, "%llu %llu", mib, mib);
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s %s", env, fill(), cmd);
+  cr_assert(strstr(out, "allocated 0 code -2\n"), "VK_ERROR_OUT_OF_DEVICE_MEMORY for %s MiB: %s", cmd, out);
+  ip_test_run(out, sizeof out, "env %s %s %s", env, fill(), cmd);
+  ip_test_run(plain, sizeof plain, "%s %s", fill(), cmd);
+  const char *answer = strstr(plain, "allocated ");
+  cr_assert(answer && strstr(out, answer), "without a limit the driver answers as without the layer:\n%s\n%s", plain, out);
+}
