@@ -332,3 +332,15 @@ Test(cu_preload, mem_get_info_free_leaves_out_what_a_gpupart_application_holds_o
   ip_test_finish(&app);
   ip_test_shared_end(&s);
 }
+
+/* Managed memory may oversubscribe the device: one allocation larger than the whole
+ * device (4 GiB) is past a limit before the driver is asked, not left to the driver. */
+Test(cu_preload, an_allocation_larger_than_the_device_is_refused_before_the_driver_under_a_limit) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s link managed 5000 1", preload(), fill());
+  cr_assert(blocks(out, "allocated", &code) == 0 && code == 2, "%s", out);
+  cr_assert(strstr(out, "driver allocs 0\n"), "refused without a driver call: %s", out);
+  ip_test_run(out, sizeof out, "env %s %s link managed 5000 1", preload(), fill());
+  cr_assert(strstr(out, "driver allocs 1\n"), "without a limit the driver answers: %s", out);
+}
