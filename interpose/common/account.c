@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,23 @@ static void say_refused(const char *what, gpupart_result r) {
           gpupart_last_error());
 }
 
+/* The process that made ctx. A forked child that was not made to forget it (the layers
+ * have no fork handler; the preload's forgets) holds a copy of the parent's context whose
+ * shared ledger is the parent's: it must neither account on it nor give back through it
+ * (releasing its copies of the parent's objects would take the parent's bytes from the
+ * ledger while the parent still holds them). Such a child runs unaccounted. */
+static _Atomic pid_t owner;
+
+static int forked_away(void) {
+  pid_t o = atomic_load(&owner);
+  return o && o != getpid();
+}
+
 static gpupart_context *context_locked(void) {
   if (ctx || ctx_failed) return ctx;
   gpupart_result r = gpupart_context_create(NULL, &ctx);
   if (r) say_refused("context_create", r), ctx_failed = 1;
+  else atomic_store(&owner, getpid());
   return ctx;
 }
 
@@ -232,6 +246,8 @@ static int limited(gpupart_partition *p) {
 }
 
 int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out) {
+  *out = NULL;
+  if (forked_away()) return 0;
   gpupart_result r = gpupart_alloc(p, size, 0, out);
   if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return -1;
   /* EINVAL: more than the device itself holds, which only the driver can judge without a
@@ -241,11 +257,12 @@ int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation 
 }
 
 void gpupart__ip_unaccount(gpupart_allocation *a) {
-  (void)gpupart_free(a);
+  if (a && !forked_away()) (void)gpupart_free(a);
 }
 
 void gpupart__ip_forget(void) {
   pthread_mutex_init(&lock, NULL);
+  atomic_store(&owner, 0);
   ctx = NULL;
   ctx_failed = 0;
   nmirrors = 0;

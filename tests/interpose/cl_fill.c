@@ -8,13 +8,17 @@
  * CL_FILL_ALL_DEVICES=1: the context holds every device of the platform (up to 8; printed
  * as "context devices <n>"), the queue is on the first;
  * svmq: SVM as svm, freed by clEnqueueSVMFree (all of a round's in one call) and clFinish;
- * hold: after the first round, print "holding <pid>" and wait for a line on stdin.
+ * hold: after the first round, print "holding <pid>" and wait for a line on stdin;
+ * fork: after the first round, fork; the child releases the objects (its copies) and
+ * ends, then the parent allocates on ("parent after the child <MiB> code <cl_int>", all
+ * it holds).
  * Output: "global <bytes>", "allocated <MiB> code <cl_int>", "again <MiB> code <cl_int>". */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_OBJECTS 4096
@@ -117,7 +121,14 @@ int main(int argc, char **argv) {
   cl_int err = fill(&r, max_mib);
   printf("allocated %zu code %d\n", (size_t)r.n * (r.chunk >> 20), (int)err);
   fflush(stdout);
-  if (argc > 4) {
+  if (argc > 4 && !strcmp(argv[4], "fork")) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) release_all(&r), _exit(0); /* the child releases its copies of the objects */
+    if (pid < 0 || waitpid(pid, NULL, 0) != pid) return fprintf(stderr, "cl_fill: fork failed\n"), 1;
+    err = fill(&r, 4096);
+    printf("parent after the child %zu code %d\n", (size_t)r.n * (r.chunk >> 20), (int)err);
+  } else if (argc > 4) {
     char line[16];
     printf("holding %ld\n", (long)getpid());
     fflush(stdout);

@@ -265,3 +265,17 @@ Test(cl_layer, a_program_under_the_layer_is_a_member_in_top_and_metrics) {
   ip_test_finish(&prog);
   ip_test_shared_end(&s);
 }
+
+/* A forked child holds copies of the parent's objects and of its gpupart context, whose
+ * shared ledger is the parent's: releasing those copies must not take the parent's bytes
+ * from the ledger (the parent, still holding them, could then take the limit again). */
+Test(cl_layer, a_forked_child_releasing_its_copies_leaves_the_parents_accounting_alone) {
+  const char *env = layer();
+  ip_test_shared s;
+  char out[4096];
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_run(out, sizeof out, "env %s %s %s buffer 1 40 fork", env, s.env, fill());
+  cr_assert(strstr(out, "allocated 40 code 0\n"), "%s", out);
+  cr_assert(strstr(out, "parent after the child 64 code -4\n"), "the parent still holds 40 of its 64 MiB: %s", out);
+  ip_test_shared_end(&s);
+}
