@@ -36,23 +36,28 @@ static void say_refused(const char *what, gpupart_result r) {
           gpupart_last_error());
 }
 
-/* The process that made ctx. A forked child that was not made to forget it (the layers
- * have no fork handler; the preload's forgets) holds a copy of the parent's context whose
- * shared ledger is the parent's: it must neither account on it nor give back through it
+/* Set in a forked child while ctx is the parent's. A child that was not made to forget
+ * it (the layers' children; the preload's handler forgets, gpupart__ip_forget) holds a
+ * copy of the parent's context whose shared ledger share is the parent's: it must neither account on it nor give back through it
  * (releasing its copies of the parent's objects would take the parent's bytes from the
  * ledger while the parent still holds them). Such a child runs unaccounted. */
-static _Atomic pid_t owner;
+static atomic_int forked_away_flag;
 
-static int forked_away(void) {
-  pid_t o = atomic_load(&owner);
-  return o && o != getpid();
+static int forked_away(void) { return atomic_load_explicit(&forked_away_flag, memory_order_relaxed); }
+
+/* In the child (single-threaded): whatever context there is, is the parent's. */
+static void child_after_fork(void) {
+  if (ctx) atomic_store(&forked_away_flag, 1);
+}
+
+__attribute__((constructor)) static void account_init(void) {
+  pthread_atfork(NULL, NULL, child_after_fork);
 }
 
 static gpupart_context *context_locked(void) {
   if (ctx || ctx_failed) return ctx;
   gpupart_result r = gpupart_context_create(NULL, &ctx);
   if (r) say_refused("context_create", r), ctx_failed = 1;
-  else atomic_store(&owner, getpid());
   return ctx;
 }
 
@@ -262,7 +267,7 @@ void gpupart__ip_unaccount(gpupart_allocation *a) {
 
 void gpupart__ip_forget(void) {
   pthread_mutex_init(&lock, NULL);
-  atomic_store(&owner, 0);
+  atomic_store(&forked_away_flag, 0);
   ctx = NULL;
   ctx_failed = 0;
   nmirrors = 0;
