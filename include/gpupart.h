@@ -326,7 +326,8 @@ typedef struct gpupart_sim_desc {
                                    total_bytes. Else it reports this UUID and is the device of that
                                    UUID, so its ledger (the shared ledger file too) is the one a
                                    real backend's open of that GPU uses */
-  char pci_bus_id[32];          /* "" = none; else reported in gpupart_device_info.pci_bus_id (and
+  char pci_bus_id[32];          /* "" = none (NUL-terminated: EINVAL otherwise); else reported in
+                                   gpupart_device_info.pci_bus_id (and
                                    uuid as given, zero included): with a zero uuid the device is
                                    named by this bus id, as a real device without a UUID is */
 } gpupart_sim_desc;             /* in one context, sim devices with the same index and total_bytes are the same device;

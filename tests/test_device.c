@@ -594,6 +594,20 @@ Test(device, a_sim_device_given_a_bus_id_reports_it_and_no_uuid) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
+/* The bus id is a string: one filling all 32 bytes without a NUL would be read past its
+ * field by everything that takes gpupart_device_info.pci_bus_id as a string. */
+Test(device, a_sim_device_given_an_unterminated_bus_id_is_refused) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
+  memset(sim.pci_bus_id, '0', sizeof sim.pci_bus_id);
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .backend_desc_size = sizeof sim};
+  gpupart_device *dev = NULL;
+  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_EINVAL);
+  cr_expect_null(dev);
+  cr_expect(strstr(gpupart_last_error(), "pci_bus_id"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
 Test(device, a_sim_device_reopened_with_another_uuid_is_refused) {
   gpupart_context *ctx = test_context();
   gpupart_sim_desc sim = {.total_bytes = 256 * MiB, .uuid = {1}};

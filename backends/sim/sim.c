@@ -75,6 +75,8 @@ static int check_pow2(const char *what, uint64_t v) {
 static int sim_apply_defaults(const void *in, size_t size, uint64_t sim_total, gpupart_sim_desc *out) {
   int rc = gpupart__backend_desc_in(out, SIM_DESC_SIZE, in, size, SIM_DESC_SIZE_0_2, "sim: gpupart_sim_desc");
   if (rc) return rc;
+  if (!memchr(out->pci_bus_id, '\0', sizeof out->pci_bus_id))
+    return gpupart__fail(GPUPART_EINVAL, "sim: pci_bus_id is not NUL-terminated within its 32 bytes");
   if (!out->total_bytes) out->total_bytes = sim_total ? sim_total : SIM_DEFAULT_TOTAL;
   if (!out->max_block_bytes || out->max_block_bytes > out->total_bytes)
     out->max_block_bytes = out->total_bytes;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ typedef struct mirror {
   uint64_t total;
   uint8_t uuid[16];
   char pci_bus_id[32];
+  gpupart_device *device;
   gpupart_partition *partition; /* NULL: refused, pass through */
 } mirror;
 
@@ -34,6 +36,24 @@ static void say_refused(const char *what, gpupart_result r) {
           gpupart_last_error());
 }
 
+/* Set in a forked child while ctx is the parent's. A child that was not made to forget
+ * it (the layers' children; the preload's handler forgets, gpupart__ip_forget) holds a
+ * copy of the parent's context whose shared ledger share is the parent's: it must neither account on it nor give back through it
+ * (releasing its copies of the parent's objects would take the parent's bytes from the
+ * ledger while the parent still holds them). Such a child runs unaccounted. */
+static atomic_int forked_away_flag;
+
+static int forked_away(void) { return atomic_load_explicit(&forked_away_flag, memory_order_relaxed); }
+
+/* In the child (single-threaded): whatever context there is, is the parent's. */
+static void child_after_fork(void) {
+  if (ctx) atomic_store(&forked_away_flag, 1);
+}
+
+__attribute__((constructor)) static void account_init(void) {
+  pthread_atfork(NULL, NULL, child_after_fork);
+}
+
 static gpupart_context *context_locked(void) {
   if (ctx || ctx_failed) return ctx;
   gpupart_result r = gpupart_context_create(NULL, &ctx);
@@ -41,10 +61,31 @@ static gpupart_context *context_locked(void) {
   return ctx;
 }
 
-/* GPUPART_PARTITION, else the program's name. */
-static const char *partition_name(void) {
+#define NAME_BYTES 64 /* a partition name a shared ledger holds, NUL included */
+#define NAME_HASH 9   /* "~" and 8 hex digits */
+
+/* name, or where it is too long for a shared ledger (64 bytes or more) its first bytes
+ * (not cutting a UTF-8 character) then "~" and the FNV-1a hash of the whole name: the
+ * same in every process, so that programs with one long name still share a partition
+ * and a long name is never left unaccounted. */
+static void fit_name(const char *name, char out[NAME_BYTES]) {
+  size_t len = strlen(name), keep = NAME_BYTES - 1 - NAME_HASH;
+  uint32_t h = 2166136261u;
+  if (len < NAME_BYTES) {
+    memcpy(out, name, len + 1);
+    return;
+  }
+  for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)name[i]) * 16777619u;
+  while (keep > 0 && ((uint8_t)name[keep] & 0xC0) == 0x80) keep--;
+  snprintf(out, NAME_BYTES, "%.*s~%08x", (int)keep, name, (unsigned)h);
+}
+
+/* GPUPART_PARTITION, else the program's name (a program started with an empty argv[0]
+ * has none: "unnamed"), fitted to a shared ledger's names. */
+static void partition_name(char out[NAME_BYTES]) {
   const char *n = getenv("GPUPART_PARTITION");
-  return n && *n ? n : program_invocation_short_name;
+  if (!n || !*n) n = program_invocation_short_name;
+  fit_name(n && *n ? n : "unnamed", out);
 }
 
 /* Creating a partition whose name another process of the shared ledger holds joins it
@@ -56,14 +97,16 @@ static const char *partition_name(void) {
  * cache rules out for the layers' own opens; should it happen, this process takes its
  * own "NAME.PID", sharing the device budget only, and says so on stderr. */
 static gpupart_partition *partition_open(gpupart_device *dev) {
-  gpupart_partition_desc pd = {.name = partition_name(), .release_threshold = 1};
+  char name[NAME_BYTES], own[NAME_BYTES], with_pid[NAME_BYTES + 24];
+  partition_name(name);
+  gpupart_partition_desc pd = {.name = name, .release_threshold = 1};
   gpupart_partition *p = NULL;
   gpupart_result r = gpupart_partition_create(dev, &pd, &p);
   if (r == GPUPART_EEXIST) {
-    char own[256];
-    fprintf(stderr, "gpupart layer: partition '%s' cannot be joined (%s); this process uses its own '%s.%ld'\n",
-            pd.name, gpupart_last_error(), pd.name, (long)getpid());
-    snprintf(own, sizeof own, "%s.%ld", pd.name, (long)getpid());
+    snprintf(with_pid, sizeof with_pid, "%s.%ld", name, (long)getpid());
+    fit_name(with_pid, own);
+    fprintf(stderr, "gpupart layer: partition '%s' cannot be joined (%s); this process uses its own '%s'\n", name,
+            gpupart_last_error(), own);
     pd.name = own;
     r = gpupart_partition_create(dev, &pd, &p);
   }
@@ -71,7 +114,7 @@ static gpupart_partition *partition_open(gpupart_device *dev) {
   return p;
 }
 
-static gpupart_partition *mirror_open(const mirror *m) {
+static gpupart_partition *mirror_open(mirror *m) {
   if (!context_locked()) return NULL;
   gpupart_sim_desc sd = {.total_bytes = m->total};
   memcpy(sd.uuid, m->uuid, sizeof sd.uuid);
@@ -81,6 +124,7 @@ static gpupart_partition *mirror_open(const mirror *m) {
   gpupart_device *dev = NULL;
   gpupart_result r = gpupart_device_open(ctx, &dd, &dev);
   if (r) return say_refused("device_open", r), NULL;
+  m->device = dev;
   return partition_open(dev);
 }
 
@@ -140,17 +184,90 @@ uint64_t gpupart__ip_in_use(gpupart_partition *p) {
   return gpupart_partition_get_stats(p, &s) ? 0 : s.in_use;
 }
 
+/* The number after key in text, or 0 where there is none. */
+static uint64_t json_u64(const char *text, const char *key) {
+  const char *at = text ? strstr(text, key) : NULL;
+  return at ? strtoull(at + strlen(key), NULL, 10) : 0;
+}
+
+static uint64_t less(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+/* The last partition listed in a device dump: the layer's own, created after those the
+ * configuration makes when the device opens (GPUPART_PARTITIONS), or NULL. */
+static const char *last_partition(const char *json) {
+  const char *at = json ? strstr(json, "\"partitions\": [") : NULL, *last = NULL;
+  while (at && (at = strstr(at, "\n    {\"name\": "))) last = at++;
+  return last;
+}
+
+/* What the shared ledger says every member holds comes only through the device's dump
+ * (its figures "reserved" are the ledger's: the partition's across its members, the
+ * device's across every process); own_reserved is this process's part of the partition.
+ * The budget's others are everything reserved but this partition's own blocks (the
+ * configuration's other partitions included). Names are escaped in the text, so no key
+ * is matched in one. The guarantees of other partitions are not subtracted. */
+static uint64_t available_in(const char *json) {
+  const char *part = last_partition(json);
+  if (!part) return UINT64_MAX;
+  uint64_t budget = json_u64(json, ", \"budget\": "), dev_reserved = json_u64(json, ", \"reserved\": ");
+  uint64_t limit = json_u64(part, ", \"limit\": "), reserved = json_u64(part, ", \"reserved\": ");
+  uint64_t own = json_u64(part, ", \"own_reserved\": "), in_use = json_u64(part, ", \"in_use\": ");
+  uint64_t by_limit = less(limit, less(reserved, own)), by_budget = less(budget, less(dev_reserved, own));
+  return less(by_limit < by_budget ? by_limit : by_budget, in_use);
+}
+
+/* The mirror device whose partition p is, or NULL. */
+static gpupart_device *device_of(const gpupart_partition *p) {
+  gpupart_device *dev = NULL;
+  pthread_mutex_lock(&lock);
+  for (uint32_t i = 0; i < nmirrors && !dev; i++)
+    if (mirrors[i].partition == p) dev = mirrors[i].device;
+  pthread_mutex_unlock(&lock);
+  return dev;
+}
+
+uint64_t gpupart__ip_available(gpupart_partition *p) {
+  gpupart_device *dev = device_of(p);
+  char *json = NULL;
+  uint64_t left = less(gpupart__ip_limit(p), gpupart__ip_in_use(p));
+  if (dev && gpupart_device_dump(dev, 0, &json, NULL) == GPUPART_OK) {
+    uint64_t shared = available_in(json);
+    if (shared < left) left = shared;
+  }
+  gpupart_dump_free(json);
+  return left;
+}
+
+/* Whether a limit holds the partition below the device: its limit is at least one
+ * granule short of the device's size (without GPUPART_MEMORY_LIMIT, a fraction or a
+ * partition size, the limit is the size rounded down to the granularity). */
+static int limited(gpupart_partition *p) {
+  gpupart_device *dev = device_of(p);
+  char *json = NULL;
+  if (!dev || gpupart_device_dump(dev, 0, &json, NULL) != GPUPART_OK) return 1;
+  uint64_t total = json_u64(json, ", \"total\": "), granule = json_u64(json, ", \"granularity\": ");
+  gpupart_dump_free(json);
+  return less(total, gpupart__ip_limit(p)) >= (granule ? granule : 1);
+}
+
 int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out) {
+  *out = NULL;
+  if (forked_away()) return 0;
   gpupart_result r = gpupart_alloc(p, size, 0, out);
-  return r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM ? -1 : 0;
+  if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return -1;
+  /* EINVAL: more than the device itself holds, which only the driver can judge without a
+   * limit; with one it is past the limit, whatever the driver would say (lavapipe and
+   * oversubscribed managed memory take more than the device's size) */
+  return r == GPUPART_EINVAL && size > gpupart__ip_limit(p) && limited(p) ? -1 : 0;
 }
 
 void gpupart__ip_unaccount(gpupart_allocation *a) {
-  (void)gpupart_free(a);
+  if (a && !forked_away()) (void)gpupart_free(a);
 }
 
 void gpupart__ip_forget(void) {
   pthread_mutex_init(&lock, NULL);
+  atomic_store(&forked_away_flag, 0);
   ctx = NULL;
   ctx_failed = 0;
   nmirrors = 0;

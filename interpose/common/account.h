@@ -36,9 +36,16 @@ gpupart_partition *gpupart__ip_partition(uint32_t key, uint64_t total);
 uint64_t gpupart__ip_limit(gpupart_partition *p);
 /* The bytes the partition's live allocations hold (what this process uses). */
 uint64_t gpupart__ip_in_use(gpupart_partition *p);
+/* The bytes this process could still allocate on the partition: its limit less what
+ * every member of the partition holds and the device budget less what every process
+ * holds of the device (with a shared ledger; without one, the limit less this process's
+ * bytes), less this process's own bytes counted as requested, not as the blocks that
+ * hold them. */
+uint64_t gpupart__ip_available(gpupart_partition *p);
 /* Accounts size bytes: 0 with *out set (NULL when gpupart cannot account the size at
- * all, e.g. more than the device holds: the driver then answers as it would without the
- * layer), or -1 when the partition or the budget refuses it (ELIMIT, EDEVMEM). */
+ * all, more than the device holds, and no limit holds the partition below the device:
+ * the driver then answers as it would without the layer), or -1 when the partition or
+ * the budget refuses it (ELIMIT, EDEVMEM, or more than the device holds past a limit). */
 int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out);
 /* Gives back what gpupart__ip_account took; NULL is a no-op. */
 void gpupart__ip_unaccount(gpupart_allocation *a);

@@ -33,6 +33,21 @@ int gpupart__ip_map_put(const void *ptr, gpupart_allocation *a) {
   return 0;
 }
 
+int gpupart__ip_map_set(const void *ptr, gpupart_allocation *a, gpupart_allocation **stale) {
+  entry *e = malloc(sizeof *e), *found = NULL;
+  size_t b = bucket_of(ptr);
+  int rc = 0;
+  *stale = NULL;
+  pthread_mutex_lock(&lock);
+  for (found = buckets[b]; found && found->ptr != ptr; found = found->next) continue;
+  if (found) *stale = found->allocation, found->allocation = a;
+  else if (e) *e = (entry){buckets[b], ptr, a}, buckets[b] = e, e = NULL;
+  else rc = -1;
+  pthread_mutex_unlock(&lock);
+  free(e);
+  return rc;
+}
+
 gpupart_allocation *gpupart__ip_map_take(const void *ptr) {
   gpupart_allocation *a = NULL;
   pthread_mutex_lock(&lock);

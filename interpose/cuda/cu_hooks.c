@@ -5,8 +5,11 @@
  * is mapped to that allocation (handle_map.h) and its free gives it back. cuMemGetInfo_v2
  * and cuDeviceTotalMem_v2 report the partition's limit as the device's size.
  *  - cuMemAllocPitch_v2 accounts pitch * height: width * height before the driver is
- *    called (a refusal without the driver), then the driver's pitch (its memory is freed
- *    again when the rest is refused);
+ *    called (a refusal without the driver; CUDA_ERROR_INVALID_VALUE where the product
+ *    overflows 64 bits, which no device holds), then the driver's pitch (its memory is
+ *    freed again when the rest is refused);
+ *  - a pointer the driver returns that the map still holds was freed unseen (with its
+ *    context: cuCtxDestroy, cuDevicePrimaryCtxReset): the old record is given back;
  *  - cuMemAllocManaged is accounted like device memory: managed pages live on the device
  *    while it uses them, and a limit that managed memory escaped would not hold;
  *  - the stream-ordered calls (cuMemAllocAsync, cuMemAllocFromPoolAsync and their _ptsz
@@ -91,7 +94,11 @@ static void unaccount(gpupart_allocation *a) {
 /* After the driver's answer r: the pointer is mapped to a, or a is given back (the
  * driver failed, or there is no host memory to map it). */
 static CUresult settle(CUresult r, const CUdeviceptr *dptr, gpupart_allocation *a) {
-  if (r == CUDA_SUCCESS && a && gpupart__ip_map_put((const void *)(uintptr_t)*dptr, a) == 0) return r;
+  gpupart_allocation *stale = NULL;
+  if (r == CUDA_SUCCESS && a && gpupart__ip_map_set((const void *)(uintptr_t)*dptr, a, &stale) == 0) {
+    unaccount(stale); /* the driver freed it unseen (with its context): it holds nothing now */
+    return r;
+  }
   unaccount(a);
   return r;
 }
@@ -127,12 +134,14 @@ GPUPART_CU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 }
 
 /* The pitch the driver chose makes the allocation pitch * height: re-accounted so, and
- * freed again when that is refused. */
+ * freed again when that is refused (or is more than 64 bits can say). */
 static CUresult repitch(CUdeviceptr *dptr, size_t pitch, size_t height, gpupart_allocation **a) {
   gpupart_allocation *full = NULL;
+  uint64_t bytes = 0;
   unaccount(*a);
   *a = NULL;
-  if (account((uint64_t)pitch * height, &full) == CUDA_SUCCESS) return *a = full, CUDA_SUCCESS;
+  if (!__builtin_mul_overflow((uint64_t)pitch, (uint64_t)height, &bytes) && account(bytes, &full) == CUDA_SUCCESS)
+    return *a = full, CUDA_SUCCESS;
   free_fn release = REAL(CU_MEM_FREE, free_fn);
   if (release) release(*dptr);
   return CUDA_ERROR_OUT_OF_MEMORY;
@@ -143,8 +152,10 @@ GPUPART_CU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, 
   pitch_fn real = REAL(CU_MEM_ALLOC_PITCH, pitch_fn);
   gpupart_allocation *a = NULL;
   if (!real) return CUDA_ERROR_NOT_FOUND;
+  uint64_t bytes = 0;
   if (!dptr || !pitch || width == 0 || height == 0) return real(dptr, pitch, width, height, element_size);
-  if (account((uint64_t)width * height, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (__builtin_mul_overflow((uint64_t)width, (uint64_t)height, &bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (account(bytes, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = real(dptr, pitch, width, height, element_size);
   if (r == CUDA_SUCCESS && a && *pitch > width && repitch(dptr, *pitch, height, &a) != CUDA_SUCCESS)
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -225,16 +236,17 @@ GPUPART_CU_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream
 
 typedef CUresult (*info_fn)(size_t *, size_t *);
 
-/* free = the limit less the bytes this process's allocations hold (never more than the
- * driver's free), total = the limit. The bytes are as requested (in_use), not the
- * partition's blocks (reserved, which the growth rounding makes larger), so that without
- * a limit the program sees the driver's own figures. */
+/* free = what this process could still allocate (the limit less the bytes its own
+ * allocations hold and, with a shared ledger, less what the partition's other members
+ * hold, and no more than the device budget less what every process holds), never more
+ * than the driver's free; total = the limit. This process's bytes are as requested
+ * (in_use), not the partition's blocks (reserved, which the growth rounding makes
+ * larger), so that without a limit the program sees the driver's own figures. */
 static void report(gpupart_partition *p, size_t *free_bytes, size_t *total_bytes) {
-  gpupart_stats s;
-  if (gpupart_partition_get_stats(p, &s) != GPUPART_OK) return;
-  uint64_t left = s.limit > s.in_use ? s.limit - s.in_use : 0;
+  uint64_t limit = gpupart__ip_limit(p), left = gpupart__ip_available(p);
+  if (!limit) return;
   if (left < *free_bytes) *free_bytes = (size_t)left;
-  *total_bytes = (size_t)s.limit;
+  *total_bytes = (size_t)limit;
 }
 
 GPUPART_CU_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {

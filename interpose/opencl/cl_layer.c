@@ -133,10 +133,16 @@ static gpupart_partition *device_partition(cl_device_id dev) {
   return p;
 }
 
+/* The partition of the context's first device. The whole list is read (a size smaller
+ * than the list's is CL_INVALID_VALUE, which left a context of several devices
+ * unaccounted). */
 static gpupart_partition *context_partition(cl_context context) {
-  cl_device_id dev = NULL;
-  if (!context || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, sizeof dev, &dev, NULL) || !dev) return NULL;
-  return device_partition(dev);
+  cl_device_id devs[MAX_DEVICES] = {NULL};
+  size_t size = 0;
+  if (!context || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, 0, NULL, &size) || size < sizeof devs[0] ||
+      size > sizeof devs || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, size, devs, NULL) || !devs[0])
+    return NULL;
+  return device_partition(devs[0]);
 }
 
 /* ---- accounting memory objects ---------------------------------------------------- */
@@ -232,17 +238,34 @@ static void *CL_API_CALL svm_alloc(cl_context context, cl_svm_mem_flags flags, s
   return ptr;
 }
 
+/* The record is taken before the driver frees the pointer: once freed, another thread's
+ * clSVMAlloc may get the same pointer and record it, and that record is not this one. */
 static void CL_API_CALL svm_free(cl_context context, void *ptr) {
+  gpupart_allocation *a = ptr ? gpupart__ip_map_take(ptr) : NULL;
   next.clSVMFree(context, ptr);
-  gpupart__ip_unaccount(gpupart__ip_map_take(ptr));
+  gpupart__ip_unaccount(a);
 }
 
-/* Unaccounted when enqueued: the bytes may stay in use until the command runs. */
+#define SVM_FREE_BATCH 64
+
+/* Puts back the records taken for ptrs (the enqueue failed), or gives them back. */
+static void svm_settle(cl_int rc, cl_uint n, void *ptrs[], gpupart_allocation **taken) {
+  for (cl_uint i = 0; i < n; i++)
+    if (taken[i] && (!rc || gpupart__ip_map_put(ptrs[i], taken[i]))) gpupart__ip_unaccount(taken[i]);
+}
+
+/* Unaccounted when enqueued: the bytes may stay in use until the command runs. The records
+ * are taken first, as in svm_free (the command may run before the call returns); a batch
+ * larger than SVM_FREE_BATCH has the rest taken after the call. */
 static cl_int CL_API_CALL enqueue_svm_free(cl_command_queue queue, cl_uint n, void *ptrs[],
                                            void(CL_CALLBACK *pfn)(cl_command_queue, cl_uint, void *[], void *),
                                            void *user, cl_uint nwait, const cl_event *wait, cl_event *event) {
+  gpupart_allocation *taken[SVM_FREE_BATCH] = {0};
+  cl_uint first = ptrs ? (n < SVM_FREE_BATCH ? n : SVM_FREE_BATCH) : 0;
+  for (cl_uint i = 0; i < first; i++) taken[i] = ptrs[i] ? gpupart__ip_map_take(ptrs[i]) : NULL;
   cl_int rc = next.clEnqueueSVMFree(queue, n, ptrs, pfn, user, nwait, wait, event);
-  for (cl_uint i = 0; !rc && ptrs && i < n; i++) gpupart__ip_unaccount(gpupart__ip_map_take(ptrs[i]));
+  svm_settle(rc, first, ptrs, taken);
+  for (cl_uint i = first; !rc && ptrs && i < n; i++) gpupart__ip_unaccount(gpupart__ip_map_take(ptrs[i]));
   return rc;
 }
 

@@ -155,12 +155,22 @@ static VkPhysicalDeviceMemoryBudgetPropertiesEXT *budget_in(void *next) {
   return NULL;
 }
 
+/* What heap h's process may hold in all: what it holds and what it could still take (less
+ * than the limit where other members of a shared ledger hold some: heapBudget is what
+ * the process can use, theirs excluded). */
+static uint64_t budget_of(gpupart_partition *heap) {
+  return gpupart__ip_in_use(heap) + gpupart__ip_available(heap);
+}
+
 /* Where the driver has no VK_EXT_memory_budget, the layer's: each heap's budget is its
- * (reduced) size and its usage what this process's partition holds. */
+ * (reduced) size, less what other members hold, and its usage what this process's
+ * partition holds. */
 static void budget_fill(VkPhysicalDeviceMemoryBudgetPropertiesEXT *b, const VkPhysicalDeviceMemoryProperties *props,
                         gpupart_partition **heaps) {
   for (uint32_t h = 0; h < VK_MAX_MEMORY_HEAPS; h++) {
     b->heapBudget[h] = h < props->memoryHeapCount ? props->memoryHeaps[h].size : 0;
+    if (h < props->memoryHeapCount && heaps[h] && budget_of(heaps[h]) < b->heapBudget[h])
+      b->heapBudget[h] = budget_of(heaps[h]);
     b->heapUsage[h] = h < props->memoryHeapCount && heaps[h] ? gpupart__ip_in_use(heaps[h]) : 0;
   }
 }
@@ -175,7 +185,7 @@ static void report(instance_rec *in, VkPhysicalDevice pd, VkPhysicalDeviceMemory
     uint64_t limit = heaps[h] ? gpupart__ip_limit(heaps[h]) : 0;
     if (!limit) continue;
     if (props->memoryHeaps[h].size > limit) props->memoryHeaps[h].size = limit;
-    if (budget && budget->heapBudget[h] > limit) budget->heapBudget[h] = limit;
+    if (budget && filled && budget->heapBudget[h] > budget_of(heaps[h])) budget->heapBudget[h] = budget_of(heaps[h]);
   }
   if (budget && !filled) budget_fill(budget, props, heaps);
 }
@@ -218,8 +228,11 @@ static VKAPI_ATTR VkResult VKAPI_CALL allocate_memory(VkDevice device, const VkM
 static VKAPI_ATTR void VKAPI_CALL free_memory(VkDevice device, VkDeviceMemory memory,
                                               const VkAllocationCallbacks *alloc) {
   device_rec *d = device_of(device);
+  /* taken before the driver frees it: once freed, another thread's vkAllocateMemory may
+   * get the same handle and record it, and that record is not this one */
+  gpupart_allocation *a = memory != VK_NULL_HANDLE ? gpupart__ip_map_take((const void *)(uintptr_t)memory) : NULL;
   d->free_memory(device, memory, alloc);
-  if (memory != VK_NULL_HANDLE) gpupart__ip_unaccount(gpupart__ip_map_take((const void *)(uintptr_t)memory));
+  gpupart__ip_unaccount(a);
 }
 
 /* ---- instances and devices: the chain ----------------------------------------------- */

@@ -3,15 +3,22 @@
  * objects until the driver refuses one or MAX_MIB are held, writes each (so a lazy driver
  * such as PoCL really allocates), prints what it got, releases everything and does the
  * same once more (so a release must give the bytes back).
- *   cl_fill [buffer|props|svm|image|sub] CHUNK_MIB MAX_MIB [hold]
+ *   cl_fill [buffer|props|svm|svmq|image|sub] CHUNK_MIB MAX_MIB [hold]
  * props: clCreateBufferWithProperties; sub: buffers each with a sub-buffer of half of it;
- * hold: after the first round, print "holding <pid>" and wait for a line on stdin.
+ * CL_FILL_ALL_DEVICES=1: the context holds every device of the platform (up to 8; printed
+ * as "context devices <n>"), the queue is on the first;
+ * svmq: SVM as svm, freed by clEnqueueSVMFree (all of a round's in one call) and clFinish;
+ * hold: after the first round, print "holding <pid>" and wait for a line on stdin;
+ * fork: after the first round, fork; the child releases the objects (its copies) and
+ * ends, then the parent allocates on ("parent after the child <MiB> code <cl_int>", all
+ * it holds).
  * Output: "global <bytes>", "allocated <MiB> code <cl_int>", "again <MiB> code <cl_int>". */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_OBJECTS 4096
@@ -43,7 +50,7 @@ static cl_int touch(run *r, cl_mem m) {
 static cl_int one_more(run *r) {
   cl_int err = CL_SUCCESS;
   cl_mem m = NULL;
-  if (!strcmp(r->mode, "svm")) {
+  if (!strcmp(r->mode, "svm") || !strcmp(r->mode, "svmq")) {
     void *p = clSVMAlloc(r->ctx, CL_MEM_READ_WRITE, r->chunk, 0);
     if (!p) return CL_MEM_OBJECT_ALLOCATION_FAILURE;
     r->svms[r->n++] = p;
@@ -72,6 +79,11 @@ static cl_int fill(run *r, size_t max_mib) {
 }
 
 static void release_all(run *r) {
+  if (!strcmp(r->mode, "svmq") && r->n) {
+    if (clEnqueueSVMFree(r->queue, (cl_uint)r->n, r->svms, NULL, NULL, 0, NULL, NULL) == CL_SUCCESS)
+      memset(r->svms, 0, sizeof r->svms);
+    clFinish(r->queue);
+  }
   for (int i = 0; i < r->n; i++) {
     if (r->subs[i]) clReleaseMemObject(r->subs[i]);
     if (r->mems[i]) clReleaseMemObject(r->mems[i]);
@@ -83,15 +95,19 @@ static void release_all(run *r) {
 
 static int setup(run *r) {
   cl_platform_id plat;
-  cl_device_id dev;
+  cl_device_id devs[8];
+  cl_uint ndevs = 0;
   cl_ulong global = 0;
   cl_int err;
-  if (clGetPlatformIDs(1, &plat, NULL) || clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL)) return -1;
-  clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL);
+  if (clGetPlatformIDs(1, &plat, NULL) || clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 8, devs, &ndevs)) return -1;
+  int all = getenv("CL_FILL_ALL_DEVICES") != NULL;
+  if (!all || ndevs > 8) ndevs = 1;
+  clGetDeviceInfo(devs[0], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL);
   printf("global %llu\n", (unsigned long long)global);
-  r->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+  if (all) printf("context devices %u\n", ndevs);
+  r->ctx = clCreateContext(NULL, ndevs, devs, NULL, NULL, &err);
   if (!r->ctx) return -1;
-  r->queue = clCreateCommandQueueWithProperties(r->ctx, dev, NULL, &err);
+  r->queue = clCreateCommandQueueWithProperties(r->ctx, devs[0], NULL, &err);
   return r->queue ? 0 : -1;
 }
 
@@ -105,7 +121,14 @@ int main(int argc, char **argv) {
   cl_int err = fill(&r, max_mib);
   printf("allocated %zu code %d\n", (size_t)r.n * (r.chunk >> 20), (int)err);
   fflush(stdout);
-  if (argc > 4) {
+  if (argc > 4 && !strcmp(argv[4], "fork")) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) release_all(&r), _exit(0); /* the child releases its copies of the objects */
+    if (pid < 0 || waitpid(pid, NULL, 0) != pid) return fprintf(stderr, "cl_fill: fork failed\n"), 1;
+    err = fill(&r, 4096);
+    printf("parent after the child %zu code %d\n", (size_t)r.n * (r.chunk >> 20), (int)err);
+  } else if (argc > 4) {
     char line[16];
     printf("holding %ld\n", (long)getpid());
     fflush(stdout);

@@ -68,8 +68,21 @@ static void refused_past(const char *mode) {
 Test(cl_layer, buffers_are_refused_past_the_limit) { refused_past("buffer"); }
 Test(cl_layer, buffers_with_properties_are_refused_past_the_limit) { refused_past("props"); }
 Test(cl_layer, svm_is_refused_past_the_limit) { refused_past("svm"); }
+/* 64 pointers in one clEnqueueSVMFree, each taken from the map before the call. */
+Test(cl_layer, svm_freed_by_an_enqueued_free_gives_its_bytes_back) { refused_past("svmq"); }
 Test(cl_layer, images_are_refused_past_the_limit) { refused_past("image"); }
 Test(cl_layer, sub_buffers_take_no_more_of_the_limit) { refused_past("sub"); }
+
+/* PoCL made to show two devices: a buffer of a two-device context is accounted on the
+ * first (the context's device list is longer than one handle). */
+Test(cl_layer, buffers_of_a_context_with_two_devices_are_refused_past_the_limit) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s POCL_DEVICES='pthread pthread' CL_FILL_ALL_DEVICES=1 GPUPART_MEMORY_LIMIT=64MiB %s buffer 1 200",
+              layer(), fill());
+  if (!strstr(out, "context devices 2\n")) cr_skip_test("not two devices (not PoCL?): %s", out);
+  cr_assert(strstr(out, "allocated 64 code -4\n"), "%s", out);
+  cr_assert(strstr(out, "again 64 code -4\n"), "%s", out);
+}
 
 Test(cl_layer, a_pyopencl_script_is_refused_past_the_limit) {
   if (system("/usr/bin/python3 -c 'import pyopencl' 2>/dev/null")) cr_skip_test("python3-pyopencl is not installed");
@@ -250,5 +263,19 @@ Test(cl_layer, a_program_under_the_layer_is_a_member_in_top_and_metrics) {
   snprintf(want, sizeof want, "pid=\"%ld\"", pid);
   cr_expect(strstr(metrics, want) && strstr(metrics, "command=\"cl_fill\""), "%s", metrics);
   ip_test_finish(&prog);
+  ip_test_shared_end(&s);
+}
+
+/* A forked child holds copies of the parent's objects and of its gpupart context, whose
+ * shared ledger is the parent's: releasing those copies must not take the parent's bytes
+ * from the ledger (the parent, still holding them, could then take the limit again). */
+Test(cl_layer, a_forked_child_releasing_its_copies_leaves_the_parents_accounting_alone) {
+  const char *env = layer();
+  ip_test_shared s;
+  char out[4096];
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  ip_test_run(out, sizeof out, "env %s %s %s buffer 1 40 fork", env, s.env, fill());
+  cr_assert(strstr(out, "allocated 40 code 0\n"), "%s", out);
+  cr_assert(strstr(out, "parent after the child 64 code -4\n"), "the parent still holds 40 of its 64 MiB: %s", out);
   ip_test_shared_end(&s);
 }

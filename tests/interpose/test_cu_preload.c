@@ -162,6 +162,7 @@ Test(cu_preload, a_gpupart_application_and_a_program_under_the_preload_share_the
   char out[65536], prefix[4096];
   int code = 0;
   ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  /* gp_hold is built as the library is (sanitized with it): no child variables */
   snprintf(prefix, sizeof prefix, "GPUPART_CUDA_LIBRARY=%s", ip_test_path("GPUPART_TEST_CU_LIBCUDA"));
   ip_test_child app;
   ip_test_app_start(&app, &s, prefix, "cuda", 40);
@@ -226,4 +227,120 @@ Test(cu_preload, the_per_thread_stream_variants_are_hooked_and_old_versions_left
   cr_assert(strstr(out, "driver ptsz calls 10\n"), "the hooks call the variants asked for: %s", out);
   ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s proc plain 1 1", preload(), fill());
   cr_assert(strstr(out, "cuMemAlloc at 3010 is the legacy entry: yes"), "%s", out);
+}
+
+/* A shared ledger holds names of 63 bytes at most: a longer GPUPART_PARTITION (or program
+ * name) is cut and hashed to one, never left unaccounted; every process given the same
+ * long name meets in the same partition. */
+Test(cu_preload, a_partition_or_program_name_too_long_for_the_shared_ledger_is_still_accounted) {
+  char dir[] = "/tmp/gpupart-cu-long-XXXXXX", env[8192], out[4096], link[512], name[80];
+  int code = 0;
+  cr_assert(mkdtemp(dir));
+  memset(name, 'n', 70), name[70] = '\0';
+  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_MEMORY_LIMIT=64MiB", preload(), dir);
+  ip_test_run(out, sizeof out, "env %s GPUPART_PARTITION=%s-é-%s %s link plain 1 200 2>&1", env, name, name, fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "a 145-byte GPUPART_PARTITION: %s", out);
+  snprintf(link, sizeof link, "%s/%s", dir, name);
+  cr_assert_eq(symlink(fill(), link), 0);
+  ip_test_run(out, sizeof out, "env %s %s link plain 1 200 2>&1", env, link);
+  n = blocks(out, "allocated", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "a 70-byte program name: %s", out);
+  unlink(link);
+  ip_test_cleanup_dir(dir);
+}
+
+/* A program started with an empty argv[0] has no name to name its partition after. */
+Test(cu_preload, a_program_started_without_a_name_is_still_accounted) {
+  char out[4096];
+  int code = 0;
+  if (system("command -v perl >/dev/null 2>&1")) cr_skip_test("perl (to exec with an empty argv[0]) is not installed");
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB perl -e 'exec {$ARGV[0]} \"\", @ARGV[1..$#ARGV]' %s "
+              "link plain 1 200 2>&1", preload(), fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "%s", out);
+}
+
+static const char *edge(void) { return ip_test_path("GPUPART_TEST_CU_EDGE"); }
+
+/* NULL arguments, zero sizes, unknown, NULL and twice-freed pointers, refused flags: each
+ * call answers as the driver does without the library, and nothing stays accounted. */
+Test(cu_preload, bad_arguments_get_the_drivers_answers_and_leave_nothing_accounted) {
+  char plain[4096], under[4096];
+  ip_test_run(plain, sizeof plain, "%s bad", edge());
+  ip_test_run(under, sizeof under, "env %s GPUPART_MEMORY_LIMIT=64MiB %s bad", preload(), edge());
+  cr_assert(strstr(plain, "bad calls done\n"), "%s", plain);
+  cr_assert(strstr(under, "bad calls done\n"), "no crash under the preload: %s", under);
+  *strstr(plain, "after bad calls") = '\0';
+  cr_assert(strncmp(under, plain, strlen(plain)) == 0, "the same codes:\n%s\nunder the preload:\n%s", plain, under);
+  cr_assert_eq(info(under, "after bad calls", "free"), 64 * MIB, "nothing left accounted: %s", under);
+}
+
+Test(cu_preload, a_pitch_allocation_whose_size_overflows_is_refused_before_the_driver) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s pitch", preload(), edge());
+  cr_assert(strstr(out, "pitch overflow code 1\n"), "CUDA_ERROR_INVALID_VALUE, not a wrapped size: %s", out);
+  cr_assert(strstr(out, "driver allocs 0\n"), "%s", out);
+}
+
+/* A context destroyed with memory in it frees that memory in the driver, unseen by the
+ * library; when the driver hands one of those addresses out again, the old record goes. */
+Test(cu_preload, a_pointer_the_driver_reuses_after_freeing_it_with_its_context_is_not_counted_twice) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s context", preload(), edge());
+  int n = blocks(out, "after destroy", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "the 32 MiB of the destroyed context came back: %s", out);
+}
+
+/* With a shared ledger, cuMemGetInfo's free is what the process could still allocate:
+ * the partition's limit less what every member holds, and the budget less what every
+ * process holds, so a program that sizes itself by it fits beside the others. */
+Test(cu_preload, mem_get_info_free_leaves_out_what_the_other_members_hold) {
+  char dir[] = "/tmp/gpupart-cu-info-XXXXXX", env[8192], out[4096];
+  cr_assert(mkdtemp(dir));
+  /* "other", configured first, is made when the device opens, before the program's own */
+  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
+           "GPUPART_PARTITIONS=other:8MiB,job:48MiB", preload(), dir);
+  ip_test_child holder;
+  ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
+  ip_test_wait_for(&holder, "holding");
+  cr_assert_eq(info(holder.text, "full", "free"), 18 * MIB, "its own partition's figures, not other's: %s", holder.text);
+  ip_test_run(out, sizeof out, "env %s %s link plain 1 5", env, fill());
+  cr_assert_eq(info(out, "start", "total"), 48 * MIB, "%s", out);
+  cr_assert_eq(info(out, "start", "free"), 18 * MIB, "48 MiB less the other member's 30: %s", out);
+  cr_assert_eq(info(out, "full", "free"), 13 * MIB, "and less its own 5: %s", out);
+  ip_test_finish(&holder);
+  ip_test_cleanup_dir(dir);
+}
+
+Test(cu_preload, mem_get_info_free_leaves_out_what_a_gpupart_application_holds_of_the_budget) {
+  const char *hold = getenv("GPUPART_TEST_GP_HOLD");
+  if (!hold) cr_skip_test("gp_hold is not built");
+  ip_test_shared s;
+  char out[65536], prefix[4096];
+  ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
+  /* gp_hold is built as the library is (sanitized with it): no child variables */
+  snprintf(prefix, sizeof prefix, "GPUPART_CUDA_LIBRARY=%s", ip_test_path("GPUPART_TEST_CU_LIBCUDA"));
+  ip_test_child app;
+  ip_test_app_start(&app, &s, prefix, "cuda", 40);
+  ip_test_run(out, sizeof out, "env %s %s GPUPART_PARTITION=job %s link plain 1 1", preload(), s.env, fill());
+  cr_assert_eq(info(out, "start", "total"), 64 * MIB, "%s", out);
+  uint64_t free_bytes = info(out, "start", "free");
+  /* the application's 40 MiB are held in blocks of gpupart's growth, a little more */
+  cr_assert(free_bytes >= 20 * MIB && free_bytes <= 24 * MIB, "the budget less the application's 40 MiB: %s", out);
+  ip_test_finish(&app);
+  ip_test_shared_end(&s);
+}
+
+/* Managed memory may oversubscribe the device: one allocation larger than the whole
+ * device (4 GiB) is past a limit before the driver is asked, not left to the driver. */
+Test(cu_preload, an_allocation_larger_than_the_device_is_refused_before_the_driver_under_a_limit) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s link managed 5000 1", preload(), fill());
+  cr_assert(blocks(out, "allocated", &code) == 0 && code == 2, "%s", out);
+  cr_assert(strstr(out, "driver allocs 0\n"), "refused without a driver call: %s", out);
+  ip_test_run(out, sizeof out, "env %s %s link managed 5000 1", preload(), fill());
+  cr_assert(strstr(out, "driver allocs 1\n"), "without a limit the driver answers: %s", out);
 }

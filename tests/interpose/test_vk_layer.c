@@ -200,3 +200,35 @@ Test(vk_layer, a_program_under_the_layer_is_a_member_in_top_and_metrics) {
   ip_test_finish(&prog);
   ip_test_shared_end(&s);
 }
+
+/* VK_EXT_memory_budget's heapBudget is what the process can use: with a shared ledger,
+ * the limit less what the other members hold (VMA sizes itself by it). */
+Test(vk_layer, the_memory_budget_leaves_out_what_other_members_hold) {
+  char dir[] = "/tmp/gpupart-vk-budget-XXXXXX", env[8192], out[4096];
+  cr_assert(mkdtemp(dir));
+  snprintf(env, sizeof env, "%s GPUPART_MEMORY_LIMIT=64MiB GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s", layer(), dir);
+  ip_test_child holder;
+  ip_test_start(&holder, dir, "env %s %s 1 40 hold", env, fill());
+  ip_test_wait_for(&holder, "holding");
+  ip_test_run(out, sizeof out, "env %s %s 1 1", env, fill());
+  uint64_t budget = ip_test_field(out, "budget");
+  cr_assert(budget >= 20 * MIB && budget <= 24 * MIB, "64 MiB less the other member's 40: %s", out);
+  ip_test_finish(&holder);
+  ip_test_cleanup_dir(dir);
+}
+
+/* One allocation larger than the whole heap: more than gpupart can account on the
+ * mirror, but past the limit all the same (lavapipe takes it, host memory behind it). */
+Test(vk_layer, an_allocation_larger_than_the_device_is_refused_past_the_limit) {
+  char plain[4096], out[4096], cmd[64];
+  const char *env = layer();
+  ip_test_run(plain, sizeof plain, "%s 1 1", fill());
+  unsigned long long mib = ip_test_field(plain, "heap") / MIB + 64;
+  snprintf(cmd, sizeof cmd, "%llu %llu", mib, mib);
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s %s", env, fill(), cmd);
+  cr_assert(strstr(out, "allocated 0 code -2\n"), "VK_ERROR_OUT_OF_DEVICE_MEMORY for %s MiB: %s", cmd, out);
+  ip_test_run(out, sizeof out, "env %s %s %s", env, fill(), cmd);
+  ip_test_run(plain, sizeof plain, "%s %s", fill(), cmd);
+  const char *answer = strstr(plain, "allocated ");
+  cr_assert(answer && strstr(out, answer), "without a limit the driver answers as without the layer:\n%s\n%s", plain, out);
+}

@@ -8,7 +8,8 @@
  * VK_FILL_SECOND=1 tries one allocation more from a second instance and device.
  * Output: "heap <bytes>", "budget <bytes>" (VK_EXT_memory_budget, when offered; then the
  * device is created with it enabled),
- * "allocated <MiB> code <VkResult>", "again <MiB> code <VkResult>", "validation_errors <n>". */
+ * "allocated <MiB> code <VkResult>", "again <MiB> code <VkResult>", "validation_errors <n>".
+ * Each round ends with a vkFreeMemory of VK_NULL_HANDLE too (valid, a no-op). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,7 @@ static VkResult fill(VkDevice dev, uint32_t type, VkDeviceSize chunk, size_t max
 
 static void free_all(VkDevice dev, VkDeviceMemory *mem, int n) {
   for (int i = 0; i < n; i++) vkFreeMemory(dev, mem[i], NULL);
+  vkFreeMemory(dev, VK_NULL_HANDLE, NULL); /* valid, and a no-op: as programs do */
 }
 
 /* VK_FILL_SECOND=1: one allocation more, on a device of a second instance (the same
