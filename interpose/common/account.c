@@ -192,12 +192,21 @@ static uint64_t json_u64(const char *text, const char *key) {
 
 static uint64_t less(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-/* The last partition listed in a device dump: the layer's own, created after those the
- * configuration makes when the device opens (GPUPART_PARTITIONS), or NULL. */
-static const char *last_partition(const char *json) {
-  const char *at = json ? strstr(json, "\"partitions\": [") : NULL, *last = NULL;
-  while (at && (at = strstr(at, "\n    {\"name\": "))) last = at++;
-  return last;
+/* The partition entry of a device dump that starts with name: written as the dump writes
+ * names (quotes and backslashes escaped, control bytes as \u00XX, other bytes as they are),
+ * so a name that is not valid UTF-8 (which the dump changes) is found in none; NULL also
+ * for a name too long to spell here. */
+static const char *partition_entry(const char *json, const char *name) {
+  char needle[2048];
+  size_t n = (size_t)snprintf(needle, sizeof needle, "\n    {\"name\": \"");
+  for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+    if (n + 16 > sizeof needle) return NULL;
+    if (*c == '"' || *c == '\\') n += (size_t)snprintf(needle + n, sizeof needle - n, "\\%c", *c);
+    else if (*c < 0x20 || *c == 0x7f) n += (size_t)snprintf(needle + n, sizeof needle - n, "\\u%04x", *c);
+    else needle[n++] = (char)*c;
+  }
+  snprintf(needle + n, sizeof needle - n, "\",");
+  return json ? strstr(json, needle) : NULL;
 }
 
 /* What the shared ledger says every member holds comes only through the device's dump
@@ -206,8 +215,8 @@ static const char *last_partition(const char *json) {
  * The budget's others are everything reserved but this partition's own blocks (the
  * configuration's other partitions included). Names are escaped in the text, so no key
  * is matched in one. The guarantees of other partitions are not subtracted. */
-static uint64_t available_in(const char *json) {
-  const char *part = last_partition(json);
+static uint64_t available_in(const char *json, const char *name) {
+  const char *part = partition_entry(json, name);
   if (!part) return UINT64_MAX;
   uint64_t budget = json_u64(json, ", \"budget\": "), dev_reserved = json_u64(json, ", \"reserved\": ");
   uint64_t limit = json_u64(part, ", \"limit\": "), reserved = json_u64(part, ", \"reserved\": ");
@@ -231,7 +240,7 @@ uint64_t gpupart__ip_available(gpupart_partition *p) {
   char *json = NULL;
   uint64_t left = less(gpupart__ip_limit(p), gpupart__ip_in_use(p));
   if (dev && gpupart_device_dump(dev, 0, &json, NULL) == GPUPART_OK) {
-    uint64_t shared = available_in(json);
+    uint64_t shared = available_in(json, gpupart_partition_name(p));
     if (shared < left) left = shared;
   }
   gpupart_dump_free(json);

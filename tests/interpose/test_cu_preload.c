@@ -296,12 +296,13 @@ Test(cu_preload, a_pointer_the_driver_reuses_after_freeing_it_with_its_context_i
 /* With a shared ledger, cuMemGetInfo's free is what the process could still allocate:
  * the partition's limit less what every member holds, and the budget less what every
  * process holds, so a program that sizes itself by it fits beside the others. */
-Test(cu_preload, mem_get_info_free_leaves_out_what_the_other_members_hold) {
+/* "other" is configured beside the program's own "job", before or after it: the figures
+ * are job's either way. */
+static void expect_free_of_the_own_partition(const char *partitions) {
   char dir[] = "/tmp/gpupart-cu-info-XXXXXX", env[8192], out[4096];
   cr_assert(mkdtemp(dir));
-  /* "other", configured first, is made when the device opens, before the program's own */
   snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
-           "GPUPART_PARTITIONS=other:8MiB,job:48MiB", preload(), dir);
+           "GPUPART_PARTITIONS=%s", preload(), dir, partitions);
   ip_test_child holder;
   ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
   ip_test_wait_for(&holder, "holding");
@@ -312,6 +313,14 @@ Test(cu_preload, mem_get_info_free_leaves_out_what_the_other_members_hold) {
   cr_assert_eq(info(out, "full", "free"), 13 * MIB, "and less its own 5: %s", out);
   ip_test_finish(&holder);
   ip_test_cleanup_dir(dir);
+}
+
+Test(cu_preload, mem_get_info_free_leaves_out_what_the_other_members_hold) {
+  expect_free_of_the_own_partition("other:8MiB,job:48MiB");
+}
+
+Test(cu_preload, mem_get_info_free_is_the_own_partitions_whatever_is_configured_after_it) {
+  expect_free_of_the_own_partition("job:48MiB,other:8MiB");
 }
 
 Test(cu_preload, mem_get_info_free_leaves_out_what_a_gpupart_application_holds_of_the_budget) {
