@@ -27,7 +27,8 @@ static void open_device(gpupart_context *ctx) {
 }
 
 static void fuzz_ini(const char *text) {
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_text = text};
+  /* the trace option is parsed and checked, but no file named by the input is created */
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE, .config_text = text};
   gpupart_context *ctx;
   if (gpupart_context_create(&cd, &ctx) != GPUPART_OK) return;
   open_device(ctx);
@@ -58,8 +59,9 @@ static void fuzz_variable(uint8_t which, const char *text) {
   const gpupart__option *o = &gpupart__options[which % GPUPART__OPT_COUNT];
   if (o->type == GPUPART__T_PATH && which % GPUPART__OPT_COUNT == GPUPART__OPT_CONFIG) return; /* no file reads */
   setenv(o->env, text, 1);
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_NO_TRACE}; /* GPUPART_TRACE parsed, no file made */
   gpupart_context *ctx;
-  if (gpupart_context_create(NULL, &ctx) == GPUPART_OK) {
+  if (gpupart_context_create(&cd, &ctx) == GPUPART_OK) {
     open_device(ctx);
     gpupart_context_destroy(ctx);
   }
