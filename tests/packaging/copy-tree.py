@@ -12,9 +12,11 @@ import tarfile
 
 def tree_files(src):
     out = subprocess.run(["git", "-C", src, "ls-files", "-co", "--exclude-standard", "-z"],
-                         check=True, capture_output=True).stdout.decode()
-    # A tracked file deleted in the work tree is listed but absent: skip it.
-    return sorted(f for f in out.split("\0") if f and os.path.isfile(os.path.join(src, f)))
+                         check=True, capture_output=True).stdout
+    # Names are bytes (os.fsdecode keeps any of them); a tracked file deleted in the work
+    # tree is listed but absent: skip it.
+    names = (os.fsdecode(f) for f in out.split(b"\0") if f)
+    return sorted(f for f in names if os.path.isfile(os.path.join(src, f)))
 
 
 def main(argv):
