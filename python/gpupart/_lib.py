@@ -108,6 +108,8 @@ class SimDescC(ctypes.Structure):
         ("host_backed", c_int),
         ("block_granularity", c_u64),
         ("block_round_up", c_u64),
+        ("uuid", ctypes.c_uint8 * 16),
+        ("pci_bus_id", ctypes.c_char * 32),
     ]
 
 

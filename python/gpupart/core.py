@@ -139,11 +139,19 @@ class SimDesc:
     host_backed: bool = False
     block_granularity: int = 0
     block_round_up: int = 0
+    uuid: bytes = b""  # 16 bytes: the device stands for a real GPU in its ledger; b"" = none
+    pci_bus_id: str = ""  # "dddd:bb:dd.f"; "" = none
 
     def _c(self) -> _lib.SimDescC:
+        if self.uuid and len(self.uuid) != 16:
+            raise InvalidArgument("SimDesc.uuid: 16 bytes, or b\"\" for none", -1)
+        bus = self.pci_bus_id.encode()
+        if len(bus) >= 32:
+            raise InvalidArgument("SimDesc.pci_bus_id: at most 31 bytes", -1)
         return _lib.SimDescC(self.total_bytes, self.max_block_bytes, self.min_alignment, self.max_blocks,
                              self.fail_block_alloc_at, int(self.host_backed), self.block_granularity,
-                             self.block_round_up)
+                             self.block_round_up, (ctypes.c_uint8 * 16)(*self.uuid) if self.uuid else
+                             (ctypes.c_uint8 * 16)(), bus)
 
 
 class _Handle:

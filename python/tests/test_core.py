@@ -185,6 +185,14 @@ def test_sim_driver_failure_raises_device_memory_error(ctx):
             p.alloc(MiB)
 
 
+def test_a_sim_device_can_carry_a_real_gpus_uuid(ctx):
+    uuid = bytes(range(0xa0, 0xb0))
+    with ctx.open_device("sim", index=3, sim=gpupart.SimDesc(total_bytes=1 << 30, uuid=uuid)) as dev:
+        assert dev.info.uuid == uuid
+    with pytest.raises(gpupart.InvalidArgument):
+        ctx.open_device("sim", sim=gpupart.SimDesc(total_bytes=1 << 30, uuid=b"short"))
+
+
 def test_reclaim_callback_is_asked_for_memory(sim):
     held = []
 
