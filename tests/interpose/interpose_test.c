@@ -163,6 +163,22 @@ void ip_test_app_start(ip_test_child *app, ip_test_shared *s, const char *prefix
   cr_assert_fail("the application: %s", app->text);
 }
 
+void ip_test_expect_member(ip_test_shared *s, const char *prefix, const char *program, const char *command) {
+  ip_test_child prog;
+  ip_test_start(&prog, s->out_a, "env %s %s %s", prefix, s->env, program);
+  ip_test_wait_for(&prog, "holding");
+  long pid = ip_test_pid(&prog);
+  static char top[1 << 16], metrics[1 << 18];
+  ip_test_observe(top, sizeof top, s->dir, 0);
+  cr_expect(ip_test_has_member(top, pid, command), "%s", top);
+  ip_test_observe(metrics, sizeof metrics, s->dir, 1);
+  char want[64], name[64];
+  snprintf(want, sizeof want, "pid=\"%ld\"", pid);
+  snprintf(name, sizeof name, "command=\"%s\"", command);
+  cr_expect(strstr(metrics, want) && strstr(metrics, name), "%s", metrics);
+  ip_test_finish(&prog);
+}
+
 int ip_test_has_member(const char *json, long pid, const char *command) {
   char want[128];
   snprintf(want, sizeof want, "\"pid\": %ld, \"command\": \"%s\", \"alive\": true", pid, command);

@@ -59,5 +59,9 @@ void ip_test_shared_end(ip_test_shared *s);
 void ip_test_app_start(ip_test_child *app, ip_test_shared *s, const char *prefix, const char *backend, int mib);
 /* Whether `gpupart top --json` printed a live member of that pid and command name. */
 int ip_test_has_member(const char *json, long pid, const char *command);
+/* Starts `env <prefix> <the shared ledger's variables> <program>` (a program under a layer
+ * or the preload that prints "holding <pid>" while it holds memory) and expects it, while
+ * it holds, as a member named command in gpupart top --json and gpupart metrics. */
+void ip_test_expect_member(ip_test_shared *s, const char *prefix, const char *program, const char *command);
 
 #endif

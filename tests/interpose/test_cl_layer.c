@@ -250,19 +250,10 @@ Test(cl_layer, two_programs_with_one_partition_name_share_its_limit) {
 Test(cl_layer, a_program_under_the_layer_is_a_member_in_top_and_metrics) {
   const char *env = layer();
   ip_test_shared s;
+  char program[4096];
   ip_test_shared_begin(&s, "GPUPART_MEMORY_LIMIT=64MiB");
-  ip_test_child prog;
-  ip_test_start(&prog, s.out_a, "env %s %s %s buffer 1 10 hold", env, s.env, fill());
-  ip_test_wait_for(&prog, "holding");
-  long pid = ip_test_pid(&prog);
-  static char top[1 << 16], metrics[1 << 18];
-  ip_test_observe(top, sizeof top, s.dir, 0);
-  cr_expect(ip_test_has_member(top, pid, "cl_fill"), "%s", top);
-  ip_test_observe(metrics, sizeof metrics, s.dir, 1);
-  char want[64];
-  snprintf(want, sizeof want, "pid=\"%ld\"", pid);
-  cr_expect(strstr(metrics, want) && strstr(metrics, "command=\"cl_fill\""), "%s", metrics);
-  ip_test_finish(&prog);
+  snprintf(program, sizeof program, "%s buffer 1 10 hold", fill());
+  ip_test_expect_member(&s, env, program, "cl_fill");
   ip_test_shared_end(&s);
 }
 
