@@ -933,6 +933,9 @@ def test_exporter_port_in_use_and_bad_listen():
     for bad in ("127.0.0.1:", "127.0.0.1:x", "localhost:9464", "1.2.3.4.5:80", "127.0.0.1:70000", ":"):
         _, err = expect_rc(["exporter", "--listen", bad], 2)
         check("--listen" in err, f"--listen {bad} is explained", err)
+    for bad in ("9464x", "-1", "x"):
+        _, err = expect_rc(["exporter", "--listen", bad], 2)
+        check("want ADDR:PORT" in err and "numeric address" not in err, f"bare port {bad} is named as the port", err)
     expect_rc(["exporter", "--bogus"], 2)
 
 
