@@ -77,14 +77,15 @@ static double now(void) {
 
 /* "HOST:PORT", "[V6]:PORT" or "PORT" into host and port. 0, or -1 when malformed. */
 static int split_listen(const char *a, char *host, size_t hn, char *port, size_t pn) {
-  const char *colon = strrchr(a, ':');
-  if (!colon) return snprintf(host, hn, "127.0.0.1"), snprintf(port, pn, "%s", a), *a ? 0 : -1;
+  const char *colon = strrchr(a, ':'), *p = colon ? colon + 1 : a;
+  if (!*p || strlen(p) >= pn || strspn(p, "0123456789") != strlen(p)) return -1;
+  snprintf(port, pn, "%s", p);
+  if (!colon) return snprintf(host, hn, "127.0.0.1"), 0;
   size_t len = (size_t)(colon - a);
   if (len >= 2 && a[0] == '[' && a[len - 1] == ']') a++, len -= 2;
-  if (!len || len >= hn || !colon[1] || strlen(colon + 1) >= pn) return -1;
+  if (!len || len >= hn) return -1;
   memcpy(host, a, len), host[len] = '\0';
-  snprintf(port, pn, "%s", colon + 1);
-  return strspn(port, "0123456789") == strlen(port) ? 0 : -1;
+  return 0;
 }
 
 static int bind_one(const struct addrinfo *ai) {

@@ -32,7 +32,6 @@ static int is_counter(const char *name) {
     return 1;                                                               \
   }
 FIG(up, d->s->status == GPUPART_OK)
-FIG(consistent, (uint64_t)d->s->consistent)
 FIG(budget, d->s->budget)
 FIG(guarantees, d->s->guarantees)
 FIG(reserved, d->s->reserved)
@@ -52,6 +51,12 @@ FIG(s_failures, d->s->share[i].c.failures)
 FIG(s_driver_allocs, d->s->share[i].c.driver_allocs)
 FIG(s_driver_frees, d->s->share[i].c.driver_frees)
 #undef FIG
+
+/* Only for a ledger that was read: a busy or refused file has no sample but ledger_up's. */
+static int consistent(const observed_device *d, uint32_t i, uint64_t *v) {
+  (void)i;
+  return *v = (uint64_t)d->s->consistent, d->s->status == GPUPART_OK;
+}
 
 static int driver_total(const observed_device *d, uint32_t i, uint64_t *v) {
   (void)i;

@@ -652,6 +652,10 @@ def test_metrics_show_refused_ledgers_as_down():
         check(re.search(r'^gpupart_ledger_up\{file="gpupart-\d+-sim_0_1073741824.ledger",.*\} 1$', out, re.M), "up", out)
         check(re.search(r"^gpupart_ledgers 2$", out, re.M), "two files", out)
         check(out.count("gpupart_partition_limit_bytes{") == 1, "only the good ledger's partition", out)
+        # a refused file has no other sample: not gpupart_ledger_consistent 0 either, which
+        # the dashboard's "inconsistent ledgers" panel would count
+        junk_lines = [l for l in out.splitlines() if "junk.ledger" in l and not l.startswith("#")]
+        check(len(junk_lines) == 1 and junk_lines[0].startswith("gpupart_ledger_up{"), "refused: only ledger_up", out)
 
 
 def test_metrics_output_replaces_the_file_whole():
@@ -933,6 +937,9 @@ def test_exporter_port_in_use_and_bad_listen():
     for bad in ("127.0.0.1:", "127.0.0.1:x", "localhost:9464", "1.2.3.4.5:80", "127.0.0.1:70000", ":"):
         _, err = expect_rc(["exporter", "--listen", bad], 2)
         check("--listen" in err, f"--listen {bad} is explained", err)
+    for bad in ("9464x", "-1", "x"):
+        _, err = expect_rc(["exporter", "--listen", bad], 2)
+        check("want ADDR:PORT" in err and "numeric address" not in err, f"bare port {bad} is named as the port", err)
     expect_rc(["exporter", "--bogus"], 2)
 
 
