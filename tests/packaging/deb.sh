@@ -39,7 +39,7 @@ contains() {
   shift
   listing=$(dpkg-deb -c "$deb" | awk '{print $6}')
   for pattern in "$@"; do
-    echo "$listing" | grep -Eq "^\./$pattern\$" || {
+    grep -Eq "^\./$pattern\$" <<<"$listing" || {
       echo "deb.sh: $(basename "$deb") lacks $pattern; it holds:" >&2
       echo "$listing" >&2
       exit 1
@@ -48,7 +48,7 @@ contains() {
 }
 # lacks DEB PATTERN: no path matches.
 lacks() {
-  if dpkg-deb -c "$1" | awk '{print $6}' | grep -Eq "^\./$2\$"; then
+  if grep -Eq "^\./$2\$" <<<"$(dpkg-deb -c "$1" | awk '{print $6}')"; then
     echo "deb.sh: $(basename "$1") must not hold $2" >&2
     exit 1
   fi
@@ -73,9 +73,9 @@ contains "$tools" "usr/share/doc/gpupart-tools/examples/kubernetes/pod-shared\.y
 layers="$tmp/gpupart-layers_${deb_version}_$arch.deb"
 contains "$layers" "$libdir/gpupart/libgpupart_cl_layer\.so" "$libdir/gpupart/libVkLayer_gpupart_partition\.so" \
   "usr/share/vulkan/implicit_layer\.d/VkLayer_gpupart_partition\.json"
-dpkg-deb -f "$dev" Depends | grep -q "libgpupart0 (= $deb_version)" ||
+grep -qF "libgpupart0 (= $deb_version)" <<<"$(dpkg-deb -f "$dev" Depends)" ||
   { echo "deb.sh: libgpupart-dev does not depend on libgpupart0 (= $deb_version)" >&2; exit 1; }
-dpkg-deb -f "$lib" Depends | grep -q "libc6" ||
+grep -q "libc6" <<<"$(dpkg-deb -f "$lib" Depends)" ||
   { echo "deb.sh: libgpupart0 has no shared-library dependencies (dh_shlibdeps)" >&2; exit 1; }
 for deb in "$lib" "$dev" "$tools"; do
   echo "   $(basename "$deb"): $(dpkg-deb -c "$deb" | grep -vc '/$') files"
@@ -90,7 +90,7 @@ cmake -S "$here/cmake_consumer" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$root
   { cat "$tmp/cmake.log" "$tmp/cmake-build.log" >&2; exit 1; }
 GPUPART_BACKEND=sim "$tmp/cmake-build/consumer"
 GPUPART_BACKEND=sim "$tmp/cmake-build/consumer_static"
-"$root/usr/bin/gpupart" --version | grep -q "^gpupart $version " ||
+grep -q "^gpupart $version " <<<"$("$root/usr/bin/gpupart" --version)" ||
   { echo "deb.sh: the packaged gpupart command does not report version $version" >&2; exit 1; }
 
 echo "-- lintian"

@@ -29,10 +29,14 @@ cmake -S "$here/cmake_consumer" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$root
   { cat "$tmp/cmake.log" >&2; exit 1; }
 cmake --build "$tmp/cmake-build" > "$tmp/cmake-build.log" 2>&1 || { cat "$tmp/cmake-build.log" >&2; exit 1; }
 "$tmp/cmake-build/consumer"
-ldd "$tmp/cmake-build/consumer" | grep -q "$root" ||
-  { echo "install.sh: the CMake consumer does not load the staged libgpupart" >&2; exit 1; }
+# Outputs are captured before grep reads them: under pipefail, grep -q ending a pipe early
+# would make the writer die of SIGPIPE and the pipe fail at random.
+linked=$(ldd "$tmp/cmake-build/consumer")
+grep -qF "$root" <<<"$linked" ||
+  { echo "install.sh: the CMake consumer does not load the staged libgpupart; ldd says:" >&2
+    echo "$linked" >&2; exit 1; }
 "$tmp/cmake-build/consumer_static"
-if ldd "$tmp/cmake-build/consumer_static" | grep -q libgpupart; then
+if grep -q libgpupart <<<"$(ldd "$tmp/cmake-build/consumer_static")"; then
   echo "install.sh: the static CMake consumer loads libgpupart.so" >&2
   exit 1
 fi
