@@ -445,10 +445,11 @@ Test(config, the_python_packages_variables_are_not_errors) {
   gpupart_context_destroy(env_context());
 }
 
-/* GPUPART_PARTITION is the interposers' (interpose/): the library leaves it to them, but
- * a near miss is still an error. */
+/* GPUPART_PARTITION and GPUPART_PRELOAD_ARENA are the interposers' (interpose/): the
+ * library leaves them to them, but a near miss is still an error. */
 Test(config, the_interposers_variable_is_not_unknown) {
   setenv("GPUPART_PARTITION", "job", 1);
+  setenv("GPUPART_PRELOAD_ARENA", "1", 1);
   gpupart_context_destroy(env_context());
   setenv("GPUPART_PARTITIONX", "job", 1);
   context_fails(NULL, "GPUPART_PARTITIONX", "unknown variable");

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "account.h"
+#include "cu_arena.h"
 #include "cu_preload.h"
 #include "handle_map.h"
 
@@ -124,11 +125,25 @@ typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 typedef CUresult (*free_fn)(CUdeviceptr);
 typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
 
+/* Arena mode (cu_arena.h): the current device's arena serves it, where the current
+ * context is that device's primary context. */
+static gpupart__cu_served from_arena(size_t size, CUdeviceptr *dptr) {
+  device_fn get = REAL(CU_CTX_GET_DEVICE, device_fn);
+  CUdevice dev = -1;
+  if (gpupart__cu_busy || !gpupart__cu_arena_wanted() || !get || get(&dev) != CUDA_SUCCESS) return CU_NOT_SERVED;
+  gpupart__cu_busy = 1;
+  gpupart__cu_served s = gpupart__cu_arena_alloc(dev, device_partition(dev), size, dptr);
+  gpupart__cu_busy = 0;
+  return s;
+}
+
 GPUPART_CU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   alloc_fn real = REAL(CU_MEM_ALLOC, alloc_fn);
   gpupart_allocation *a = NULL;
   if (!real) return CUDA_ERROR_NOT_FOUND;
   if (!dptr || bytesize == 0) return real(dptr, bytesize);
+  gpupart__cu_served s = from_arena(bytesize, dptr);
+  if (s != CU_NOT_SERVED) return s == CU_SERVED ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   if (account(bytesize, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   return settle(real(dptr, bytesize), dptr, a);
 }
@@ -214,6 +229,14 @@ GPUPART_CU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   free_fn real = REAL(CU_MEM_FREE, free_fn);
   if (!real) return CUDA_ERROR_NOT_FOUND;
   gpupart_allocation *a = take(dptr);
+  if (a && gpupart__cu_arena_owns(a)) {
+    gpupart__cu_busy = 1;
+    CUresult r = gpupart__cu_arena_free(a);
+    gpupart__cu_busy = 0;
+    return r;
+  }
+  if (!a && dptr && gpupart__cu_arena_wanted() && gpupart__cu_arena_holds(dptr))
+    return CUDA_ERROR_INVALID_VALUE; /* freed twice, or inside an allocation: the block is the arena's */
   return given_back(real(dptr), dptr, a);
 }
 
@@ -242,10 +265,11 @@ typedef CUresult (*info_fn)(size_t *, size_t *);
  * than the driver's free; total = the limit. This process's bytes are as requested
  * (in_use), not the partition's blocks (reserved, which the growth rounding makes
  * larger), so that without a limit the program sees the driver's own figures. */
-static void report(gpupart_partition *p, size_t *free_bytes, size_t *total_bytes) {
-  uint64_t limit = gpupart__ip_limit(p), left = gpupart__ip_available(p);
+static void report(gpupart_partition *p, uint64_t spare, size_t *free_bytes, size_t *total_bytes) {
+  uint64_t limit = gpupart__ip_limit(p), left = gpupart__ip_available(p) + spare;
   if (!limit) return;
-  if (left < *free_bytes) *free_bytes = (size_t)left;
+  if (left < *free_bytes + spare) *free_bytes = (size_t)left;
+  else *free_bytes += (size_t)spare;
   *total_bytes = (size_t)limit;
 }
 
@@ -254,9 +278,12 @@ GPUPART_CU_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_byt
   if (!real) return CUDA_ERROR_NOT_FOUND;
   CUresult r = real(free_bytes, total_bytes);
   if (r != CUDA_SUCCESS || gpupart__cu_busy) return r;
+  device_fn get = REAL(CU_CTX_GET_DEVICE, device_fn);
+  CUdevice dev = -1;
+  if (!get || get(&dev) != CUDA_SUCCESS) return r;
   gpupart__cu_busy = 1;
-  gpupart_partition *p = current_partition();
-  if (p) report(p, free_bytes, total_bytes);
+  gpupart_partition *p = device_partition(dev);
+  if (p) report(p, gpupart__cu_arena_wanted() ? gpupart__cu_arena_spare(dev) : 0, free_bytes, total_bytes);
   gpupart__cu_busy = 0;
   return r;
 }
@@ -284,6 +311,7 @@ static void child_after_fork(void) {
   gpupart__cu_busy = 0;
   gpupart__ip_forget();
   gpupart__ip_map_forget();
+  gpupart__cu_arena_forget();
 }
 
 __attribute__((constructor)) static void preload_init(void) {

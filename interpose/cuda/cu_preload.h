@@ -30,6 +30,10 @@ typedef enum gpupart__cu_entry {
   CU_CTX_GET_DEVICE = CU_HOOKED,
   CU_DEVICE_GET_UUID_V2,
   CU_DEVICE_GET_UUID,
+  CU_CTX_GET_CURRENT,
+  CU_CTX_PUSH,
+  CU_CTX_POP,
+  CU_CTX_SYNCHRONIZE,
   CU_ENTRIES
 } gpupart__cu_entry;
 

@@ -50,6 +50,10 @@ static const struct {
     [CU_CTX_GET_DEVICE] = {"cuCtxGetDevice", NULL, 0, -1},
     [CU_DEVICE_GET_UUID_V2] = {"cuDeviceGetUuid_v2", NULL, 0, -1},
     [CU_DEVICE_GET_UUID] = {"cuDeviceGetUuid", NULL, 0, -1},
+    [CU_CTX_GET_CURRENT] = {"cuCtxGetCurrent", NULL, 0, -1},
+    [CU_CTX_PUSH] = {"cuCtxPushCurrent_v2", NULL, 0, -1},
+    [CU_CTX_POP] = {"cuCtxPopCurrent_v2", NULL, 0, -1},
+    [CU_CTX_SYNCHRONIZE] = {"cuCtxSynchronize", NULL, 0, -1},
 };
 
 static const gpupart__cu_fn hooks[CU_HOOKED] = {

@@ -3,7 +3,8 @@
 #   tests/interpose/gpu_preload_check.sh BUILD_DIR [LIMIT]
 # 1. tests/interpose/cu_bench.c, built here against the machine's libcuda.so.1 (linked
 #    through the toolkit's stub, loaded from the driver at run time), times cuMemAlloc_v2 /
-#    cuMemFree_v2 pairs without and with LD_PRELOAD=libgpupart_preload.so in one run;
+#    cuMemFree_v2 pairs without and with LD_PRELOAD=libgpupart_preload.so in one run, then
+#    again in arena mode (GPUPART_PRELOAD_ARENA=1);
 # 2. tests/interpose/torch_limit.py, an unmodified PyTorch script, runs under the preload
 #    with GPUPART_MEMORY_LIMIT=LIMIT (default 2GiB): the device's total is the limit,
 #    past it is torch.cuda.OutOfMemoryError (skipped, not failed, without PyTorch).
@@ -30,6 +31,9 @@ fi
 rc=0
 measured=$(GPUPART_MEMORY_LIMIT=$limit "$bench" "$preload" 20000 5) || { echo "FAIL: cu_bench"; rc=1; }
 echo "$measured"
+arena=$(GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=$limit "$bench" "$preload" 20000 5) ||
+  { echo "FAIL: cu_bench in arena mode"; rc=1; }
+echo "arena mode: $arena"
 
 limit_bytes=$(python3 -c '
 import re, sys
@@ -40,5 +44,5 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
 else
   echo "torch under the preload: SKIP (PyTorch with CUDA is not installed)"
 fi
-echo "preload: ${measured:-no measurement}"
+echo "preload: ${measured:-no measurement}; arena mode: ${arena:-no measurement}"
 exit $rc

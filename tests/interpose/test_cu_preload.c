@@ -353,3 +353,85 @@ Test(cu_preload, an_allocation_larger_than_the_device_is_refused_before_the_driv
   ip_test_run(out, sizeof out, "env %s %s link managed 5000 1", preload(), fill());
   cr_assert(strstr(out, "driver allocs 1\n"), "without a limit the driver answers: %s", out);
 }
+
+/* ---- arena mode (GPUPART_PRELOAD_ARENA=1) ------------------------------------------ */
+
+Test(cu_preload, arena_mode_serves_allocations_from_blocks_with_few_driver_calls) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 %s link plain 1 200", preload(), fill());
+  cr_assert(strstr(out, "allocated 200 code 0\n") && strstr(out, "again 200 code 0\n"), "%s", out);
+  uint64_t driver = ip_test_field(out, "driver allocs");
+  cr_assert(driver >= 1 && driver <= 50, "200 allocations in growth blocks, not 200 driver calls: %s", out);
+  cr_assert_eq(info(out, "after free", "free"), info(out, "start", "free"), "the cached blocks count as free: %s", out);
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 %s link plain 1 200 threads", preload(), fill());
+  cr_assert(strstr(out, "threads: 0 refused") && blocks(out, "allocated", &code) == 200, "%s", out);
+}
+
+Test(cu_preload, arena_mode_holds_the_limit_in_blocks_and_gives_them_back) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s link plain 1 200",
+              preload(), fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 56 && n <= 64 && code == 2, "1 MiB allocations in blocks under 64 MiB: %s", out);
+  cr_assert(ip_test_field(out, "driver allocs") < (uint64_t)n, "fewer blocks than allocations: %s", out);
+  cr_assert_eq(info(out, "start", "total"), 64 * MIB, "%s", out);
+  cr_assert_eq(info(out, "after free", "free"), 64 * MIB, "%s", out);
+  cr_assert(blocks(out, "again", &code) == n && code == 2, "the same again from the cached blocks: %s", out);
+}
+
+Test(cu_preload, arena_mode_leaves_other_kinds_of_allocation_to_the_driver_accounted_as_before) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s link managed 1 200",
+              preload(), fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "%s", out);
+  cr_assert_eq((int)ip_test_field(out, "driver allocs"), n, "one driver call each: %s", out);
+}
+
+Test(cu_preload, arena_mode_blocks_are_what_other_members_of_a_shared_partition_see) {
+  char dir[] = "/tmp/gpupart-cu-arena-XXXXXX", env[8192], out[4096];
+  int code = 0;
+  cr_assert(mkdtemp(dir));
+  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job GPUPART_PARTITIONS=job:48MiB",
+           preload(), dir);
+  ip_test_child holder;
+  ip_test_start(&holder, dir, "env %s GPUPART_PRELOAD_ARENA=1 %s link plain 1 30 hold", env, fill());
+  ip_test_wait_for(&holder, "holding");
+  cr_assert(strstr(holder.text, "allocated 30 code 0\n"), "%s", holder.text);
+  ip_test_run(out, sizeof out, "env %s %s link plain 1 200", env, fill());
+  int n = blocks(out, "allocated", &code);
+  cr_assert(n >= 12 && n <= 18 && code == 2, "the second process got %d MiB of what the blocks leave: %s", n, out);
+  ip_test_finish(&holder);
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 %s link plain 1 200", env, fill());
+  n = blocks(out, "allocated", &code);
+  cr_assert(n >= 40 && n <= 48 && code == 2, "the holder's blocks came back when it ended: %s", out);
+  ip_test_cleanup_dir(dir);
+}
+
+Test(cu_preload, arena_mode_a_forked_child_takes_blocks_of_its_own) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 %s link plain 1 30 fork", preload(), fill());
+  cr_assert(strstr(out, "allocated 30 code 0\n"), "%s", out);
+  cr_assert(blocks(out, "child allocated", &code) == 30 && code == 0, "%s", out);
+  cr_assert(blocks(out, "parent after the child", &code) == 30 && code == 0, "%s", out);
+}
+
+/* cu_edge frees its first allocation twice: in arena mode that pointer is the block's
+ * own base, which the driver would free from under the arena. */
+Test(cu_preload, arena_mode_bad_calls_get_the_drivers_answers_and_never_free_a_block) {
+  char plain[4096], under[4096];
+  ip_test_run(plain, sizeof plain, "%s bad", edge());
+  ip_test_run(under, sizeof under, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s bad", preload(), edge());
+  cr_assert(strstr(under, "bad calls done\n"), "no crash under the preload: %s", under);
+  cr_assert(strstr(under, "free 0, again 1\n"), "the second free is CUDA_ERROR_INVALID_VALUE: %s", under);
+  *strstr(plain, "after bad calls") = '\0';
+  cr_assert(strncmp(under, plain, strlen(plain)) == 0, "the same codes:\n%s\nunder the preload:\n%s", plain, under);
+  ip_test_run(under, sizeof under, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s context", preload(),
+              edge());
+  int code = 0, n = blocks(under, "after destroy", &code);
+  cr_assert(n >= 60 && n <= 64 && code == 2, "created contexts take the driver's path: %s", under);
+}

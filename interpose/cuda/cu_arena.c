@@ -1,0 +1,258 @@
+/* The preload library's arena mode (cu_arena.h). Each device has one arena: a gpupart
+ * device on the cuda backend (the device's primary context, which gpupart retains) in a
+ * context of the arena's own that reads no configuration (the process's limits are the
+ * mirror's), and on it one growth partition whose limit is the mirror partition's, its
+ * emptied blocks kept for the next allocations (release_threshold 0: no driver call when
+ * a program frees and allocates again). Every block the arena holds is one allocation of
+ * its size on the mirror partition, taken when an allocation lands in a block not seen
+ * before, and each record counts the arena allocations in its block. Blocks go back to
+ * the driver only when empty, and only inside gpupart's trim, OOM sequence or growth
+ * rule: whenever the arena's driver frees move, the arena is trimmed (every empty block
+ * goes) and every record with no allocation is given back to the mirror, so the mirror
+ * holds exactly the blocks the arena holds. A new block the mirror refuses (the limit,
+ * or the shared budget) frees its allocation, trims the cached blocks away and is tried
+ * once more; refused again, it is the program's CUDA_ERROR_OUT_OF_MEMORY. One lock keeps
+ * the records and the arena in step; the mirror is accounted under it (account.c never
+ * calls here). */
+#include "cu_arena.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "account.h"
+#include "cu_preload.h"
+#include "gpupart_cuda.h"
+#include "handle_map.h"
+
+#define MAX_DEVICES 64
+
+typedef struct block_record {
+  uintptr_t base;             /* the block's cuMemAlloc_v2 pointer */
+  uint64_t size;
+  uint64_t live;              /* arena allocations in it */
+  gpupart_allocation *mirror; /* its size on the mirror partition (NULL: not accounted) */
+} block_record;
+
+typedef struct arena {
+  int state; /* 0: not opened, 1: open, -1: refused (the driver's path is taken) */
+  gpupart_device *device;
+  gpupart_partition *partition;
+  CUcontext context;
+  block_record *blocks;
+  size_t nblocks, cap;
+  uint64_t driver_frees; /* the arena's, when the records last matched its blocks */
+} arena;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static gpupart_context *ctx;
+static int ctx_failed;
+static arena arenas[MAX_DEVICES];
+
+typedef CUresult (*current_fn)(CUcontext *);
+typedef CUresult (*push_fn)(CUcontext);
+typedef CUresult (*sync_fn)(void);
+
+int gpupart__cu_arena_wanted(void) {
+  static atomic_int wanted = -1;
+  int w = atomic_load_explicit(&wanted, memory_order_relaxed);
+  if (w < 0) {
+    const char *v = getenv("GPUPART_PRELOAD_ARENA");
+    w = v && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"));
+    atomic_store_explicit(&wanted, w, memory_order_relaxed);
+  }
+  return w;
+}
+
+static void say_refused(const char *what) {
+  fprintf(stderr, "gpupart preload: arena %s: %s; allocations go to the driver one by one\n", what,
+          gpupart_last_error());
+}
+
+/* Lock held: opens the arena of dev, its partition limited as mirror is. */
+static int arena_open(arena *A, CUdevice dev, gpupart_partition *mirror) {
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE};
+  if (!ctx && !ctx_failed && gpupart_context_create(&cd, &ctx) != GPUPART_OK) say_refused("context"), ctx_failed = 1;
+  if (!ctx) return -1;
+  gpupart_device_desc dd = {.backend = GPUPART_BACKEND_CUDA, .index = (uint32_t)dev};
+  if (gpupart_device_open(ctx, &dd, &A->device) != GPUPART_OK) return say_refused("device"), -1;
+  gpupart_partition_desc pd = {.name = "preload-arena", .limit = gpupart__ip_limit(mirror)};
+  if (gpupart_partition_create(A->device, &pd, &A->partition) != GPUPART_OK)
+    return say_refused("partition"), gpupart_device_close(A->device), A->device = NULL, -1;
+  A->context = gpupart_cuda_context(A->device);
+  return A->context ? 0 : -1;
+}
+
+/* Lock held: the arena of dev, opened on first use; NULL where it was refused. */
+static arena *arena_of(CUdevice dev, gpupart_partition *mirror) {
+  if (dev < 0 || dev >= MAX_DEVICES) return NULL;
+  arena *A = &arenas[dev];
+  if (A->state == 0) A->state = arena_open(A, dev, mirror) == 0 ? 1 : -1;
+  return A->state == 1 ? A : NULL;
+}
+
+/* Lock held: the record of the block at base, or NULL. */
+static block_record *record_of(arena *A, uintptr_t base) {
+  for (size_t i = 0; i < A->nblocks; i++)
+    if (A->blocks[i].base == base) return &A->blocks[i];
+  return NULL;
+}
+
+/* Lock held: records the block at base, taking its size from mirror: 0, or -1 refused. */
+static int record_new(arena *A, gpupart_partition *mirror, uintptr_t base, uint64_t size) {
+  gpupart_allocation *m = NULL;
+  if (A->nblocks == A->cap) {
+    size_t cap = A->cap ? 2 * A->cap : 16;
+    block_record *grown = realloc(A->blocks, cap * sizeof *grown);
+    if (!grown) return -1;
+    A->blocks = grown, A->cap = cap;
+  }
+  if (gpupart__ip_account(mirror, size, &m) != 0) return -1;
+  A->blocks[A->nblocks++] = (block_record){base, size, 1, m};
+  return 0;
+}
+
+/* Lock held: after the arena's blocks may have gone back to the driver (its driver frees
+ * moved, or force): the arena trimmed of every empty block, and the records of empty
+ * blocks given back to the mirror. Only empty blocks ever go, so a record that still
+ * counts an allocation names a block the arena holds. */
+static void settle(arena *A, int force) {
+  gpupart_stats s;
+  if (gpupart_partition_get_stats(A->partition, &s) != GPUPART_OK) return;
+  if (!force && s.driver_frees == A->driver_frees) return;
+  (void)gpupart_partition_trim(A->partition);
+  for (size_t i = A->nblocks; i-- > 0;)
+    if (A->blocks[i].live == 0) gpupart__ip_unaccount(A->blocks[i].mirror), A->blocks[i] = A->blocks[--A->nblocks];
+  if (gpupart_partition_get_stats(A->partition, &s) == GPUPART_OK) A->driver_frees = s.driver_frees;
+}
+
+static int is_current(const arena *A) {
+  current_fn current = (current_fn)gpupart__cu_real(CU_CTX_GET_CURRENT);
+  CUcontext now = NULL;
+  return current && current(&now) == CUDA_SUCCESS && now && now == A->context;
+}
+
+/* Lock held: one try at serving size from A, a new block accounted on mirror. */
+static gpupart__cu_served serve_once(arena *A, gpupart_partition *mirror, size_t size, CUdeviceptr *dptr,
+                                     gpupart_allocation **out) {
+  gpupart_allocation *a = NULL;
+  gpupart_allocation_info info;
+  gpupart_result r = gpupart_alloc(A->partition, size, 0, &a);
+  if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return settle(A, 0), CU_REFUSED;
+  if (r != GPUPART_OK) return CU_NOT_SERVED; /* EINVAL: more than the device; the driver answers */
+  if (gpupart_allocation_get_info(a, &info) != GPUPART_OK) return gpupart_free(a), settle(A, 0), CU_NOT_SERVED;
+  uintptr_t base = (uintptr_t)info.native_block;
+  block_record *known = record_of(A, base);
+  if (known) known->live++; /* before settle, which gives back only empty blocks */
+  settle(A, 0);
+  if (!known && record_new(A, mirror, base, info.block_size) != 0) {
+    gpupart_free(a);
+    settle(A, 1); /* the new block, empty again, and the cached ones go */
+    return CU_REFUSED;
+  }
+  *dptr = (CUdeviceptr)info.device_address;
+  *out = a;
+  return CU_SERVED;
+}
+
+/* Lock held: serves size from A, once more after a refusal that cached blocks held up. */
+static gpupart__cu_served serve(arena *A, gpupart_partition *mirror, size_t size, CUdeviceptr *dptr,
+                                gpupart_allocation **out) {
+  size_t cached = A->nblocks;
+  gpupart__cu_served s = serve_once(A, mirror, size, dptr, out);
+  return s == CU_REFUSED && A->nblocks < cached ? serve_once(A, mirror, size, dptr, out) : s;
+}
+
+gpupart__cu_served gpupart__cu_arena_alloc(CUdevice dev, gpupart_partition *mirror, size_t size, CUdeviceptr *dptr) {
+  gpupart_allocation *a = NULL;
+  gpupart__cu_served s = CU_NOT_SERVED;
+  if (!mirror) return s;
+  pthread_mutex_lock(&lock);
+  arena *A = arena_of(dev, mirror);
+  if (A && is_current(A)) s = serve(A, mirror, size, dptr, &a);
+  pthread_mutex_unlock(&lock);
+  if (s == CU_SERVED && gpupart__ip_map_put((const void *)(uintptr_t)*dptr, a) != 0)
+    return gpupart__cu_arena_free(a), CU_REFUSED; /* no host memory to remember it */
+  return s;
+}
+
+/* Lock held: the arena whose partition is p, or NULL. */
+static arena *arena_with(const gpupart_partition *p) {
+  for (int i = 0; i < MAX_DEVICES && p; i++)
+    if (arenas[i].state == 1 && arenas[i].partition == p) return &arenas[i];
+  return NULL;
+}
+
+int gpupart__cu_arena_owns(const gpupart_allocation *a) {
+  gpupart_allocation_info info;
+  if (!a || gpupart_allocation_get_info(a, &info) != GPUPART_OK) return 0;
+  pthread_mutex_lock(&lock);
+  int owns = arena_with(info.partition) != NULL;
+  pthread_mutex_unlock(&lock);
+  return owns;
+}
+
+/* The work queued on the arena's context is done before its memory is served again, as
+ * cuMemFree waits for it: the context made current for the call, then the caller's back. */
+static CUresult drain(CUcontext c) {
+  push_fn push = (push_fn)gpupart__cu_real(CU_CTX_PUSH);
+  current_fn pop = (current_fn)gpupart__cu_real(CU_CTX_POP);
+  sync_fn sync = (sync_fn)gpupart__cu_real(CU_CTX_SYNCHRONIZE);
+  CUcontext popped = NULL;
+  if (!push || !pop || !sync) return CUDA_ERROR_NOT_FOUND;
+  CUresult r = push(c);
+  if (r != CUDA_SUCCESS) return r;
+  r = sync();
+  pop(&popped);
+  return r;
+}
+
+CUresult gpupart__cu_arena_free(gpupart_allocation *a) {
+  gpupart_allocation_info info;
+  if (gpupart_allocation_get_info(a, &info) != GPUPART_OK) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  arena *A = arena_with(info.partition);
+  CUcontext c = A ? A->context : NULL;
+  pthread_mutex_unlock(&lock);
+  if (!A) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = drain(c);
+  pthread_mutex_lock(&lock);
+  block_record *rec = record_of(A, (uintptr_t)info.native_block);
+  if (rec && rec->live) rec->live--;
+  (void)gpupart_free(a);
+  settle(A, 0);
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+int gpupart__cu_arena_holds(CUdeviceptr p) {
+  int holds = 0;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_DEVICES && !holds; i++)
+    for (size_t b = 0; b < arenas[i].nblocks && !holds; b++)
+      holds = p >= arenas[i].blocks[b].base && p - arenas[i].blocks[b].base < arenas[i].blocks[b].size;
+  pthread_mutex_unlock(&lock);
+  return holds;
+}
+
+uint64_t gpupart__cu_arena_spare(CUdevice dev) {
+  gpupart_stats s;
+  uint64_t spare = 0;
+  if (dev < 0 || dev >= MAX_DEVICES) return 0;
+  pthread_mutex_lock(&lock);
+  arena *A = arenas[dev].state == 1 ? &arenas[dev] : NULL;
+  if (A && gpupart_partition_get_stats(A->partition, &s) == GPUPART_OK && s.reserved > s.in_use)
+    spare = s.reserved - s.in_use;
+  pthread_mutex_unlock(&lock);
+  return spare;
+}
+
+void gpupart__cu_arena_forget(void) {
+  pthread_mutex_init(&lock, NULL);
+  ctx = NULL;
+  ctx_failed = 0;
+  for (int i = 0; i < MAX_DEVICES; i++) arenas[i] = (arena){0}; /* the parent's blocks: not the child's to free */
+}
