@@ -223,3 +223,16 @@ Test(vk_layer, an_allocation_larger_than_the_device_is_refused_past_the_limit) {
   const char *answer = strstr(plain, "allocated ");
   cr_assert(answer && strstr(out, answer), "without a limit the driver answers as without the layer:\n%s\n%s", plain, out);
 }
+
+/* vk_bench (docs/benchmarks.md) runs, its children without and with the layer (it stops
+ * where the layer is not mapped as asked), and prints both figures; none is asserted. */
+Test(vk_layer, the_overhead_benchmark_runs_with_and_without_the_layer) {
+  char out[4096];
+  const char *env = layer();
+  ip_test_run(out, sizeof out, "env %s '%s' '%s' 2000 1", env, ip_test_path("GPUPART_TEST_VK_BENCH"),
+              ip_test_path("GPUPART_TEST_VK_SHARE"));
+  cr_assert(strstr(out, "vkCmdDispatch recording (not intercepted): without ") && strstr(out, "with the layer"), "%s",
+            out);
+  cr_assert(strstr(out, "vkAllocateMemory+vkFreeMemory 4 KiB (accounted): without ") && strstr(out, "ratio"), "%s",
+            out);
+}
