@@ -12,7 +12,8 @@
  *   a call it reports through, CALLS: clGetDeviceInfo(CL_DEVICE_GLOBAL_MEM_SIZE);
  *   accounted pairs, CALLS / 10: clCreateBuffer + clReleaseMemObject of 4 KiB.
  * Each child also says whether the layer is mapped into it (/proc/self/maps), and the
- * run stops if that is not as asked. The children inherit the environment (GPUPART_*
+ * run stops if that is not as asked. LAYER may be any layer (one that intercepts
+ * nothing shows what the loader's layer dispatch itself costs). The children inherit the environment (GPUPART_*
  * apply to the one under the layer). Not a test: no figure is asserted anywhere. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* popen, readlink when built outside meson */
@@ -52,12 +53,15 @@ static double now_ns(void) {
   return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
-/* Whether a mapped file of this process has `part` in its path. */
-static int mapped(const char *part) {
+/* Whether $OPENCL_LAYERS is set and a mapped file of this process has its last path
+ * component (the layer's file name) in its path. */
+static int layer_mapped(void) {
   char line[4096];
   int found = 0;
-  FILE *f = fopen("/proc/self/maps", "r");
-  while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, part) != NULL;
+  const char *layer = getenv("OPENCL_LAYERS"), *name = layer ? strrchr(layer, '/') : NULL;
+  name = name ? name + 1 : layer;
+  FILE *f = name && *name ? fopen("/proc/self/maps", "r") : NULL;
+  while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
   if (f) fclose(f);
   return found;
 }
@@ -120,7 +124,7 @@ static int child(long calls) {
   double ns[FIGURES];
   if (setup(&b)) return fprintf(stderr, "cl_bench: no OpenCL device, or the kernel did not build\n"), 1;
   if (measure(&b, calls, ns)) return fprintf(stderr, "cl_bench: a call failed\n"), 1;
-  printf("%d", mapped("gpupart_cl_layer"));
+  printf("%d", layer_mapped());
   for (int f = 0; f < FIGURES; f++) printf(" %.1f", ns[f]);
   printf("\n");
   teardown(&b);

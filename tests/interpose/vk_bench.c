@@ -12,7 +12,10 @@
  *   vkGetBufferMemoryRequirements, vkCmdDispatch recorded into a command buffer (an empty
  *   compute shader bound; the buffer ended, reset and begun again every 4096 commands,
  *   which is timed too), vkGetPhysicalDeviceProperties;
- *   a call it reports through, CALLS / 10: vkGetPhysicalDeviceMemoryProperties;
+ *   calls it reports through, CALLS / 10 each: vkGetPhysicalDeviceMemoryProperties, and
+ *   vkGetPhysicalDeviceMemoryProperties2 with VkPhysicalDeviceMemoryBudgetPropertiesEXT
+ *   chained (as VMA reads the budget; lavapipe has no VK_EXT_memory_budget and ignores
+ *   the struct, so without the layer this is the bare call);
  *   accounted pairs, CALLS / 10: vkAllocateMemory + vkFreeMemory of 4 KiB.
  * Each child also says whether the layer is mapped into it (/proc/self/maps), and the
  * run stops if that is not as asked. The children inherit the rest of the environment
@@ -27,7 +30,7 @@
 #include <unistd.h>
 #include <vulkan/vulkan.h>
 
-#define FIGURES 5
+#define FIGURES 6
 #define BATCH 4096 /* vkCmdDispatch per recording */
 
 static const char *const names[FIGURES] = {
@@ -35,6 +38,7 @@ static const char *const names[FIGURES] = {
     "vkCmdDispatch recording (not intercepted)",
     "vkGetPhysicalDeviceProperties (not intercepted)",
     "vkGetPhysicalDeviceMemoryProperties (intercepted, reported)",
+    "vkGetPhysicalDeviceMemoryProperties2 with the budget (intercepted, reported)",
     "vkAllocateMemory+vkFreeMemory 4 KiB (accounted)",
 };
 
@@ -178,7 +182,12 @@ static int measure(bench *b, long calls, double ns[FIGURES]) {
   if (vkEndCommandBuffer(b->cmd)) return 1;
   TIMED(ns[2], calls, (vkGetPhysicalDeviceProperties(b->pd, &props), props.apiVersion == 0));
   TIMED(ns[3], calls / 10, (vkGetPhysicalDeviceMemoryProperties(b->pd, &mem_props), mem_props.memoryHeapCount == 0));
-  TIMED(ns[4], calls / 10, (vkAllocateMemory(b->dev, &ai, NULL, &mem) || (vkFreeMemory(b->dev, mem, NULL), 0)));
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                                          .pNext = &budget};
+  TIMED(ns[4], calls / 10, (vkGetPhysicalDeviceMemoryProperties2(b->pd, &p2), p2.memoryProperties.memoryHeapCount == 0));
+  TIMED(ns[5], calls / 10, (vkAllocateMemory(b->dev, &ai, NULL, &mem) || (vkFreeMemory(b->dev, mem, NULL), 0)));
   return 0;
 }
 
