@@ -153,7 +153,7 @@ static physical_rec *physical_find(void *instance_key, VkPhysicalDevice pd) {
  * remembered (until vkDestroyInstance): heaps_open enumerates the instance's physical
  * devices and reads their properties, and vkEnumeratePhysicalDevices alone takes 127 us
  * on Debian's loader and lavapipe, while programs that size themselves read the memory
- * properties and budget often (VMA every few allocations). */
+ * properties and budget often (VMA once a frame, and after some 30 allocations). */
 static void heaps_of(instance_rec *in, VkPhysicalDevice pd, const VkPhysicalDeviceMemoryProperties *props,
                      gpupart_partition **heaps) {
   pthread_mutex_lock(&lock);
