@@ -44,9 +44,17 @@ typedef struct device_rec {
   gpupart_partition *heaps[VK_MAX_MEMORY_HEAPS]; /* NULL: unaccounted */
 } device_rec;
 
+/* The heap partitions of one physical device of an instance (heaps_of). */
+typedef struct physical_rec {
+  void *instance_key; /* NULL: a free record */
+  VkPhysicalDevice pd;
+  gpupart_partition *heaps[VK_MAX_MEMORY_HEAPS];
+} physical_rec;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static instance_rec instances[MAX_OBJECTS];
 static device_rec devices[MAX_OBJECTS];
+static physical_rec physicals[MAX_OBJECTS];
 
 static void *key_of(const void *dispatchable) {
   return *(void *const *)dispatchable;
@@ -135,6 +143,31 @@ static void heaps_open(instance_rec *in, VkPhysicalDevice pd, const VkPhysicalDe
   }
 }
 
+static physical_rec *physical_find(void *instance_key, VkPhysicalDevice pd) {
+  for (int i = 0; i < MAX_OBJECTS; i++)
+    if (physicals[i].instance_key == instance_key && physicals[i].pd == pd) return &physicals[i];
+  return NULL;
+}
+
+/* heaps_open's partitions of pd, found once per physical device of an instance and then
+ * remembered (until vkDestroyInstance): heaps_open enumerates the instance's physical
+ * devices and reads their properties, and vkEnumeratePhysicalDevices alone takes 127 us
+ * on Debian's loader and lavapipe, while programs that size themselves read the memory
+ * properties and budget often (VMA once a frame, and after some 30 allocations). */
+static void heaps_of(instance_rec *in, VkPhysicalDevice pd, const VkPhysicalDeviceMemoryProperties *props,
+                     gpupart_partition **heaps) {
+  pthread_mutex_lock(&lock);
+  physical_rec *r = physical_find(in->key, pd);
+  if (r) memcpy(heaps, r->heaps, sizeof r->heaps);
+  pthread_mutex_unlock(&lock);
+  if (r) return;
+  heaps_open(in, pd, props, heaps);
+  pthread_mutex_lock(&lock);
+  if (!physical_find(in->key, pd) && (r = physical_find(NULL, VK_NULL_HANDLE)))
+    r->instance_key = in->key, r->pd = pd, memcpy(r->heaps, heaps, sizeof r->heaps);
+  pthread_mutex_unlock(&lock);
+}
+
 /* ---- VK_EXT_memory_budget: the driver's, capped; or the layer's where it has none.
  * The manifest lists the extension, so the loader advertises it and keeps it from a
  * driver that lacks it at vkCreateDevice. */
@@ -180,7 +213,7 @@ static void report(instance_rec *in, VkPhysicalDevice pd, VkPhysicalDeviceMemory
   gpupart_partition *heaps[VK_MAX_MEMORY_HEAPS] = {0};
   VkPhysicalDeviceMemoryBudgetPropertiesEXT *budget = budget_in(next);
   int filled = budget && driver_filled(budget, props->memoryHeapCount);
-  heaps_open(in, pd, props, heaps);
+  heaps_of(in, pd, props, heaps);
   for (uint32_t h = 0; h < props->memoryHeapCount; h++) {
     uint64_t limit = heaps[h] ? gpupart__ip_limit(heaps[h]) : 0;
     if (!limit) continue;
@@ -293,6 +326,8 @@ static VKAPI_ATTR void VKAPI_CALL destroy_instance(VkInstance instance, const Vk
   instance_rec *in = instance_of(instance);
   PFN_vkDestroyInstance destroy = in->destroy;
   pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAX_OBJECTS; i++)
+    if (physicals[i].instance_key == in->key) physicals[i] = (physical_rec){0};
   *in = (instance_rec){0};
   pthread_mutex_unlock(&lock);
   destroy(instance, alloc);
@@ -305,7 +340,7 @@ static int device_record(VkDevice device, PFN_vkGetDeviceProcAddr gdpa, instance
   r.allocate = (PFN_vkAllocateMemory)gdpa(device, "vkAllocateMemory");
   r.free_memory = (PFN_vkFreeMemory)gdpa(device, "vkFreeMemory");
   in->mem_props(pd, &r.props);
-  heaps_open(in, pd, &r.props, r.heaps);
+  heaps_of(in, pd, &r.props, r.heaps);
   pthread_mutex_lock(&lock);
   device_rec *slot = device_find(NULL);
   if (slot) *slot = r;

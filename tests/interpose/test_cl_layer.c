@@ -270,3 +270,15 @@ Test(cl_layer, a_forked_child_releasing_its_copies_leaves_the_parents_accounting
   cr_assert(strstr(out, "parent after the child 64 code -4\n"), "the parent still holds 40 of its 64 MiB: %s", out);
   ip_test_shared_end(&s);
 }
+
+/* cl_bench (docs/benchmarks.md) runs, its children without and with the layer (it stops
+ * where the layer is not mapped as asked), and prints both figures; none is asserted. */
+Test(cl_layer, the_overhead_benchmark_runs_with_and_without_the_layer) {
+  char out[4096];
+  const char *env = layer();
+  ip_test_run(out, sizeof out, "env %s '%s' '%s' 2000 1", env, ip_test_path("GPUPART_TEST_CL_BENCH"),
+              ip_test_path("GPUPART_TEST_CL_LAYER"));
+  cr_assert(strstr(out, "clSetKernelArg (not accounted): without ") && strstr(out, "with the layer"), "%s", out);
+  cr_assert(strstr(out, "clCreateBuffer+clReleaseMemObject 4 KiB (accounted): without ") && strstr(out, "ratio"),
+            "%s", out);
+}

@@ -223,3 +223,38 @@ Test(vk_layer, an_allocation_larger_than_the_device_is_refused_past_the_limit) {
   const char *answer = strstr(plain, "allocated ");
   cr_assert(answer && strstr(out, answer), "without a limit the driver answers as without the layer:\n%s\n%s", plain, out);
 }
+
+/* vk_bench (docs/benchmarks.md) runs, its children without and with the layer (it stops
+ * where the layer is not mapped as asked), and prints both figures; none is asserted. */
+Test(vk_layer, the_overhead_benchmark_runs_with_and_without_the_layer) {
+  char out[4096];
+  const char *env = layer();
+  ip_test_run(out, sizeof out, "env %s '%s' '%s' 2000 1", env, ip_test_path("GPUPART_TEST_VK_BENCH"),
+              ip_test_path("GPUPART_TEST_VK_SHARE"));
+  cr_assert(strstr(out, "vkCmdDispatch recording (not intercepted): without ") && strstr(out, "with the layer"), "%s",
+            out);
+  cr_assert(strstr(out, "vkAllocateMemory+vkFreeMemory 4 KiB (accounted): without ") && strstr(out, "ratio"), "%s",
+            out);
+}
+
+/* The number vk_count_layer printed, or -1. */
+static long enumerations(const char *out) {
+  const char *at = strstr(out, "enumerations ");
+  return at ? strtol(at + strlen("enumerations "), NULL, 10) : -1;
+}
+
+/* Reading the memory properties (24 reads in vk_bench's child of 100 calls, half of them
+ * with the budget) looks the heaps' partitions up once per physical device, not at each
+ * read: it enumerated the instance's devices each time (115 us a call on lavapipe), as
+ * counted by a layer below this one. */
+Test(vk_layer, reading_the_memory_properties_enumerates_the_devices_once) {
+  char plain[4096], under[4096], count[4300];
+  const char *env = layer();
+  snprintf(count, sizeof count, "VK_ADD_LAYER_PATH=%s VK_INSTANCE_LAYERS=VK_LAYER_GPUPART_TEST_count",
+           ip_test_path("GPUPART_TEST_VK_COUNT_LAYER_DIR"));
+  ip_test_run(plain, sizeof plain, "env %s %s %s --child 100", ip_test_child_env(), count, ip_test_path("GPUPART_TEST_VK_BENCH"));
+  ip_test_run(under, sizeof under, "env %s %s %s --child 100", env, count, ip_test_path("GPUPART_TEST_VK_BENCH"));
+  long without = enumerations(plain), with = enumerations(under);
+  cr_assert(without > 0 && with > 0, "the counting layer ran:\n%s\n%s", plain, under);
+  cr_assert(with - without <= 2, "%ld enumerations under the layer, %ld without", with, without);
+}

@@ -1,0 +1,170 @@
+/* The OpenCL layer's cost, measured on whatever OpenCL device the ICD loader finds (PoCL
+ * here), by an unmodified program (linked to libOpenCL only):
+ *
+ *   cl_bench LAYER [CALLS] [ROUNDS]
+ * runs itself ROUNDS times (default 5) without and with OPENCL_LAYERS=LAYER, alternating,
+ * and prints for each figure the best ns per operation of each and their ratio. A child
+ * (`cl_bench --child CALLS`) times, on one buffer and one kernel of its own context:
+ *   calls the layer does not account, CALLS (default 1000000) each: clGetMemObjectInfo
+ *   (CL_MEM_SIZE), clSetKernelArg, clGetDeviceInfo(CL_DEVICE_MAX_COMPUTE_UNITS) (a call
+ *   the layer intercepts and passes on, since it answers CL_DEVICE_GLOBAL_MEM_SIZE);
+ *   an enqueue, CALLS / 100: clEnqueueNDRangeKernel of one work item and clFinish;
+ *   a call it reports through, CALLS: clGetDeviceInfo(CL_DEVICE_GLOBAL_MEM_SIZE);
+ *   accounted pairs, CALLS / 10: clCreateBuffer + clReleaseMemObject of 4 KiB.
+ * Each child also says whether the layer is mapped into it (/proc/self/maps), and the
+ * run stops if that is not as asked. LAYER may be any layer (one that intercepts
+ * nothing shows what the loader's layer dispatch itself costs). The children inherit the environment (GPUPART_*
+ * apply to the one under the layer). Not a test: no figure is asserted anywhere. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* popen, readlink when built outside meson */
+#endif
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FIGURES 6
+
+static const char *const names[FIGURES] = {
+    "clGetMemObjectInfo (not accounted)",
+    "clSetKernelArg (not accounted)",
+    "clGetDeviceInfo MAX_COMPUTE_UNITS (intercepted, passed on)",
+    "clEnqueueNDRangeKernel+clFinish (not accounted)",
+    "clGetDeviceInfo GLOBAL_MEM_SIZE (intercepted, reported)",
+    "clCreateBuffer+clReleaseMemObject 4 KiB (accounted)",
+};
+
+static const char source[] = "__kernel void k(__global int *a, int v) { if (get_global_id(0) == 0) a[0] = v; }";
+
+typedef struct bench {
+  cl_device_id dev;
+  cl_context ctx;
+  cl_command_queue queue;
+  cl_mem buf;
+  cl_kernel kernel;
+} bench;
+
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* Whether $OPENCL_LAYERS is set and a mapped file of this process has its last path
+ * component (the layer's file name) in its path. */
+static int layer_mapped(void) {
+  char line[4096];
+  int found = 0;
+  const char *layer = getenv("OPENCL_LAYERS"), *name = layer ? strrchr(layer, '/') : NULL;
+  name = name ? name + 1 : layer;
+  FILE *f = name && *name ? fopen("/proc/self/maps", "r") : NULL;
+  while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
+  if (f) fclose(f);
+  return found;
+}
+
+static int setup(bench *b) {
+  cl_platform_id plat;
+  cl_int err;
+  const char *src = source;
+  if (clGetPlatformIDs(1, &plat, NULL) || clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &b->dev, NULL)) return -1;
+  if (!(b->ctx = clCreateContext(NULL, 1, &b->dev, NULL, NULL, &err))) return -1;
+  if (!(b->queue = clCreateCommandQueueWithProperties(b->ctx, b->dev, NULL, &err))) return -1;
+  if (!(b->buf = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, 4096, NULL, &err))) return -1;
+  cl_program prog = clCreateProgramWithSource(b->ctx, 1, &src, NULL, &err);
+  if (!prog || clBuildProgram(prog, 1, &b->dev, NULL, NULL, NULL)) return -1;
+  b->kernel = clCreateKernel(prog, "k", &err);
+  clReleaseProgram(prog);
+  return b->kernel && !clSetKernelArg(b->kernel, 0, sizeof b->buf, &b->buf) ? 0 : -1;
+}
+
+static void teardown(bench *b) {
+  clReleaseKernel(b->kernel);
+  clReleaseMemObject(b->buf);
+  clReleaseCommandQueue(b->queue);
+  clReleaseContext(b->ctx);
+}
+
+/* ns per iteration of body over n iterations (a failing call ends the child), after n / 10
+ * (at least one) untimed ones. */
+#define TIMED(out, n, body)                                      \
+  do {                                                           \
+    long n_ = (n) > 0 ? (n) : 1;                                 \
+    for (long i = 0; i < n_ / 10 + 1; i++)                       \
+      if (body) return 1;                                        \
+    double start_ = now_ns();                                    \
+    for (long i = 0; i < n_; i++)                                \
+      if (body) return 1;                                        \
+    (out) = (now_ns() - start_) / (double)n_;                    \
+  } while (0)
+
+static int measure(bench *b, long calls, double ns[FIGURES]) {
+  size_t size = 0, one = 1;
+  cl_uint units = 0;
+  cl_ulong global = 0;
+  cl_int v = 0, err = 0;
+  cl_mem m;
+  TIMED(ns[0], calls, clGetMemObjectInfo(b->buf, CL_MEM_SIZE, sizeof size, &size, NULL));
+  TIMED(ns[1], calls, clSetKernelArg(b->kernel, 1, sizeof v, &v));
+  TIMED(ns[2], calls, clGetDeviceInfo(b->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL));
+  TIMED(ns[3], calls / 100,
+        clEnqueueNDRangeKernel(b->queue, b->kernel, 1, NULL, &one, NULL, 0, NULL, NULL) || clFinish(b->queue));
+  TIMED(ns[4], calls, clGetDeviceInfo(b->dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL));
+  TIMED(ns[5], calls / 10,
+        !(m = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, 4096, NULL, &err)) || clReleaseMemObject(m));
+  return 0;
+}
+
+/* Prints "<layer mapped 0|1> <ns> ... <ns>". */
+static int child(long calls) {
+  bench b;
+  double ns[FIGURES];
+  if (setup(&b)) return fprintf(stderr, "cl_bench: no OpenCL device, or the kernel did not build\n"), 1;
+  if (measure(&b, calls, ns)) return fprintf(stderr, "cl_bench: a call failed\n"), 1;
+  printf("%d", layer_mapped());
+  for (int f = 0; f < FIGURES; f++) printf(" %.1f", ns[f]);
+  printf("\n");
+  teardown(&b);
+  return 0;
+}
+
+/* One child's figures, with OPENCL_LAYERS=layer or without any layer; -1 on failure. */
+static int run(const char *self, const char *layer, long calls, double ns[FIGURES]) {
+  char cmd[4096];
+  int with = -1, ok = 1;
+  if (layer) snprintf(cmd, sizeof cmd, "env OPENCL_LAYERS='%s' '%s' --child %ld", layer, self, calls);
+  else snprintf(cmd, sizeof cmd, "env -u OPENCL_LAYERS '%s' --child %ld", self, calls);
+  FILE *f = popen(cmd, "r");
+  if (!f || fscanf(f, "%d", &with) != 1) ok = 0;
+  for (int i = 0; ok && i < FIGURES; i++) ok = fscanf(f, "%lf", &ns[i]) == 1;
+  if (f && pclose(f) != 0) ok = 0;
+  if (ok && with != (layer != NULL))
+    return fprintf(stderr, "cl_bench: the layer is %s the child\n", with ? "in" : "not in"), -1;
+  return ok ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "--child") == 0) return child(atol(argv[2]));
+  if (argc < 2) return fprintf(stderr, "usage: cl_bench LAYER [CALLS] [ROUNDS]\n"), 2;
+  long calls = argc > 2 ? atol(argv[2]) : 1000000, rounds = argc > 3 ? atol(argv[3]) : 5;
+  double best[2][FIGURES], ns[FIGURES];
+  char self[2048];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return fprintf(stderr, "cl_bench: /proc/self/exe unreadable\n"), 1;
+  self[n] = '\0';
+  for (long r = 0; r < rounds; r++)
+    for (int with = 0; with < 2; with++) {
+      if (run(self, with ? argv[1] : NULL, calls, ns)) return fprintf(stderr, "cl_bench: a child failed\n"), 1;
+      for (int f = 0; f < FIGURES; f++)
+        if (r == 0 || ns[f] < best[with][f]) best[with][f] = ns[f];
+    }
+  printf("best of %ld rounds, %ld calls (enqueues %ld, pairs %ld) per child:\n", rounds, calls,
+         calls / 100 > 0 ? calls / 100 : 1, calls / 10 > 0 ? calls / 10 : 1);
+  for (int f = 0; f < FIGURES; f++)
+    printf("%s: without %.1f ns, with the layer %.1f ns, ratio %.2f\n", names[f], best[0][f], best[1][f],
+           best[1][f] / best[0][f]);
+  return 0;
+}
