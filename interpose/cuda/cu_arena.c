@@ -135,17 +135,38 @@ static int is_current(const arena *A) {
   return current && current(&now) == CUDA_SUCCESS && now && now == A->context;
 }
 
+/* Lock held: the blocks A's partition has taken from the driver so far. */
+static uint64_t driver_allocs(const arena *A) {
+  gpupart_stats s;
+  return gpupart_partition_get_stats(A->partition, &s) == GPUPART_OK ? s.driver_allocs : 0;
+}
+
+/* Lock held: the record of the block at base that a holds. A new block (the partition's
+ * driver allocations moved: a request goes into a new block only when none it holds can
+ * serve it) may have the address of a block the arena gave back before this call (the
+ * growth rule or the OOM sequence inside gpupart_alloc released it, and the driver reuses
+ * addresses, at another size too); that record is stale, its block empty and gone, and is
+ * given back to the mirror so that the new block is recorded at its own size. */
+static block_record *record_for(arena *A, uintptr_t base, uint64_t allocs_before) {
+  block_record *known = record_of(A, base);
+  if (!known || driver_allocs(A) == allocs_before) return known;
+  gpupart__ip_unaccount(known->mirror);
+  *known = A->blocks[--A->nblocks];
+  return NULL;
+}
+
 /* Lock held: one try at serving size from A, a new block accounted on mirror. */
 static gpupart__cu_served serve_once(arena *A, gpupart_partition *mirror, size_t size, CUdeviceptr *dptr,
                                      gpupart_allocation **out) {
   gpupart_allocation *a = NULL;
   gpupart_allocation_info info;
+  uint64_t allocs = driver_allocs(A);
   gpupart_result r = gpupart_alloc(A->partition, size, 0, &a);
   if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return settle(A, 0), CU_REFUSED;
   if (r != GPUPART_OK) return CU_NOT_SERVED; /* EINVAL: more than the device; the driver answers */
   if (gpupart_allocation_get_info(a, &info) != GPUPART_OK) return gpupart_free(a), settle(A, 0), CU_NOT_SERVED;
   uintptr_t base = (uintptr_t)info.native_block;
-  block_record *known = record_of(A, base);
+  block_record *known = record_for(A, base, allocs);
   if (known) known->live++; /* before settle, which gives back only empty blocks */
   settle(A, 0);
   if (!known && record_new(A, mirror, base, info.block_size) != 0) {

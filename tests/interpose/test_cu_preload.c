@@ -435,3 +435,31 @@ Test(cu_preload, arena_mode_bad_calls_get_the_drivers_answers_and_never_free_a_b
   int code = 0, n = blocks(under, "after destroy", &code);
   cr_assert(n >= 60 && n <= 64 && code == 2, "created contexts take the driver's path: %s", under);
 }
+
+/* ---- arena mode, call by call (tests/interpose/cu_seq.c) ---------------------------- */
+
+static const char *seq(void) { return ip_test_path("GPUPART_TEST_CU_SEQ"); }
+
+/* The nth (from 1) line of out that starts with prefix, or "" where there is none. */
+static const char *nth_line(const char *out, const char *prefix, int nth) {
+  size_t len = strlen(prefix);
+  for (const char *at = out; at && *at; at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL)
+    if (strncmp(at, prefix, len) == 0 && --nth == 0) return at;
+  return "";
+}
+
+/* The growth rule gives both empty 2 MiB blocks back inside the 3 MiB request, and the
+ * double's mmap puts the new 4 MiB block at the lower one's address: the arena recorded it
+ * at the old block's 2 MiB, so the mirror counted 2 MiB less than the process held and
+ * managed memory (the driver's path, accounted on the mirror) went 2 MiB past the limit. */
+Test(cu_preload, arena_mode_a_new_block_at_a_released_blocks_address_is_accounted_at_its_own_size) {
+  char out[16384], ops[2048];
+  int n = snprintf(ops, sizeof ops, "a:1048576 a:1572864 f:0 f:1 a:3145728 i");
+  for (int i = 0; i < 64; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, " m:1048576");
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s %s d", preload(), seq(),
+              ops);
+  cr_assert(strstr(out, "a 2 code 0 at 1\n"), "the precondition: the new block has the released one's address: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 61 * MIB, "the limit less the 3 MiB held: %s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "live"), 64 * MIB, "the driver holds no more than the limit: %s",
+               out);
+}
