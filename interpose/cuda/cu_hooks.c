@@ -225,26 +225,40 @@ GPUPART_CU_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_
 
 /* ---- the free hooks -------------------------------------------------------------- */
 
-GPUPART_CU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  free_fn real = REAL(CU_MEM_FREE, free_fn);
-  if (!real) return CUDA_ERROR_NOT_FOUND;
-  gpupart_allocation *a = take(dptr);
+/* Arena mode: whether the free of p (a its record, NULL: none) is the arena's, with its
+ * answer in *r. A served pointer goes back to its arena once its context's work is done
+ * (so after the work of every stream, which cuMemFreeAsync's order asks for too); a
+ * pointer inside an arena block that is no served one (freed twice, or inside an
+ * allocation) is CUDA_ERROR_INVALID_VALUE without a driver call, which would free the
+ * whole block from under the arena. Every free hook asks, cuMemFreeAsync's included: a
+ * program may free cuMemAlloc memory so. */
+static int arena_freed(gpupart_allocation *a, CUdeviceptr p, CUresult *r) {
+  if (!gpupart__cu_arena_wanted()) return 0;
   if (a && gpupart__cu_arena_owns(a)) {
     gpupart__cu_busy = 1;
-    CUresult r = gpupart__cu_arena_free(a);
+    *r = gpupart__cu_arena_free(a);
     gpupart__cu_busy = 0;
-    return r;
+    return 1;
   }
-  if (!a && dptr && gpupart__cu_arena_wanted() && gpupart__cu_arena_holds(dptr))
-    return CUDA_ERROR_INVALID_VALUE; /* freed twice, or inside an allocation: the block is the arena's */
-  return given_back(real(dptr), dptr, a);
+  if (a || !p || !gpupart__cu_arena_holds(p)) return 0;
+  *r = CUDA_ERROR_INVALID_VALUE;
+  return 1;
+}
+
+GPUPART_CU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  free_fn real = REAL(CU_MEM_FREE, free_fn);
+  CUresult r = CUDA_SUCCESS;
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  gpupart_allocation *a = take(dptr);
+  return arena_freed(a, dptr, &r) ? r : given_back(real(dptr), dptr, a);
 }
 
 static CUresult free_async(gpupart__cu_entry e, CUdeviceptr dptr, CUstream stream) {
   free_async_fn real = REAL(e, free_async_fn);
+  CUresult r = CUDA_SUCCESS;
   if (!real) return CUDA_ERROR_NOT_FOUND;
   gpupart_allocation *a = take(dptr);
-  return given_back(real(dptr, stream), dptr, a);
+  return arena_freed(a, dptr, &r) ? r : given_back(real(dptr, stream), dptr, a);
 }
 
 GPUPART_CU_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {

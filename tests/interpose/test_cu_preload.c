@@ -463,3 +463,15 @@ Test(cu_preload, arena_mode_a_new_block_at_a_released_blocks_address_is_accounte
   cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "live"), 64 * MIB, "the driver holds no more than the limit: %s",
                out);
 }
+
+/* cuMemFreeAsync of a served pointer went to the driver, which freed the whole block (the
+ * pointer is its base): the arena then served memory the driver no longer had. */
+Test(cu_preload, arena_mode_free_async_of_a_served_pointer_goes_back_to_the_arena) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s a:1048576 F:0 F:0 d "
+              "a:1048576 w:1 i", preload(), seq());
+  cr_assert(strstr(out, "F 0 code 0\nF 0 code 1\n"), "freed, then CUDA_ERROR_INVALID_VALUE: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "driver", 1), "frees"), 0, "the block is the arena's: %s", out);
+  cr_assert(strstr(out, "w 1 code 0\n"), "the next allocation is memory the driver holds: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 63 * MIB, "%s", out);
+}
