@@ -195,8 +195,11 @@ gpupart__cu_served gpupart__cu_arena_alloc(CUdevice dev, gpupart_partition *mirr
   arena *A = arena_of(dev, mirror);
   if (A && is_current(A)) s = serve(A, mirror, size, dptr, &a);
   pthread_mutex_unlock(&lock);
-  if (s == CU_SERVED && gpupart__ip_map_put((const void *)(uintptr_t)*dptr, a) != 0)
+  if (s != CU_SERVED) return s;
+  gpupart_allocation *stale = NULL;
+  if (gpupart__ip_map_set((const void *)(uintptr_t)*dptr, a, &stale) != 0)
     return gpupart__cu_arena_free(a), CU_REFUSED; /* no host memory to remember it */
+  gpupart__ip_unaccount(stale); /* the driver freed it unseen (with its context) and gave the address to a block */
   return s;
 }
 

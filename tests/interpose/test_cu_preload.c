@@ -475,3 +475,14 @@ Test(cu_preload, arena_mode_free_async_of_a_served_pointer_goes_back_to_the_aren
   cr_assert(strstr(out, "w 1 code 0\n"), "the next allocation is memory the driver holds: %s", out);
   cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 63 * MIB, "%s", out);
 }
+
+/* A created context destroyed with an allocation in it (the driver frees it; the library
+ * does not see it), then an arena block at that address: the served pointer replaces the
+ * old record, which is given back (it was left accounted for good). */
+Test(cu_preload, arena_mode_a_served_pointer_gives_back_the_record_the_driver_freed_unseen) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s c a:2097152 x P:0 "
+              "a:1048576 f:1 i", preload(), seq());
+  cr_assert(strstr(out, "a 1 code 0 at 0\n"), "the precondition: the block has the freed allocation's address: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 64 * MIB, "nothing is held: %s", out);
+}
