@@ -155,11 +155,42 @@ static block_record *record_for(arena *A, uintptr_t base, uint64_t allocs_before
   return NULL;
 }
 
+/* What the mirror can still account in one piece: a free range of its blocks, or a new
+ * block within its limit less what it reserves (partition-wide with a shared ledger) and
+ * within what gpupart__ip_available leaves (the shared budget). Not its limit less its
+ * allocations: a mirror whose blocks hold holes refuses a piece larger than every hole
+ * once its reserved bytes meet the limit. */
+static uint64_t mirror_room(gpupart_partition *mirror) {
+  gpupart_stats m;
+  if (gpupart_partition_get_stats(mirror, &m) != GPUPART_OK) return 0;
+  uint64_t grow = m.limit > m.reserved ? m.limit - m.reserved : 0, available = gpupart__ip_available(mirror);
+  if (available < grow) grow = available;
+  return m.largest_free > grow ? m.largest_free : grow;
+}
+
+/* Lock held: where size needs a new block (no free range of A holds it), A's partition
+ * limited to its blocks plus what the mirror can still account of one (mirror_room), so
+ * that the block the growth rule sizes is one the mirror accepts: without it a block past
+ * what the mirror leaves was taken from the driver (the limit exceeded in the driver for
+ * a moment) only to be refused, at every call, while a smaller one would have fitted. A
+ * shrink gives the empty cached blocks back first (their records are settled after),
+ * and the growth may take their bytes again. Only here, as the mirror's shared figures
+ * come through its dump. */
+static void fit_limit(arena *A, gpupart_partition *mirror, size_t size) {
+  gpupart_stats s;
+  if (gpupart_partition_get_stats(A->partition, &s) != GPUPART_OK || s.largest_free >= size) return;
+  uint64_t want = s.reserved + mirror_room(mirror), limit = gpupart__ip_limit(mirror);
+  if (want > limit) want = limit;
+  if (want != s.limit) (void)gpupart_partition_resize(A->partition, want); /* a refusal keeps the limit */
+}
+
 /* Lock held: one try at serving size from A, a new block accounted on mirror. */
 static gpupart__cu_served serve_once(arena *A, gpupart_partition *mirror, size_t size, CUdeviceptr *dptr,
                                      gpupart_allocation **out) {
   gpupart_allocation *a = NULL;
   gpupart_allocation_info info;
+  fit_limit(A, mirror, size);
+  settle(A, 0);
   uint64_t allocs = driver_allocs(A);
   gpupart_result r = gpupart_alloc(A->partition, size, 0, &a);
   if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return settle(A, 0), CU_REFUSED;

@@ -15,7 +15,8 @@
  *   w:SLOT      cuMemcpyHtoD_v2 of the slot's last byte ("w SLOT code C")
  *   i           cuMemGetInfo_v2 ("info code C free F total T held H": H the bytes the
  *               program's live slots hold, as it asked for them)
- *   d           the test double's counters ("driver allocs A frees F live B")
+ *   d           the test double's counters ("driver allocs A frees F live B peak P": P the
+ *               most bytes the driver held at once)
  *   c           cuCtxCreate_v2 on device 0, made current ("c code C")
  *   x           cuCtxDestroy_v2 of the last created context ("x code C")
  *   P:DEV       device DEV's primary context made current ("P DEV code C")
@@ -54,7 +55,7 @@ static void driver(void) {
   unsigned long long *(*stats)(void);
   if (!p) return;
   memcpy(&stats, &p, sizeof p);
-  printf("driver allocs %llu frees %llu live %llu\n", stats()[0], stats()[2], stats()[4]);
+  printf("driver allocs %llu frees %llu live %llu peak %llu\n", stats()[0], stats()[2], stats()[4], stats()[5]);
 }
 
 /* The earlier slot whose pointer slot i's is, or -1. */

@@ -486,3 +486,26 @@ Test(cu_preload, arena_mode_a_served_pointer_gives_back_the_record_the_driver_fr
   cr_assert(strstr(out, "a 1 code 0 at 0\n"), "the precondition: the block has the freed allocation's address: %s", out);
   cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 64 * MIB, "nothing is held: %s", out);
 }
+
+/* 512 MiB served (growth blocks up to 32 MiB by then), managed memory up to the limit,
+ * 20 MiB of it freed: 30 MiB are left, 10 in the arena's blocks and 20 in holes of the
+ * mirror's (the largest 14 MiB). The arena sized its next block by its own partition
+ * alone, took a 20 MiB block from the driver (past the limit there) and had it refused by
+ * the mirror, again at each call: 10 allocations of the 30. */
+Test(cu_preload, arena_mode_a_new_block_is_sized_to_what_the_limit_leaves) {
+  char out[65536], ops[16384];
+  int n = 0;
+  for (int i = 0; i < 512; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "a:1048576 ");
+  for (int i = 0; i < 251; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "m:2097152 ");
+  for (int i = 600; i < 610; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "f:%d ", i);
+  n += snprintf(ops + n, sizeof ops - (size_t)n, "i d");
+  for (int i = 0; i < 40; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, " a:1048576");
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=1GiB %s %s d", preload(), seq(), ops);
+  cr_assert(strstr(out, "m 762 code 0\nf 600 code 0\n"), "the precondition: 251 managed allocations");
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 30 * MIB, "%.80s", nth_line(out, "info", 1));
+  cr_assert(strstr(out, "a 792 code 0\na 793 code 2\n"), "30 served, then refused: %.200s", nth_line(out, "a 770 ", 1));
+  const char *before = nth_line(out, "driver", 1), *after = nth_line(out, "driver", 2);
+  cr_assert_eq(ip_test_field(after, "frees"), ip_test_field(before, "frees"), "no block taken to be refused: %.80s",
+               after);
+  cr_assert_leq(ip_test_field(after, "peak"), 1024 * MIB, "never past the limit in the driver: %.80s", after);
+}
