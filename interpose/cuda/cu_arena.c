@@ -44,7 +44,9 @@ typedef struct arena {
   CUcontext context;
   block_record *blocks;
   size_t nblocks, cap;
-  uint64_t driver_frees; /* the arena's, when the records last matched its blocks */
+  uint64_t driver_frees;  /* the arena's, when the records last matched its blocks */
+  uint64_t driver_allocs; /* the arena's, and its largest free range, as last read (stats_of): */
+  uint64_t largest_free;  /* only an allocation moves the one, and a free only grows the other */
 } arena;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -115,18 +117,31 @@ static int record_new(arena *A, gpupart_partition *mirror, uintptr_t base, uint6
   return 0;
 }
 
+/* Lock held: A's partition's statistics (all zero where gpupart cannot tell them), noted
+ * in A. */
+static gpupart_stats stats_of(arena *A) {
+  gpupart_stats s = {0};
+  (void)gpupart_partition_get_stats(A->partition, &s);
+  A->driver_allocs = s.driver_allocs, A->largest_free = s.largest_free;
+  return s;
+}
+
 /* Lock held: after the arena's blocks may have gone back to the driver (its driver frees
- * moved, or force): the arena trimmed of every empty block, and the records of empty
- * blocks given back to the mirror. Only empty blocks ever go, so a record that still
- * counts an allocation names a block the arena holds. */
-static void settle(arena *A, int force) {
-  gpupart_stats s;
-  if (gpupart_partition_get_stats(A->partition, &s) != GPUPART_OK) return;
-  if (!force && s.driver_frees == A->driver_frees) return;
+ * moved since the records last matched, s being its statistics now, or force): the arena
+ * trimmed of every empty block, and the records of empty blocks given back to the mirror.
+ * Only empty blocks ever go, so a record that still counts an allocation names a block
+ * the arena holds. */
+static void settle_seen(arena *A, const gpupart_stats *s, int force) {
+  if (!force && s->driver_frees == A->driver_frees) return;
   (void)gpupart_partition_trim(A->partition);
   for (size_t i = A->nblocks; i-- > 0;)
     if (A->blocks[i].live == 0) gpupart__ip_unaccount(A->blocks[i].mirror), A->blocks[i] = A->blocks[--A->nblocks];
-  if (gpupart_partition_get_stats(A->partition, &s) == GPUPART_OK) A->driver_frees = s.driver_frees;
+  A->driver_frees = stats_of(A).driver_frees;
+}
+
+static void settle(arena *A, int force) {
+  gpupart_stats s = stats_of(A);
+  settle_seen(A, &s, force);
 }
 
 static int is_current(const arena *A) {
@@ -135,21 +150,16 @@ static int is_current(const arena *A) {
   return current && current(&now) == CUDA_SUCCESS && now && now == A->context;
 }
 
-/* Lock held: the blocks A's partition has taken from the driver so far. */
-static uint64_t driver_allocs(const arena *A) {
-  gpupart_stats s;
-  return gpupart_partition_get_stats(A->partition, &s) == GPUPART_OK ? s.driver_allocs : 0;
-}
-
-/* Lock held: the record of the block at base that a holds. A new block (the partition's
- * driver allocations moved: a request goes into a new block only when none it holds can
- * serve it) may have the address of a block the arena gave back before this call (the
- * growth rule or the OOM sequence inside gpupart_alloc released it, and the driver reuses
- * addresses, at another size too); that record is stale, its block empty and gone, and is
- * given back to the mirror so that the new block is recorded at its own size. */
-static block_record *record_for(arena *A, uintptr_t base, uint64_t allocs_before) {
+/* Lock held: the record of the block at base that an allocation made by this call holds,
+ * fresh where the call took a new block (a request goes into a new block only when none
+ * A holds can serve it). A new block may have the address of one the arena gave back
+ * before this call (the growth rule or the OOM sequence inside gpupart_alloc released it,
+ * and the driver reuses addresses, at another size too): that record is stale, its block
+ * empty and gone, and is given back to the mirror so that the new block is recorded at
+ * its own size. */
+static block_record *record_for(arena *A, uintptr_t base, int fresh) {
   block_record *known = record_of(A, base);
-  if (!known || driver_allocs(A) == allocs_before) return known;
+  if (!known || !fresh) return known;
   gpupart__ip_unaccount(known->mirror);
   *known = A->blocks[--A->nblocks];
   return NULL;
@@ -177,11 +187,13 @@ static uint64_t mirror_room(gpupart_partition *mirror) {
  * and the growth may take their bytes again. Only here, as the mirror's shared figures
  * come through its dump. */
 static void fit_limit(arena *A, gpupart_partition *mirror, size_t size) {
-  gpupart_stats s;
-  if (gpupart_partition_get_stats(A->partition, &s) != GPUPART_OK || s.largest_free >= size) return;
+  if (A->largest_free >= size) return; /* at most what is free now */
+  gpupart_stats s = stats_of(A);
+  if (s.largest_free >= size) return;
   uint64_t want = s.reserved + mirror_room(mirror), limit = gpupart__ip_limit(mirror);
   if (want > limit) want = limit;
-  if (want != s.limit) (void)gpupart_partition_resize(A->partition, want); /* a refusal keeps the limit */
+  if (want == s.limit || gpupart_partition_resize(A->partition, want) != GPUPART_OK) return;
+  settle(A, 0);
 }
 
 /* Lock held: one try at serving size from A, a new block accounted on mirror. */
@@ -190,16 +202,16 @@ static gpupart__cu_served serve_once(arena *A, gpupart_partition *mirror, size_t
   gpupart_allocation *a = NULL;
   gpupart_allocation_info info;
   fit_limit(A, mirror, size);
-  settle(A, 0);
-  uint64_t allocs = driver_allocs(A);
+  uint64_t allocs = A->driver_allocs;
   gpupart_result r = gpupart_alloc(A->partition, size, 0, &a);
   if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return settle(A, 0), CU_REFUSED;
   if (r != GPUPART_OK) return CU_NOT_SERVED; /* EINVAL: more than the device; the driver answers */
   if (gpupart_allocation_get_info(a, &info) != GPUPART_OK) return gpupart_free(a), settle(A, 0), CU_NOT_SERVED;
   uintptr_t base = (uintptr_t)info.native_block;
-  block_record *known = record_for(A, base, allocs);
+  gpupart_stats s = stats_of(A);
+  block_record *known = record_for(A, base, s.driver_allocs != allocs);
   if (known) known->live++; /* before settle, which gives back only empty blocks */
-  settle(A, 0);
+  settle_seen(A, &s, 0);
   if (!known && record_new(A, mirror, base, info.block_size) != 0) {
     gpupart_free(a);
     settle(A, 1); /* the new block, empty again, and the cached ones go */
