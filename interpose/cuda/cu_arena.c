@@ -39,6 +39,7 @@ typedef struct block_record {
 
 typedef struct arena {
   int state; /* 0: not opened, 1: open, -1: refused (the driver's path is taken) */
+  gpupart_context *ctx; /* the arena's own, so that a reset can leave it behind whole */
   gpupart_device *device;
   gpupart_partition *partition;
   CUcontext context;
@@ -50,8 +51,6 @@ typedef struct arena {
 } arena;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static gpupart_context *ctx;
-static int ctx_failed;
 static arena arenas[MAX_DEVICES];
 
 typedef CUresult (*current_fn)(CUcontext *);
@@ -74,13 +73,13 @@ static void say_refused(const char *what) {
           gpupart_last_error());
 }
 
-/* Lock held: opens the arena of dev, its partition limited as mirror is. */
+/* Lock held: opens the arena of dev in a context of its own, its partition limited as
+ * mirror is. */
 static int arena_open(arena *A, CUdevice dev, gpupart_partition *mirror) {
   gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE};
-  if (!ctx && !ctx_failed && gpupart_context_create(&cd, &ctx) != GPUPART_OK) say_refused("context"), ctx_failed = 1;
-  if (!ctx) return -1;
+  if (gpupart_context_create(&cd, &A->ctx) != GPUPART_OK) return say_refused("context"), A->ctx = NULL, -1;
   gpupart_device_desc dd = {.backend = GPUPART_BACKEND_CUDA, .index = (uint32_t)dev};
-  if (gpupart_device_open(ctx, &dd, &A->device) != GPUPART_OK) return say_refused("device"), -1;
+  if (gpupart_device_open(A->ctx, &dd, &A->device) != GPUPART_OK) return say_refused("device"), -1;
   gpupart_partition_desc pd = {.name = "preload-arena", .limit = gpupart__ip_limit(mirror)};
   if (gpupart_partition_create(A->device, &pd, &A->partition) != GPUPART_OK)
     return say_refused("partition"), gpupart_device_close(A->device), A->device = NULL, -1;
@@ -287,10 +286,11 @@ CUresult gpupart__cu_arena_free(gpupart_allocation *a) {
   if (!A) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = drain(c);
   pthread_mutex_lock(&lock);
-  block_record *rec = record_of(A, (uintptr_t)info.native_block);
+  int same = arena_with(info.partition) == A; /* not forgotten by a reset meanwhile */
+  block_record *rec = same ? record_of(A, (uintptr_t)info.native_block) : NULL;
   if (rec && rec->live) rec->live--;
   (void)gpupart_free(a);
-  settle(A, 0);
+  if (same) settle(A, 0);
   pthread_mutex_unlock(&lock);
   return r;
 }
@@ -317,9 +317,20 @@ uint64_t gpupart__cu_arena_spare(CUdevice dev) {
   return spare;
 }
 
+CUresult gpupart__cu_arena_reset(CUdevice dev, CUresult (*reset)(CUdevice)) {
+  pthread_mutex_lock(&lock);
+  CUresult r = reset(dev);
+  arena *A = r == CUDA_SUCCESS && dev >= 0 && dev < MAX_DEVICES ? &arenas[dev] : NULL;
+  if (A && A->state == 1) {
+    for (size_t i = 0; i < A->nblocks; i++) gpupart__ip_unaccount(A->blocks[i].mirror);
+    free(A->blocks);
+    *A = (arena){0};
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
 void gpupart__cu_arena_forget(void) {
   pthread_mutex_init(&lock, NULL);
-  ctx = NULL;
-  ctx_failed = 0;
   for (int i = 0; i < MAX_DEVICES; i++) arenas[i] = (arena){0}; /* the parent's blocks: not the child's to free */
 }

@@ -315,6 +315,24 @@ GPUPART_CU_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   return r;
 }
 
+/* ---- the primary context's reset ------------------------------------------------ */
+
+typedef CUresult (*reset_fn)(CUdevice);
+
+/* cuDevicePrimaryCtxReset_v2 (cudaDeviceReset calls it) frees every allocation of the
+ * device's primary context, the arena's blocks among them: in arena mode the arena
+ * forgets them with the reset (cu_arena.h), so that it neither serves memory the driver
+ * took back nor keeps it accounted. */
+GPUPART_CU_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  reset_fn real = REAL(CU_PRIMARY_CTX_RESET, reset_fn);
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  if (gpupart__cu_busy || !gpupart__cu_arena_wanted()) return real(dev);
+  gpupart__cu_busy = 1;
+  CUresult r = gpupart__cu_arena_reset(dev, real);
+  gpupart__cu_busy = 0;
+  return r;
+}
+
 /* ---- fork ------------------------------------------------------------------------ */
 
 /* The child keeps nothing of the parent's accounting: its first allocation opens its own

@@ -21,6 +21,9 @@
  *   x           cuCtxDestroy_v2 of the last created context ("x code C")
  *   P:DEV       device DEV's primary context made current ("P DEV code C")
  *   n           no context current (cuCtxSetCurrent(NULL))
+ *   R           cuDevicePrimaryCtxReset_v2 of device 0 ("R code C"): the driver frees
+ *               every allocation of its primary context (the program's slots of it are
+ *               counted as freed)
  * It starts with cuInit and device 0's primary context current. Exit status 0 unless an
  * argument is not an operation. */
 #include <cuda.h>
@@ -85,6 +88,14 @@ static CUresult primary(int dev) {
   return r ? r : cuCtxSetCurrent(c);
 }
 
+/* Device 0's primary context reset: its memory is gone (every slot but those of a created
+ * context, which the program does not mix with a reset here). */
+static void reset(void) {
+  CUresult r = cuDevicePrimaryCtxReset(0);
+  printf("R code %d\n", (int)r);
+  for (int i = 0; r == CUDA_SUCCESS && i < nslots; i++) live[i] = 0;
+}
+
 static int slot_arg(const char *s) {
   int i = atoi(s);
   return i >= 0 && i < nslots ? i : 0;
@@ -123,6 +134,7 @@ static int context_op(char op, const char *arg) {
   if (op == 'c') printf("c code %d\n", (int)cuCtxCreate_v2(&created, 0, 0));
   else if (op == 'x') printf("x code %d\n", (int)cuCtxDestroy_v2(created));
   else if (op == 'P') printf("P %d code %d\n", atoi(arg), (int)primary(atoi(arg)));
+  else if (op == 'R') reset();
   else printf("n code %d\n", (int)cuCtxSetCurrent(NULL));
   return 0;
 }
@@ -132,7 +144,7 @@ static int run(const char *op) {
   const char *arg = op[1] == ':' ? op + 2 : op + 1;
   if (strchr("apm", op[0])) return alloc_op(op[0], arg);
   if (strchr("fFow", op[0])) return free_op(op[0], arg);
-  if (strchr("cxPn", op[0])) return context_op(op[0], arg);
+  if (strchr("cxPnR", op[0])) return context_op(op[0], arg);
   if (op[0] == 'i') return info(), 0;
   if (op[0] == 'd') return driver(), 0;
   return fprintf(stderr, "cu_seq: unknown operation '%s'\n", op), 2;

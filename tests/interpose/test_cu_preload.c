@@ -509,3 +509,16 @@ Test(cu_preload, arena_mode_a_new_block_is_sized_to_what_the_limit_leaves) {
                after);
   cr_assert_leq(ip_test_field(after, "peak"), 1024 * MIB, "never past the limit in the driver: %.80s", after);
 }
+
+/* cuDevicePrimaryCtxReset (cudaDeviceReset) frees the arena's blocks: the arena went on
+ * serving memory in them (the driver no longer had it) and the mirror kept them. */
+Test(cu_preload, arena_mode_a_primary_context_reset_leaves_no_block_behind) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s a:1048576 a:1048576 R i "
+              "a:1048576 w:2 i f:2 i", preload(), seq());
+  cr_assert(strstr(out, "R code 0\n"), "%s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 64 * MIB, "the reset freed everything: %s", out);
+  cr_assert(strstr(out, "w 2 code 0\n"), "the next allocation is memory the driver holds: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 2), "free"), 63 * MIB, "%s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 3), "free"), 64 * MIB, "%s", out);
+}
