@@ -305,6 +305,17 @@ int gpupart__cu_arena_holds(CUdeviceptr p) {
   return holds;
 }
 
+int gpupart__cu_arena_trim(CUdevice dev) {
+  if (dev < 0 || dev >= MAX_DEVICES) return 0;
+  pthread_mutex_lock(&lock);
+  arena *A = arenas[dev].state == 1 ? &arenas[dev] : NULL;
+  size_t before = A ? A->nblocks : 0;
+  if (A) settle(A, 1);
+  int gave = A && A->nblocks < before;
+  pthread_mutex_unlock(&lock);
+  return gave;
+}
+
 uint64_t gpupart__cu_arena_spare(CUdevice dev) {
   gpupart_stats s;
   uint64_t spare = 0;

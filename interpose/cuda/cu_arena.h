@@ -34,6 +34,10 @@ CUresult gpupart__cu_arena_free(gpupart_allocation *a);
  * already, or one inside an allocation): never the driver's to free, as the block is the
  * arena's. */
 int gpupart__cu_arena_holds(CUdeviceptr p);
+/* Gives device dev's arena's empty cached blocks back to the driver and their records
+ * back to the mirror: whether it gave any back (a refusal on the mirror, of the driver's
+ * path, is then tried again). */
+int gpupart__cu_arena_trim(CUdevice dev);
 /* The bytes device dev's arena holds in blocks but not in allocations (what the program
  * can still be served without a new block). */
 uint64_t gpupart__cu_arena_spare(CUdevice dev);

@@ -65,22 +65,28 @@ static gpupart_partition *device_partition(CUdevice dev) {
   return p;
 }
 
-static gpupart_partition *current_partition(void) {
+/* The current context's device, or -1. */
+static CUdevice current_device(void) {
   device_fn get = REAL(CU_CTX_GET_DEVICE, device_fn);
   CUdevice dev = -1;
-  return get && get(&dev) == CUDA_SUCCESS ? device_partition(dev) : NULL;
+  return get && get(&dev) == CUDA_SUCCESS ? dev : -1;
 }
 
 /* ---- accounting ------------------------------------------------------------------ */
 
 /* Accounts size on the current device: CUDA_SUCCESS with *a (NULL: not accounted), or
- * CUDA_ERROR_OUT_OF_MEMORY when the partition or the budget refuses it. */
+ * CUDA_ERROR_OUT_OF_MEMORY when the partition or the budget refuses it. In arena mode a
+ * refusal first gives the device's arena's empty cached blocks back (the mirror's own OOM
+ * sequence does not reach them) and is tried once more where that gave any back. */
 static CUresult account(uint64_t size, gpupart_allocation **a) {
   *a = NULL;
   if (gpupart__cu_busy) return CUDA_SUCCESS;
   gpupart__cu_busy = 1;
-  gpupart_partition *p = current_partition();
+  CUdevice dev = current_device();
+  gpupart_partition *p = dev < 0 ? NULL : device_partition(dev);
   int refused = p && gpupart__ip_account(p, size, a) != 0;
+  if (refused && gpupart__cu_arena_wanted() && gpupart__cu_arena_trim(dev))
+    refused = gpupart__ip_account(p, size, a) != 0;
   gpupart__cu_busy = 0;
   return refused ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }

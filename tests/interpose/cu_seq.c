@@ -21,6 +21,10 @@
  *   x           cuCtxDestroy_v2 of the last created context ("x code C")
  *   P:DEV       device DEV's primary context made current ("P DEV code C")
  *   n           no context current (cuCtxSetCurrent(NULL))
+ *   t:N         4 threads at once, each N times: up to 8 live allocations of 1 byte to
+ *               4 MiB (sizes from a fixed seed per thread), one freed at random when 8
+ *               live, all freed at the end ("t code C": C 0 unless a call other than a
+ *               refusal of memory failed, or a free failed)
  *   R           cuDevicePrimaryCtxReset_v2 of device 0 ("R code C"): the driver frees
  *               every allocation of its primary context (the program's slots of it are
  *               counted as freed)
@@ -28,6 +32,7 @@
  * argument is not an operation. */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +101,49 @@ static void reset(void) {
   for (int i = 0; r == CUDA_SUCCESS && i < nslots; i++) live[i] = 0;
 }
 
+typedef struct worker {
+  pthread_t thread;
+  CUcontext context;
+  unsigned seed;
+  int count, failed;
+} worker;
+
+static unsigned next_random(unsigned *seed) { return *seed = *seed * 1103515245u + 12345u, *seed >> 8; }
+
+static void *work(void *arg) {
+  worker *w = arg;
+  CUdeviceptr p[8];
+  int n = 0;
+  if (cuCtxSetCurrent(w->context)) return w->failed = 1, NULL;
+  for (int i = 0; i < w->count; i++) {
+    if (n == 8) {
+      int k = (int)(next_random(&w->seed) % 8);
+      if (cuMemFree_v2(p[k])) w->failed = 1;
+      p[k] = p[--n];
+    }
+    CUresult r = cuMemAlloc_v2(&p[n], 1 + next_random(&w->seed) % (4u << 20));
+    if (r == CUDA_SUCCESS) n++;
+    else if (r != CUDA_ERROR_OUT_OF_MEMORY) w->failed = 1;
+  }
+  while (n > 0)
+    if (cuMemFree_v2(p[--n])) w->failed = 1;
+  return NULL;
+}
+
+static void threads(int count) {
+  worker w[4];
+  int failed = 0;
+  CUcontext c = NULL;
+  cuCtxGetCurrent(&c);
+  for (int i = 0; i < 4; i++) {
+    w[i] = (worker){.context = c, .seed = 7u + (unsigned)i, .count = count};
+    if (pthread_create(&w[i].thread, NULL, work, &w[i])) w[i].failed = 1, w[i].count = -1;
+  }
+  for (int i = 0; i < 4; i++)
+    if (w[i].count >= 0) pthread_join(w[i].thread, NULL), failed |= w[i].failed;
+  printf("t code %d\n", failed);
+}
+
 static int slot_arg(const char *s) {
   int i = atoi(s);
   return i >= 0 && i < nslots ? i : 0;
@@ -147,6 +195,7 @@ static int run(const char *op) {
   if (strchr("cxPnR", op[0])) return context_op(op[0], arg);
   if (op[0] == 'i') return info(), 0;
   if (op[0] == 'd') return driver(), 0;
+  if (op[0] == 't') return threads(atoi(arg)), 0;
   return fprintf(stderr, "cu_seq: unknown operation '%s'\n", op), 2;
 }
 

@@ -522,3 +522,33 @@ Test(cu_preload, arena_mode_a_primary_context_reset_leaves_no_block_behind) {
   cr_assert_eq(ip_test_field(nth_line(out, "info", 2), "free"), 63 * MIB, "%s", out);
   cr_assert_eq(ip_test_field(nth_line(out, "info", 3), "free"), 64 * MIB, "%s", out);
 }
+
+/* The arena's empty cached blocks held the whole limit on the mirror: cuMemGetInfo said
+ * 16 MiB free, and a managed allocation (the driver's path) or one in a created context
+ * was refused, as the mirror's OOM sequence does not reach the arena's blocks. */
+Test(cu_preload, arena_mode_cached_blocks_give_way_to_the_drivers_path) {
+  char out[8192], ops[2048];
+  int n = 0;
+  for (int i = 0; i < 16; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "a:1048576 ");
+  for (int i = 0; i < 16; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "f:%d ", i);
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=16MiB %s %s i m:1048576 c a:1048576 d",
+              preload(), seq(), ops);
+  cr_assert(strstr(out, "a 15 code 0\n"), "the precondition: 16 MiB served: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 16 * MIB, "%s", out);
+  cr_assert(strstr(out, "m 16 code 0\n"), "managed memory gets the cached bytes: %s", out);
+  cr_assert(strstr(out, "c code 0\na 17 code 0\n"), "so does a created context: %s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "peak"), 16 * MIB, "%s", out);
+}
+
+/* Four threads at once, sizes from 1 byte to 4 MiB under a 16 MiB limit (refusals, growth
+ * blocks, the growth rule giving cached blocks back): when all is freed the mirror holds
+ * exactly the arena's blocks (cuMemGetInfo's free is the limit), and the driver never
+ * held more than the limit. */
+Test(cu_preload, arena_mode_threads_at_once_leave_the_records_equal_to_the_blocks) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=16MiB %s t:3000 d i", preload(),
+              seq());
+  cr_assert(strstr(out, "t code 0\n"), "no call failed but refusals: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 16 * MIB, "%s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "peak"), 16 * MIB, "%s", out);
+}
