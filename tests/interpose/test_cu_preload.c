@@ -552,3 +552,18 @@ Test(cu_preload, arena_mode_threads_at_once_leave_the_records_equal_to_the_block
   cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 16 * MIB, "%s", out);
   cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "peak"), 16 * MIB, "%s", out);
 }
+
+/* Two devices: each has its arena and its mirror (one limit each), and a pointer freed
+ * while the other device's context is current goes back to its own arena. */
+Test(cu_preload, arena_mode_each_device_has_its_own_arena) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_TEST_CUDA_DEVICES=2 GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB "
+              "%s a:1048576 a:1048576 P:1 a:3145728 i f:0 d P:0 i f:1 f:2 i", preload(), seq());
+  cr_assert(strstr(out, "P 1 code 0\na 2 code 0\n"), "%s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 61 * MIB, "device 1's limit less its 3 MiB: %s", out);
+  cr_assert(strstr(out, "f 0 code 0\n"), "freed with the other device current: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "driver", 1), "allocs"), 2, "one block on each device: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 2), "free"), 63 * MIB, "device 0's limit less its 1 MiB: %s", out);
+  cr_assert(strstr(out, "f 1 code 0\nf 2 code 0\n"), "%s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 3), "free"), 64 * MIB, "%s", out);
+}
