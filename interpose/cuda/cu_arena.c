@@ -181,18 +181,21 @@ static uint64_t mirror_room(gpupart_partition *mirror) {
  * limited to its blocks plus what the mirror can still account of one (mirror_room), so
  * that the block the growth rule sizes is one the mirror accepts: without it a block past
  * what the mirror leaves was taken from the driver (the limit exceeded in the driver for
- * a moment) only to be refused, at every call, while a smaller one would have fitted. A
- * shrink gives the empty cached blocks back first (their records are settled after),
- * and the growth may take their bytes again. Only here, as the mirror's shared figures
- * come through its dump. */
-static void fit_limit(arena *A, gpupart_partition *mirror, size_t size) {
-  if (A->largest_free >= size) return; /* at most what is free now */
+ * a moment) only to be refused, at every call, while a smaller one would have fitted.
+ * Where the mirror has room for no block of size, the empty cached blocks are given back
+ * first (their bytes become room), and -1 where that is still too little: refused with
+ * no driver call. A shrink gives the empty cached blocks back too (settled after). Only
+ * here, as the mirror's shared figures come through its dump. */
+static int fit_limit(arena *A, gpupart_partition *mirror, size_t size) {
+  if (A->largest_free >= size) return 0; /* at most what is free now */
   gpupart_stats s = stats_of(A);
-  if (s.largest_free >= size) return;
-  uint64_t want = s.reserved + mirror_room(mirror), limit = gpupart__ip_limit(mirror);
-  if (want > limit) want = limit;
-  if (want == s.limit || gpupart_partition_resize(A->partition, want) != GPUPART_OK) return;
-  settle(A, 0);
+  if (s.largest_free >= size) return 0;
+  uint64_t room = mirror_room(mirror), limit = gpupart__ip_limit(mirror);
+  if (room < size) settle(A, 1), s = stats_of(A), room = mirror_room(mirror);
+  if (room < size) return -1;
+  uint64_t want = s.reserved + room < limit ? s.reserved + room : limit;
+  if (want != s.limit && gpupart_partition_resize(A->partition, want) == GPUPART_OK) settle(A, 0);
+  return 0;
 }
 
 /* Lock held: one try at serving size from A, a new block accounted on mirror. */
@@ -200,7 +203,7 @@ static gpupart__cu_served serve_once(arena *A, gpupart_partition *mirror, size_t
                                      gpupart_allocation **out) {
   gpupart_allocation *a = NULL;
   gpupart_allocation_info info;
-  fit_limit(A, mirror, size);
+  if (fit_limit(A, mirror, size) != 0) return CU_REFUSED;
   uint64_t allocs = A->driver_allocs;
   gpupart_result r = gpupart_alloc(A->partition, size, 0, &a);
   if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return settle(A, 0), CU_REFUSED;

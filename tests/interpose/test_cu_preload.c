@@ -567,3 +567,16 @@ Test(cu_preload, arena_mode_each_device_has_its_own_arena) {
   cr_assert(strstr(out, "f 1 code 0\nf 2 code 0\n"), "%s", out);
   cr_assert_eq(ip_test_field(nth_line(out, "info", 3), "free"), 64 * MIB, "%s", out);
 }
+
+/* Managed memory holds the whole limit: the arena (holding nothing) still took a 2 MiB
+ * block from the driver for each refused call (past the limit there) and gave it back. */
+Test(cu_preload, arena_mode_a_full_limit_refuses_without_a_driver_call) {
+  char out[4096], ops[1024];
+  int n = 0;
+  for (int i = 0; i < 16; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "m:1048576 ");
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=16MiB %s %s a:1048576 a:1048576 d",
+              preload(), seq(), ops);
+  cr_assert(strstr(out, "m 15 code 0\na 16 code 2\na 17 code 2\n"), "the limit held by managed memory: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "driver", 1), "allocs"), 16, "only the managed ones: %s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "peak"), 16 * MIB, "%s", out);
+}
