@@ -1,19 +1,24 @@
 /* The preload library's arena mode (cu_arena.h). Each device has one arena: a gpupart
  * device on the cuda backend (the device's primary context, which gpupart retains) in a
- * context of the arena's own that reads no configuration (the process's limits are the
- * mirror's), and on it one growth partition whose limit is the mirror partition's, its
- * emptied blocks kept for the next allocations (release_threshold 0: no driver call when
- * a program frees and allocates again). Every block the arena holds is one allocation of
- * its size on the mirror partition, taken when an allocation lands in a block not seen
- * before, and each record counts the arena allocations in its block. Blocks go back to
- * the driver only when empty, and only inside gpupart's trim, OOM sequence or growth
- * rule: whenever the arena's driver frees move, the arena is trimmed (every empty block
- * goes) and every record with no allocation is given back to the mirror, so the mirror
- * holds exactly the blocks the arena holds. A new block the mirror refuses (the limit,
- * or the shared budget) frees its allocation, trims the cached blocks away and is tried
- * once more; refused again, it is the program's CUDA_ERROR_OUT_OF_MEMORY. One lock keeps
- * the records and the arena in step; the mirror is accounted under it (account.c never
- * calls here). */
+ * gpupart context of the arena's own that reads no configuration (the process's limits
+ * are the mirror's), and on it one growth partition limited as the mirror partition is,
+ * its emptied blocks kept for the next allocations (release_threshold 0: no driver call
+ * when a program frees and allocates again). Every block the arena holds is one
+ * allocation of its size on the mirror partition, taken when an allocation lands in a
+ * block not seen before (a new block at the address of one given back earlier is new),
+ * and each record counts the arena allocations in its block. Blocks go back to the driver
+ * only when empty, and only inside gpupart's trim, OOM sequence, growth rule or a shrink
+ * of the arena's limit: whenever the arena's driver frees move, the arena is trimmed
+ * (every empty block goes) and every record with no allocation is given back to the
+ * mirror, so the mirror holds exactly the blocks the arena holds. Before a request that
+ * needs a new block, the arena's limit is fitted to what the mirror can still account,
+ * so that the growth rule sizes a block the mirror accepts, and with no room at all the
+ * request is refused without a driver call. A new block the mirror still refuses frees
+ * its allocation, trims the cached blocks away and is tried once more; refused again, it
+ * is the program's CUDA_ERROR_OUT_OF_MEMORY. A refusal on the mirror of the driver's
+ * path trims the arena too (gpupart__cu_arena_trim), and a reset of the primary context
+ * forgets the arena whose blocks it freed. One lock keeps the records and the arena in
+ * step; the mirror is accounted under it (account.c never calls here). */
 #include "cu_arena.h"
 
 #include <pthread.h>

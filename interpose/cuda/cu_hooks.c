@@ -15,6 +15,10 @@
  *  - the stream-ordered calls (cuMemAllocAsync, cuMemAllocFromPoolAsync and their _ptsz
  *    variants) are accounted at the call and given back at cuMemFreeAsync's call: what
  *    the program holds, not what the pool keeps reserved.
+ *  - in arena mode (GPUPART_PRELOAD_ARENA, cu_arena.h) cuMemAlloc_v2 in a primary context
+ *    is served by the device's arena, both free hooks give its pointers back to it, a
+ *    refusal of the driver's path first trims it, and cuDevicePrimaryCtxReset_v2 (hooked
+ *    for that alone) forgets it.
  * Every hook is thread-safe (the accounting and the map lock inside), and a hook called
  * while this thread is inside gpupart (gpupart__cu_busy) goes straight to the driver. */
 #include <pthread.h>
