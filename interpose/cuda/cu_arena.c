@@ -294,7 +294,7 @@ CUresult gpupart__cu_arena_free(gpupart_allocation *a) {
   if (!A) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = drain(c);
   pthread_mutex_lock(&lock);
-  int same = arena_with(info.partition) == A; /* not forgotten by a reset meanwhile */
+  int same = A->state == 1 && A->partition == info.partition; /* not forgotten by a reset meanwhile */
   block_record *rec = same ? record_of(A, (uintptr_t)info.native_block) : NULL;
   if (rec && rec->live) rec->live--;
   (void)gpupart_free(a);
