@@ -580,3 +580,29 @@ Test(cu_preload, arena_mode_a_full_limit_refuses_without_a_driver_call) {
   cr_assert_eq(ip_test_field(nth_line(out, "driver", 1), "allocs"), 16, "only the managed ones: %s", out);
   cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "peak"), 16 * MIB, "%s", out);
 }
+
+/* Two processes in arena mode in one shared partition: the second is served what the
+ * first one's blocks leave, in blocks that fit it, and `gpupart top --json` shows each
+ * member holding its blocks (the first's 30 MiB of allocations in 30 MiB of blocks). */
+Test(cu_preload, arena_mode_two_processes_share_a_partition_and_top_shows_their_blocks) {
+  const char *gpupart = getenv("GPUPART_TEST_GPUPART");
+  if (!gpupart) cr_skip_test("the gpupart command is not built (-Dtools=disabled)");
+  char dir[] = "/tmp/gpupart-cu-arena2-XXXXXX", env[8192], out[65536], member[128];
+  cr_assert(mkdtemp(dir));
+  snprintf(env, sizeof env, "%s GPUPART_PRELOAD_ARENA=1 GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
+           "GPUPART_PARTITIONS=job:48MiB", preload(), dir);
+  ip_test_child holder;
+  ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
+  ip_test_wait_for(&holder, "holding");
+  cr_assert(strstr(holder.text, "allocated 30 code 0\n"), "%s", holder.text);
+  ip_test_run(out, sizeof out, "env %s %s i a:4194304 a:4194304 a:4194304 a:4194304 a:2097152 a:1048576 d", env, seq());
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 18 * MIB, "what the first one's blocks leave: %s", out);
+  cr_assert(strstr(out, "a 3 code 0\na 4 code 0\na 5 code 2\n"), "18 MiB served, then refused: %s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "live"), 18 * MIB, "%s", out);
+  unsigned long pid = (unsigned long)ip_test_field(holder.text, "holding pid");
+  snprintf(member, sizeof member, "\"pid\": %lu, \"reserved\": %llu", pid, 30 * MIB);
+  ip_test_run(out, sizeof out, "%s top --json --ledger-dir %s", gpupart, dir);
+  cr_assert(strstr(out, member), "the first one holds its 30 MiB of blocks (%s): %s", member, out);
+  ip_test_finish(&holder);
+  ip_test_cleanup_dir(dir);
+}
