@@ -1,19 +1,24 @@
 /* The preload library's arena mode (cu_arena.h). Each device has one arena: a gpupart
  * device on the cuda backend (the device's primary context, which gpupart retains) in a
- * context of the arena's own that reads no configuration (the process's limits are the
- * mirror's), and on it one growth partition whose limit is the mirror partition's, its
- * emptied blocks kept for the next allocations (release_threshold 0: no driver call when
- * a program frees and allocates again). Every block the arena holds is one allocation of
- * its size on the mirror partition, taken when an allocation lands in a block not seen
- * before, and each record counts the arena allocations in its block. Blocks go back to
- * the driver only when empty, and only inside gpupart's trim, OOM sequence or growth
- * rule: whenever the arena's driver frees move, the arena is trimmed (every empty block
- * goes) and every record with no allocation is given back to the mirror, so the mirror
- * holds exactly the blocks the arena holds. A new block the mirror refuses (the limit,
- * or the shared budget) frees its allocation, trims the cached blocks away and is tried
- * once more; refused again, it is the program's CUDA_ERROR_OUT_OF_MEMORY. One lock keeps
- * the records and the arena in step; the mirror is accounted under it (account.c never
- * calls here). */
+ * gpupart context of the arena's own that reads no configuration (the process's limits
+ * are the mirror's), and on it one growth partition limited as the mirror partition is,
+ * its emptied blocks kept for the next allocations (release_threshold 0: no driver call
+ * when a program frees and allocates again). Every block the arena holds is one
+ * allocation of its size on the mirror partition, taken when an allocation lands in a
+ * block not seen before (a new block at the address of one given back earlier is new),
+ * and each record counts the arena allocations in its block. Blocks go back to the driver
+ * only when empty, and only inside gpupart's trim, OOM sequence, growth rule or a shrink
+ * of the arena's limit: whenever the arena's driver frees move, the arena is trimmed
+ * (every empty block goes) and every record with no allocation is given back to the
+ * mirror, so the mirror holds exactly the blocks the arena holds. Before a request that
+ * needs a new block, the arena's limit is fitted to what the mirror can still account,
+ * so that the growth rule sizes a block the mirror accepts, and with no room at all the
+ * request is refused without a driver call. A new block the mirror still refuses frees
+ * its allocation, trims the cached blocks away and is tried once more; refused again, it
+ * is the program's CUDA_ERROR_OUT_OF_MEMORY. A refusal on the mirror of the driver's
+ * path trims the arena too (gpupart__cu_arena_trim), and a reset of the primary context
+ * forgets the arena whose blocks it freed. One lock keeps the records and the arena in
+ * step; the mirror is accounted under it (account.c never calls here). */
 #include "cu_arena.h"
 
 #include <pthread.h>
@@ -39,17 +44,18 @@ typedef struct block_record {
 
 typedef struct arena {
   int state; /* 0: not opened, 1: open, -1: refused (the driver's path is taken) */
+  gpupart_context *ctx; /* the arena's own, so that a reset can leave it behind whole */
   gpupart_device *device;
   gpupart_partition *partition;
   CUcontext context;
   block_record *blocks;
   size_t nblocks, cap;
-  uint64_t driver_frees; /* the arena's, when the records last matched its blocks */
+  uint64_t driver_frees;  /* the arena's, when the records last matched its blocks */
+  uint64_t driver_allocs; /* the arena's, and its largest free range, as last read (stats_of): */
+  uint64_t largest_free;  /* only an allocation moves the one, and a free only grows the other */
 } arena;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static gpupart_context *ctx;
-static int ctx_failed;
 static arena arenas[MAX_DEVICES];
 
 typedef CUresult (*current_fn)(CUcontext *);
@@ -72,13 +78,13 @@ static void say_refused(const char *what) {
           gpupart_last_error());
 }
 
-/* Lock held: opens the arena of dev, its partition limited as mirror is. */
+/* Lock held: opens the arena of dev in a context of its own, its partition limited as
+ * mirror is. */
 static int arena_open(arena *A, CUdevice dev, gpupart_partition *mirror) {
   gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE};
-  if (!ctx && !ctx_failed && gpupart_context_create(&cd, &ctx) != GPUPART_OK) say_refused("context"), ctx_failed = 1;
-  if (!ctx) return -1;
+  if (gpupart_context_create(&cd, &A->ctx) != GPUPART_OK) return say_refused("context"), A->ctx = NULL, -1;
   gpupart_device_desc dd = {.backend = GPUPART_BACKEND_CUDA, .index = (uint32_t)dev};
-  if (gpupart_device_open(ctx, &dd, &A->device) != GPUPART_OK) return say_refused("device"), -1;
+  if (gpupart_device_open(A->ctx, &dd, &A->device) != GPUPART_OK) return say_refused("device"), -1;
   gpupart_partition_desc pd = {.name = "preload-arena", .limit = gpupart__ip_limit(mirror)};
   if (gpupart_partition_create(A->device, &pd, &A->partition) != GPUPART_OK)
     return say_refused("partition"), gpupart_device_close(A->device), A->device = NULL, -1;
@@ -115,18 +121,31 @@ static int record_new(arena *A, gpupart_partition *mirror, uintptr_t base, uint6
   return 0;
 }
 
+/* Lock held: A's partition's statistics (all zero where gpupart cannot tell them), noted
+ * in A. */
+static gpupart_stats stats_of(arena *A) {
+  gpupart_stats s = {0};
+  (void)gpupart_partition_get_stats(A->partition, &s);
+  A->driver_allocs = s.driver_allocs, A->largest_free = s.largest_free;
+  return s;
+}
+
 /* Lock held: after the arena's blocks may have gone back to the driver (its driver frees
- * moved, or force): the arena trimmed of every empty block, and the records of empty
- * blocks given back to the mirror. Only empty blocks ever go, so a record that still
- * counts an allocation names a block the arena holds. */
-static void settle(arena *A, int force) {
-  gpupart_stats s;
-  if (gpupart_partition_get_stats(A->partition, &s) != GPUPART_OK) return;
-  if (!force && s.driver_frees == A->driver_frees) return;
+ * moved since the records last matched, s being its statistics now, or force): the arena
+ * trimmed of every empty block, and the records of empty blocks given back to the mirror.
+ * Only empty blocks ever go, so a record that still counts an allocation names a block
+ * the arena holds. */
+static void settle_seen(arena *A, const gpupart_stats *s, int force) {
+  if (!force && s->driver_frees == A->driver_frees) return;
   (void)gpupart_partition_trim(A->partition);
   for (size_t i = A->nblocks; i-- > 0;)
     if (A->blocks[i].live == 0) gpupart__ip_unaccount(A->blocks[i].mirror), A->blocks[i] = A->blocks[--A->nblocks];
-  if (gpupart_partition_get_stats(A->partition, &s) == GPUPART_OK) A->driver_frees = s.driver_frees;
+  A->driver_frees = stats_of(A).driver_frees;
+}
+
+static void settle(arena *A, int force) {
+  gpupart_stats s = stats_of(A);
+  settle_seen(A, &s, force);
 }
 
 static int is_current(const arena *A) {
@@ -135,19 +154,71 @@ static int is_current(const arena *A) {
   return current && current(&now) == CUDA_SUCCESS && now && now == A->context;
 }
 
+/* Lock held: the record of the block at base that an allocation made by this call holds,
+ * fresh where the call took a new block (a request goes into a new block only when none
+ * A holds can serve it). A new block may have the address of one the arena gave back
+ * before this call (the growth rule or the OOM sequence inside gpupart_alloc released it,
+ * and the driver reuses addresses, at another size too): that record is stale, its block
+ * empty and gone, and is given back to the mirror so that the new block is recorded at
+ * its own size. */
+static block_record *record_for(arena *A, uintptr_t base, int fresh) {
+  block_record *known = record_of(A, base);
+  if (!known || !fresh) return known;
+  gpupart__ip_unaccount(known->mirror);
+  *known = A->blocks[--A->nblocks];
+  return NULL;
+}
+
+/* What the mirror can still account in one piece: a free range of its blocks, or a new
+ * block within its limit less what it reserves (partition-wide with a shared ledger) and
+ * within what gpupart__ip_available leaves (the shared budget). Not its limit less its
+ * allocations: a mirror whose blocks hold holes refuses a piece larger than every hole
+ * once its reserved bytes meet the limit. */
+static uint64_t mirror_room(gpupart_partition *mirror) {
+  gpupart_stats m;
+  if (gpupart_partition_get_stats(mirror, &m) != GPUPART_OK) return 0;
+  uint64_t grow = m.limit > m.reserved ? m.limit - m.reserved : 0, available = gpupart__ip_available(mirror);
+  if (available < grow) grow = available;
+  return m.largest_free > grow ? m.largest_free : grow;
+}
+
+/* Lock held: where size needs a new block (no free range of A holds it), A's partition
+ * limited to its blocks plus what the mirror can still account of one (mirror_room), so
+ * that the block the growth rule sizes is one the mirror accepts: without it a block past
+ * what the mirror leaves was taken from the driver (the limit exceeded in the driver for
+ * a moment) only to be refused, at every call, while a smaller one would have fitted.
+ * Where the mirror has room for no block of size, the empty cached blocks are given back
+ * first (their bytes become room), and -1 where that is still too little: refused with
+ * no driver call. A shrink gives the empty cached blocks back too (settled after). Only
+ * here, as the mirror's shared figures come through its dump. */
+static int fit_limit(arena *A, gpupart_partition *mirror, size_t size) {
+  if (A->largest_free >= size) return 0; /* at most what is free now */
+  gpupart_stats s = stats_of(A);
+  if (s.largest_free >= size) return 0;
+  uint64_t room = mirror_room(mirror), limit = gpupart__ip_limit(mirror);
+  if (room < size) settle(A, 1), s = stats_of(A), room = mirror_room(mirror);
+  if (room < size) return -1;
+  uint64_t want = s.reserved + room < limit ? s.reserved + room : limit;
+  if (want != s.limit && gpupart_partition_resize(A->partition, want) == GPUPART_OK) settle(A, 0);
+  return 0;
+}
+
 /* Lock held: one try at serving size from A, a new block accounted on mirror. */
 static gpupart__cu_served serve_once(arena *A, gpupart_partition *mirror, size_t size, CUdeviceptr *dptr,
                                      gpupart_allocation **out) {
   gpupart_allocation *a = NULL;
   gpupart_allocation_info info;
+  if (fit_limit(A, mirror, size) != 0) return CU_REFUSED;
+  uint64_t allocs = A->driver_allocs;
   gpupart_result r = gpupart_alloc(A->partition, size, 0, &a);
   if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return settle(A, 0), CU_REFUSED;
   if (r != GPUPART_OK) return CU_NOT_SERVED; /* EINVAL: more than the device; the driver answers */
   if (gpupart_allocation_get_info(a, &info) != GPUPART_OK) return gpupart_free(a), settle(A, 0), CU_NOT_SERVED;
   uintptr_t base = (uintptr_t)info.native_block;
-  block_record *known = record_of(A, base);
+  gpupart_stats s = stats_of(A);
+  block_record *known = record_for(A, base, s.driver_allocs != allocs);
   if (known) known->live++; /* before settle, which gives back only empty blocks */
-  settle(A, 0);
+  settle_seen(A, &s, 0);
   if (!known && record_new(A, mirror, base, info.block_size) != 0) {
     gpupart_free(a);
     settle(A, 1); /* the new block, empty again, and the cached ones go */
@@ -174,8 +245,11 @@ gpupart__cu_served gpupart__cu_arena_alloc(CUdevice dev, gpupart_partition *mirr
   arena *A = arena_of(dev, mirror);
   if (A && is_current(A)) s = serve(A, mirror, size, dptr, &a);
   pthread_mutex_unlock(&lock);
-  if (s == CU_SERVED && gpupart__ip_map_put((const void *)(uintptr_t)*dptr, a) != 0)
+  if (s != CU_SERVED) return s;
+  gpupart_allocation *stale = NULL;
+  if (gpupart__ip_map_set((const void *)(uintptr_t)*dptr, a, &stale) != 0)
     return gpupart__cu_arena_free(a), CU_REFUSED; /* no host memory to remember it */
+  gpupart__ip_unaccount(stale); /* the driver freed it unseen (with its context) and gave the address to a block */
   return s;
 }
 
@@ -220,10 +294,11 @@ CUresult gpupart__cu_arena_free(gpupart_allocation *a) {
   if (!A) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = drain(c);
   pthread_mutex_lock(&lock);
-  block_record *rec = record_of(A, (uintptr_t)info.native_block);
+  int same = A->state == 1 && A->partition == info.partition; /* not forgotten by a reset meanwhile */
+  block_record *rec = same ? record_of(A, (uintptr_t)info.native_block) : NULL;
   if (rec && rec->live) rec->live--;
   (void)gpupart_free(a);
-  settle(A, 0);
+  if (same) settle(A, 0);
   pthread_mutex_unlock(&lock);
   return r;
 }
@@ -238,6 +313,17 @@ int gpupart__cu_arena_holds(CUdeviceptr p) {
   return holds;
 }
 
+int gpupart__cu_arena_trim(CUdevice dev) {
+  if (dev < 0 || dev >= MAX_DEVICES) return 0;
+  pthread_mutex_lock(&lock);
+  arena *A = arenas[dev].state == 1 ? &arenas[dev] : NULL;
+  size_t before = A ? A->nblocks : 0;
+  if (A) settle(A, 1);
+  int gave = A && A->nblocks < before;
+  pthread_mutex_unlock(&lock);
+  return gave;
+}
+
 uint64_t gpupart__cu_arena_spare(CUdevice dev) {
   gpupart_stats s;
   uint64_t spare = 0;
@@ -250,9 +336,20 @@ uint64_t gpupart__cu_arena_spare(CUdevice dev) {
   return spare;
 }
 
+CUresult gpupart__cu_arena_reset(CUdevice dev, CUresult (*reset)(CUdevice)) {
+  pthread_mutex_lock(&lock);
+  CUresult r = reset(dev);
+  arena *A = r == CUDA_SUCCESS && dev >= 0 && dev < MAX_DEVICES ? &arenas[dev] : NULL;
+  if (A && A->state == 1) {
+    for (size_t i = 0; i < A->nblocks; i++) gpupart__ip_unaccount(A->blocks[i].mirror);
+    free(A->blocks);
+    *A = (arena){0};
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
 void gpupart__cu_arena_forget(void) {
   pthread_mutex_init(&lock, NULL);
-  ctx = NULL;
-  ctx_failed = 0;
   for (int i = 0; i < MAX_DEVICES; i++) arenas[i] = (arena){0}; /* the parent's blocks: not the child's to free */
 }

@@ -34,9 +34,20 @@ CUresult gpupart__cu_arena_free(gpupart_allocation *a);
  * already, or one inside an allocation): never the driver's to free, as the block is the
  * arena's. */
 int gpupart__cu_arena_holds(CUdeviceptr p);
+/* Gives device dev's arena's empty cached blocks back to the driver and their records
+ * back to the mirror: whether it gave any back (a refusal on the mirror, of the driver's
+ * path, is then tried again). */
+int gpupart__cu_arena_trim(CUdevice dev);
 /* The bytes device dev's arena holds in blocks but not in allocations (what the program
  * can still be served without a new block). */
 uint64_t gpupart__cu_arena_spare(CUdevice dev);
+/* Resets device dev's primary context (reset: the driver's cuDevicePrimaryCtxReset_v2)
+ * under the arena's lock and, where that succeeds, forgets dev's arena: the reset freed
+ * its blocks, so their records are given back to the mirror, and the arena's gpupart
+ * objects are left as they are (closing them would free the blocks' addresses, which the
+ * driver may hand out again); the next served allocation opens a new arena. Called by
+ * the hook with gpupart__cu_busy set. */
+CUresult gpupart__cu_arena_reset(CUdevice dev, CUresult (*reset)(CUdevice));
 /* In a forked child: forgets the parent's arenas without closing them. */
 void gpupart__cu_arena_forget(void);
 

@@ -15,6 +15,10 @@
  *  - the stream-ordered calls (cuMemAllocAsync, cuMemAllocFromPoolAsync and their _ptsz
  *    variants) are accounted at the call and given back at cuMemFreeAsync's call: what
  *    the program holds, not what the pool keeps reserved.
+ *  - in arena mode (GPUPART_PRELOAD_ARENA, cu_arena.h) cuMemAlloc_v2 in a primary context
+ *    is served by the device's arena, both free hooks give its pointers back to it, a
+ *    refusal of the driver's path first trims it, and cuDevicePrimaryCtxReset_v2 (hooked
+ *    for that alone) forgets it.
  * Every hook is thread-safe (the accounting and the map lock inside), and a hook called
  * while this thread is inside gpupart (gpupart__cu_busy) goes straight to the driver. */
 #include <pthread.h>
@@ -65,22 +69,28 @@ static gpupart_partition *device_partition(CUdevice dev) {
   return p;
 }
 
-static gpupart_partition *current_partition(void) {
+/* The current context's device, or -1. */
+static CUdevice current_device(void) {
   device_fn get = REAL(CU_CTX_GET_DEVICE, device_fn);
   CUdevice dev = -1;
-  return get && get(&dev) == CUDA_SUCCESS ? device_partition(dev) : NULL;
+  return get && get(&dev) == CUDA_SUCCESS ? dev : -1;
 }
 
 /* ---- accounting ------------------------------------------------------------------ */
 
 /* Accounts size on the current device: CUDA_SUCCESS with *a (NULL: not accounted), or
- * CUDA_ERROR_OUT_OF_MEMORY when the partition or the budget refuses it. */
+ * CUDA_ERROR_OUT_OF_MEMORY when the partition or the budget refuses it. In arena mode a
+ * refusal first gives the device's arena's empty cached blocks back (the mirror's own OOM
+ * sequence does not reach them) and is tried once more where that gave any back. */
 static CUresult account(uint64_t size, gpupart_allocation **a) {
   *a = NULL;
   if (gpupart__cu_busy) return CUDA_SUCCESS;
   gpupart__cu_busy = 1;
-  gpupart_partition *p = current_partition();
+  CUdevice dev = current_device();
+  gpupart_partition *p = dev < 0 ? NULL : device_partition(dev);
   int refused = p && gpupart__ip_account(p, size, a) != 0;
+  if (refused && gpupart__cu_arena_wanted() && gpupart__cu_arena_trim(dev))
+    refused = gpupart__ip_account(p, size, a) != 0;
   gpupart__cu_busy = 0;
   return refused ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
@@ -225,26 +235,40 @@ GPUPART_CU_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_
 
 /* ---- the free hooks -------------------------------------------------------------- */
 
-GPUPART_CU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  free_fn real = REAL(CU_MEM_FREE, free_fn);
-  if (!real) return CUDA_ERROR_NOT_FOUND;
-  gpupart_allocation *a = take(dptr);
+/* Arena mode: whether the free of p (a its record, NULL: none) is the arena's, with its
+ * answer in *r. A served pointer goes back to its arena once its context's work is done
+ * (so after the work of every stream, which cuMemFreeAsync's order asks for too); a
+ * pointer inside an arena block that is no served one (freed twice, or inside an
+ * allocation) is CUDA_ERROR_INVALID_VALUE without a driver call, which would free the
+ * whole block from under the arena. Every free hook asks, cuMemFreeAsync's included: a
+ * program may free cuMemAlloc memory so. */
+static int arena_freed(gpupart_allocation *a, CUdeviceptr p, CUresult *r) {
+  if (!gpupart__cu_arena_wanted()) return 0;
   if (a && gpupart__cu_arena_owns(a)) {
     gpupart__cu_busy = 1;
-    CUresult r = gpupart__cu_arena_free(a);
+    *r = gpupart__cu_arena_free(a);
     gpupart__cu_busy = 0;
-    return r;
+    return 1;
   }
-  if (!a && dptr && gpupart__cu_arena_wanted() && gpupart__cu_arena_holds(dptr))
-    return CUDA_ERROR_INVALID_VALUE; /* freed twice, or inside an allocation: the block is the arena's */
-  return given_back(real(dptr), dptr, a);
+  if (a || !p || !gpupart__cu_arena_holds(p)) return 0;
+  *r = CUDA_ERROR_INVALID_VALUE;
+  return 1;
+}
+
+GPUPART_CU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  free_fn real = REAL(CU_MEM_FREE, free_fn);
+  CUresult r = CUDA_SUCCESS;
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  gpupart_allocation *a = take(dptr);
+  return arena_freed(a, dptr, &r) ? r : given_back(real(dptr), dptr, a);
 }
 
 static CUresult free_async(gpupart__cu_entry e, CUdeviceptr dptr, CUstream stream) {
   free_async_fn real = REAL(e, free_async_fn);
+  CUresult r = CUDA_SUCCESS;
   if (!real) return CUDA_ERROR_NOT_FOUND;
   gpupart_allocation *a = take(dptr);
-  return given_back(real(dptr, stream), dptr, a);
+  return arena_freed(a, dptr, &r) ? r : given_back(real(dptr, stream), dptr, a);
 }
 
 GPUPART_CU_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
@@ -297,6 +321,24 @@ GPUPART_CU_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   gpupart_partition *p = device_partition(dev);
   uint64_t limit = p ? gpupart__ip_limit(p) : 0;
   if (limit) *bytes = (size_t)limit;
+  gpupart__cu_busy = 0;
+  return r;
+}
+
+/* ---- the primary context's reset ------------------------------------------------ */
+
+typedef CUresult (*reset_fn)(CUdevice);
+
+/* cuDevicePrimaryCtxReset_v2 (cudaDeviceReset calls it) frees every allocation of the
+ * device's primary context, the arena's blocks among them: in arena mode the arena
+ * forgets them with the reset (cu_arena.h), so that it neither serves memory the driver
+ * took back nor keeps it accounted. */
+GPUPART_CU_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  reset_fn real = REAL(CU_PRIMARY_CTX_RESET, reset_fn);
+  if (!real) return CUDA_ERROR_NOT_FOUND;
+  if (gpupart__cu_busy || !gpupart__cu_arena_wanted()) return real(dev);
+  gpupart__cu_busy = 1;
+  CUresult r = gpupart__cu_arena_reset(dev, real);
   gpupart__cu_busy = 0;
   return r;
 }

@@ -47,6 +47,7 @@ static const struct {
     [CU_DEVICE_TOTAL_MEM] = {"cuDeviceTotalMem_v2", "cuDeviceTotalMem", 3020, -1},
     [CU_GET_PROC] = {"cuGetProcAddress", "cuGetProcAddress", 11030, -1},
     [CU_GET_PROC_V2] = {"cuGetProcAddress_v2", "cuGetProcAddress", 12000, -1},
+    [CU_PRIMARY_CTX_RESET] = {"cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset", 11000, -1},
     [CU_CTX_GET_DEVICE] = {"cuCtxGetDevice", NULL, 0, -1},
     [CU_DEVICE_GET_UUID_V2] = {"cuDeviceGetUuid_v2", NULL, 0, -1},
     [CU_DEVICE_GET_UUID] = {"cuDeviceGetUuid", NULL, 0, -1},
@@ -71,6 +72,7 @@ static const gpupart__cu_fn hooks[CU_HOOKED] = {
     [CU_DEVICE_TOTAL_MEM] = (gpupart__cu_fn)cuDeviceTotalMem_v2,
     [CU_GET_PROC] = (gpupart__cu_fn)cuGetProcAddress,
     [CU_GET_PROC_V2] = (gpupart__cu_fn)cuGetProcAddress_v2,
+    [CU_PRIMARY_CTX_RESET] = (gpupart__cu_fn)cuDevicePrimaryCtxReset_v2,
 };
 
 static _Atomic(gpupart__cu_fn) reals[CU_ENTRIES];

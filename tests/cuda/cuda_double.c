@@ -252,6 +252,19 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 }
 #endif
 
+#ifndef CUDA_DOUBLE_OLD
+/* Frees the primary context's memory and keeps its reference count (the context stays
+ * retained and usable, as the driver's reset leaves it to be made again on next use). */
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  CUresult r = check_device(dev);
+  if (r) return r;
+  pthread_mutex_lock(&lock);
+  release_memory_of(&primaries[dev]);
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+#endif
+
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
   CUresult r = check_device(dev);
   if (r == CUDA_SUCCESS && (!flags || !active)) r = CUDA_ERROR_INVALID_VALUE;
@@ -554,6 +567,7 @@ static const struct {
     SYM("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain)
     SYM("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease)
     SYM("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2)
+    SYM("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2)
     SYM("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState)
     SYM("cuCtxCreate", 3020, cuCtxCreate_v2) SYM("cuCtxDestroy", 4000, cuCtxDestroy_v2)
     SYM("cuCtxPushCurrent", 2000, cuCtxPushCurrent) SYM("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2)

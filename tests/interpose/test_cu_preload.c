@@ -435,3 +435,174 @@ Test(cu_preload, arena_mode_bad_calls_get_the_drivers_answers_and_never_free_a_b
   int code = 0, n = blocks(under, "after destroy", &code);
   cr_assert(n >= 60 && n <= 64 && code == 2, "created contexts take the driver's path: %s", under);
 }
+
+/* ---- arena mode, call by call (tests/interpose/cu_seq.c) ---------------------------- */
+
+static const char *seq(void) { return ip_test_path("GPUPART_TEST_CU_SEQ"); }
+
+/* The nth (from 1) line of out that starts with prefix, or "" where there is none. */
+static const char *nth_line(const char *out, const char *prefix, int nth) {
+  size_t len = strlen(prefix);
+  for (const char *at = out; at && *at; at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL)
+    if (strncmp(at, prefix, len) == 0 && --nth == 0) return at;
+  return "";
+}
+
+/* The growth rule gives both empty 2 MiB blocks back inside the 3 MiB request, and the
+ * double's mmap puts the new 4 MiB block at the lower one's address: the arena recorded it
+ * at the old block's 2 MiB, so the mirror counted 2 MiB less than the process held and
+ * managed memory (the driver's path, accounted on the mirror) went 2 MiB past the limit. */
+Test(cu_preload, arena_mode_a_new_block_at_a_released_blocks_address_is_accounted_at_its_own_size) {
+  char out[16384], ops[2048];
+  int n = snprintf(ops, sizeof ops, "a:1048576 a:1572864 f:0 f:1 a:3145728 i");
+  for (int i = 0; i < 64; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, " m:1048576");
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s %s d", preload(), seq(),
+              ops);
+  cr_assert(strstr(out, "a 2 code 0 at 1\n"), "the precondition: the new block has the released one's address: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 61 * MIB, "the limit less the 3 MiB held: %s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "live"), 64 * MIB, "the driver holds no more than the limit: %s",
+               out);
+}
+
+/* cuMemFreeAsync of a served pointer went to the driver, which freed the whole block (the
+ * pointer is its base): the arena then served memory the driver no longer had. */
+Test(cu_preload, arena_mode_free_async_of_a_served_pointer_goes_back_to_the_arena) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s a:1048576 F:0 F:0 d "
+              "a:1048576 w:1 i", preload(), seq());
+  cr_assert(strstr(out, "F 0 code 0\nF 0 code 1\n"), "freed, then CUDA_ERROR_INVALID_VALUE: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "driver", 1), "frees"), 0, "the block is the arena's: %s", out);
+  cr_assert(strstr(out, "w 1 code 0\n"), "the next allocation is memory the driver holds: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 63 * MIB, "%s", out);
+}
+
+/* A created context destroyed with an allocation in it (the driver frees it; the library
+ * does not see it), then an arena block at that address: the served pointer replaces the
+ * old record, which is given back (it was left accounted for good). */
+Test(cu_preload, arena_mode_a_served_pointer_gives_back_the_record_the_driver_freed_unseen) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s c a:2097152 x P:0 "
+              "a:1048576 f:1 i", preload(), seq());
+  cr_assert(strstr(out, "a 1 code 0 at 0\n"), "the precondition: the block has the freed allocation's address: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 64 * MIB, "nothing is held: %s", out);
+}
+
+/* 512 MiB served (growth blocks up to 32 MiB by then), managed memory up to the limit,
+ * 20 MiB of it freed: 30 MiB are left, 10 in the arena's blocks and 20 in holes of the
+ * mirror's (the largest 14 MiB). The arena sized its next block by its own partition
+ * alone, took a 20 MiB block from the driver (past the limit there) and had it refused by
+ * the mirror, again at each call: 10 allocations of the 30. */
+Test(cu_preload, arena_mode_a_new_block_is_sized_to_what_the_limit_leaves) {
+  char out[65536], ops[16384];
+  int n = 0;
+  for (int i = 0; i < 512; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "a:1048576 ");
+  for (int i = 0; i < 251; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "m:2097152 ");
+  for (int i = 600; i < 610; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "f:%d ", i);
+  n += snprintf(ops + n, sizeof ops - (size_t)n, "i d");
+  for (int i = 0; i < 40; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, " a:1048576");
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=1GiB %s %s d", preload(), seq(), ops);
+  cr_assert(strstr(out, "m 762 code 0\nf 600 code 0\n"), "the precondition: 251 managed allocations");
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 30 * MIB, "%.80s", nth_line(out, "info", 1));
+  cr_assert(strstr(out, "a 792 code 0\na 793 code 2\n"), "30 served, then refused: %.200s", nth_line(out, "a 770 ", 1));
+  const char *before = nth_line(out, "driver", 1), *after = nth_line(out, "driver", 2);
+  cr_assert_eq(ip_test_field(after, "frees"), ip_test_field(before, "frees"), "no block taken to be refused: %.80s",
+               after);
+  cr_assert_leq(ip_test_field(after, "peak"), 1024 * MIB, "never past the limit in the driver: %.80s", after);
+}
+
+/* cuDevicePrimaryCtxReset (cudaDeviceReset) frees the arena's blocks: the arena went on
+ * serving memory in them (the driver no longer had it) and the mirror kept them. */
+Test(cu_preload, arena_mode_a_primary_context_reset_leaves_no_block_behind) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s a:1048576 a:1048576 R i "
+              "a:1048576 w:2 i f:2 i", preload(), seq());
+  cr_assert(strstr(out, "R code 0\n"), "%s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 64 * MIB, "the reset freed everything: %s", out);
+  cr_assert(strstr(out, "w 2 code 0\n"), "the next allocation is memory the driver holds: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 2), "free"), 63 * MIB, "%s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 3), "free"), 64 * MIB, "%s", out);
+}
+
+/* The arena's empty cached blocks held the whole limit on the mirror: cuMemGetInfo said
+ * 16 MiB free, and a managed allocation (the driver's path) or one in a created context
+ * was refused, as the mirror's OOM sequence does not reach the arena's blocks. */
+Test(cu_preload, arena_mode_cached_blocks_give_way_to_the_drivers_path) {
+  char out[8192], ops[2048];
+  int n = 0;
+  for (int i = 0; i < 16; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "a:1048576 ");
+  for (int i = 0; i < 16; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "f:%d ", i);
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=16MiB %s %s i m:1048576 c a:1048576 d",
+              preload(), seq(), ops);
+  cr_assert(strstr(out, "a 15 code 0\n"), "the precondition: 16 MiB served: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 16 * MIB, "%s", out);
+  cr_assert(strstr(out, "m 16 code 0\n"), "managed memory gets the cached bytes: %s", out);
+  cr_assert(strstr(out, "c code 0\na 17 code 0\n"), "so does a created context: %s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "peak"), 16 * MIB, "%s", out);
+}
+
+/* Four threads at once, sizes from 1 byte to 4 MiB under a 16 MiB limit (refusals, growth
+ * blocks, the growth rule giving cached blocks back): when all is freed the mirror holds
+ * exactly the arena's blocks (cuMemGetInfo's free is the limit), and the driver never
+ * held more than the limit. */
+Test(cu_preload, arena_mode_threads_at_once_leave_the_records_equal_to_the_blocks) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=16MiB %s t:3000 d i", preload(),
+              seq());
+  cr_assert(strstr(out, "t code 0\n"), "no call failed but refusals: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 16 * MIB, "%s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "peak"), 16 * MIB, "%s", out);
+}
+
+/* Two devices: each has its arena and its mirror (one limit each), and a pointer freed
+ * while the other device's context is current goes back to its own arena. */
+Test(cu_preload, arena_mode_each_device_has_its_own_arena) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_TEST_CUDA_DEVICES=2 GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB "
+              "%s a:1048576 a:1048576 P:1 a:3145728 i f:0 d P:0 i f:1 f:2 i", preload(), seq());
+  cr_assert(strstr(out, "P 1 code 0\na 2 code 0\n"), "%s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 61 * MIB, "device 1's limit less its 3 MiB: %s", out);
+  cr_assert(strstr(out, "f 0 code 0\n"), "freed with the other device current: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "driver", 1), "allocs"), 2, "one block on each device: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 2), "free"), 63 * MIB, "device 0's limit less its 1 MiB: %s", out);
+  cr_assert(strstr(out, "f 1 code 0\nf 2 code 0\n"), "%s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 3), "free"), 64 * MIB, "%s", out);
+}
+
+/* Managed memory holds the whole limit: the arena (holding nothing) still took a 2 MiB
+ * block from the driver for each refused call (past the limit there) and gave it back. */
+Test(cu_preload, arena_mode_a_full_limit_refuses_without_a_driver_call) {
+  char out[4096], ops[1024];
+  int n = 0;
+  for (int i = 0; i < 16; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "m:1048576 ");
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=16MiB %s %s a:1048576 a:1048576 d",
+              preload(), seq(), ops);
+  cr_assert(strstr(out, "m 15 code 0\na 16 code 2\na 17 code 2\n"), "the limit held by managed memory: %s", out);
+  cr_assert_eq(ip_test_field(nth_line(out, "driver", 1), "allocs"), 16, "only the managed ones: %s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "peak"), 16 * MIB, "%s", out);
+}
+
+/* Two processes in arena mode in one shared partition: the second is served what the
+ * first one's blocks leave, in blocks that fit it, and `gpupart top --json` shows each
+ * member holding its blocks (the first's 30 MiB of allocations in 30 MiB of blocks). */
+Test(cu_preload, arena_mode_two_processes_share_a_partition_and_top_shows_their_blocks) {
+  const char *gpupart = getenv("GPUPART_TEST_GPUPART");
+  if (!gpupart) cr_skip_test("the gpupart command is not built (-Dtools=disabled)");
+  char dir[] = "/tmp/gpupart-cu-arena2-XXXXXX", env[8192], out[65536], member[128];
+  cr_assert(mkdtemp(dir));
+  snprintf(env, sizeof env, "%s GPUPART_PRELOAD_ARENA=1 GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
+           "GPUPART_PARTITIONS=job:48MiB", preload(), dir);
+  ip_test_child holder;
+  ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
+  ip_test_wait_for(&holder, "holding");
+  cr_assert(strstr(holder.text, "allocated 30 code 0\n"), "%s", holder.text);
+  ip_test_run(out, sizeof out, "env %s %s i a:4194304 a:4194304 a:4194304 a:4194304 a:2097152 a:1048576 d", env, seq());
+  cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 18 * MIB, "what the first one's blocks leave: %s", out);
+  cr_assert(strstr(out, "a 3 code 0\na 4 code 0\na 5 code 2\n"), "18 MiB served, then refused: %s", out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "live"), 18 * MIB, "%s", out);
+  unsigned long pid = (unsigned long)ip_test_field(holder.text, "holding pid");
+  snprintf(member, sizeof member, "\"pid\": %lu, \"reserved\": %llu", pid, 30 * MIB);
+  ip_test_run(out, sizeof out, "%s top --json --ledger-dir %s", gpupart, dir);
+  cr_assert(strstr(out, member), "the first one holds its 30 MiB of blocks (%s): %s", member, out);
+  ip_test_finish(&holder);
+  ip_test_cleanup_dir(dir);
+}
