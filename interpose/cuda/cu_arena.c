@@ -62,14 +62,31 @@ typedef CUresult (*current_fn)(CUcontext *);
 typedef CUresult (*push_fn)(CUcontext);
 typedef CUresult (*sync_fn)(void);
 
+static int is_word(const char *v, const char *const words[4]) {
+  for (int i = 0; i < 4; i++)
+    if (!strcasecmp(v, words[i])) return 1;
+  return 0;
+}
+
+/* GPUPART_PRELOAD_ARENA: 1 on, 0 off (unset or empty too), -1 any other value, which is
+ * off and said once on stderr, so that a misspelt value does not pass for a choice. */
+static int arena_setting(const char *v) {
+  static const char *const on[4] = {"1", "true", "yes", "on"}, *const off[4] = {"0", "false", "no", "off"};
+  if (!v || !*v || is_word(v, off)) return 0;
+  return is_word(v, on) ? 1 : -1;
+}
+
 int gpupart__cu_arena_wanted(void) {
   static atomic_int wanted = -1;
-  int w = atomic_load_explicit(&wanted, memory_order_relaxed);
-  if (w < 0) {
-    const char *v = getenv("GPUPART_PRELOAD_ARENA");
-    w = v && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"));
-    atomic_store_explicit(&wanted, w, memory_order_relaxed);
-  }
+  int w = atomic_load_explicit(&wanted, memory_order_relaxed), expected = -1;
+  if (w >= 0) return w;
+  const char *v = getenv("GPUPART_PRELOAD_ARENA");
+  int setting = arena_setting(v);
+  w = setting > 0;
+  if (!atomic_compare_exchange_strong(&wanted, &expected, w)) return expected;
+  if (setting < 0)
+    fprintf(stderr, "gpupart preload: GPUPART_PRELOAD_ARENA='%.64s' is none of 1, true, yes, on, 0, false, no, off; "
+            "arena mode is off\n", v);
   return w;
 }
 

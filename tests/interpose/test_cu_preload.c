@@ -606,3 +606,15 @@ Test(cu_preload, arena_mode_two_processes_share_a_partition_and_top_shows_their_
   ip_test_finish(&holder);
   ip_test_cleanup_dir(dir);
 }
+
+Test(cu_preload, arena_mode_a_value_that_is_no_choice_is_off_and_said_once) {
+  char out[8192];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=maybe %s link plain 1 20 threads 2>&1", preload(), fill());
+  const char *said = strstr(out, "GPUPART_PRELOAD_ARENA='maybe' is none of");
+  cr_assert(said && !strstr(said + 1, "GPUPART_PRELOAD_ARENA='maybe'"), "said once: %s", out);
+  cr_assert(blocks(out, "allocated", &code) == 20 && code == 0, "%s", out);
+  cr_assert_eq((int)ip_test_field(out, "driver allocs"), 20 + 4 * 20, "one driver call each, arena mode off: %s", out);
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=off %s link plain 1 20 2>&1", preload(), fill());
+  cr_assert(!strstr(out, "GPUPART_PRELOAD_ARENA"), "off is a choice: %s", out);
+}
