@@ -44,6 +44,20 @@ gpupart_result gpupart_partition_get_stats_sized(const gpupart_partition *p, gpu
   return gpupart__copy_out(out, out_size, &s, sizeof s, GPUPART__STATS_SIZE_0_2, "partition_get_stats: gpupart_stats");
 }
 
+gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t *out) {
+  if (!p || !out) return gpupart__fail(GPUPART_EINVAL, "partition_available: p or out is NULL");
+  gpupart_partition *m = (gpupart_partition *)p;
+  gpupart__ledger *l = p->dev->ledger;
+  gpupart__refusal bound;
+  gpupart__lock_acquire(&m->lock); /* the ledger's lock is taken inside, innermost */
+  uint64_t spare = p->arena.reserved > p->c.in_use ? p->arena.reserved - p->c.in_use : 0;
+  uint64_t grant = l->ops->grantable(l, p->account, &bound) & ~(p->dev->granularity - 1);
+  gpupart__lock_release(&m->lock);
+  gpupart__ledger_report(l); /* dead members the grant reaped, no lock held */
+  *out = spare + grant < spare ? UINT64_MAX : spare + grant;
+  return GPUPART_OK;
+}
+
 void gpupart_partition_reset_peak(gpupart_partition *p) {
   if (!p) return;
   gpupart__lock_acquire(&p->lock);

@@ -501,6 +501,17 @@ GPUPART_API gpupart_result gpupart_partition_get_stats_sized(const gpupart_parti
                                                              size_t out_size);
 #define gpupart_partition_get_stats(p, out) gpupart_partition_get_stats_sized((p), (out), sizeof(gpupart_stats))
 GPUPART_API gpupart_result(gpupart_partition_get_stats)(const gpupart_partition *p, gpupart_stats *out);
+
+/* --- 0.2 --- */
+/* What p could still allocate now, in bytes, into *out: the free bytes of its own blocks
+ * (reserved less in use, fragmentation not counted) plus what the ledger would grant it in
+ * new blocks, rounded down to the granularity: its limit less what every member of the
+ * partition holds, within the device budget less what every partition (of every process,
+ * with a shared ledger) holds and less the unused guarantees of the others. The figure a
+ * cudaMemGetInfo-like "free" of the partition is; a snapshot, which other threads and
+ * processes may take first, and the driver may still refuse (it is not asked).
+ * EINVAL for NULL p or out. */
+GPUPART_API gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t *out);
 /* Device figures: limit = budget, guarantee = sum of guarantees, current figures and
  * counts summed over partitions (including destroyed ones' counts), peaks the device's
  * own peaks, largest_free the largest of any partition's. limit, guarantee and

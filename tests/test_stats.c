@@ -251,3 +251,50 @@ Test(stats, device_check_finds_each_broken_invariant) {
   test_check(env.dev);
   gpupart_free(a);
 }
+
+/* ---- gpupart_partition_available ------------------------------------------------ */
+
+static uint64_t available(const gpupart_partition *p) {
+  uint64_t bytes = 0;
+  cr_assert_eq(gpupart_partition_available(p, &bytes), GPUPART_OK, "%s", gpupart_last_error());
+  return bytes;
+}
+
+Test(stats, available_is_a_new_partitions_limit_and_all_of_it_can_be_allocated) {
+  gpupart_partition *p = test_partition(env.dev, "a", 64 * MiB, 0);
+  cr_assert_eq(available(p), 64 * MiB);
+  gpupart_allocation *a = alloc_ok(p, 64 * MiB);
+  cr_assert_eq(available(p), 0);
+  gpupart_allocation *b = NULL;
+  cr_assert_eq(gpupart_alloc(p, 1, 0, &b), GPUPART_ELIMIT);
+  gpupart_free(a);
+  cr_assert_eq(available(p), 64 * MiB, "the emptied block is free bytes of the partition's own");
+}
+
+Test(stats, available_counts_the_free_bytes_of_its_blocks_and_what_the_ledger_grants) {
+  gpupart_partition *p = test_partition(env.dev, "a", 64 * MiB, 0);
+  alloc_ok(p, 1000); /* a 2 MiB block */
+  cr_assert_eq(available(p), 64 * MiB - 1000);
+  alloc_ok(p, 3 * MiB); /* a block of its own: 4 MiB */
+  cr_assert_eq(available(p), 64 * MiB - 1000 - 3 * MiB);
+}
+
+Test(stats, available_leaves_out_the_unused_guarantees_of_other_partitions) {
+  gpupart_partition *a = test_partition(env.dev, "a", 1 * GiB, 0);
+  gpupart_partition *b = test_partition(env.dev, "b", 512 * MiB, 256 * MiB);
+  cr_assert_eq(available(a), 768 * MiB, "b's 256 MiB floor is not a's to take");
+  cr_assert_eq(available(b), 512 * MiB);
+  alloc_ok(b, 100 * MiB);
+  cr_assert_eq(available(a), 768 * MiB, "what b holds is inside its floor");
+  alloc_ok(b, 200 * MiB);
+  cr_assert_eq(available(a), 1 * GiB - test_stats(b).reserved, "past its floor, b's blocks are what a loses");
+}
+
+Test(stats, available_refuses_null_arguments) {
+  gpupart_partition *p = test_partition(env.dev, "a", 64 * MiB, 0);
+  uint64_t bytes = 7;
+  cr_assert_eq(gpupart_partition_available(NULL, &bytes), GPUPART_EINVAL);
+  cr_assert_eq(bytes, 7);
+  cr_assert(strstr(gpupart_last_error(), "partition_available"));
+  cr_assert_eq(gpupart_partition_available(p, NULL), GPUPART_EINVAL);
+}

@@ -204,6 +204,7 @@ _PROTOTYPES = {
     "gpupart_free": (c_int, [c_void_p]),
     "gpupart_allocation_get_info_sized": (c_int, [c_void_p, P(AllocationInfoC), c_size_t]),
     "gpupart_partition_get_stats_sized": (c_int, [c_void_p, P(StatsC), c_size_t]),
+    "gpupart_partition_available": (c_int, [c_void_p, P(c_u64)]),
     "gpupart_device_get_stats_sized": (c_int, [c_void_p, P(StatsC), c_size_t]),
     "gpupart_partition_reset_peak": (None, [c_void_p]),
     "gpupart_device_check": (c_int, [c_void_p]),

@@ -385,6 +385,13 @@ class Partition(_Handle):
         check(_lib.lib().gpupart_partition_get_stats_sized(self.handle, ctypes.byref(c), ctypes.sizeof(c)))
         return Stats._from(c)
 
+    @property
+    def available(self) -> int:
+        """gpupart_partition_available: the bytes it could still allocate now."""
+        out = _lib.c_u64()
+        check(_lib.lib().gpupart_partition_available(self.handle, ctypes.byref(out)))
+        return out.value
+
     def alloc(self, size: int, alignment: int = 0, *, flags: int = 0, tag: int = 0) -> "Allocation":
         """gpupart_alloc_ex: LimitError or DeviceMemoryError when the memory is not there."""
         desc = _lib.AllocDesc(size=size, alignment=alignment, flags=flags, tag=tag)

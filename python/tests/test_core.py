@@ -62,6 +62,17 @@ def test_alloc_and_free_update_partition_stats(sim):
     assert (s.in_use, s.live_allocations, s.total_frees, s.peak_in_use) == (0, 0, 1, 3 * MiB)
 
 
+def test_available_is_what_the_partition_can_still_allocate(sim):
+    p = sim.partition("avail", limit=64 * MiB)
+    assert p.available == 64 * MiB
+    a = p.alloc(3 * MiB)
+    assert p.available == 64 * MiB - 3 * MiB
+    with pytest.raises(gpupart.LimitError):
+        p.alloc(p.available + 1)
+    a.free()
+    assert p.available == 64 * MiB
+
+
 def test_allocation_info_points_into_host_backed_memory(sim):
     p = sim.partition(limit=16 * MiB)
     with p.alloc(4096, 4096) as a:
