@@ -184,47 +184,6 @@ uint64_t gpupart__ip_in_use(gpupart_partition *p) {
   return gpupart_partition_get_stats(p, &s) ? 0 : s.in_use;
 }
 
-/* The number after key in text, or 0 where there is none. */
-static uint64_t json_u64(const char *text, const char *key) {
-  const char *at = text ? strstr(text, key) : NULL;
-  return at ? strtoull(at + strlen(key), NULL, 10) : 0;
-}
-
-static uint64_t less(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
-
-/* The partition entry of a device dump that starts with name: written as the dump writes
- * names (quotes and backslashes escaped, control bytes as \u00XX, other bytes as they are),
- * so a name that is not valid UTF-8 (which the dump changes) is found in none; NULL also
- * for a name too long to spell here. */
-static const char *partition_entry(const char *json, const char *name) {
-  char needle[2048];
-  size_t n = (size_t)snprintf(needle, sizeof needle, "\n    {\"name\": \"");
-  for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
-    if (n + 16 > sizeof needle) return NULL;
-    if (*c == '"' || *c == '\\') n += (size_t)snprintf(needle + n, sizeof needle - n, "\\%c", *c);
-    else if (*c < 0x20 || *c == 0x7f) n += (size_t)snprintf(needle + n, sizeof needle - n, "\\u%04x", *c);
-    else needle[n++] = (char)*c;
-  }
-  snprintf(needle + n, sizeof needle - n, "\",");
-  return json ? strstr(json, needle) : NULL;
-}
-
-/* What the shared ledger says every member holds comes only through the device's dump
- * (its figures "reserved" are the ledger's: the partition's across its members, the
- * device's across every process); own_reserved is this process's part of the partition.
- * The budget's others are everything reserved but this partition's own blocks (the
- * configuration's other partitions included). Names are escaped in the text, so no key
- * is matched in one. The guarantees of other partitions are not subtracted. */
-static uint64_t available_in(const char *json, const char *name) {
-  const char *part = partition_entry(json, name);
-  if (!part) return UINT64_MAX;
-  uint64_t budget = json_u64(json, ", \"budget\": "), dev_reserved = json_u64(json, ", \"reserved\": ");
-  uint64_t limit = json_u64(part, ", \"limit\": "), reserved = json_u64(part, ", \"reserved\": ");
-  uint64_t own = json_u64(part, ", \"own_reserved\": "), in_use = json_u64(part, ", \"in_use\": ");
-  uint64_t by_limit = less(limit, less(reserved, own)), by_budget = less(budget, less(dev_reserved, own));
-  return less(by_limit < by_budget ? by_limit : by_budget, in_use);
-}
-
 /* The mirror device whose partition p is, or NULL. */
 static gpupart_device *device_of(const gpupart_partition *p) {
   gpupart_device *dev = NULL;
@@ -235,16 +194,21 @@ static gpupart_device *device_of(const gpupart_partition *p) {
   return dev;
 }
 
+static uint64_t less(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+/* The number after key in a device dump, or 0 where there is none (the granularity the
+ * device rounds limits to is said only there). */
+static uint64_t json_u64(const char *text, const char *key) {
+  const char *at = text ? strstr(text, key) : NULL;
+  return at ? strtoull(at + strlen(key), NULL, 10) : 0;
+}
+
+/* gpupart_partition_available: with a shared ledger it reads every member's blocks and
+ * every process's use of the budget (the other partitions' unused guarantees left out);
+ * this process's own bytes count as requested, not as the blocks that hold them. */
 uint64_t gpupart__ip_available(gpupart_partition *p) {
-  gpupart_device *dev = device_of(p);
-  char *json = NULL;
-  uint64_t left = less(gpupart__ip_limit(p), gpupart__ip_in_use(p));
-  if (dev && gpupart_device_dump(dev, 0, &json, NULL) == GPUPART_OK) {
-    uint64_t shared = available_in(json, gpupart_partition_name(p));
-    if (shared < left) left = shared;
-  }
-  gpupart_dump_free(json);
-  return left;
+  uint64_t bytes = 0;
+  return gpupart_partition_available(p, &bytes) == GPUPART_OK ? bytes : 0;
 }
 
 /* Whether a limit holds the partition below the device: its limit is at least one

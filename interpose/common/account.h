@@ -36,11 +36,11 @@ gpupart_partition *gpupart__ip_partition(uint32_t key, uint64_t total);
 uint64_t gpupart__ip_limit(gpupart_partition *p);
 /* The bytes the partition's live allocations hold (what this process uses). */
 uint64_t gpupart__ip_in_use(gpupart_partition *p);
-/* The bytes this process could still allocate on the partition: its limit less what
- * every member of the partition holds and the device budget less what every process
- * holds of the device (with a shared ledger; without one, the limit less this process's
- * bytes), less this process's own bytes counted as requested, not as the blocks that
- * hold them. */
+/* The bytes this process could still allocate on the partition now
+ * (gpupart_partition_available): the free bytes of its blocks plus what the ledger grants,
+ * that is its limit less what every member of the partition holds, within the device
+ * budget less what every process holds and less the other partitions' unused guarantees;
+ * this process's own bytes count as requested, not as the blocks that hold them. */
 uint64_t gpupart__ip_available(gpupart_partition *p);
 /* Accounts size bytes: 0 with *out set (NULL when gpupart cannot account the size at
  * all, more than the device holds, and no limit holds the partition below the device:

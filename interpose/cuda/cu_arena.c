@@ -207,7 +207,7 @@ static uint64_t mirror_room(gpupart_partition *mirror) {
  * Where the mirror has room for no block of size, the empty cached blocks are given back
  * first (their bytes become room), and -1 where that is still too little: refused with
  * no driver call. A shrink gives the empty cached blocks back too (settled after). Only
- * here, as the mirror's shared figures come through its dump. */
+ * here, as the mirror's shared figures take the ledger's lock to read. */
 static int fit_limit(arena *A, gpupart_partition *mirror, size_t size) {
   if (A->largest_free >= size) return 0; /* at most what is free now */
   gpupart_stats s = stats_of(A);

@@ -285,7 +285,8 @@ typedef CUresult (*info_fn)(size_t *, size_t *);
 
 /* free = what this process could still allocate (the limit less the bytes its own
  * allocations hold and, with a shared ledger, less what the partition's other members
- * hold, and no more than the device budget less what every process holds), never more
+ * hold, and no more than the device budget less what every process holds and less the
+ * other partitions' unused guarantees: gpupart_partition_available), never more
  * than the driver's free; total = the limit. This process's bytes are as requested
  * (in_use), not the partition's blocks (reserved, which the growth rounding makes
  * larger), so that without a limit the program sees the driver's own figures. */

@@ -50,3 +50,17 @@ Test(ip_account, a_partition_follows_what_is_accounted_on_it) {
   gpupart__ip_unaccount(x);
   cr_expect_eq(gpupart__ip_in_use(p), 0);
 }
+
+/* What a layer or the preload reports as free (cuMemGetInfo, heapBudget) is what gpupart
+ * would grant: another configured partition's floor is not the program's to take. */
+Test(ip_account, available_leaves_out_the_unused_guarantee_of_another_partition) {
+  setenv("GPUPART_PARTITIONS", "other:256MiB:256MiB", 1);
+  gpupart_partition *p = gpupart__ip_partition(0, 1 * GIB); /* GPUPART_PARTITIONS names device 0's */
+  gpupart_allocation *x = NULL;
+  cr_assert_not_null(p);
+  cr_expect_eq(gpupart__ip_available(p), 768ull << 20, "1 GiB less other's 256 MiB floor");
+  cr_assert_eq(gpupart__ip_account(p, 100ull << 20, &x), 0);
+  cr_expect_eq(gpupart__ip_available(p), 668ull << 20);
+  gpupart__ip_unaccount(x);
+  cr_expect_eq(gpupart__ip_available(p), 768ull << 20);
+}
