@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ab_bench.h"
+
 #define FIGURES 6
 
 static const char *const names[FIGURES] = {
@@ -124,47 +126,25 @@ static int child(long calls) {
   double ns[FIGURES];
   if (setup(&b)) return fprintf(stderr, "cl_bench: no OpenCL device, or the kernel did not build\n"), 1;
   if (measure(&b, calls, ns)) return fprintf(stderr, "cl_bench: a call failed\n"), 1;
-  printf("%d", layer_mapped());
-  for (int f = 0; f < FIGURES; f++) printf(" %.1f", ns[f]);
-  printf("\n");
+  ab_child_print(layer_mapped(), ns, FIGURES);
   teardown(&b);
   return 0;
 }
 
-/* One child's figures, with OPENCL_LAYERS=layer or without any layer; -1 on failure. */
-static int run(const char *self, const char *layer, long calls, double ns[FIGURES]) {
-  char cmd[4096];
-  int with = -1, ok = 1;
-  if (layer) snprintf(cmd, sizeof cmd, "env OPENCL_LAYERS='%s' '%s' --child %ld", layer, self, calls);
-  else snprintf(cmd, sizeof cmd, "env -u OPENCL_LAYERS '%s' --child %ld", self, calls);
-  FILE *f = popen(cmd, "r");
-  if (!f || fscanf(f, "%d", &with) != 1) ok = 0;
-  for (int i = 0; ok && i < FIGURES; i++) ok = fscanf(f, "%lf", &ns[i]) == 1;
-  if (f && pclose(f) != 0) ok = 0;
-  if (ok && with != (layer != NULL))
-    return fprintf(stderr, "cl_bench: the layer is %s the child\n", with ? "in" : "not in"), -1;
-  return ok ? 0 : -1;
+/* A child with OPENCL_LAYERS=layer, or without any layer. */
+static void command(char *cmd, size_t n, const char *self, const char *layer, int with, long calls) {
+  if (with) snprintf(cmd, n, "env OPENCL_LAYERS='%s' '%s' --child %ld", layer, self, calls);
+  else snprintf(cmd, n, "env -u OPENCL_LAYERS '%s' --child %ld", self, calls);
 }
 
 int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "--child") == 0) return child(atol(argv[2]));
   if (argc < 2) return fprintf(stderr, "usage: cl_bench LAYER [CALLS] [ROUNDS]\n"), 2;
   long calls = argc > 2 ? atol(argv[2]) : 1000000, rounds = argc > 3 ? atol(argv[3]) : 5;
-  double best[2][FIGURES], ns[FIGURES];
-  char self[2048];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fprintf(stderr, "cl_bench: /proc/self/exe unreadable\n"), 1;
-  self[n] = '\0';
-  for (long r = 0; r < rounds; r++)
-    for (int with = 0; with < 2; with++) {
-      if (run(self, with ? argv[1] : NULL, calls, ns)) return fprintf(stderr, "cl_bench: a child failed\n"), 1;
-      for (int f = 0; f < FIGURES; f++)
-        if (r == 0 || ns[f] < best[with][f]) best[with][f] = ns[f];
-    }
-  printf("best of %ld rounds, %ld calls (enqueues %ld, pairs %ld) per child:\n", rounds, calls,
-         calls / 100 > 0 ? calls / 100 : 1, calls / 10 > 0 ? calls / 10 : 1);
-  for (int f = 0; f < FIGURES; f++)
-    printf("%s: without %.1f ns, with the layer %.1f ns, ratio %.2f\n", names[f], best[0][f], best[1][f],
-           best[1][f] / best[0][f]);
-  return 0;
+  char header[256];
+  if (rounds < 1) rounds = 1;
+  snprintf(header, sizeof header, "best of %ld rounds, %ld calls (enqueues %ld, pairs %ld) per child:\n", rounds,
+           calls, calls / 100 > 0 ? calls / 100 : 1, calls / 10 > 0 ? calls / 10 : 1);
+  ab_bench b = {"cl_bench", FIGURES, names, command};
+  return ab_run(&b, argv[1], calls, rounds, header);
 }

@@ -28,6 +28,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "ab_bench.h"
 #include <vulkan/vulkan.h>
 
 #define FIGURES 6
@@ -198,48 +200,26 @@ static int child(long calls) {
   if (open_device(&b) || make_buffer(&b) || make_pipeline(&b))
     return fprintf(stderr, "vk_bench: no Vulkan device, or its setup failed\n"), 1;
   if (measure(&b, calls, ns)) return fprintf(stderr, "vk_bench: a call failed\n"), 1;
-  printf("%d", mapped("libVkLayer_gpupart_partition"));
-  for (int f = 0; f < FIGURES; f++) printf(" %.1f", ns[f]);
-  printf("\n");
+  ab_child_print(mapped("libVkLayer_gpupart_partition"), ns, FIGURES);
   teardown(&b);
   return 0;
 }
 
-/* One child's figures, with the layer enabled or disabled; -1 on failure. */
-static int run(const char *self, const char *share, int with, long calls, double ns[FIGURES]) {
-  char cmd[4096];
-  int mapped_in = -1, ok = 1;
-  snprintf(cmd, sizeof cmd, "env %s XDG_DATA_HOME='%s' '%s' --child %ld",
+/* A child with the layer enabled or disabled, the build tree's manifest under share. */
+static void command(char *cmd, size_t n, const char *self, const char *share, int with, long calls) {
+  snprintf(cmd, n, "env %s XDG_DATA_HOME='%s' '%s' --child %ld",
            with ? "-u DISABLE_GPUPART_LAYER ENABLE_GPUPART_LAYER=1" : "-u ENABLE_GPUPART_LAYER DISABLE_GPUPART_LAYER=1",
            share, self, calls);
-  FILE *f = popen(cmd, "r");
-  if (!f || fscanf(f, "%d", &mapped_in) != 1) ok = 0;
-  for (int i = 0; ok && i < FIGURES; i++) ok = fscanf(f, "%lf", &ns[i]) == 1;
-  if (f && pclose(f) != 0) ok = 0;
-  if (ok && mapped_in != with)
-    return fprintf(stderr, "vk_bench: the layer is %s the child\n", mapped_in ? "in" : "not in"), -1;
-  return ok ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "--child") == 0) return child(atol(argv[2]));
   if (argc < 2) return fprintf(stderr, "usage: vk_bench SHARE [CALLS] [ROUNDS]\n"), 2;
   long calls = argc > 2 ? atol(argv[2]) : 1000000, rounds = argc > 3 ? atol(argv[3]) : 5;
-  double best[2][FIGURES], ns[FIGURES];
-  char self[2048];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fprintf(stderr, "vk_bench: /proc/self/exe unreadable\n"), 1;
-  self[n] = '\0';
-  for (long r = 0; r < rounds; r++)
-    for (int with = 0; with < 2; with++) {
-      if (run(self, argv[1], with, calls, ns)) return fprintf(stderr, "vk_bench: a child failed\n"), 1;
-      for (int f = 0; f < FIGURES; f++)
-        if (r == 0 || ns[f] < best[with][f]) best[with][f] = ns[f];
-    }
-  printf("best of %ld rounds, %ld calls (memory properties and pairs %ld) per child:\n", rounds, calls,
-         calls / 10 > 0 ? calls / 10 : 1);
-  for (int f = 0; f < FIGURES; f++)
-    printf("%s: without %.1f ns, with the layer %.1f ns, ratio %.2f\n", names[f], best[0][f], best[1][f],
-           best[1][f] / best[0][f]);
-  return 0;
+  char header[256];
+  if (rounds < 1) rounds = 1;
+  snprintf(header, sizeof header, "best of %ld rounds, %ld calls (memory properties and pairs %ld) per child:\n",
+           rounds, calls, calls / 10 > 0 ? calls / 10 : 1);
+  ab_bench b = {"vk_bench", FIGURES, names, command};
+  return ab_run(&b, argv[1], calls, rounds, header);
 }
