@@ -446,6 +446,38 @@ Test(ledger_shm, find_joins_a_partition_another_process_made) {
   close_shared_env(&e);
 }
 
+static uint64_t available(const gpupart_partition *p) {
+  uint64_t bytes = 0;
+  cr_assert_eq(gpupart_partition_available(p, &bytes), GPUPART_OK, "%s", gpupart_last_error());
+  return bytes;
+}
+
+/* gpupart_partition_available with a shared ledger (include/gpupart.h): another
+ * process's blocks and its partition's unused guarantee are left out, a partition's own
+ * figure is its limit less every member's bytes within what the budget leaves, and a
+ * killed member's bytes come back into it. */
+Test(ledger_shm, available_counts_every_processs_bytes_and_guarantees) {
+  shared_env e = open_shared_env();
+  member m = spawn_member((const char *[]){"part", "theirs", "256", "200", "alloc", "100", "ready", "wait", NULL});
+  await_ready(&m);
+  gpupart_partition *mine = test_partition(e.dev, "mine", 1 * GiB, 0);
+  cr_expect_eq(available(mine), 824 * MiB, "1 GiB less their 100 MiB held and the 100 left of their floor");
+  gpupart_partition *theirs = gpupart_partition_find(e.dev, "theirs");
+  cr_assert_not_null(theirs, "%s", gpupart_last_error());
+  cr_expect_eq(available(theirs), 156 * MiB, "their limit less what their other member holds");
+  gpupart_allocation *a = alloc_ok(mine, 824 * MiB);
+  cr_expect_eq(available(mine), 0);
+  cr_expect_eq(available(theirs), 100 * MiB, "what the budget leaves them: their floor");
+  cr_assert_eq(kill(m.pid, SIGKILL), 0);
+  cr_expect_eq(reap_member(&m), 128 + SIGKILL);
+  cr_expect_eq(available(theirs), 200 * MiB, "the killed member's 100 MiB are back");
+  gpupart_free(a);
+  cr_expect_eq(available(mine), 824 * MiB, "its cached block, within what their floor leaves");
+  cr_expect_eq(gpupart_partition_destroy(theirs), GPUPART_OK);
+  cr_expect_eq(available(mine), 1 * GiB, "no floor left but its own");
+  close_shared_env(&e);
+}
+
 Test(ledger_shm, destroying_a_joined_partition_leaves_it_to_the_others) {
   shared_env e = open_shared_env();
   member m = spawn_member((const char *[]){"part", "both", "256", "0", "alloc", "50", "ready", "wait",
