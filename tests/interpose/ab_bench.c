@@ -5,7 +5,24 @@
 #include "ab_bench.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+double ab_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+int ab_mapped(const char *part) {
+  char line[4096];
+  int found = 0;
+  FILE *f = part && *part ? fopen("/proc/self/maps", "r") : NULL;
+  while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, part) != NULL;
+  if (f) fclose(f);
+  return found;
+}
 
 void ab_child_print(int mapped, const double *ns, int figures) {
   printf("%d", mapped);

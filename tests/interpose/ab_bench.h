@@ -19,6 +19,25 @@ typedef struct ab_bench {
 
 #define AB_MAX_FIGURES 16
 
+/* Monotonic nanoseconds, for a child's timing. */
+double ab_now_ns(void);
+/* Whether a file mapped into this process has `part` in its path (is the layer loaded). */
+int ab_mapped(const char *part);
+
+/* In a child's measuring function (one returning int): ns per iteration of body over n
+ * iterations into out, after n / 10 (at least one) untimed ones; a body that returns
+ * nonzero ends the function with 1. */
+#define AB_TIMED(out, n, body)                                   \
+  do {                                                           \
+    long n_ = (n) > 0 ? (n) : 1;                                 \
+    for (long i = 0; i < n_ / 10 + 1; i++)                       \
+      if (body) return 1;                                        \
+    double start_ = ab_now_ns();                                 \
+    for (long i = 0; i < n_; i++)                                \
+      if (body) return 1;                                        \
+    (out) = (ab_now_ns() - start_) / (double)n_;                 \
+  } while (0)
+
 /* A child's line: whether the layer is mapped, then each figure. */
 void ab_child_print(int mapped, const double *ns, int figures);
 /* Runs rounds pairs of children (without, then with), prints header then each figure's

@@ -49,23 +49,11 @@ typedef struct bench {
   cl_kernel kernel;
 } bench;
 
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
 /* Whether $OPENCL_LAYERS is set and a mapped file of this process has its last path
  * component (the layer's file name) in its path. */
 static int layer_mapped(void) {
-  char line[4096];
-  int found = 0;
   const char *layer = getenv("OPENCL_LAYERS"), *name = layer ? strrchr(layer, '/') : NULL;
-  name = name ? name + 1 : layer;
-  FILE *f = name && *name ? fopen("/proc/self/maps", "r") : NULL;
-  while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
-  if (f) fclose(f);
-  return found;
+  return ab_mapped(name ? name + 1 : layer);
 }
 
 static int setup(bench *b) {
@@ -90,32 +78,19 @@ static void teardown(bench *b) {
   clReleaseContext(b->ctx);
 }
 
-/* ns per iteration of body over n iterations (a failing call ends the child), after n / 10
- * (at least one) untimed ones. */
-#define TIMED(out, n, body)                                      \
-  do {                                                           \
-    long n_ = (n) > 0 ? (n) : 1;                                 \
-    for (long i = 0; i < n_ / 10 + 1; i++)                       \
-      if (body) return 1;                                        \
-    double start_ = now_ns();                                    \
-    for (long i = 0; i < n_; i++)                                \
-      if (body) return 1;                                        \
-    (out) = (now_ns() - start_) / (double)n_;                    \
-  } while (0)
-
 static int measure(bench *b, long calls, double ns[FIGURES]) {
   size_t size = 0, one = 1;
   cl_uint units = 0;
   cl_ulong global = 0;
   cl_int v = 0, err = 0;
   cl_mem m;
-  TIMED(ns[0], calls, clGetMemObjectInfo(b->buf, CL_MEM_SIZE, sizeof size, &size, NULL));
-  TIMED(ns[1], calls, clSetKernelArg(b->kernel, 1, sizeof v, &v));
-  TIMED(ns[2], calls, clGetDeviceInfo(b->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL));
-  TIMED(ns[3], calls / 100,
+  AB_TIMED(ns[0], calls, clGetMemObjectInfo(b->buf, CL_MEM_SIZE, sizeof size, &size, NULL));
+  AB_TIMED(ns[1], calls, clSetKernelArg(b->kernel, 1, sizeof v, &v));
+  AB_TIMED(ns[2], calls, clGetDeviceInfo(b->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL));
+  AB_TIMED(ns[3], calls / 100,
         clEnqueueNDRangeKernel(b->queue, b->kernel, 1, NULL, &one, NULL, 0, NULL, NULL) || clFinish(b->queue));
-  TIMED(ns[4], calls, clGetDeviceInfo(b->dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL));
-  TIMED(ns[5], calls / 10,
+  AB_TIMED(ns[4], calls, clGetDeviceInfo(b->dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL));
+  AB_TIMED(ns[5], calls / 10,
         !(m = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, 4096, NULL, &err)) || clReleaseMemObject(m));
   return 0;
 }

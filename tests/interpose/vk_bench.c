@@ -68,22 +68,6 @@ typedef struct bench {
   VkPipeline pipeline;
 } bench;
 
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-/* Whether a mapped file of this process has `part` in its path. */
-static int mapped(const char *part) {
-  char line[4096];
-  int found = 0;
-  FILE *f = fopen("/proc/self/maps", "r");
-  while (f && !found && fgets(line, sizeof line, f)) found = strstr(line, part) != NULL;
-  if (f) fclose(f);
-  return found;
-}
-
 /* The instance, its first physical device, a queue family with compute, a memory type. */
 static int open_device(bench *b) {
   VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_1};
@@ -158,19 +142,6 @@ static int dispatch(bench *b, long i) {
   return i % BATCH == BATCH - 1 && rerecord(b, 1);
 }
 
-/* ns per iteration of body over n iterations (a failing one ends the child), after n / 10
- * (at least one) untimed ones. */
-#define TIMED(out, n, body)                                      \
-  do {                                                           \
-    long n_ = (n) > 0 ? (n) : 1;                                 \
-    for (long i = 0; i < n_ / 10 + 1; i++)                       \
-      if (body) return 1;                                        \
-    double start_ = now_ns();                                    \
-    for (long i = 0; i < n_; i++)                                \
-      if (body) return 1;                                        \
-    (out) = (now_ns() - start_) / (double)n_;                    \
-  } while (0)
-
 static int measure(bench *b, long calls, double ns[FIGURES]) {
   VkMemoryRequirements req;
   VkPhysicalDeviceProperties props;
@@ -178,18 +149,18 @@ static int measure(bench *b, long calls, double ns[FIGURES]) {
   VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = 4096,
                              .memoryTypeIndex = b->type};
   VkDeviceMemory mem;
-  TIMED(ns[0], calls, (vkGetBufferMemoryRequirements(b->dev, b->buf, &req), req.size == 0));
+  AB_TIMED(ns[0], calls, (vkGetBufferMemoryRequirements(b->dev, b->buf, &req), req.size == 0));
   if (rerecord(b, 0)) return 1;
-  TIMED(ns[1], calls, dispatch(b, i));
+  AB_TIMED(ns[1], calls, dispatch(b, i));
   if (vkEndCommandBuffer(b->cmd)) return 1;
-  TIMED(ns[2], calls, (vkGetPhysicalDeviceProperties(b->pd, &props), props.apiVersion == 0));
-  TIMED(ns[3], calls / 10, (vkGetPhysicalDeviceMemoryProperties(b->pd, &mem_props), mem_props.memoryHeapCount == 0));
+  AB_TIMED(ns[2], calls, (vkGetPhysicalDeviceProperties(b->pd, &props), props.apiVersion == 0));
+  AB_TIMED(ns[3], calls / 10, (vkGetPhysicalDeviceMemoryProperties(b->pd, &mem_props), mem_props.memoryHeapCount == 0));
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
   VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
                                           .pNext = &budget};
-  TIMED(ns[4], calls / 10, (vkGetPhysicalDeviceMemoryProperties2(b->pd, &p2), p2.memoryProperties.memoryHeapCount == 0));
-  TIMED(ns[5], calls / 10, (vkAllocateMemory(b->dev, &ai, NULL, &mem) || (vkFreeMemory(b->dev, mem, NULL), 0)));
+  AB_TIMED(ns[4], calls / 10, (vkGetPhysicalDeviceMemoryProperties2(b->pd, &p2), p2.memoryProperties.memoryHeapCount == 0));
+  AB_TIMED(ns[5], calls / 10, (vkAllocateMemory(b->dev, &ai, NULL, &mem) || (vkFreeMemory(b->dev, mem, NULL), 0)));
   return 0;
 }
 
@@ -200,7 +171,7 @@ static int child(long calls) {
   if (open_device(&b) || make_buffer(&b) || make_pipeline(&b))
     return fprintf(stderr, "vk_bench: no Vulkan device, or its setup failed\n"), 1;
   if (measure(&b, calls, ns)) return fprintf(stderr, "vk_bench: a call failed\n"), 1;
-  ab_child_print(mapped("libVkLayer_gpupart_partition"), ns, FIGURES);
+  ab_child_print(ab_mapped("libVkLayer_gpupart_partition"), ns, FIGURES);
   teardown(&b);
   return 0;
 }
