@@ -99,7 +99,7 @@ int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_sn
  * timeout_ms), marks the file as being changed by this process, named command, and keeps
  * the lock until the returned descriptor is closed or the process dies; -1 on failure. */
 int gpupart__ledger_shm_hold(const char *path, int timeout_ms, const char *command);
-/* For tests: where a header field lies in the file ("identity", "epoch", "dirty",
+/* For tests: where a header field lies in the file ("identity", "epoch", "seq",
  * "holder_pid", "budget", "reserved"); SIZE_MAX for another name. */
 size_t gpupart__ledger_shm_field(const char *name);
 

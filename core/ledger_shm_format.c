@@ -1,10 +1,14 @@
 /* The shared ledger's file format (ledger_shm_format.h): the file's name, the checks it
  * must pass, the locking rules and the sums, for the library's side and for the outside
- * reader alike. The ledger's lock is an open-file-description lock (F_OFD_SETLK) on one
- * byte past the data, taken by polling until a deadline: the kernel drops it when the
- * holder's process dies, and no bytes of the file take part in it, so a scribbled file
- * can make figures wrong (the check reports them) but can never crash or wedge a locker.
- * A holder that died mid-update is told by the dirty word it leaves set. */
+ * reader alike. The lock is a word of the file taken by compare-and-swap, so taking it
+ * costs no system call; its value names the holder's attachment slot, and each attachment
+ * holds an open-file-description lock (F_OFD_SETLK) on its slot's byte past the data for
+ * as long as it is attached, which the kernel drops when its process dies. A waiter that
+ * finds the word naming an attachment whose byte nobody holds (its process died, or the
+ * word was scribbled on) takes the lock over; one whose holder lives waits until a
+ * deadline. The sequence word is odd while a holder changes the file, so the next holder
+ * knows when the last one died mid-update, and readers without the lock know a copy taken
+ * across a change. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -12,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -89,7 +94,7 @@ struct timespec gpupart__shm_deadline(int ms) {
   return t;
 }
 
-static int past(const struct timespec *deadline) {
+int gpupart__shm_past(const struct timespec *deadline) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec > deadline->tv_sec || (t.tv_sec == deadline->tv_sec && t.tv_nsec >= deadline->tv_nsec);
@@ -100,42 +105,69 @@ static int lock_byte(int fd, short type, off_t at) {
   return fcntl(fd, F_OFD_SETLK, &f);
 }
 
-/* Between two tries: yield a few times (a holder keeps the lock for microseconds), then
- * sleep, doubling from 4 us to 256 us, so a waiter tries often enough to find the lock
- * free between two takings of a busy holder. */
-static void back_off(unsigned tries) {
+/* Whether another open file description holds the byte at (1 when it cannot tell). */
+static int held_byte(int fd, off_t at) {
+  struct flock f = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1};
+  if (fcntl(fd, F_OFD_GETLK, &f) != 0) return 1; /* cannot tell: never take over on doubt */
+  return f.l_type != F_UNLCK;
+}
+
+void gpupart__shm_back_off(unsigned tries) {
   if (tries < 8) {
     sched_yield();
     return;
   }
-  struct timespec t = {0, (tries - 8 < 6 ? 4L << (tries - 8) : 256L) * 1000L};
+  struct timespec t = {0, (tries - 8 < 4 ? 4L << (tries - 8) : 64L) * 1000L};
   nanosleep(&t, NULL);
 }
 
-int gpupart__shm_lock_file(int fd, short type, const struct timespec *deadline) {
-  for (unsigned tries = 0; lock_byte(fd, type, SHM_LEDGER_LOCK) != 0; tries++) {
-    if (errno != EAGAIN && errno != EACCES && errno != EINTR) return errno;
-    if (past(deadline)) return ETIMEDOUT;
-    back_off(tries);
+int gpupart__shm_attach(int fd, shm_header *h, uint32_t *slot) {
+  for (uint32_t i = 0; i < SHM_ATTACHMENTS; i++) {
+    if (lock_byte(fd, F_WRLCK, SHM_ATTACH_BASE + (off_t)i) != 0) continue;
+    uint32_t stale = i + 1;
+    __atomic_compare_exchange_n(&h->lock, &stale, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+    *slot = i;
+    return 0;
   }
-  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the holder before saw its writes land */
-  return 0;
+  return -1;
 }
 
-void gpupart__shm_unlock_file(int fd) {
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  lock_byte(fd, F_UNLCK, SHM_LEDGER_LOCK);
+int gpupart__shm_owner_alive(int fd, uint32_t word) {
+  return word && word <= SHM_ATTACHMENTS && held_byte(fd, SHM_ATTACH_BASE + (off_t)(word - 1));
 }
+
+/* A word naming nobody, me, or an attachment that is gone, is free to take. The owner is
+ * looked at (one system call) after a few tries and then every 64. */
+static int takeable(uint32_t *w, int fd, uint32_t me, unsigned tries, uint32_t *seen) {
+  *seen = __atomic_load_n(w, __ATOMIC_RELAXED);
+  if (*seen == 0 || *seen == me) return 1;
+  return (tries == 16 || (tries > 16 && tries % 64 == 0)) && !gpupart__shm_owner_alive(fd, *seen);
+}
+
+int gpupart__shm_lock_word(shm_header *h, int fd, uint32_t me, int timeout_ms) {
+  struct timespec deadline = {0, 0};
+  for (unsigned tries = 0;; tries++) {
+    uint32_t seen;
+    if (takeable(&h->lock, fd, me, tries, &seen) &&
+        __atomic_compare_exchange_n(&h->lock, &seen, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+      return 0;
+    if (tries == 0) deadline = gpupart__shm_deadline(timeout_ms); /* only a wait reads the clock */
+    else if (gpupart__shm_past(&deadline)) return ETIMEDOUT;
+    gpupart__shm_back_off(tries);
+  }
+}
+
+void gpupart__shm_unlock_word(shm_header *h) { __atomic_store_n(&h->lock, 0, __ATOMIC_RELEASE); }
+
+void gpupart__shm_ask_way(int fd, int on) { lock_byte(fd, on ? F_RDLCK : F_UNLCK, SHM_READERS); }
+
+int gpupart__shm_way_asked(int fd) { return held_byte(fd, SHM_READERS); }
 
 int gpupart__shm_member_lock(int fd, uint32_t slot, short type) {
   return lock_byte(fd, type, SHM_LOCK_BASE + (off_t)slot);
 }
 
-int gpupart__shm_held_elsewhere(int fd, uint32_t slot) {
-  struct flock f = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = SHM_LOCK_BASE + (off_t)slot, .l_len = 1};
-  if (fcntl(fd, F_OFD_GETLK, &f) != 0) return 1; /* cannot tell: never reap on doubt */
-  return f.l_type != F_UNLCK;
-}
+int gpupart__shm_held_elsewhere(int fd, uint32_t slot) { return held_byte(fd, SHM_LOCK_BASE + (off_t)slot); }
 
 void gpupart__shm_describe_holder(int64_t pid, const char command[16], char *out, size_t n) {
   char comm[17];
@@ -271,18 +303,16 @@ int gpupart__shm_check(const shm_header *h, char *why, uint64_t n) {
 
 int gpupart__ledger_shm_hold(const char *path, int timeout_ms, const char *command) {
   int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return -1;
-  struct timespec deadline = gpupart__shm_deadline(timeout_ms);
-  if (gpupart__shm_lock_file(fd, F_WRLCK, &deadline) != 0) return close(fd), -1;
-  uint64_t dirty = 1;
-  int64_t pid = getpid();
-  char comm[16] = {0};
-  snprintf(comm, sizeof comm, "%s", command);
-  if (pwrite(fd, &dirty, sizeof dirty, offsetof(shm_header, dirty)) != (ssize_t)sizeof dirty ||
-      pwrite(fd, &pid, sizeof pid, offsetof(shm_header, holder_pid)) != (ssize_t)sizeof pid ||
-      pwrite(fd, comm, sizeof comm, offsetof(shm_header, holder_command)) != (ssize_t)sizeof comm)
-    return close(fd), -1;
-  return fd;
+  uint32_t slot = 0;
+  shm_header *h = fd < 0 ? MAP_FAILED : mmap(NULL, sizeof *h, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (h == MAP_FAILED || gpupart__shm_attach(fd, h, &slot) || gpupart__shm_lock_word(h, fd, slot + 1, timeout_ms)) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  __atomic_store_n(&h->seq, h->seq | 1, __ATOMIC_RELAXED); /* changing it, as a member does */
+  __atomic_store_n(&h->holder_pid, (int64_t)getpid(), __ATOMIC_RELAXED);
+  snprintf(h->holder_command, sizeof h->holder_command, "%s", command);
+  return fd; /* the mapping stays, with the lock, until the process ends */
 }
 
 size_t gpupart__ledger_shm_field(const char *name) {
@@ -290,7 +320,7 @@ size_t gpupart__ledger_shm_field(const char *name) {
     const char *name;
     size_t at;
   } fields[] = {{"identity", offsetof(shm_header, identity)}, {"epoch", offsetof(shm_header, epoch)},
-                {"dirty", offsetof(shm_header, dirty)},       {"holder_pid", offsetof(shm_header, holder_pid)},
+                {"seq", offsetof(shm_header, seq)},       {"holder_pid", offsetof(shm_header, holder_pid)},
                 {"budget", offsetof(shm_header, budget)},     {"reserved", offsetof(shm_header, reserved)}};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
     if (strcmp(fields[i].name, name) == 0) return fields[i].at;

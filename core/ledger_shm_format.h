@@ -2,10 +2,11 @@
  * anything of it is trusted, the rules for locking it, and the sums every figure is
  * recomputed from. Shared by the library's side (ledger_shm.c and its helpers) and the
  * outside reader (ledger_shm_read.c); nothing here keeps state. Every byte of the file is
- * hostile input: each index read from it is bounds-checked, each sum saturates, and no
- * lock lives in its bytes (the ledger's lock is an open-file-description lock on a byte
- * past the data, which the kernel drops when its holder dies, so no value written into
- * the file can crash or wedge a process that locks it). */
+ * hostile input: each index read from it is bounds-checked, each sum saturates, and every
+ * value of the lock word is legal (it names an attachment whose liveness is an
+ * open-file-description lock the kernel drops when its process dies), so no value
+ * written into the file can crash a process that locks or reads it, or wedge it for more
+ * than the bounded wait. */
 #ifndef GPUPART_CORE_LEDGER_SHM_FORMAT_H
 #define GPUPART_CORE_LEDGER_SHM_FORMAT_H
 
@@ -18,15 +19,18 @@
 #include "ledger.h"
 
 #define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
-/* 4: no mutex in the file (an OFD lock on SHM_LEDGER_LOCK instead), an epoch, a dirty
- * word and the lock holder's pid and command; 3: the shares carry their owner's counters */
+/* 4: no mutex in the file (a lock word naming an attachment instead), an epoch, a
+ * sequence word and the lock holder's pid and command; 3: the shares carry their owner's
+ * counters */
 #define SHM_VERSION 4u
 #define SHM_MEMBERS 128u
 #define SHM_PARTS 256u
 #define SHM_SHARES 512u
 #define SHM_NAME 64u
-#define SHM_LOCK_BASE ((off_t)1 << 32)       /* member i's lock byte: far past the data */
-#define SHM_LEDGER_LOCK (SHM_LOCK_BASE - 1) /* the ledger's lock byte */
+#define SHM_LOCK_BASE ((off_t)1 << 32) /* member i's liveness byte: far past the data */
+#define SHM_ATTACH_BASE (SHM_LOCK_BASE + 65536) /* attachment a's liveness byte */
+#define SHM_READERS (SHM_LOCK_BASE - 1)         /* held for reading by readers asking the members to make way */
+#define SHM_ATTACHMENTS 1024u                   /* attachments (one per context and file) at once */
 
 typedef struct shm_member {
   uint64_t id; /* 0 = free; unique across files (a random base at creation) */
@@ -58,7 +62,9 @@ typedef struct shm_header {
   uint32_t version, size, members, parts, shares, pad;
   char identity[GPUPART__IDENTITY_MAX];
   uint64_t epoch;   /* random, written at creation: a file made anew under the name has another */
-  uint64_t dirty;   /* nonzero while the lock's holder changes the file: left set by a holder that died */
+  uint32_t lock;    /* 0, or the holder's attachment slot + 1 (taken by compare-and-swap) */
+  uint32_t pad2;
+  uint64_t seq;     /* even: as its last holder left it; odd: a holder is changing it (or died doing so) */
   int64_t holder_pid;      /* the lock's holder as it wrote itself (0 = none said), for messages */
   char holder_command[16]; /* and its comm, NUL-padded */
   uint64_t budget, guarantees, reserved, peak_reserved, unused, last_member;
@@ -84,7 +90,7 @@ int gpupart__shm_header_ok(const shm_header *h);
 /* A random 64-bit value (an epoch, a base of member ids). */
 uint64_t gpupart__shm_random(void);
 
-/* ---- locking: the ledger's lock, and each member's liveness byte ---- */
+/* ---- locking: the lock word, and the liveness bytes ---- */
 
 /* A holder keeps the lock for microseconds; one that keeps it for this long is stopped
  * (or hostile): a member's call then fails instead of hanging. */
@@ -92,10 +98,24 @@ uint64_t gpupart__shm_random(void);
 
 /* A deadline ms milliseconds from now (CLOCK_MONOTONIC). */
 struct timespec gpupart__shm_deadline(int ms);
-/* Takes the ledger's lock on fd (F_WRLCK to change the file, F_RDLCK to read it), polling
- * until deadline: 0, ETIMEDOUT, or the errno of a failed fcntl. */
-int gpupart__shm_lock_file(int fd, short type, const struct timespec *deadline);
-void gpupart__shm_unlock_file(int fd);
+int gpupart__shm_past(const struct timespec *deadline);
+/* Between two tries of a wait: yields, then sleeps (4 us doubling to 64 us). */
+void gpupart__shm_back_off(unsigned tries);
+/* Takes the first attachment slot of fd's file whose byte nobody holds into *slot (kept
+ * until fd closes); a lock word naming that slot is stale (its owner is dead) and is
+ * cleared. -1 when every slot is taken. */
+int gpupart__shm_attach(int fd, shm_header *h, uint32_t *slot);
+/* Whether the attachment a lock word names lives (held by another open file description). */
+int gpupart__shm_owner_alive(int fd, uint32_t word);
+/* Takes h's lock word for attachment slot me (through fd, whose file h maps), waiting at
+ * most timeout_ms: a word that names a dead attachment, or me, is taken over. 0 or
+ * ETIMEDOUT. */
+int gpupart__shm_lock_word(shm_header *h, int fd, uint32_t me, int timeout_ms);
+void gpupart__shm_unlock_word(shm_header *h);
+/* A reader without the lock that cannot get a copy between two changes asks the members
+ * to make way (on: a shared lock on the readers' byte; off: drops it); whether one asks. */
+void gpupart__shm_ask_way(int fd, int on);
+int gpupart__shm_way_asked(int fd);
 /* Takes (F_WRLCK) or drops (F_UNLCK) member slot's byte: 0 or -1. */
 int gpupart__shm_member_lock(int fd, uint32_t slot, short type);
 /* Whether another open file description holds member slot's byte (its process lives);

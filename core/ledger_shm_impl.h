@@ -47,7 +47,10 @@ typedef struct shm_ledger {
   pthread_mutex_t local;
   int fd;
   shm_header *h;
+  uint32_t attach;   /* this attachment's slot in the file (its liveness byte; the lock word names it + 1) */
   uint64_t epoch;    /* the file's, when attached: another one means the file was made anew */
+  uint64_t looked;   /* when the file's size and links were last looked at (ns, CLOCK_MONOTONIC_COARSE) */
+  uint64_t way_looked; /* and whether a reader asks the members to make way */
   char path[4096];
   int64_t pid;       /* this process as it names itself when it holds the lock */
   char command[16];
@@ -75,14 +78,23 @@ extern const gpupart__ledger_ops gpupart__shm_ops;
 void gpupart__shm_apply_queued(shm_ledger *L);
 
 /* ledger_shm_lock.c. lock: 0, or the code with the message set (EBUSY: held past the
- * wait, naming the holder; ECORRUPT: the file is lost; EINVAL: a forked child). */
+ * wait, naming the holder; ECORRUPT: the file is lost; EINVAL: a forked child). The
+ * file's size and link count are looked at (fstat) at most every SHM_LOOK_MS: a
+ * truncation is caught without it (the SIGBUS handler, the epoch), and a deletion
+ * noticed that much later is repaired all the same. */
+#define SHM_LOOK_MS 50
+/* A reader that asks the members to make way (it cannot copy the file between two
+ * changes) is looked for at most every tick of the coarse clock; a member that finds one
+ * waits, up to SHM_WAY_MS, until it has its copy. */
+#define SHM_WAY_MS 5
 int gpupart__shm_lock(shm_ledger *L);
 void gpupart__shm_unlock(shm_ledger *L);
 /* Lock held: whether member slot i's process lives; returns dead members' bytes. */
 int gpupart__shm_alive(shm_ledger *L, uint32_t i);
 int gpupart__shm_reap(shm_ledger *L);
 void gpupart__shm_end_proxy(shm_ledger *L, uint32_t i);
-/* This process names itself in h (its file's lock held) as changing it; and no longer. */
+/* This process names itself in h (its file's lock held) as changing it (the sequence
+ * word odd); and no longer (even). */
 void gpupart__shm_mark_held(const shm_ledger *L, shm_header *h);
 void gpupart__shm_mark_released(shm_header *h);
 /* The message of a lost file; ECORRUPT. */

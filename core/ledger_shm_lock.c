@@ -1,12 +1,13 @@
 /* Taking and dropping a shared ledger's lock for one attachment (ledger_shm_impl.h): the
- * attachment's own mutex (its threads), then the file's open-file-description lock
- * (ledger_shm_format.c), both with one deadline. Each taking first checks what may have
- * happened to the file since the last one: truncated or made anew (the file is lost: its
- * mapping is replaced with anonymous memory and the call fails), deleted (its members move
- * to a file made anew: ledger_shm_move.c), a holder that died mid-update (its dirty word is
- * set: dead members are reaped and every sum recomputed from the shares); then it marks
- * the file as being changed, naming this process, and applies the work queued while the
- * lock could not be taken. Dead members found are reported after the lock is dropped. */
+ * attachment's own mutex (its threads), then the file's lock word (ledger_shm_format.c),
+ * each waited on for a bounded time; neither costs a system call when nobody holds it.
+ * Each taking first checks what may have happened to the file since the last one:
+ * truncated or made anew (the file is lost: its mapping is replaced with anonymous memory
+ * and the call fails), deleted (its members move to a file made anew: ledger_shm_move.c),
+ * a holder that died mid-update (the sequence word is odd: dead members are reaped and
+ * every sum recomputed from the shares); then it marks the file as being changed, naming
+ * this process, and applies the work queued while the lock could not be taken. Dead
+ * members found are reported after the lock is dropped. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -35,27 +36,56 @@ int gpupart__shm_lost(const shm_ledger *L) {
                        "it again", L->path);
 }
 
+/* The sequence word goes odd before any change and even after, as a seqlock's does: a
+ * reader whose copy began and ended on one even value saw no change. */
 void gpupart__shm_mark_held(const shm_ledger *L, shm_header *h) {
-  __atomic_store_n(&h->dirty, 1, __ATOMIC_RELAXED);
+  uint64_t seq = __atomic_load_n(&h->seq, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->seq, seq & 1 ? seq + 2 : seq + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
   __atomic_store_n(&h->holder_pid, L->pid, __ATOMIC_RELAXED);
   for (int i = 0; i < 16; i++) __atomic_store_n(&h->holder_command[i], L->command[i], __ATOMIC_RELAXED);
 }
 
 void gpupart__shm_mark_released(shm_header *h) {
+  uint64_t seq = __atomic_load_n(&h->seq, __ATOMIC_RELAXED);
   __atomic_store_n(&h->holder_pid, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->dirty, 0, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  __atomic_store_n(&h->seq, seq & 1 ? seq + 1 : seq + 2, __ATOMIC_RELAXED);
+}
+
+static uint64_t coarse_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Local mutex held: a reader asking the members to make way gets it (looked for once a
+ * tick of the coarse clock; waited on for SHM_WAY_MS at most, so a reader that stopped
+ * asking slows the members, never blocks them). */
+static void make_way(shm_ledger *L, uint64_t now) {
+  if (now == L->way_looked) return;
+  L->way_looked = now;
+  struct timespec pause = {0, 100000};
+  for (int i = 0; i < SHM_WAY_MS * 10 && gpupart__shm_way_asked(L->fd); i++) nanosleep(&pause, NULL);
+}
+
+/* The file's size and links, at most every SHM_LOOK_MS: 1 when *st was filled. */
+static int look(shm_ledger *L, uint64_t now, struct stat *st) {
+  if (L->looked && now - L->looked < (uint64_t)SHM_LOOK_MS * 1000000u) return 0;
+  L->looked = now;
+  return fstat(L->fd, st) == 0;
 }
 
 /* Lock held: the file as it is now. A file of another size or epoch is not the one mapped:
  * the mapping goes (reads and the counters' stores land in anonymous memory from then on). */
-static int settle(shm_ledger *L) {
+static int settle(shm_ledger *L, uint64_t now) {
   struct stat st;
-  int have = fstat(L->fd, &st) == 0;
+  int have = look(L, now, &st);
   if (!__atomic_load_n(&L->lost, __ATOMIC_RELAXED) && have && (uint64_t)st.st_size != sizeof *L->h)
     gpupart__shm_bury(L);
   if (!__atomic_load_n(&L->lost, __ATOMIC_RELAXED) && L->h->epoch != L->epoch) gpupart__shm_bury(L);
   if (__atomic_load_n(&L->lost, __ATOMIC_RELAXED)) return gpupart__shm_lost(L);
-  if (L->h->dirty) { /* its last holder died changing it */
+  if (__atomic_load_n(&L->h->seq, __ATOMIC_ACQUIRE) & 1) { /* its last holder died changing it */
     gpupart__shm_reap(L);
     gpupart__shm_recompute(L->h);
   }
@@ -71,21 +101,20 @@ int gpupart__shm_lock(shm_ledger *L) {
                          "device, and no member of its shared ledger: its parent's partitions are not its own to "
                          "grow or release (open the device in the child)", L->path);
   int wait = __atomic_load_n(&L->stalled, __ATOMIC_RELAXED) ? SHM_STALLED_WAIT_MS : SHM_LOCK_WAIT_MS;
-  struct timespec deadline = gpupart__shm_deadline(wait);
-  if (pthread_mutex_clocklock(&L->local, CLOCK_MONOTONIC, &deadline) != 0) return busy(L, wait);
-  int rc = gpupart__shm_lock_file(L->fd, F_WRLCK, &deadline);
-  if (rc == ETIMEDOUT) {
+  if (pthread_mutex_trylock(&L->local) != 0) {
+    struct timespec deadline = gpupart__shm_deadline(wait);
+    if (pthread_mutex_clocklock(&L->local, CLOCK_MONOTONIC, &deadline) != 0) return busy(L, wait);
+  }
+  uint64_t now = coarse_ns();
+  make_way(L, now);
+  if (gpupart__shm_lock_word(L->h, L->fd, L->attach + 1, wait) != 0) {
     pthread_mutex_unlock(&L->local);
     return busy(L, wait);
   }
-  if (rc) {
-    pthread_mutex_unlock(&L->local);
-    return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: cannot take its lock: %s", L->path, strerror(rc));
-  }
   __atomic_store_n(&L->stalled, 0, __ATOMIC_RELAXED);
-  rc = settle(L);
+  int rc = settle(L, now);
   if (rc) {
-    gpupart__shm_unlock_file(L->fd);
+    gpupart__shm_unlock_word(L->h);
     pthread_mutex_unlock(&L->local);
   }
   return rc;
@@ -99,7 +128,7 @@ void gpupart__shm_unlock(shm_ledger *L) {
   L->reaped = 0;
   L->reaped_bytes = 0;
   gpupart__shm_mark_released(L->h);
-  gpupart__shm_unlock_file(L->fd);
+  gpupart__shm_unlock_word(L->h);
   pthread_mutex_unlock(&L->local);
   if (!members) return;
   gpupart__lock_acquire(&L->pending_lock);

@@ -27,6 +27,7 @@ typedef struct move {
   shm_ledger *L;
   shm_header *o, *n; /* the old file and the new one */
   int fd;            /* the new one's */
+  uint32_t attach;   /* this attachment's slot in it */
   uint8_t mine[SHM_MEMBERS];
   shm_proxy proxy[SHM_MEMBERS];
   uint32_t share[SHM_SHARES]; /* where each old share went (UINT32_MAX: nowhere) */
@@ -55,11 +56,12 @@ static int adopt_successor(shm_ledger *L, int fd, const struct stat *st, shm_hea
                  strncmp((*n)->identity, L->base.id.key, sizeof(*n)->identity) == 0 ? 0 : -1;
 }
 
-static int lock_successor(shm_ledger *L, int fd, shm_header *n) {
-  struct timespec deadline = gpupart__shm_deadline(SHM_LOCK_WAIT_MS);
-  if (gpupart__shm_lock_file(fd, F_WRLCK, &deadline)) return -1;
-  if (n->dirty) reap_dead(n, fd);
-  gpupart__shm_mark_held(L, n);
+static int lock_successor(move *m) {
+  if (gpupart__shm_attach(m->fd, m->n, &m->attach) ||
+      gpupart__shm_lock_word(m->n, m->fd, m->attach + 1, SHM_LOCK_WAIT_MS))
+    return -1;
+  if (__atomic_load_n(&m->n->seq, __ATOMIC_ACQUIRE) & 1) reap_dead(m->n, m->fd); /* a holder died mid-update */
+  gpupart__shm_mark_held(m->L, m->n);
   return 0;
 }
 
@@ -74,7 +76,7 @@ static int open_successor(move *m) {
   flock(m->fd, LOCK_EX);
   int ok = gpupart__shm_check_owner(m->fd, L->path, &st) == GPUPART_OK && st.st_nlink > 0 &&
            (st.st_size == 0 ? make_successor(L, m->fd, &m->n) : adopt_successor(L, m->fd, &st, &m->n)) == 0 &&
-           gpupart__shm_guard(L, m->n) == GPUPART_OK && lock_successor(L, m->fd, m->n) == 0;
+           gpupart__shm_guard(L, m->n) == GPUPART_OK && lock_successor(m) == 0;
   flock(m->fd, LOCK_UN);
   if (ok) return 0;
   if (m->n) gpupart__shm_unguard(L, m->n);
@@ -199,7 +201,7 @@ static void retire(shm_ledger *L) {
 static void switch_to(shm_ledger *L, move *m) {
   int relocated = follow(L, m);
   gpupart__shm_mark_released(L->h);
-  gpupart__shm_unlock_file(L->fd);
+  gpupart__shm_unlock_word(L->h);
   for (uint32_t i = 0; i < SHM_MEMBERS; i++) gpupart__shm_end_proxy(L, i);
   close(L->fd);
   if (!relocated && mmap(L->h, sizeof *L->h, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, m->fd, 0) != MAP_FAILED) {
@@ -210,13 +212,15 @@ static void switch_to(shm_ledger *L, move *m) {
     L->h = m->n;
   }
   L->fd = m->fd;
+  L->attach = m->attach;
   L->epoch = L->h->epoch;
   memcpy(L->mine, m->mine, sizeof L->mine);
   memcpy(L->proxy, m->proxy, sizeof L->proxy);
 }
 
-/* Gives up a move: what this attachment put in the new file dies with its bytes (the
- * file stays marked dirty, so its next locker reaps them). */
+/* Gives up a move: what this attachment put in the new file dies with its bytes (its
+ * sequence word stays odd, so its next locker reaps them, after taking over the lock word
+ * that names this attachment's slot, which is free once the file is closed). */
 static void abandon(move *m) {
   for (uint32_t i = 0; i < SHM_MEMBERS; i++)
     if (m->proxy[i].fd >= 0) close(m->proxy[i].fd);

@@ -94,6 +94,9 @@ static int open_file(shm_ledger *L, const char *dir, uint64_t budget) {
   } else if (rc == GPUPART_OK) {
     rc = attach_file(L, &st);
   }
+  if (rc == GPUPART_OK && gpupart__shm_attach(L->fd, L->h, &L->attach))
+    rc = gpupart__fail(GPUPART_EBUSY, "ledger %s: all %u attachment slots are taken by live processes", L->path,
+                       SHM_ATTACHMENTS);
   flock(L->fd, LOCK_UN);
   return rc;
 }

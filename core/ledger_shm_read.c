@@ -1,12 +1,13 @@
 /* Reading shared ledgers from outside: gpupart top, metrics and the exporter
  * (ledger_shm.h). It shares the file format (ledger_shm_format.h) with the library's
- * side and nothing else: it joins no member, opens the file read-only and never maps or
- * writes it. The copy is read with pread under the ledger's lock taken for reading (so
- * it is never torn, and a truncated file is a short read, not a SIGBUS), together with
- * each member's liveness; then, in the private copy only, what a holder that died
- * mid-update left is recomputed, and dead members that no live member has reaped yet are
- * taken out, so that the figures are the live processes' even when every member was
- * killed and nobody is left to reap. */
+ * side and nothing else: it joins no member, takes no lock, opens the file read-only and
+ * never maps or writes it. The copy is read with pread between two reads of the sequence
+ * word, as a seqlock reader does, and taken again while a live holder changes the file
+ * (waited on for at most the timeout), so it is never torn; a truncated file is a short
+ * read, not a SIGBUS; and readers never hold up the members. Then, in the private copy
+ * only, what a holder that died mid-update left is recomputed, and dead members that no
+ * live member has reaped yet are taken out, so that the figures are the live processes'
+ * even when every member was killed and nobody is left to reap. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -55,42 +56,46 @@ static int sized(const reading *r) {
 }
 
 static int busy(const reading *r, int timeout_ms) {
-  struct {
-    int64_t pid;
-    char command[16];
-  } holder = {0};
   char who[160];
-  if (pread(r->fd, &holder, sizeof holder, offsetof(shm_header, holder_pid)) != (ssize_t)sizeof holder) holder.pid = 0;
-  gpupart__shm_describe_holder(holder.pid, holder.command, who, sizeof who);
+  gpupart__shm_describe_holder(r->h->holder_pid, r->h->holder_command, who, sizeof who);
   return gpupart__fail(GPUPART_EBUSY, "ledger %s: its lock was held past %d ms by %s", r->path, timeout_ms, who);
 }
 
-/* Lock held: the copy, and each member's liveness at the same moment. */
-static int copy_locked(reading *r) {
-  ssize_t got = pread(r->fd, r->h, sizeof *r->h, 0);
-  if (got != (ssize_t)sizeof *r->h)
-    return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: %zd of its %zu bytes could be read (truncated while read?)",
-                         r->path, got, sizeof *r->h);
-  for (uint32_t i = 0; i < SHM_MEMBERS; i++) r->alive[i] = r->h->member[i].id && gpupart__shm_held_elsewhere(r->fd, i);
-  return GPUPART_OK;
+static uint64_t seq_of(const reading *r) {
+  uint64_t seq = 1;
+  if (pread(r->fd, &seq, sizeof seq, offsetof(shm_header, seq)) != (ssize_t)sizeof seq) seq = 1;
+  return seq;
 }
 
-/* A file being set up by its creator holds its flock: it is busy, not damaged. */
+/* One copy between two reads of the sequence word: 1 when no holder changed the file
+ * meanwhile, or when the one that was changing it is dead (its copy is then recomputed);
+ * 0 to try again; -1 when the file is shorter than a ledger. */
+static int copy_once(reading *r) {
+  uint64_t before = seq_of(r);
+  if (pread(r->fd, r->h, sizeof *r->h, 0) != (ssize_t)sizeof *r->h) return -1;
+  uint64_t after = seq_of(r);
+  if (before != after) return 0;
+  return !(before & 1) || !gpupart__shm_owner_alive(r->fd, r->h->lock);
+}
+
+/* The copy, read without the lock (readers never hold up the members), and each member's
+ * liveness just after it. A file being set up by its creator holds its flock: busy. */
 static int take_copy(reading *r, int timeout_ms) {
   if (flock(r->fd, LOCK_SH | LOCK_NB) != 0)
     return gpupart__fail(GPUPART_EBUSY, "ledger %s is being set up by another process", r->path);
   struct timespec deadline = gpupart__shm_deadline(timeout_ms);
-  int rc = sized(r);
-  if (rc == GPUPART_OK) rc = gpupart__shm_lock_file(r->fd, F_RDLCK, &deadline);
-  if (rc == ETIMEDOUT) {
-    rc = busy(r, timeout_ms);
-  } else if (rc > 0) {
-    rc = gpupart__fail(GPUPART_ECORRUPT, "ledger %s: cannot take its lock: %s", r->path, strerror(rc));
-  } else if (rc == GPUPART_OK) {
-    rc = copy_locked(r);
-    gpupart__shm_unlock_file(r->fd);
+  int rc = sized(r), got = 0;
+  for (unsigned tries = 0; rc == GPUPART_OK && !(got = copy_once(r)); tries++) {
+    if (tries == 4) gpupart__shm_ask_way(r->fd, 1); /* busy members: they make way at their next lock */
+    if (gpupart__shm_past(&deadline)) rc = busy(r, timeout_ms);
+    else gpupart__shm_back_off(tries);
   }
+  gpupart__shm_ask_way(r->fd, 0);
+  if (rc == GPUPART_OK && got < 0)
+    rc = gpupart__fail(GPUPART_ECORRUPT, "ledger %s: shorter than a ledger when read (truncated?)", r->path);
   flock(r->fd, LOCK_UN);
+  for (uint32_t i = 0; rc == GPUPART_OK && i < SHM_MEMBERS; i++)
+    r->alive[i] = r->h->member[i].id && gpupart__shm_held_elsewhere(r->fd, i);
   return rc;
 }
 
@@ -183,7 +188,7 @@ static void build(reading *r, gpupart__ledger_snapshot *out) {
   shm_header *h = r->h;
   snapshot_index ix;
   memset(&ix, 0xff, sizeof ix);
-  if (h->dirty) gpupart__shm_recompute(h); /* its last holder died changing it */
+  if (h->seq & 1) gpupart__shm_recompute(h); /* its last holder died changing it */
   out->consistent = gpupart__shm_check(h, out->why, sizeof out->why) == 0;
   for (uint32_t i = 0; i < SHM_MEMBERS; i++)
     if (h->member[i].id) copy_member(r, i, &ix, out);

@@ -18,7 +18,12 @@
 
 #include "identity.h"
 #include "ledger_shm.h"
+#include "ledger_shm_impl.h"
 #include "policy.h"
+
+/* A member looks at its file's size and links at most every SHM_LOOK_MS: a test that
+ * truncates or deletes the file waits longer than that before the member's next call. */
+static inline void let_members_look(void) { usleep((SHM_LOOK_MS + 20) * 1000); }
 
 static char dir[64];
 

@@ -411,6 +411,7 @@ Test(ledger_faults, a_truncated_ledger_fails_calls_instead_of_raising_sigbus) {
     char path[256];
     ledger_path(path, sizeof path);
     truncate_ledger(half ? (off_t)ledger_size_bytes(path) / 2 : 0);
+    let_members_look();
     gpupart_allocation *c = alloc_ok(p, 1 * MiB); /* from the held block: publishes its counters */
     cr_expect_eq(gpupart_alloc(p, 64 * MiB, 0, &b), GPUPART_ECORRUPT, "%s", gpupart_last_error());
     cr_expect(has("truncated") && has(path), "%s", gpupart_last_error());
@@ -490,6 +491,7 @@ static void delete_ledger(void) {
   char path[256];
   ledger_path(path, sizeof path);
   cr_assert_eq(unlink(path), 0);
+  let_members_look();
 }
 
 Test(ledger_faults, a_deleted_ledger_is_made_anew_with_the_survivors_figures) {
