@@ -51,6 +51,7 @@ typedef struct shm_ledger {
   uint64_t epoch;    /* the file's, when attached: another one means the file was made anew */
   uint64_t looked;   /* when the file's size and links were last looked at (ns, CLOCK_MONOTONIC_COARSE) */
   uint64_t way_looked; /* and whether a reader asks the members to make way */
+  uint64_t way_ignored_until; /* not before this: a reader that asked for longer than SHM_WAY_MS */
   char path[4096];
   int64_t pid;       /* this process as it names itself when it holds the lock */
   char command[16];

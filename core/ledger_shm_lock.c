@@ -60,13 +60,19 @@ static uint64_t coarse_ns(void) {
 }
 
 /* Local mutex held: a reader asking the members to make way gets it (looked for once a
- * tick of the coarse clock; waited on for SHM_WAY_MS at most, so a reader that stopped
- * asking slows the members, never blocks them). */
+ * tick of the coarse clock; waited on for SHM_WAY_MS at most). A reader still asking
+ * after that is stopped or gone astray: it is not looked for again for a second, so it
+ * can slow the members a little, never hold them up. */
 static void make_way(shm_ledger *L, uint64_t now) {
-  if (now == L->way_looked) return;
+  if (now == L->way_looked || now < L->way_ignored_until) return;
   L->way_looked = now;
   struct timespec pause = {0, 100000};
-  for (int i = 0; i < SHM_WAY_MS * 10 && gpupart__shm_way_asked(L->fd); i++) nanosleep(&pause, NULL);
+  int i = 0;
+  while (i < SHM_WAY_MS * 10 && gpupart__shm_way_asked(L->fd)) {
+    nanosleep(&pause, NULL);
+    i++;
+  }
+  if (i == SHM_WAY_MS * 10) L->way_ignored_until = now + 1000000000u;
 }
 
 /* The file's size and links, at most every SHM_LOOK_MS: 1 when *st was filled. */
