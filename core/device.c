@@ -145,13 +145,25 @@ static int check_desc_backend(const gpupart_device *dev, const gpupart_device_de
                        "%s (backend chosen by %s)", gpupart_backend_name(t), gpupart_backend_name(b), where);
 }
 
-static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_device_desc *d) {
+/* How a device is opened (open_sized's how). */
+#define OPEN_EXACT 0x1u   /* the descriptor's index is physical: GPUPART_DEVICE's list is not applied */
+#define OPEN_ABI_0_1 0x2u /* a 0.1 program's open: its descriptor and backend descriptor have 0.1 layouts */
+
+/* The core never reads the backend's descriptor: the backend copies it in by the struct
+ * rule (gpupart__backend_desc_in), knowing its own struct's sizes, and reads a 0.1
+ * program's as 0.1 laid it out (open_0_1; none: unchanged since 0.1 or added later). */
+static int backend_open(gpupart_device *dev, void *state, const gpupart_device_desc *d, unsigned how) {
+  int (*open_0_1)(void *, uint32_t, const void *, void **) = GPUPART__BACKEND_OP(dev->ops, open_0_1);
+  if ((how & OPEN_ABI_0_1) && open_0_1 && d->backend_desc)
+    return open_0_1(state, dev->settings.index, d->backend_desc, &dev->bdev);
+  return dev->ops->open(state, dev->settings.index, d->backend_desc, d->backend_desc_size, &dev->bdev);
+}
+
+static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_device_desc *d, unsigned how) {
   void *state;
   int rc = gpupart__backend_get(dev->ctx, b, &dev->ops, &state);
   if (rc) return rc;
-  /* The core never reads the backend's descriptor: the backend copies it in by the
-   * struct rule (gpupart__backend_desc_in), knowing its own struct's sizes. */
-  rc = dev->ops->open(state, dev->settings.index, d->backend_desc, d->backend_desc_size, &dev->bdev);
+  rc = backend_open(dev, state, d, how);
   if (rc) return rc;
   rc = dev->ops->info(dev->bdev, &dev->info);
   if (rc == GPUPART_OK && !is_pow2(dev->info.min_alignment))
@@ -204,10 +216,10 @@ static int join_ledger(gpupart_device *dev) {
   return GPUPART_OK;
 }
 
-static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int exact) {
-  int rc = resolve_settings(dev, d, exact);
+static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsigned how) {
+  int rc = resolve_settings(dev, d, (how & OPEN_EXACT) != 0);
   if (rc == GPUPART_OK) rc = check_desc_backend(dev, d);
-  if (rc == GPUPART_OK) rc = open_backend(dev, dev->settings.backend, d);
+  if (rc == GPUPART_OK) rc = open_backend(dev, dev->settings.backend, d, how);
   if (rc) return rc;
   const gpupart__value *v = dev->settings.v;
   dev->granularity = v[GPUPART__OPT_GRANULARITY].u;
@@ -230,15 +242,15 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   return rc;
 }
 
-static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size, int exact,
-                                 gpupart_device **out) {
+static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size,
+                                 unsigned how, gpupart_device **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "device_open: out is NULL");
   *out = NULL;
   if (!ctx) return gpupart__fail(GPUPART_EINVAL, "device_open: ctx is NULL");
   gpupart_device_desc d;
   gpupart_backend t;
-  int rc = gpupart__copy_in(&d, GPUPART__DEVICE_DESC_SIZE, desc, desc_size, GPUPART__DEVICE_DESC_SIZE_0_2,
-                            "device_open: gpupart_device_desc");
+  size_t min = how & OPEN_ABI_0_1 ? GPUPART__DEVICE_DESC_SIZE_0_1 : GPUPART__DEVICE_DESC_SIZE_0_2;
+  int rc = gpupart__copy_in(&d, GPUPART__DEVICE_DESC_SIZE, desc, desc_size, min, "device_open: gpupart_device_desc");
   if (rc == GPUPART_OK) rc = check_desc(&d);
   if (rc == GPUPART_OK) rc = desc_type(&d, &t);
   if (rc) return rc;
@@ -246,7 +258,7 @@ static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc
   if (!dev) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   dev->ctx = ctx;
   pthread_mutex_init(&dev->slow, NULL);
-  rc = device_setup(dev, &d, exact);
+  rc = device_setup(dev, &d, how);
   if (rc) return device_free(dev), rc;
   pthread_mutex_lock(&ctx->lock);
   ctx->open_devices++;
@@ -258,7 +270,11 @@ static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc
 
 gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
                                     gpupart_device **out) {
-  return open_sized(ctx, desc, sizeof *desc, exact, out);
+  return open_sized(ctx, desc, sizeof *desc, exact ? OPEN_EXACT : 0, out);
+}
+
+gpupart_result gpupart__device_open_0_1(gpupart_context *ctx, const gpupart_device_desc *desc, gpupart_device **out) {
+  return open_sized(ctx, desc, GPUPART__DEVICE_DESC_SIZE_0_1, OPEN_ABI_0_1, out);
 }
 
 gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size,

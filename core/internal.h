@@ -167,6 +167,10 @@ void gpupart__ledger_release(gpupart_context *ctx, gpupart__ledger *l, gpupart__
  * (the gpupart command's --device), where the public call lets configuration choose. */
 gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
                                     gpupart_device **out);
+/* device.c: gpupart_device_open for a program built against gpupart 0.1 (abi_0_1.c): desc
+ * (NULL = defaults) has the 0.1 layout of gpupart_device_desc, without backend_desc_type
+ * and backend_desc_size, and its backend_desc the 0.1 layout of that backend's struct. */
+gpupart_result gpupart__device_open_0_1(gpupart_context *ctx, const gpupart_device_desc *desc, gpupart_device **out);
 /* Calls the backend's optional trim (its driver-side caches); OK where the backend has
  * none. Device slow lock held, no partition lock (partition_trim, the OOM sequence). */
 int gpupart__device_trim_locked(gpupart_device *dev);

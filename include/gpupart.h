@@ -31,7 +31,9 @@
  *     symbols with their own struct sizes. The plain names are also exported as real
  *     functions (declared as `gpupart_result (name)(...)`, so the macro does not touch
  *     the declaration), for code that takes their address or looks them up with dlsym:
- *     those take and fill the 0.2 layouts, whatever header the caller was built with. */
+ *     those take and fill the 0.2 layouts, whatever header the caller was built with.
+ *     Since 0.3 the library's symbols are versioned, and a program built against 0.1
+ *     keeps 0.1's layouts from the plain names it calls (docs/api.md, "ABI policy"). */
 #ifndef GPUPART_H
 #define GPUPART_H
 
