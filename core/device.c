@@ -216,6 +216,17 @@ static int join_ledger(gpupart_device *dev) {
   return GPUPART_OK;
 }
 
+/* The defaults of the device's partitions, as configuration (or the options table) set them. */
+static void policy_from_settings(gpupart_device *dev) {
+  const gpupart__value *v = dev->settings.v;
+  dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
+  dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
+  dev->prealloc_block = v[GPUPART__OPT_PREALLOC_BLOCK].u;
+  dev->initial_block = v[GPUPART__OPT_INITIAL_BLOCK].u;
+  dev->max_block = v[GPUPART__OPT_MAX_BLOCK].u;
+  dev->growth_factor = v[GPUPART__OPT_GROWTH_FACTOR].factor;
+}
+
 static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsigned how) {
   int rc = resolve_settings(dev, d, (how & OPEN_EXACT) != 0);
   if (rc == GPUPART_OK) rc = check_desc_backend(dev, d);
@@ -228,9 +239,7 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsig
    * only whole multiples of its block granularity (at least its alignment): a finer
    * granularity is raised to it. The sub-allocator's granule stays the alignment. */
   if (dev->granularity < dev->info.block_granularity) dev->granularity = dev->info.block_granularity;
-  dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
-  dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
-  dev->prealloc_block = v[GPUPART__OPT_PREALLOC_BLOCK].u;
+  policy_from_settings(dev);
   rc = gpupart__settings_budget(dev);
   if (rc) return rc;
   rc = join_ledger(dev);

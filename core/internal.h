@@ -128,6 +128,8 @@ struct gpupart_device {
   int growth;
   uint64_t release_threshold; /* default of partitions that leave theirs 0 */
   uint64_t prealloc_block;    /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
+  uint64_t initial_block, max_block; /* GPUPART_INITIAL_BLOCK, GPUPART_MAX_BLOCK: defaults of partitions */
+  double growth_factor;              /* GPUPART_GROWTH_FACTOR: the same */
   gpupart__settings settings; /* what the device was opened with, and where each value came from */
   pthread_mutex_t slow; /* growth, OOM sequence, the partition list */
   gpupart__identity id;          /* the physical device (identity.c) */

@@ -32,6 +32,9 @@ typedef enum gpupart__opt {
   GPUPART__OPT_GRANULARITY,
   GPUPART__OPT_RELEASE_THRESHOLD,
   GPUPART__OPT_PREALLOC_BLOCK,
+  GPUPART__OPT_INITIAL_BLOCK,
+  GPUPART__OPT_MAX_BLOCK,
+  GPUPART__OPT_GROWTH_FACTOR,
   GPUPART__OPT_PARTITIONS,
   GPUPART__OPT_SHARED,
   GPUPART__OPT_LEDGER_DIR,
@@ -55,6 +58,7 @@ typedef enum gpupart__type {
   GPUPART__T_SIZE,      /* bytes with a unit, above 0 */
   GPUPART__T_LIMIT,     /* bytes above 0, or none (stored as 0) */
   GPUPART__T_POW2,      /* bytes, a power of two */
+  GPUPART__T_FACTOR,    /* a number, at least 1: 1.5, 2, 4 */
   GPUPART__T_PARTITIONS /* the partition spec (parsed by gpupart__parse_partitions) */
 } gpupart__type;
 
@@ -122,6 +126,7 @@ typedef struct gpupart__value {
   gpupart__source src;
   uint64_t u;    /* BOOL, BYTES, SIZE, LIMIT (0 = none), POW2; VISIBLE: its first entry (0 if none) */
   double share;  /* SHARE */
+  double factor; /* FACTOR */
   uint8_t backends[GPUPART__MAX_BACKENDS];
   uint32_t nbackends; /* BACKENDS; 0 = auto */
   const char *str;    /* PATH, DIR: set by the caller, which owns the string */

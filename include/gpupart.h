@@ -370,12 +370,15 @@ typedef struct gpupart_partition_desc {
   double guarantee_fraction;  /* floor as a share of the budget; 0 = use guarantee */
   uint64_t guarantee;         /* floor in bytes; both 0 = best effort (no floor) */
   int growth;                 /* GPUPART_GROWTH_*; DEFAULT = the device's */
-  uint64_t initial_block;     /* 0 = 2 MiB */
-  uint64_t max_block;         /* 0 = 1 GiB, capped by the backend's max_block_bytes; for a
-                                 preallocated partition also the block size of the reservation
-                                 (0 = GPUPART_PREALLOC_BLOCK, else one block as large as the
-                                 driver allows) */
-  double growth_factor;       /* 0 = 2.0; at least 1.0 */
+  uint64_t initial_block;     /* 0 = the device's initial_block option (GPUPART_INITIAL_BLOCK, since
+                                 0.3), else 2 MiB */
+  uint64_t max_block;         /* 0 = the device's max_block option (GPUPART_MAX_BLOCK, since 0.3),
+                                 else 1 GiB; capped by the backend's max_block_bytes; for a
+                                 preallocated partition a nonzero max_block is also the block size
+                                 of the reservation (0 = GPUPART_PREALLOC_BLOCK, else one block as
+                                 large as the driver allows) */
+  double growth_factor;       /* 0 = the device's growth_factor option (GPUPART_GROWTH_FACTOR,
+                                 since 0.3), else 2.0; at least 1.0 */
   uint64_t release_threshold; /* empty cached blocks kept beyond it go back to the driver when
                                  an allocation is freed; 0 = keep them all until trim, the OOM
                                  sequence, or a growth that would otherwise raise the partition's

@@ -30,14 +30,9 @@ static const char help[] =
     "\n"
     "exit status: 0 success, 1 bad configuration or no such device, 2 bad usage\n";
 
-static const gpupart__opt shown[] = {
-    GPUPART__OPT_BACKEND,   GPUPART__OPT_DEVICE,      GPUPART__OPT_ALLOW_GROWTH,      GPUPART__OPT_MEMORY_FRACTION,
-    GPUPART__OPT_MEMORY_LIMIT, GPUPART__OPT_MEMORY_FRACTION_MAX, GPUPART__OPT_MEMORY_LIMIT_MAX, GPUPART__OPT_HEADROOM, GPUPART__OPT_GRANULARITY,       GPUPART__OPT_RELEASE_THRESHOLD,
-    GPUPART__OPT_SHARED,    GPUPART__OPT_LEDGER_DIR,  GPUPART__OPT_SIM_TOTAL,         GPUPART__OPT_VERBOSE,
-    GPUPART__OPT_TRACE,     GPUPART__OPT_CONFIG,      GPUPART__OPT_CUDA_LIBRARY,      GPUPART__OPT_OPENCL_LIBRARY,
-    GPUPART__OPT_VULKAN_LIBRARY,
-};
-#define NSHOWN (sizeof shown / sizeof shown[0])
+/* Every option but the partition spec (the partitions have their own table): in the
+ * table's order, so an option added to core/options.c is shown without a change here. */
+static int shown(int o) { return o != GPUPART__OPT_PARTITIONS; }
 
 static void source_text(gpupart__source s, char *buf, size_t n) { gpupart__source_format(s, buf, n); }
 
@@ -46,7 +41,7 @@ static void json_value(gpupart__opt o, const gpupart__value *v) {
   char text[GPUPART__PATH_MAX];
   gpupart__type t = gpupart__options[o].type;
   gpupart__option_format(o, v, text, sizeof text);
-  if (t == GPUPART__T_BOOL || t == GPUPART__T_SHARE) printf("%s", text);
+  if (t == GPUPART__T_BOOL || t == GPUPART__T_SHARE || t == GPUPART__T_FACTOR) printf("%s", text);
   else if ((t == GPUPART__T_LIMIT && !v->u) || ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) && !v->str))
     printf("null");
   else if (t == GPUPART__T_PATH || t == GPUPART__T_DIR || t == GPUPART__T_BACKENDS) json_string(stdout, text);
@@ -64,16 +59,18 @@ static const char *json_key(gpupart__opt o, int for_source) {
 
 static void json_options(const gpupart__settings *s) {
   char src[GPUPART__PATH_MAX + 16];
-  for (size_t i = 0; i < NSHOWN; i++) {
-    if (shown[i] == GPUPART__OPT_DEVICE) continue;
-    printf(",\n  \"%s\": ", json_key(shown[i], 0));
-    json_value(shown[i], &s->v[shown[i]]);
+  for (int o = 0; o < GPUPART__OPT_COUNT; o++) {
+    if (!shown(o) || o == GPUPART__OPT_DEVICE) continue;
+    printf(",\n  \"%s\": ", json_key((gpupart__opt)o, 0));
+    json_value((gpupart__opt)o, &s->v[o]);
   }
   printf(",\n  \"sources\": {");
-  for (size_t i = 0; i < NSHOWN; i++) {
-    source_text(s->v[shown[i]].src, src, sizeof src);
-    printf("%s\"%s\": ", i ? ", " : "", json_key(shown[i], 1));
+  for (int o = 0, first = 1; o < GPUPART__OPT_COUNT; o++) {
+    if (!shown(o)) continue;
+    source_text(s->v[o].src, src, sizeof src);
+    printf("%s\"%s\": ", first ? "" : ", ", json_key((gpupart__opt)o, 1));
     json_string(stdout, src);
+    first = 0;
   }
   printf("}");
 }
@@ -193,12 +190,12 @@ static void print_json(gpupart_device *dev) {
 static void print_options(const gpupart__settings *s) {
   char value[GPUPART__PATH_MAX], src[GPUPART__PATH_MAX + 16], note[GPUPART__PATH_MAX + 128];
   printf("\n%-19s %-20s %s\n", "OPTION", "VALUE", "SOURCE");
-  for (size_t i = 0; i < NSHOWN; i++) {
-    gpupart__option_format(shown[i], &s->v[shown[i]], value, sizeof value);
-    source_text(s->v[shown[i]].src, src, sizeof src);
-    gpupart__settings_clip_note(s, shown[i], note, sizeof note);
-    printf("%-19s %-20s %s%s%s%s\n", gpupart__options[shown[i]].key, value, src, *note ? " (" : "", note,
-           *note ? ")" : "");
+  for (int o = 0; o < GPUPART__OPT_COUNT; o++) {
+    if (!shown(o)) continue;
+    gpupart__option_format((gpupart__opt)o, &s->v[o], value, sizeof value);
+    source_text(s->v[o].src, src, sizeof src);
+    gpupart__settings_clip_note(s, (gpupart__opt)o, note, sizeof note);
+    printf("%-19s %-20s %s%s%s%s\n", gpupart__options[o].key, value, src, *note ? " (" : "", note, *note ? ")" : "");
   }
 }
 

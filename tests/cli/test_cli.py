@@ -135,6 +135,45 @@ def test_config_json_from_the_environment():
     check(all(p["source"] == "GPUPART_PARTITIONS" for p in parts), "partition sources", out)
 
 
+def test_config_shows_the_block_options_with_their_sources():
+    env = {"GPUPART_PREALLOC_BLOCK": "64MiB", "GPUPART_INITIAL_BLOCK": "4MiB", "GPUPART_GROWTH_FACTOR": "1.5",
+           "GPUPART_MAX_BLOCK": "sim:0=256MiB,sim:1=8MiB"}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "g.ini")
+        with open(path, "w") as f:
+            f.write("[gpupart]\nmax_block = 512MiB\n[device sim:0]\n\ngrowth_factor = 3\n")
+        env["GPUPART_CONFIG"] = path
+        out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+        c = parse_json(out)
+        want = {"prealloc_block": (64 * MIB, "GPUPART_PREALLOC_BLOCK"), "initial_block": (4 * MIB, "GPUPART_INITIAL_BLOCK"),
+                "max_block": (256 * MIB, "GPUPART_MAX_BLOCK"), "growth_factor": (1.5, "GPUPART_GROWTH_FACTOR")}
+        for key, (value, source) in want.items():
+            check(c.get(key) == value and c["sources"].get(key) == source, f"config --json shows {key}", out)
+        out, _ = expect_rc(["config", "--device", "sim:0"], 0, env=env)
+        for key, (value, source) in want.items():
+            shown = value if isinstance(value, int) else f"{value:g}"
+            check(re.search(rf"^{key}\s+{shown}\s+{source}$", out, re.M), f"config shows {key}", out)
+        del env["GPUPART_GROWTH_FACTOR"], env["GPUPART_PREALLOC_BLOCK"]
+        out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+        c = parse_json(out)
+        check(c["growth_factor"] == 3 and c["sources"]["growth_factor"] == f"{path}:5", "the file's [device]", out)
+        check(c["prealloc_block"] is None and c["sources"]["prealloc_block"] == "default", "none is null", out)
+        out, _ = expect_rc(["config", "--device", "sim:2", "--json"], 0, env=env)
+        check(parse_json(out)["max_block"] == 512 * MIB, "the file's [gpupart] for a device the variable leaves out",
+              out)
+    _, err = expect_rc(["config", "--device", "sim:0"], 1, env={"GPUPART_GROWTH_FACTOR": "0.5"})
+    check("GPUPART_GROWTH_FACTOR: '0.5' is below 1" in err, "a bad growth factor is named", err)
+
+
+def test_config_shows_every_option_of_the_table():
+    out, _ = expect_rc(["config", "--device", "sim:0"], 0)
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "configuration.md")) as f:
+        keys = re.findall(r"^\| `GPUPART_[A-Z_]+` \| `([a-z_]+)` \|", f.read(), re.M)
+    check(len(keys) > 15, "configuration.md's table of variables and keys", keys)
+    for key in keys:
+        check(re.search(rf"^{key}\s", out, re.M), f"gpupart config shows {key}", out)
+
+
 def test_the_command_shows_the_trace_option_but_never_records_one_of_its_own():
     folder = tempfile.mkdtemp(prefix="gpupart-cli-trace-")
     trace = os.path.join(folder, "app.ops")
