@@ -248,6 +248,7 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsig
   if (dev->find_joins) dev->ledger->ops->trim_asked(dev->ledger, &dev->trim_seen); /* past requests are not ours */
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
   if (rc == GPUPART_OK) gpupart__settings_warn_env(dev);
+  if (rc == GPUPART_OK) gpupart__settings_notes(dev);
   return rc;
 }
 

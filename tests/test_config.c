@@ -357,6 +357,36 @@ Test(config, bad_growth_knobs_name_the_variable_and_what_is_wrong) {
   context_fails(&d, ":3: ", "bytes are expected");
 }
 
+Test(config, allow_growth_false_alone_says_that_nothing_is_taken_until_a_partition_exists) {
+  setenv("GPUPART_ALLOW_GROWTH", "false", 1);
+  gpupart_context *ctx = env_context();
+  gpupart_device *dev = open_sim(ctx, 0);
+  cr_expect(strstr(log_text, "allow_growth = false (GPUPART_ALLOW_GROWTH) and no partition is configured for sim:0: "
+                             "nothing is preallocated until the program creates a partition"), "%s", log_text);
+  cr_expect_eq(test_stats(test_partition(dev, "a", 64 * MiB, 0)).reserved, 64 * MiB, "the partition preallocates");
+  close_all(dev, ctx);
+  log_text[0] = '\0';
+  setenv("GPUPART_PARTITIONS", "tf:100%", 1); /* docs/configuration.md's migration row */
+  ctx = env_context();
+  dev = open_sim(ctx, 0);
+  cr_expect_eq(strstr(log_text, "no partition is configured"), NULL, "%s", log_text);
+  gpupart_partition *tf = gpupart_partition_find(dev, "tf");
+  cr_assert_not_null(tf);
+  cr_expect_eq(test_stats(tf).reserved, gpupart_device_budget(dev), "the whole budget, taken at open");
+  close_all(dev, ctx);
+}
+
+Test(config, an_initial_block_above_max_block_is_a_warning_naming_both) {
+  setenv("GPUPART_INITIAL_BLOCK", "64MiB", 1);
+  setenv("GPUPART_MAX_BLOCK", "16MiB", 1);
+  gpupart_context *ctx = env_context();
+  gpupart_device *dev = open_sim(ctx, 0);
+  cr_expect(strstr(log_text, "initial_block 67108864 (GPUPART_INITIAL_BLOCK) is above max_block 16777216 "
+                             "(GPUPART_MAX_BLOCK): partitions start at max_block"), "%s", log_text);
+  cr_expect_eq(first_block(dev, &(gpupart_partition_desc){.name = "p"}), 16 * MiB);
+  close_all(dev, ctx);
+}
+
 Test(config, partitions_are_created_in_order_when_the_device_opens) {
   setenv("GPUPART_PARTITIONS", "train:60%:40%,eval:30%,scratch:256MiB", 1);
   gpupart_context *ctx = env_context();

@@ -20,7 +20,8 @@ static const char help[] =
     "                visible list is not applied); default: the device a program\n"
     "                opening index 0 gets (GPUPART_BACKEND, GPUPART_DEVICE)\n"
     "  --json        one JSON object with at least backend, index, budget and\n"
-    "                partitions [{name, limit, guarantee}], plus the options, a\n"
+    "                partitions [{name, limit, guarantee, allow_growth, reserved}],\n"
+    "                plus the options, a\n"
     "                \"sources\" object naming where each option came from, and\n"
     "                other_frameworks [{name, value, applied, equivalent}]: the\n"
     "                TensorFlow, JAX and PyTorch memory variables seen (never applied),\n"
@@ -83,8 +84,9 @@ static void json_partition(gpupart_device *dev, uint32_t i) {
   source_text(dev->settings.parts[i]->src, src, sizeof src);
   printf("%s\n    {\"name\": ", i ? "," : "");
   json_string(stdout, gpupart_partition_name(p));
-  printf(", \"limit\": %llu, \"guarantee\": %llu, \"allow_growth\": %s, \"source\": ",
-         (unsigned long long)st.limit, (unsigned long long)st.guarantee, p->growth.prealloc ? "false" : "true");
+  printf(", \"limit\": %llu, \"guarantee\": %llu, \"allow_growth\": %s, \"reserved\": %llu, \"source\": ",
+         (unsigned long long)st.limit, (unsigned long long)st.guarantee, p->growth.prealloc ? "false" : "true",
+         (unsigned long long)st.reserved);
   json_string(stdout, src);
   printf("}");
 }
@@ -202,7 +204,8 @@ static void print_options(const gpupart__settings *s) {
 static void print_partitions(gpupart_device *dev) {
   char src[GPUPART__PATH_MAX + 16];
   if (!dev->settings.nparts) {
-    printf("\npartitions: none configured\n");
+    printf("\npartitions: none configured%s\n", dev->settings.v[GPUPART__OPT_ALLOW_GROWTH].u ? ""
+           : " (allow_growth = false: each partition the program creates takes its limit then; nothing is taken before)");
     return;
   }
   printf("\n%-20s %16s %16s %-7s %s\n", "PARTITION", "LIMIT", "GUARANTEE", "GROWTH", "SOURCE");
@@ -254,7 +257,7 @@ int cmd_config(int argc, char **argv) {
   if (rc) return rc;
   gpupart_context *ctx;
   gpupart_device *dev;
-  gpupart_result r = cli_context(&ctx);
+  gpupart_result r = cli_context_warning(&ctx, 1);
   if (r) return cli_failure("configuration", r);
   r = gpupart__device_open(ctx, &desc, exact, &dev);
   if (r) return rc = cli_failure("device", r), gpupart_context_destroy(ctx), rc;

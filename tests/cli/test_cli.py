@@ -8,6 +8,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -174,6 +175,28 @@ def test_config_shows_every_option_of_the_table():
         check(re.search(rf"^{key}\s", out, re.M), f"gpupart config shows {key}", out)
 
 
+def test_the_migration_rows_that_preallocate_work_as_printed():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "configuration.md")) as f:
+        doc = f.read()
+    table = doc.split("## Migrating from TensorFlow, PyTorch and JAX", 1)[1].split("\n\n", 2)[1]
+    rows = [r for r in table.splitlines() if "GPUPART_ALLOW_GROWTH=false" in r and "GPUPART_PARTITIONS" in r]
+    check(any(r.startswith("| TensorFlow's default") for r in rows), "the TensorFlow default row preallocates", table)
+    for row in rows:
+        code = re.search(r"\| `(GPUPART_[^`]*)`", row).group(1)
+        env = dict(a.split("=", 1) for a in shlex.split(code))
+        budget = 1 * GIB if "GPUPART_MEMORY_FRACTION" not in env else None
+        out, err = expect_rc(["config", "--json"], 0, env={**env, "GPUPART_BACKEND": "sim", "GPUPART_SIM_TOTAL": "1GiB"},
+                             what=f"gpupart config under {code}")
+        c = parse_json(out)
+        parts = c["partitions"]
+        check(len(parts) == 1 and parts[0]["allow_growth"] is False, f"{code}: one preallocated partition", out)
+        check(parts and parts[0]["limit"] == c["budget"] == parts[0]["reserved"] and
+              (budget is None or c["budget"] == budget), f"{code}: the whole budget is taken at open", out)
+    out, err = expect_rc(["config"], 0, env={"GPUPART_ALLOW_GROWTH": "false", "GPUPART_BACKEND": "sim"})
+    check("partitions: none configured (allow_growth = false: each partition the program creates takes its limit "
+          "then; nothing is taken before)" in out, "allow_growth = false alone is explained", out)
+
+
 def test_the_command_shows_the_trace_option_but_never_records_one_of_its_own():
     folder = tempfile.mkdtemp(prefix="gpupart-cli-trace-")
     trace = os.path.join(folder, "app.ops")
@@ -197,7 +220,7 @@ def test_config_names_file_lines():
         check(c["sources"]["backend"] == f"{path}:2", "backend source", out)
         check(c["sources"]["config"] == "GPUPART_CONFIG", "config source", out)
         check(c["partitions"] == [{"name": "train", "limit": 2 * GIB, "guarantee": GIB, "allow_growth": True,
-                                   "source": f"{path}:5"}], "partition from the file", out)
+                                   "reserved": 0, "source": f"{path}:5"}], "partition from the file", out)
         out, _ = expect_rc(["config"], 0, env={"GPUPART_CONFIG": path})
         check(re.search(r"^memory_fraction\s+0.25\s+" + re.escape(f"{path}:3") + "$", out, re.M), "text output", out)
         check(re.search(r"^budget\s+4294967296 bytes \(4 GiB\)", out, re.M), "text budget", out)
