@@ -249,6 +249,7 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsig
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
   if (rc == GPUPART_OK) gpupart__settings_warn_env(dev);
   if (rc == GPUPART_OK) gpupart__settings_notes(dev);
+  if (rc == GPUPART_OK) gpupart__event_unreachable(dev);
   return rc;
 }
 

@@ -25,6 +25,7 @@
 #include "ledger.h"
 #include "registry.h"
 #include "lock.h"
+#include "reach.h"
 #include "settings.h"
 #include "tlsf.h"
 #include "trace.h"
@@ -56,6 +57,7 @@ struct gpupart_context {
   uint32_t open_devices;
   gpupart__ledger_ref *ledgers; /* one per physical device open in the context */
   gpupart__trace *trace;        /* GPUPART_TRACE: the recording, or NULL (trace.c) */
+  atomic_int unreachable_said;  /* events.c: configuration that cannot apply here was looked for */
 };
 
 /* Counters of a partition (or retired into its device when a partition is destroyed). */

@@ -320,6 +320,11 @@ int gpupart__parse_selector(const char *s, gpupart__selector *out, char *err, si
   return parse_index(idx, &out->index, err, n);
 }
 
+void gpupart__selector_format(const gpupart__selector *sel, char *buf, size_t n) {
+  if (sel->backend == GPUPART_BACKEND_AUTO) snprintf(buf, n, "%u", sel->index);
+  else snprintf(buf, n, "%s:%u", gpupart_backend_name(sel->backend), sel->index);
+}
+
 int gpupart__selector_matches(const gpupart__selector *sel, gpupart_backend b, uint32_t index) {
   return sel->set && sel->index == index && (sel->backend == GPUPART_BACKEND_AUTO || sel->backend == b);
 }

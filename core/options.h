@@ -115,6 +115,8 @@ typedef struct gpupart__selector {
 int gpupart__parse_selector(const char *s, gpupart__selector *out, char *err, size_t n);
 /* "sim", "opencl", "vulkan", "cuda" (case-insensitive) or -1. */
 int gpupart__backend_from_name(const char *s);
+/* sel as it is written: "cuda:0", or "1" for an index alone. */
+void gpupart__selector_format(const gpupart__selector *sel, char *buf, size_t n);
 /* Whether sel names device (b, index). */
 int gpupart__selector_matches(const gpupart__selector *sel, gpupart_backend b, uint32_t index);
 /* 2 for backend:index, 1 for an index alone, 0 for none: the more specific wins. */

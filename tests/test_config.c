@@ -387,6 +387,29 @@ Test(config, an_initial_block_above_max_block_is_a_warning_naming_both) {
   close_all(dev, ctx);
 }
 
+Test(config, configuration_that_can_never_apply_here_is_logged_once_at_the_first_open) {
+  setenv("GPUPART_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1); /* no machine loads it */
+  setenv("GPUPART_MEMORY_FRACTION", "50%,cuda:2=25%", 1);
+  setenv("GPUPART_CONFIG", write_file("[device cuda:0]\nheadroom = 1MiB\n[device sim:3]\nheadroom = 2MiB\n"
+                                      "[partition t]\ndevice = cuda:0\nsize = 10%\n"), 1);
+  gpupart_context *ctx = env_context();
+  gpupart_device *dev = open_sim(ctx, 0);
+  char want[256];
+  snprintf(want, sizeof want, "configuration that can never apply on this machine: GPUPART_MEMORY_FRACTION's entry "
+           "cuda:2 (GPUPART_MEMORY_FRACTION): cuda: ");
+  cr_expect(strstr(log_text, want), "%s", log_text);
+  snprintf(want, sizeof want, "; [device cuda:0] (%s:2): cuda: ", file_path);
+  cr_expect(strstr(log_text, want), "%s", log_text);
+  snprintf(want, sizeof want, "; partition 't' on cuda:0 (%s:5): cuda: ", file_path);
+  cr_expect(strstr(log_text, want), "%s", log_text);
+  cr_expect_eq(strstr(log_text, "sim:3"), NULL, "a sim device of any index can open: %s", log_text);
+  size_t said = strlen(log_text);
+  gpupart_device *dev3 = open_sim(ctx, 3);
+  cr_expect_eq(strlen(log_text), said, "said once per context: %s", log_text + said);
+  cr_expect_eq(gpupart_device_close(dev3), GPUPART_OK);
+  close_all(dev, ctx);
+}
+
 Test(config, partitions_are_created_in_order_when_the_device_opens) {
   setenv("GPUPART_PARTITIONS", "train:60%:40%,eval:30%,scratch:256MiB", 1);
   gpupart_context *ctx = env_context();

@@ -27,7 +27,13 @@ static const char help[] =
     "                TensorFlow, JAX and PyTorch memory variables seen (never applied),\n"
     "                clipped {memory_limit|memory_fraction: {asked, source}} where\n"
     "                an operator's ceiling lowered a value, and orchestrator\n"
-    "                {shares [{source, device, bytes, applied}], ignored [...]}\n"
+    "                {shares [{source, device, bytes, applied}], ignored [...]},\n"
+    "                and never_applies [{source, what, device, why}]: [device]\n"
+    "                sections, per-device entries and partitions that name a device\n"
+    "                this machine does not have\n"
+    "\n"
+    "Warnings of the open (configuration that can never apply on this machine, an\n"
+    "initial_block above max_block, ...) are printed on standard error.\n"
     "\n"
     "exit status: 0 success, 1 bad configuration or no such device, 2 bad usage\n";
 
@@ -173,6 +179,30 @@ static void print_foreign(const gpupart__config *c) {
     printf("%s=%s  ->  %s\n", c->foreign[i].name, c->foreign[i].value, c->foreign[i].hint);
 }
 
+static void json_unreachable_one(const gpupart__unreachable *u, void *user) {
+  int *n = user;
+  char src[GPUPART__PATH_MAX + 16], dev[48];
+  source_text(u->src, src, sizeof src);
+  gpupart__selector_format(&u->sel, dev, sizeof dev);
+  printf("%s\n    {\"source\": ", (*n)++ ? "," : "");
+  json_string(stdout, src);
+  printf(", \"what\": ");
+  json_string(stdout, u->what);
+  printf(", \"device\": ");
+  json_string(stdout, dev);
+  printf(", \"why\": ");
+  json_string(stdout, u->why);
+  printf("}");
+}
+
+/* Configuration that can never apply on this machine (also a warning on stderr). */
+static void json_unreachable(gpupart_device *dev) {
+  int n = 0;
+  printf(",\n  \"never_applies\": [");
+  gpupart__config_unreachable(dev->ctx, json_unreachable_one, &n);
+  printf("%s]", n ? "\n  " : "");
+}
+
 static void print_json(gpupart_device *dev) {
   printf("{\n  \"backend\": \"%s\",\n  \"index\": %u,\n  \"name\": ", gpupart_backend_name(dev->info.backend),
          dev->info.index);
@@ -186,6 +216,7 @@ static void print_json(gpupart_device *dev) {
   json_foreign(dev->ctx->cfg);
   json_clipped(&dev->settings);
   json_shares(dev);
+  json_unreachable(dev);
   printf("\n}\n");
 }
 
@@ -204,8 +235,9 @@ static void print_options(const gpupart__settings *s) {
 static void print_partitions(gpupart_device *dev) {
   char src[GPUPART__PATH_MAX + 16];
   if (!dev->settings.nparts) {
-    printf("\npartitions: none configured%s\n", dev->settings.v[GPUPART__OPT_ALLOW_GROWTH].u ? ""
-           : " (allow_growth = false: each partition the program creates takes its limit then; nothing is taken before)");
+    static const char prealloc[] =
+        " (allow_growth = false: each partition the program creates takes its limit then; nothing is taken before)";
+    printf("\npartitions: none configured%s\n", dev->settings.v[GPUPART__OPT_ALLOW_GROWTH].u ? "" : prealloc);
     return;
   }
   printf("\n%-20s %16s %16s %-7s %s\n", "PARTITION", "LIMIT", "GUARANTEE", "GROWTH", "SOURCE");

@@ -270,7 +270,8 @@ def test_check_config():
                      "[partition y]\nguarantee = 10%\n")
     try:
         out, _ = expect_rc(["check-config", good], 0)
-        check(out.strip() == f"{good}: ok", "check-config ok line", out)
+        check(re.fullmatch(re.escape(good) + r": ok( \(\d warnings? about this machine\))?", out.strip()),
+              "check-config ok line", out)
         _, err = expect_rc(["check-config", bad], 1)
         lines = [l for l in err.splitlines() if re.match(re.escape(bad) + r":\d+: ", l)]
         check(len(lines) == 4, f"check-config reports 4 FILE:LINE lines, got {len(lines)}", err)
@@ -283,6 +284,64 @@ def test_check_config():
         os.unlink(bad)
     _, err = expect_rc(["check-config", "/nonexistent/gpupart.ini"], 1)
     check("/nonexistent/gpupart.ini" in err and "No such file" in err, "unreadable file", err)
+
+
+def cuda_device_0():
+    """Whether this machine has cuda:0 (the CUDA backend built and a device found)."""
+    rc, out, _ = run("devices", "--backend", "cuda", "--json")
+    return rc == 0 and any(d["index"] == 0 for d in parse_json(out)["devices"])
+
+
+def test_check_config_and_config_warn_of_devices_this_machine_lacks():
+    text = ("[gpupart]\nbackend = cuda, sim\ncuda_library = /nonexistent/libcuda.so.1\n\n"
+            "[device cuda:0]\nheadroom = 1MiB\n\n[device sim:5]\nheadroom = 2MiB\n\n[device 40]\nheadroom = 3MiB\n\n"
+            "[partition train]\ndevice = cuda:1\nsize = 50%\n\n[partition here]\ndevice = sim:0\nsize = 10%\n")
+    path = write_file(text)
+    try:
+        out, err = expect_rc(["check-config", path], 0)
+        check(out.strip() == f"{path}: ok (2 warnings about this machine)", "the file is still ok", out)
+        check(re.search(re.escape(path) + r":6: warning: \[device cuda:0\] can never apply on this machine: cuda: ", err),
+              "the [device cuda:0] section, at its first value's line", err)
+        check(re.search(re.escape(path) + r":14: warning: partition 'train' on cuda:1 can never apply", err),
+              "the partition on cuda:1, at its section's line", err)
+        check("sim:5" not in err and "[device 40]" not in err and "'here'" not in err,
+              "sim opens any index it is named with (the list names sim)", err)
+        out, err = expect_rc(["config", "--device", "sim:0", "--json"], 0, env={"GPUPART_CONFIG": path})
+        never = parse_json(out)["never_applies"]
+        check([(n["source"], n["device"], n["what"]) for n in never] ==
+              [(f"{path}:6", "cuda:0", "[device cuda:0]"), (f"{path}:14", "cuda:1", "partition 'train' on cuda:1")],
+              "config --json lists what never applies", out)
+        check(all(n["why"].startswith("cuda: ") for n in never), "and why", out)
+        check(err.count("gpupart: warning: configuration that can never apply on this machine: ") == 1,
+              "config warns once on stderr", err)
+    finally:
+        os.unlink(path)
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0,
+                       env={"GPUPART_HEADROOM": "1MiB,40=2MiB", "GPUPART_BACKEND": "sim"})
+    check(parse_json(out)["never_applies"] == [], "an index alone: sim named in the list opens any index", out)
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env={"GPUPART_HEADROOM": "1MiB,40=2MiB"})
+    never = parse_json(out)["never_applies"]
+    check(len(never) == 1 and never[0]["what"] == "GPUPART_HEADROOM's entry 40" and
+          never[0]["source"] == "GPUPART_HEADROOM" and never[0]["why"].startswith("no backend has a device 40 (") and
+          "sim: 1 device" in never[0]["why"], "an index alone that no backend the open would try has", out)
+
+
+def test_configuration_md_ini_examples_say_when_cuda_0_is_missing():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "configuration.md")) as f:
+        examples = re.findall(r"^```ini\n(.*?)^```", f.read(), re.S | re.M)
+    check(len(examples) == 2, "configuration.md has two INI examples", examples)
+    missing = not cuda_device_0()
+    for text in examples:
+        path = write_file(text)
+        try:
+            out, err = expect_rc(["check-config", path], 0)
+            lines = text.splitlines()
+            cuda_lines = [i + 1 for i, l in enumerate(lines) if "cuda:0" in l]
+            warned = re.findall(re.escape(path) + r":(\d+): warning: (.*) can never apply on this machine: cuda: ", err)
+            check(bool(warned) == missing, f"check-config warns about cuda:0 exactly when it is missing here", err)
+            check(all(int(n) > min(cuda_lines) for n, _ in warned), "at the lines of the cuda:0 sections", err)
+        finally:
+            os.unlink(path)
 
 
 def test_check_config_sums_guarantees_per_device():
