@@ -459,6 +459,28 @@ def test_devices_says_why_a_backend_was_skipped():
           "vulkan" not in run("--version")[1], "the Vulkan override's failure is explained", err)
 
 
+def skipped_lines(err):
+    return [l for l in err.splitlines() if l.startswith("gpupart: skipped ")]
+
+
+def test_devices_names_a_skipped_backend_once_and_only_when_asked():
+    rc, _, err = run("devices")
+    if rc == 0:  # devices found: a backend nobody asked for is not reported
+        check(skipped_lines(err) == [], "devices is quiet about backends nobody named", err)
+    _, _, err = run("devices", env={"GPUPART_CUDA_LIBRARY": "/nonexistent/libcuda.so.1"})
+    lines = skipped_lines(err)
+    check(len(lines) == 1 and lines[0].startswith("gpupart: skipped cuda: ") and lines[0].count("cuda: ") == 1,
+          "a backend the configuration names is reported, in one line naming it once", err)
+    _, _, verbose = run("devices", "-v")
+    for name in ("cuda", "vulkan", "opencl"):
+        missing = run("devices", "--backend", name)[0] != 0
+        said = [l for l in skipped_lines(verbose) if l.startswith(f"gpupart: skipped {name}: ")]
+        check(len(said) == (1 if missing else 0), f"-v reports {name} exactly when it has no device here", verbose)
+        check(all(l.count(f"{name}: ") == 1 and f"'{name}'" not in l for l in said), f"{name} named once", verbose)
+    _, _, err = run("devices", "--verbose", env={"GPUPART_BACKEND": "sim"})
+    check(skipped_lines(err) == skipped_lines(verbose), "--verbose is -v", err)
+
+
 def test_config_visible_devices():
     env = {"GPUPART_BACKEND": "sim", "GPUPART_DEVICE": "3,1"}
     out, _ = expect_rc(["config", "--json"], 0, env=env)
