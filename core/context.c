@@ -193,6 +193,15 @@ static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupar
   return GPUPART_OK;
 }
 
+int gpupart__backend_known(gpupart_context *ctx, gpupart_backend b) {
+  if ((unsigned)b >= GPUPART__BACKEND_COUNT || b == GPUPART_BACKEND_AUTO) return 0;
+  pthread_mutex_lock(&ctx->lock);
+  const gpupart__loaded_backend *lb = &ctx->backends[b];
+  int known = !lb->ops || lb->tried;
+  pthread_mutex_unlock(&ctx->lock);
+  return known;
+}
+
 /* Loads backend b on first use. Later calls return the first load's result, so a missing
  * driver costs one dlopen per context, not one per call. */
 int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,

@@ -115,6 +115,6 @@ void gpupart__event_unreachable(gpupart_device *dev) {
   gpupart_context *ctx = dev->ctx;
   char line[GPUPART__EVENT_LINE] = "configuration that can never apply on this machine:";
   if ((!ctx->log && !dev_verbose(dev)) || atomic_exchange(&ctx->unreachable_said, 1)) return;
-  if (!gpupart__config_unreachable(ctx, append_unreachable, line)) return;
+  if (!gpupart__config_unreachable(ctx, 1, append_unreachable, line)) return;
   gpupart__settings_log(ctx, GPUPART_LOG_WARN, dev_verbose(dev), line);
 }

@@ -156,6 +156,9 @@ struct gpupart_device {
 /* context.c */
 int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
                          void **state);
+/* context.c: whether the load of backend b is already decided in ctx (not built, or
+ * tried), so asking for it costs no driver library load. */
+int gpupart__backend_known(gpupart_context *ctx, gpupart_backend b);
 /* context.c: whether the configuration names backend b: its backend list (GPUPART_BACKEND,
  * `backend =`) lists it, or its library path (GPUPART_<B>_LIBRARY) is set. */
 int gpupart__backend_named(const gpupart_context *ctx, gpupart_backend b);

@@ -5,7 +5,8 @@
  * backend list leaves out. Such a value is valid (the file may be meant for another
  * machine) but silently changes nothing, so `gpupart check-config`, `gpupart config` and
  * the first device open of a context with a log say so. Finding out loads and
- * enumerates the backends named, through the context, once per call. */
+ * enumerates the backends named, through the context, once per call; a device open
+ * judges only by the backends its context has already tried, and loads none. */
 #include "reach.h"
 
 #include <stdio.h>
@@ -23,6 +24,7 @@ typedef struct probe {
 
 typedef struct reach {
   gpupart_context *ctx;
+  int loaded_only; /* judge only by backends the context has loaded (or failed to) already */
   probe probes[GPUPART__BACKEND_COUNT];
   gpupart__value list; /* the configured backend list (nbackends 0: auto) */
   gpupart__unreachable_fn fn;
@@ -45,13 +47,15 @@ static int listed(const gpupart__value *list, gpupart_backend b) {
   return 0;
 }
 
-/* Why backend b has no device index (its error, or its count); 0 when it has one. The
- * sim backend opens any index it is named with, and has one device (0) otherwise. */
+/* Why backend b has no device index (its error, or its count); 0 when it has one, or
+ * when loaded_only and the context has not tried b yet (not known). The sim backend
+ * opens any index it is named with, and has one device (0) otherwise. */
 static int lacks(reach *r, gpupart_backend b, uint32_t index, int named, char *why, size_t n) {
   if (b == GPUPART_BACKEND_SIM) {
     if (named || index == 0) return 0;
     return snprintf(why, n, "sim: 1 device"), 1;
   }
+  if (r->loaded_only && !gpupart__backend_known(r->ctx, b)) return 0;
   const probe *p = probe_of(r, b);
   if (p->rc) return snprintf(why, n, "%s", p->why), 1;
   if (p->count > index) return 0;
@@ -132,8 +136,8 @@ static void check_partitions(reach *r, const gpupart__layer *l) {
   }
 }
 
-uint32_t gpupart__config_unreachable(gpupart_context *ctx, gpupart__unreachable_fn fn, void *user) {
-  reach r = {.ctx = ctx, .fn = fn, .user = user};
+uint32_t gpupart__config_unreachable(gpupart_context *ctx, int loaded_only, gpupart__unreachable_fn fn, void *user) {
+  reach r = {.ctx = ctx, .loaded_only = loaded_only, .fn = fn, .user = user};
   gpupart__config_get(ctx->cfg, GPUPART__OPT_BACKEND, GPUPART_BACKEND_AUTO, 0, &r.list);
   check_values(&r, &ctx->cfg->env);
   check_partitions(&r, &ctx->cfg->env);

@@ -21,7 +21,10 @@ typedef void (*gpupart__unreachable_fn)(const gpupart__unreachable *u, void *use
  * built, whose driver cannot be loaded or that the configured backend list leaves out,
  * or a device index the backend (for an index alone: every backend a device open would
  * try) does not have. Loads and enumerates the backends named, through ctx (so a
- * library path the configuration gives is used). Returns how many were found. */
-uint32_t gpupart__config_unreachable(struct gpupart_context *ctx, gpupart__unreachable_fn fn, void *user);
+ * library path the configuration gives is used); with loaded_only, loads none and
+ * judges only by backends ctx has tried already (a device open: it never loads a driver
+ * library only to warn). Returns how many were found. */
+uint32_t gpupart__config_unreachable(struct gpupart_context *ctx, int loaded_only, gpupart__unreachable_fn fn,
+                                     void *user);
 
 #endif

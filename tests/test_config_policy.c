@@ -164,13 +164,21 @@ Test(config_policy, an_initial_block_above_max_block_is_a_warning_naming_both) {
   close_all(dev, ctx);
 }
 
-Test(config_policy, configuration_that_can_never_apply_here_is_logged_once_at_the_first_open) {
+/* The first open tries cuda (the backend list's first), which cannot load here. */
+static void unreachable_cuda_config(void) {
+  setenv("GPUPART_BACKEND", "cuda,sim", 1);
   setenv("GPUPART_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1); /* no machine loads it */
   setenv("GPUPART_MEMORY_FRACTION", "50%,cuda:2=25%", 1);
   setenv("GPUPART_CONFIG", write_file("[device cuda:0]\nheadroom = 1MiB\n[device sim:3]\nheadroom = 2MiB\n"
                                       "[partition t]\ndevice = cuda:0\nsize = 10%\n"), 1);
+}
+
+Test(config_policy, configuration_that_can_never_apply_here_is_logged_once_at_the_first_open) {
+  unreachable_cuda_config();
   gpupart_context *ctx = env_context();
-  gpupart_device *dev = open_sim(ctx, 0);
+  gpupart_device_desc auto_choice = {0};
+  gpupart_device *dev = NULL;
+  cr_assert_eq(gpupart_device_open(ctx, &auto_choice, &dev), GPUPART_OK, "%s", gpupart_last_error());
   char want[256];
   snprintf(want, sizeof want, "configuration that can never apply on this machine: GPUPART_MEMORY_FRACTION's entry "
            "cuda:2 (GPUPART_MEMORY_FRACTION): cuda: ");
@@ -184,5 +192,16 @@ Test(config_policy, configuration_that_can_never_apply_here_is_logged_once_at_th
   gpupart_device *dev3 = open_sim(ctx, 3);
   cr_expect_eq(strlen(log_text), said, "said once per context: %s", log_text + said);
   cr_expect_eq(gpupart_device_close(dev3), GPUPART_OK);
+  close_all(dev, ctx);
+}
+
+/* An open that names its backend tries no other: no driver library is loaded only to
+ * warn, so nothing is known of cuda, and nothing is said. */
+Test(config_policy, an_open_loads_no_backend_only_to_warn) {
+  unreachable_cuda_config();
+  gpupart_context *ctx = env_context();
+  gpupart_device *dev = open_sim(ctx, 0);
+  cr_expect_eq(strstr(log_text, "can never apply"), NULL, "%s", log_text);
+  cr_expect_eq(ctx->backends[GPUPART_BACKEND_CUDA].tried, 0, "the CUDA backend was not loaded");
   close_all(dev, ctx);
 }

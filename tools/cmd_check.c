@@ -51,7 +51,7 @@ static int machine_warnings(const char *path) {
   gpupart_context *ctx = NULL;
   int n = 0;
   if (text && gpupart_context_create(&d, &ctx) == GPUPART_OK)
-    n = (int)gpupart__config_unreachable(ctx, warn, (void *)path);
+    n = (int)gpupart__config_unreachable(ctx, 0, warn, (void *)path);
   gpupart_context_destroy(ctx);
   free(text);
   return n;

@@ -179,6 +179,15 @@ static void print_foreign(const gpupart__config *c) {
     printf("%s=%s  ->  %s\n", c->foreign[i].name, c->foreign[i].value, c->foreign[i].hint);
 }
 
+/* On stderr, each device of the configuration this machine lacks (the open itself says
+ * nothing of it: the command looks with every backend loaded, which an open does not). */
+static void warn_unreachable_one(const gpupart__unreachable *u, void *user) {
+  char src[GPUPART__PATH_MAX + 16];
+  (void)user;
+  source_text(u->src, src, sizeof src);
+  fprintf(stderr, "gpupart: warning: %s (%s) can never apply on this machine: %s\n", u->what, src, u->why);
+}
+
 static void json_unreachable_one(const gpupart__unreachable *u, void *user) {
   int *n = user;
   char src[GPUPART__PATH_MAX + 16], dev[48];
@@ -199,7 +208,7 @@ static void json_unreachable_one(const gpupart__unreachable *u, void *user) {
 static void json_unreachable(gpupart_device *dev) {
   int n = 0;
   printf(",\n  \"never_applies\": [");
-  gpupart__config_unreachable(dev->ctx, json_unreachable_one, &n);
+  gpupart__config_unreachable(dev->ctx, 0, json_unreachable_one, &n);
   printf("%s]", n ? "\n  " : "");
 }
 
@@ -291,8 +300,10 @@ int cmd_config(int argc, char **argv) {
   gpupart_device *dev;
   gpupart_result r = cli_context_warning(&ctx, 1);
   if (r) return cli_failure("configuration", r);
+  atomic_store(&ctx->unreachable_said, 1); /* said below, from a look at every backend */
   r = gpupart__device_open(ctx, &desc, exact, &dev);
   if (r) return rc = cli_failure("device", r), gpupart_context_destroy(ctx), rc;
+  gpupart__config_unreachable(ctx, 0, warn_unreachable_one, NULL);
   if (json) print_json(dev);
   else print_text(dev);
   gpupart_device_close(dev);

@@ -312,8 +312,9 @@ def test_check_config_and_config_warn_of_devices_this_machine_lacks():
               [(f"{path}:6", "cuda:0", "[device cuda:0]"), (f"{path}:14", "cuda:1", "partition 'train' on cuda:1")],
               "config --json lists what never applies", out)
         check(all(n["why"].startswith("cuda: ") for n in never), "and why", out)
-        check(err.count("gpupart: warning: configuration that can never apply on this machine: ") == 1,
-              "config warns once on stderr", err)
+        check(err.count("can never apply on this machine") == 2 and
+              f"gpupart: warning: [device cuda:0] ({path}:6) can never apply on this machine: cuda: " in err,
+              "config warns on stderr, once for each", err)
     finally:
         os.unlink(path)
     out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0,
