@@ -989,16 +989,17 @@ def test_exporter_serves_scrapes_past_many_idle_and_slow_connections():
             statuses.append(e.get("/metrics")[0])
             conns.append(socket.create_connection(("127.0.0.1", e.port), timeout=30))  # and more idle ones
         check(statuses == [200] * 20, f"every scrape served past 100+ idle and slow connections: {statuses}", "")
-        start, closed = time.monotonic(), 0
-        for c in conns:  # each is closed by the exporter, with a 408 where it is still open to one
+        closed = 0
+        for c in conns:  # each is closed by the exporter (3 s deadline; the client waits 30), a 408 if it can
             try:
                 reply = c.recv(4096)
+            except socket.timeout:
+                reply = None  # still open: the deadline did not close it
             except OSError:
-                reply = b""
-            closed += reply == b"" or reply.startswith(b"HTTP/1.1 408 ")
+                reply = b""  # reset: closed
+            closed += reply is not None and (reply == b"" or reply.startswith(b"HTTP/1.1 408 "))
             c.close()
         check(closed == len(conns), f"{len(conns) - closed} idle or slow connections left open", "")
-        check(time.monotonic() - start < 25, "closed within the header deadline, not the clients' timeout", "")
         check(e.get("/metrics")[0] == 200 and e.p.poll() is None, "still serving, alive", "")
 
 
