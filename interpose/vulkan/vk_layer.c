@@ -10,6 +10,7 @@
  * device's deviceUUID, so it shares the GPU's ledger with gpupart applications on it.
  * Every other call goes straight down the chain; the layer adds no policy. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vulkan/vk_layer.h>
@@ -117,11 +118,11 @@ static uint32_t physical_position(instance_rec *in, VkPhysicalDevice pd) {
 }
 
 /* The device's deviceUUID (VkPhysicalDeviceIDProperties, Vulkan 1.1), which the vulkan
- * backend names the GPU by; 0, or -1 (none: the instance or the device is Vulkan 1.0). */
-static int device_uuid(instance_rec *in, VkPhysicalDevice pd, uint8_t uuid[VK_UUID_SIZE]) {
-  VkPhysicalDeviceProperties base;
-  in->props(pd, &base);
-  if (!in->props2 || base.apiVersion < VK_API_VERSION_1_1) return -1;
+ * backend names the GPU by; 0, or -1 (none: the instance or the device is Vulkan 1.0).
+ * base: the device's properties. */
+static int device_uuid(instance_rec *in, VkPhysicalDevice pd, const VkPhysicalDeviceProperties *base,
+                       uint8_t uuid[VK_UUID_SIZE]) {
+  if (!in->props2 || base->apiVersion < VK_API_VERSION_1_1) return -1;
   VkPhysicalDeviceIDProperties id = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
   VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &id};
   in->props2(pd, &p2);
@@ -147,11 +148,18 @@ static uint32_t backend_heap(const VkPhysicalDeviceMemoryProperties *props) {
 static void heaps_open(instance_rec *in, VkPhysicalDevice pd, const VkPhysicalDeviceMemoryProperties *props,
                        gpupart_partition **heaps) {
   uint32_t pos = physical_position(in, pd), gpu = backend_heap(props);
+  VkPhysicalDeviceProperties base;
   uint8_t uuid[VK_UUID_SIZE];
-  int named = device_uuid(in, pd, uuid) == 0;
+  char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16];
+  in->props(pd, &base);
+  int named = device_uuid(in, pd, &base, uuid) == 0;
   for (uint32_t h = 0; h < props->memoryHeapCount; h++) {
-    uint32_t key = h == gpu ? pos : 0x10000u + pos * VK_MAX_MEMORY_HEAPS + h;
-    heaps[h] = gpupart__ip_partition_for(key, props->memoryHeaps[h].size, h == gpu && named ? uuid : NULL);
+    gpupart__ip_device d = {.key = h == gpu ? pos : 0x10000u + pos * VK_MAX_MEMORY_HEAPS + h,
+                            .total = props->memoryHeaps[h].size, .uuid = h == gpu && named ? uuid : NULL,
+                            .name = name};
+    if (h == gpu) snprintf(name, sizeof name, "%s", base.deviceName);
+    else snprintf(name, sizeof name, "%s heap %u", base.deviceName, h);
+    heaps[h] = gpupart__ip_partition_of(&d);
   }
 }
 

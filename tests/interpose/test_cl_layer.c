@@ -121,11 +121,25 @@ Test(cl_layer, a_configured_partition_named_by_gpupart_partition_sets_the_limit)
   cr_assert(strstr(out, "allocated 32 code -4\n"), "%s", out);
 }
 
-Test(cl_layer, a_bad_configuration_leaves_the_program_unaccounted_and_says_so) {
+/* A configuration error fails closed: with a misspelt variable (which gpupart refuses)
+ * the program ran unlimited; now every allocation is refused
+ * (CL_MEM_OBJECT_ALLOCATION_FAILURE), and why is said once on stderr. */
+Test(cl_layer, a_configuration_error_fails_closed_and_says_why_once) {
   char out[4096];
-  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=lots %s buffer 1 8 2>&1", layer(), fill());
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMT=64MiB %s buffer 1 8 2>&1", layer(), fill());
+  cr_assert(strstr(out, "allocated 0 code -4\n"), "%s", out);
+  cr_assert(strstr(out, "again 0 code -4\n"), "%s", out);
+  cr_assert_eq(ip_test_count(out, "gpupart layer:"), 1, "%s", out);
+  cr_assert(strstr(out, "context_create: GPUPART_ECONFIG") && strstr(out, "GPUPART_MEMORY_LIMT"), "%s", out);
+}
+
+/* GPUPART_FAIL_OPEN=1: the operator's choice to let such a program run, unaccounted. */
+Test(cl_layer, fail_open_lets_a_misconfigured_program_run_unaccounted) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=lots GPUPART_FAIL_OPEN=1 %s buffer 1 8 2>&1", layer(),
+              fill());
   cr_assert(strstr(out, "allocated 8 code 0\n"), "%s", out);
-  cr_assert(strstr(out, "gpupart layer: context_create: GPUPART_ECONFIG"), "%s", out);
+  cr_assert(strstr(out, "gpupart layer: context_create: GPUPART_ECONFIG") && strstr(out, "not accounted"), "%s", out);
 }
 
 /* Two processes in one shared ledger share the 64 MiB budget: the first holds 40 MiB,

@@ -141,6 +141,22 @@ Test(vk_layer, a_second_instance_and_device_share_the_limit) {
   cr_assert(strstr(out, "validation_errors 0\n"), "%s", out);
 }
 
+/* A configuration error fails closed: with a misspelt variable (which gpupart refuses)
+ * the program ran unlimited; now every allocation is refused
+ * (VK_ERROR_OUT_OF_DEVICE_MEMORY), the budget is 0, and why is said once on stderr.
+ * GPUPART_FAIL_OPEN=1 is the operator's choice to let it run unaccounted. */
+Test(vk_layer, a_configuration_error_fails_closed_and_says_why_once) {
+  char out[4096];
+  const char *env = layer();
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMT=64MiB %s 1 8 2>&1", env, fill());
+  cr_assert(strstr(out, "budget 0\n") && strstr(out, "allocated 0 code -2\n"), "%s", out);
+  cr_assert(strstr(out, "again 0 code -2\n"), "%s", out);
+  cr_assert_eq(ip_test_count(out, "gpupart layer:"), 1, "%s", out);
+  cr_assert(strstr(out, "context_create: GPUPART_ECONFIG") && strstr(out, "GPUPART_MEMORY_LIMT"), "%s", out);
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMT=64MiB GPUPART_FAIL_OPEN=1 %s 1 8 2>&1", env, fill());
+  cr_assert(strstr(out, "allocated 8 code 0\n") && strstr(out, "not accounted"), "%s", out);
+}
+
 Test(vk_layer, without_a_limit_the_program_runs_as_before) {
   char plain[4096], under[4096];
   const char *env = layer();
