@@ -3,7 +3,9 @@
  * per real device, of the real device's size and, where the layer found one, with its
  * UUID or PCI bus id, opened through the public API; on it one partition named
  * GPUPART_PARTITION, else after the program. Nothing here decides a limit: device_open
- * computes the budget and partition_create the limit, as for any gpupart application. */
+ * computes the budget and partition_create the limit, as for any gpupart application.
+ * What gpupart refuses fails closed (a partition that refuses everything), unless the
+ * operator set GPUPART_FAIL_OPEN. */
 #include "account.h"
 
 #include <errno.h>

@@ -4,11 +4,13 @@
  * vkAllocateMemory is accounted against the heap of the memory type before the driver is
  * called, and refused with VK_ERROR_OUT_OF_DEVICE_MEMORY past the partition;
  * vkFreeMemory gives the bytes back. vkGetPhysicalDeviceMemoryProperties(2) report each
- * heap's size as at most its partition's limit, and VK_EXT_memory_budget's heapBudget
- * likewise (the layer's own budget where the driver has none), so programs that size
- * themselves (VMA) adapt. The mirror of the heap gpupart's vulkan backend uses carries the
- * device's deviceUUID, so it shares the GPU's ledger with gpupart applications on it.
- * Every other call goes straight down the chain; the layer adds no policy. */
+ * heap's size as at most its partition's limit, and VK_EXT_memory_budget (the driver's,
+ * or the layer's where the driver has none) the partition's usage and what the process
+ * may still take, so programs that size themselves (VMA, ncnn) adapt. The mirror of the
+ * heap gpupart's vulkan backend uses carries the device's deviceUUID, so it shares the
+ * GPU's ledger with gpupart applications on it. A configuration gpupart refuses fails
+ * closed (account.h). Every other call goes straight down the chain; the layer adds no
+ * policy. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

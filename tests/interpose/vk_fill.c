@@ -158,7 +158,9 @@ static void many(int n, int validate) {
           instances[i], messengers[i], NULL);
     vkDestroyInstance(instances[i], NULL);
   }
-  free(instances), free(devices), free(messengers);
+  free(instances);
+  free(devices);
+  free(messengers);
 }
 
 int main(int argc, char **argv) {
