@@ -68,7 +68,8 @@ static uint32_t device_key(cl_device_id dev) {
   if (next.clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL)) return 0;
   cl_platform_id *plats = listed(platforms_query, NULL, sizeof *plats, &np);
   cl_device_id *devs = listed(devices_query, plat, sizeof *devs, &nd);
-  uint32_t pi = position(plats, plats ? np : 0, &plat, sizeof plat), di = position(devs, devs ? nd : 0, &dev, sizeof dev);
+  uint32_t pi = position(plats, plats ? np : 0, &plat, sizeof plat);
+  uint32_t di = position(devs, devs ? nd : 0, &dev, sizeof dev);
   free(plats);
   free(devs);
   return di < 64 ? pi * 64 + di : (1u << 24) + (pi << 16) + di;
@@ -169,15 +170,16 @@ static gpupart_partition *device_partition(cl_device_id dev) {
 
 /* The partition of the context's first device. The whole list is read, as long as it is
  * (a size smaller than the list's is CL_INVALID_VALUE, which left a context of several
- * devices unaccounted). */
+ * devices unaccounted, and one of more than 64): on the stack up to 16 devices, which
+ * keeps malloc off the allocation path of every usual context. */
 static gpupart_partition *context_partition(cl_context context) {
-  cl_device_id *devs = NULL, first = NULL;
+  cl_device_id some[16], *devs = some, first = NULL;
   size_t size = 0;
   if (!context || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, 0, NULL, &size) || size < sizeof first ||
-      !(devs = malloc(size)))
+      (size > sizeof some && !(devs = malloc(size))))
     return NULL;
   if (!next.clGetContextInfo(context, CL_CONTEXT_DEVICES, size, devs, NULL)) first = devs[0];
-  free(devs);
+  if (devs != some) free(devs);
   return first ? device_partition(first) : NULL;
 }
 

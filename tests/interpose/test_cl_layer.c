@@ -301,3 +301,15 @@ Test(cl_layer, the_overhead_benchmark_runs_with_and_without_the_layer) {
   cr_assert(strstr(out, "clCreateBuffer+clReleaseMemObject 4 KiB (accounted): without ") && strstr(out, "ratio"),
             "%s", out);
 }
+
+/* A context of more devices than the layer's fixed list held (64: the device list did not
+ * fit and the context's buffers ran unaccounted): 70 here, the test double layer under
+ * the gpupart one playing such a context. */
+Test(cl_layer, a_context_of_seventy_devices_is_held_to_the_limit) {
+  char out[4096];
+  layer();
+  ip_test_run(out, sizeof out, "env %s OPENCL_LAYERS=%s:%s CL_UUID_LAYER_CONTEXT_DEVICES=70 GPUPART_MEMORY_LIMIT=64MiB %s "
+              "buffer 1 200", ip_test_child_env(), ip_test_path("GPUPART_TEST_CL_UUID_LAYER"),
+              ip_test_path("GPUPART_TEST_CL_LAYER"), fill());
+  cr_assert(strstr(out, "allocated 64 code -4\n"), "%s", out);
+}
