@@ -111,6 +111,7 @@ class SimDescC(ctypes.Structure):
         ("block_round_up", c_u64),
         ("uuid", ctypes.c_uint8 * 16),
         ("pci_bus_id", ctypes.c_char * 32),
+        ("name", ctypes.c_char * 256),
     ]
 
 

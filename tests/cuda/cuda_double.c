@@ -207,6 +207,7 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
   CUresult r = check_device(dev);
   if (r == CUDA_SUCCESS && !uuid) r = CUDA_ERROR_INVALID_VALUE;
   for (int i = 0; r == CUDA_SUCCESS && i < 16; i++) uuid->bytes[i] = (char)(0xc0 + 16 * dev + i);
+  if (r == CUDA_SUCCESS && dev >= 16) uuid->bytes[0] = (char)dev; /* 16 * dev wraps: still one UUID a device */
   return r;
 }
 #endif
@@ -276,7 +277,8 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
   return CUDA_SUCCESS;
 }
 
-/* cuCtxCreate_v2 (the real driver still exports it; cuda.h 13 maps cuCtxCreate to _v4). */
+/* cuCtxCreate_v2 (the real driver still exports it; cuda.h 13 maps cuCtxCreate to _v4,
+ * below). */
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
   (void)flags;
   CUresult r = check_device(dev);
@@ -294,6 +296,21 @@ CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
   pthread_mutex_unlock(&lock);
   return r;
 }
+
+#if !defined(CUDA_DOUBLE_OLD) && CUDA_VERSION >= 12050 /* the header that declares both */
+/* cuCtxCreate_v3 (CUDA 11.4: execution-affinity parameters) and cuCtxCreate_v4 (CUDA 12.5:
+ * a CUctxCreateParams, NULL for none; cuda.h 13 maps cuCtxCreate to it): the double takes
+ * no parameters (it has no SMs to partition), as a driver refuses what it cannot honour. */
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned int flags, CUdevice dev) {
+  if (n < 0 || (n > 0 && !params)) return CUDA_ERROR_INVALID_VALUE;
+  return n ? CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY : cuCtxCreate_v2(pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev) {
+  if (params && (params->numExecAffinityParams || params->cigParams)) return CUDA_ERROR_INVALID_VALUE;
+  return cuCtxCreate_v2(pctx, flags, dev);
+}
+#endif
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
   pthread_mutex_lock(&lock);
@@ -569,7 +586,11 @@ static const struct {
     SYM("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2)
     SYM("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2)
     SYM("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState)
-    SYM("cuCtxCreate", 3020, cuCtxCreate_v2) SYM("cuCtxDestroy", 4000, cuCtxDestroy_v2)
+    SYM("cuCtxCreate", 3020, cuCtxCreate_v2)
+#if CUDA_VERSION >= 12050
+    SYM("cuCtxCreate", 11040, cuCtxCreate_v3) SYM("cuCtxCreate", 12050, cuCtxCreate_v4)
+#endif
+    SYM("cuCtxDestroy", 4000, cuCtxDestroy_v2)
     SYM("cuCtxPushCurrent", 2000, cuCtxPushCurrent) SYM("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2)
     SYM("cuCtxPopCurrent", 2000, cuCtxPopCurrent) SYM("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2)
     SYM("cuCtxGetCurrent", 4000, cuCtxGetCurrent) SYM("cuCtxSetCurrent", 4000, cuCtxSetCurrent)

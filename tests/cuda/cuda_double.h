@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#define CUDA_DOUBLE_MAX_DEVICES 4
+#define CUDA_DOUBLE_MAX_DEVICES 72 /* past the 64 that a fixed table of the preload once held */
 
 typedef struct cuda_double_counters {
   uint64_t alloc_calls, alloc_failures, free_calls;
