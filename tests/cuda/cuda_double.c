@@ -18,7 +18,9 @@
  *    to 0; a destroyed context's handle stays invalid;
  *  - cuMemAlloc_v2 hands out host memory (mmap'd, so untouched pages cost nothing): the
  *    "device addresses" are host pointers, aligned to at least 256 bytes; cuMemcpy*_v2
- *    check that the range lies inside one live allocation.
+ *    check that the range lies inside one live allocation (or in mapped virtual memory
+ *    the context's device may access: cuda_double_vmm.c serves the virtual memory
+ *    management calls, cuda_double_vmm.h says how).
  * Failure injection and counters: see cuda_double.h. */
 #include <cuda.h>
 #include <pthread.h>
@@ -29,6 +31,7 @@
 #include <sys/mman.h>
 
 #include "cuda_double.h"
+#include "cuda_double_internal.h"
 
 #define MAX_CONTEXTS 256
 #define MAX_ALLOCS 16384
@@ -511,22 +514,40 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   return r;
 }
 
-static CUresult copy(void *dst, const void *src, uintptr_t device_side, size_t n) {
+/* Whether the context's device may touch [p, p + n): in one cuMemAlloc allocation, or in
+ * mapped virtual memory it has access to (write: read-write access). Lock held. */
+static int device_range_ok(const struct CUctx_st *c, uintptr_t p, size_t n, int write) {
+  if (n == 0) n = 1;
+  return find_alloc(p, n) >= 0 || cuda_double__vmm_accessible(p, n, c->device, write);
+}
+
+static CUresult copy(void *dst, const void *src, uintptr_t device_side, size_t n, int write) {
   pthread_mutex_lock(&lock);
   struct CUctx_st *c = NULL;
   CUresult r = current(&c);
-  if (r == CUDA_SUCCESS && (find_alloc(device_side, n ? n : 1) < 0 || !dst || !src)) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && (!device_range_ok(c, device_side, n, write) || !dst || !src)) r = CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS) memcpy(dst, src, n);
   pthread_mutex_unlock(&lock);
   return r;
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
-  return copy((void *)(uintptr_t)dst, src, (uintptr_t)dst, n);
+  return copy((void *)(uintptr_t)dst, src, (uintptr_t)dst, n, 1);
 }
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
-  return copy(dst, (const void *)(uintptr_t)src, (uintptr_t)src, n);
+  return copy(dst, (const void *)(uintptr_t)src, (uintptr_t)src, n, 0);
+}
+
+/* Sets n bytes of device memory to value (the work is done when the call returns). */
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+  pthread_mutex_lock(&lock);
+  struct CUctx_st *c = NULL;
+  CUresult r = current(&c);
+  if (r == CUDA_SUCCESS && !device_range_ok(c, (uintptr_t)dst, n, 1)) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) memset((void *)(uintptr_t)dst, value, n);
+  pthread_mutex_unlock(&lock);
+  return r;
 }
 
 /* ---- the unversioned entry points: present in the real driver with the old ABI ------- */
@@ -568,12 +589,9 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return (void)uuid, (void)
 #ifndef CUDA_DOUBLE_OLD
 typedef void (*any_fn)(void);
 
-/* Each variant of a base name, oldest first, with the CUDA version that introduced it. */
-static const struct {
-  const char *name;
-  int since;
-  any_fn fn;
-} symbols[] = {
+/* Each variant of a base name, oldest first, with the CUDA version that introduced it
+ * (cuda_double__vmm_symbols() has the virtual memory management calls'). */
+static const cuda_double_symbol symbols[] = {
 #define SYM(name, since, fn) {name, since, (any_fn)fn},
     SYM("cuInit", 2000, cuInit) SYM("cuDriverGetVersion", 2020, cuDriverGetVersion)
     SYM("cuGetErrorName", 6000, cuGetErrorName) SYM("cuGetErrorString", 6000, cuGetErrorString)
@@ -605,18 +623,28 @@ static const struct {
     SYM("cuMemAllocAsync_ptsz", 11020, cuMemAllocAsync_ptsz) SYM("cuMemFreeAsync_ptsz", 11020, cuMemFreeAsync_ptsz)
     SYM("cuMemAllocFromPoolAsync_ptsz", 11020, cuMemAllocFromPoolAsync_ptsz)
     SYM("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2) SYM("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2)
+    SYM("cuMemsetD8", 3020, cuMemsetD8_v2)
 #undef SYM
 };
+
+/* Scans one table for lookup(): known is set when a variant the driver offers exists,
+ * best to the newest one at or before limit. */
+static void scan(const cuda_double_symbol *table, size_t n, const char *name, int limit, int *known, any_fn *best) {
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(table[i].name, name) || table[i].since > driver_version()) continue;
+    *known = 1;
+    if (table[i].since <= limit) *best = table[i].fn;
+  }
+}
 
 /* The newest variant of name introduced at or before min(version, the driver's). */
 static CUresult lookup(const char *name, int version, void **pfn, CUdriverProcAddressQueryResult *status) {
   int known = 0, limit = version < driver_version() ? version : driver_version();
   any_fn best = NULL;
-  for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
-    if (strcmp(symbols[i].name, name) || symbols[i].since > driver_version()) continue;
-    known = 1;
-    if (symbols[i].since <= limit) best = symbols[i].fn;
-  }
+  size_t nvmm = 0;
+  const cuda_double_symbol *vmm = cuda_double__vmm_symbols(&nvmm);
+  scan(symbols, sizeof symbols / sizeof symbols[0], name, limit, &known, &best);
+  scan(vmm, nvmm, name, limit, &known, &best);
   if (status) *status = best ? CU_GET_PROC_ADDRESS_SUCCESS : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
                                                                   : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   memcpy(pfn, &best, sizeof best);
@@ -649,3 +677,24 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
   return r;
 }
 #endif
+
+/* ---- what cuda_double_vmm.c shares (cuda_double_internal.h) -------------------------- */
+
+void cuda_double__lock(void) { pthread_mutex_lock(&lock); }
+void cuda_double__unlock(void) { pthread_mutex_unlock(&lock); }
+uint64_t cuda_double__env(const char *name, uint64_t dflt) { return env_u64(name, dflt); }
+CUresult cuda_double__check_device(CUdevice dev) { return check_device(dev); }
+int cuda_double__initialized(void) { return initialized; }
+
+int cuda_double__current_device(void) {
+  if (!initialized || depth == 0 || !valid_context(stack[depth - 1])) return -1;
+  return stack[depth - 1]->device;
+}
+
+CUresult cuda_double__charge(int device, uint64_t size) {
+  if (used[device] > device_total() || size > device_total() - used[device]) return CUDA_ERROR_OUT_OF_MEMORY;
+  used[device] += size;
+  return CUDA_SUCCESS;
+}
+
+void cuda_double__uncharge(int device, uint64_t size) { used[device] -= size; }
