@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pin.h"
 
 #define GPUPART__STR2(x) #x
 #define GPUPART__STR(x) GPUPART__STR2(x)
@@ -169,7 +170,10 @@ static int check_table(const gpupart_backend_ops *o, gpupart_backend b) {
 static int load_one(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
   char src[2 * GPUPART__ECHO_MAX + 16] = "";
   const char *library = library_override(ctx, b, src, sizeof src);
+  gpupart__pin_mark mark;
+  gpupart__pin_begin(&mark);
   int rc = lb->ops->load(&ctx->env, library, &lb->state);
+  gpupart__pin_end(ctx->env.mem, &mark); /* a loader stays loaded (core/pin.c) */
   const char *why = gpupart_last_error();
   int named = library && (strstr(why, "_LIBRARY") || strstr(why, "_library")); /* the backend says it already */
   /* A message longer than error is cut: the reason comes first, so what is cut is its tail. */

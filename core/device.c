@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pin.h"
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
@@ -16,7 +17,10 @@ static int enumerate_one(gpupart_context *ctx, gpupart_backend b, gpupart_device
   int rc = gpupart__backend_get(ctx, b, &ops, &state);
   if (rc) return rc;
   uint32_t n = cap;
+  gpupart__pin_mark mark;
+  gpupart__pin_begin(&mark);
   rc = ops->enumerate(state, infos, &n);
+  gpupart__pin_end(ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/pin.c) */
   if (rc == GPUPART_OK) *found = n;
   return rc;
 }
@@ -163,7 +167,10 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
   void *state;
   int rc = gpupart__backend_get(dev->ctx, b, &dev->ops, &state);
   if (rc) return rc;
+  gpupart__pin_mark mark;
+  gpupart__pin_begin(&mark);
   rc = backend_open(dev, state, d, how);
+  gpupart__pin_end(dev->ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/pin.c) */
   if (rc) return rc;
   rc = dev->ops->info(dev->bdev, &dev->info);
   if (rc == GPUPART_OK && !is_pow2(dev->info.min_alignment))

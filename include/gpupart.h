@@ -345,6 +345,11 @@ typedef struct gpupart_sim_desc {
                                    gpupart_device_info.pci_bus_id (and
                                    uuid as given, zero included): with a zero uuid the device is
                                    named by this bus id, as a real device without a UUID is */
+  /* Since 0.3 (an older client's smaller struct gets it as none): */
+  char name[256];               /* "" = "gpupart simulated device"; else (NUL-terminated: EINVAL
+                                   otherwise) the name the device reports in gpupart_device_info.name
+                                   and that traces record: a mirror's is the real device's (the
+                                   interposers pass the driver's name of the GPU) */
 } gpupart_sim_desc;             /* in one context, sim devices with the same index and total_bytes are the same device;
                                    a sim device with a uuid or pci_bus_id is named by it, as any device */
 

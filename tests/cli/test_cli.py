@@ -12,6 +12,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat as stat_mod
 import struct
 import subprocess
 import sys
@@ -113,6 +114,19 @@ def test_devices_of_every_backend_present():
     check(all(d["backend"] != "sim" for d in devices), "sim is listed only when named", out)
     if not devices:
         check("no device found" in err, "devices says none were found", err)
+
+
+def test_devices_of_every_backend_leave_nothing_for_leak_sanitizer():
+    """In a sanitizer build, LeakSanitizer runs at exit: with no suppression file, as a user
+    runs the command, it must find nothing. A driver that a loader unloaded (lavapipe, with
+    the last Vulkan instance) used to leave an allocation of an "unknown module" and, on
+    some machines, a dangling dynamic-TLS entry that killed LeakSanitizer's tracer; gpupart
+    keeps what its backends load loaded (core/pin.c). In other builds this is one more run."""
+    for extra in ({}, {"LSAN_OPTIONS": "use_tls=0"}):
+        env = dict(extra) if extra else {"LSAN_OPTIONS": ""}
+        rc, out, err = run("devices", env=env)
+        check(rc in (0, 1) and "LeakSanitizer" not in err and "Sanitizer" not in err,
+              f"gpupart devices with LSAN_OPTIONS={env['LSAN_OPTIONS']!r}: exit {rc}", err[-3000:])
 
 
 def test_config_json_from_the_environment():
@@ -826,6 +840,44 @@ def test_metrics_output_replaces_the_file_whole():
         expect_rc(["metrics", "--bogus"], 2)
 
 
+def test_metrics_output_writes_regular_files_only():
+    """--output renames a temporary file over FILE: over a symbolic link, a FIFO or a device
+    node that would replace the link or the node with a regular file (as root: /dev/null
+    itself). Each is refused, untouched, and no temporary file is left."""
+    with Holders(["train:512:0:2"]) as h:
+        d = tempfile.mkdtemp(prefix="gpupart-out-")
+        try:
+            target = os.path.join(d, "real.prom")
+            with open(target, "w") as f:
+                f.write("kept\n")
+            cases = {"link.prom": ("a symbolic link", lambda p: os.symlink(target, p)),
+                     "fifo.prom": ("a FIFO", os.mkfifo),
+                     "dir.prom": ("a directory", os.mkdir),
+                     "dangling.prom": ("a symbolic link", lambda p: os.symlink(os.path.join(d, "nowhere"), p))}
+            try:  # a character device like /dev/null (1, 3): root only, and not in every container
+                os.mknod(os.path.join(d, "null.prom"), 0o600 | stat_mod.S_IFCHR, os.makedev(1, 3))
+                cases["null.prom"] = ("a device node", None)
+            except (PermissionError, OSError):
+                print("SKIP --output over a device node: mknod is not allowed here (a FIFO and a link are)")
+            for name, (kind, make) in cases.items():
+                path = os.path.join(d, name)
+                if make:
+                    make(path)
+                before = os.lstat(path)
+                _, err = expect_rc(["metrics", "--output", path], 1, env=h.env(), what=f"--output {name}")
+                check(f"{path} is {kind}" in err and "regular files only" in err, f"{name}: refused, saying why", err)
+                after = os.lstat(path)
+                check((after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev),
+                      f"{name}: left as it was", (before, after))
+            check(open(target).read() == "kept\n", "the link's target untouched", "")
+            left = sorted(n for n in os.listdir(d) if "." in n and n.split(".")[-1] not in ("prom",))
+            check(not left, "no temporary file left", left)
+            expect_rc(["metrics", "--output", os.path.join(d, "new.prom")], 0, env=h.env())
+            check(stat_mod.S_ISREG(os.lstat(os.path.join(d, "new.prom")).st_mode), "a new file is written", "")
+        finally:
+            shutil.rmtree(d)
+
+
 class Exporter:
     """gpupart exporter on 127.0.0.1, a port the kernel picks, over h's ledger folder."""
 
@@ -1050,28 +1102,119 @@ def test_exporter_bounds_connections_and_slow_clients():
         idle = [socket.create_connection(("127.0.0.1", e.port), timeout=20) for _ in range(32)]
         for c in idle:
             c.sendall(b"GET / HTTP/1.1\r\n")  # never finished
-        for _ in range(100):  # until the exporter has accepted them all (a free slot still answers 200)
-            status, _, _ = e.get("/metrics")
-            if status == 503:
-                break
-            time.sleep(0.1)
-        check(status == 503, f"the 33rd connection is turned away, not {status}", "")
-        reply = idle[0].recv(4096)  # the exporter's deadline closes a request that never ends
+        status, _, _ = e.get("/metrics")
+        check(status == 200, f"32 unfinished requests never keep a scrape out, not {status}", "")
+        reply = idle[-1].recv(4096)  # the exporter's header deadline closes a request that never ends
         check(reply.startswith(b"HTTP/1.1 408 "), "a slow request gets 408", reply)
         for c in idle:
             c.close()
-        status = None
-        for _ in range(50):
-            status = e.get("/metrics")[0]
-            if status == 200:
-                break
-            time.sleep(0.1)
-        check(status == 200, f"served again once they are gone ({status})", "")
         with concurrent.futures.ThreadPoolExecutor(64) as pool:
             statuses = list(pool.map(lambda i: e.get("/metrics" if i % 2 else "/")[0], range(200)))
-        check(set(statuses) <= {200, 503} and statuses.count(200) >= 32, f"concurrent: {sorted(set(statuses))}",
-              statuses)
+        check(set(statuses) == {200}, f"concurrent: {sorted(set(statuses))}", statuses)
         check(e.p.poll() is None, "the exporter is alive", "")
+
+
+def test_exporter_serves_scrapes_past_many_idle_and_slow_connections():
+    """Many more idle connections (sending nothing) and slow ones (a byte now and then) than
+    the exporter has slots: every scrape is still served, and each idle or slow connection
+    is closed by the header deadline (3 s), not held until the client gives up."""
+    with Holders(["train:512:0:2"]) as h, Exporter(h) as e:
+        conns = [socket.create_connection(("127.0.0.1", e.port), timeout=30) for _ in range(100)]
+        slow = conns[:20]
+        for c in slow:
+            c.sendall(b"G")
+        statuses = []
+        for i in range(20):
+            for c in slow:  # keep dribbling, as a slowloris client does
+                try:
+                    c.send(b"E")
+                except OSError:
+                    pass
+            statuses.append(e.get("/metrics")[0])
+            conns.append(socket.create_connection(("127.0.0.1", e.port), timeout=30))  # and more idle ones
+        check(statuses == [200] * 20, f"every scrape served past 100+ idle and slow connections: {statuses}", "")
+        closed = 0
+        for c in conns:  # each is closed by the exporter (3 s deadline; the client waits 30), a 408 if it can
+            try:
+                reply = c.recv(4096)
+            except socket.timeout:
+                reply = None  # still open: the deadline did not close it
+            except OSError:
+                reply = b""  # reset: closed
+            closed += reply is not None and (reply == b"" or reply.startswith(b"HTTP/1.1 408 "))
+            c.close()
+        check(closed == len(conns), f"{len(conns) - closed} idle or slow connections left open", "")
+        check(e.get("/metrics")[0] == 200 and e.p.poll() is None, "still serving, alive", "")
+
+
+def openmetrics_families(text):
+    """prometheus_client's OpenMetrics parser over text: {family: (type, unit, help, [samples])},
+    or None when it is not installed. It refuses what OpenMetrics 1.0 forbids (no # EOF, a
+    counter family named _total, a unit that is not the name's suffix, ...)."""
+    try:
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            from prometheus_client.openmetrics.parser import text_string_to_metric_families
+        except ImportError:
+            print("SKIP the OpenMetrics parse: python3-prometheus-client is not installed")
+            return None
+    return {f.name: (f.type, f.unit, f.documentation, [(s.name, s.labels, s.value) for s in f.samples])
+            for f in text_string_to_metric_families(text)}
+
+
+OPENMETRICS_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def test_exporter_serves_openmetrics_to_a_scraper_that_asks_for_it():
+    accepts = {  # Accept header -> the form served
+        None: PROMETHEUS_TYPE,
+        "text/plain": PROMETHEUS_TYPE,
+        "*/*": PROMETHEUS_TYPE,
+        "application/openmetrics-text": OPENMETRICS_TYPE,
+        "Application/OpenMetrics-Text; Version=1.0.0": OPENMETRICS_TYPE,
+        # Prometheus 2's and 3's own headers
+        "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+        "text/plain;version=0.0.4;q=0.5,*/*;q=0.1": OPENMETRICS_TYPE,
+        "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;"
+        "version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,"
+        "*/*;q=0.2": OPENMETRICS_TYPE,
+        "text/plain;version=0.0.4;q=0.9, application/openmetrics-text;q=0.5": PROMETHEUS_TYPE,
+        "application/openmetrics-text;q=0": PROMETHEUS_TYPE,
+        "application/openmetrics-text;version=2.0.0": PROMETHEUS_TYPE,  # a version not served
+        "application/openmetrics-text;q=x": PROMETHEUS_TYPE,
+    }
+    with Holders(["shared:512:128:40:4", "solo:128:0:16:1"]) as h, Exporter(h) as e:
+        for accept, want in accepts.items():
+            extra = f"Accept: {accept}\r\n" if accept is not None else ""
+            status, headers, body = e.raw(f"GET /metrics HTTP/1.1\r\nHost: x\r\n{extra}\r\n".encode())
+            check(status == 200 and headers.get("Content-Type") == want, f"Accept: {accept}", headers)
+            check(body.endswith(b"# EOF\n") == (want == OPENMETRICS_TYPE), f"# EOF only in OpenMetrics ({accept})",
+                  body[-200:])
+        om_req = b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text\r\n\r\n"
+        status, headers, body = e.raw(om_req)
+        text = body.decode()
+        check(int(headers.get("Content-Length", -1)) == len(body), "Content-Length", headers)
+        status, headers, empty = e.raw(om_req.replace(b"GET", b"HEAD"))
+        check(status == 200 and empty == b"" and headers.get("Content-Type") == OPENMETRICS_TYPE, "HEAD", headers)
+        check(not re.search(r"^# (TYPE|HELP|UNIT) \S+_total ", text, re.M), "no family named _total", text)
+        check(re.search(r"^# TYPE gpupart_allocation_failures counter$", text, re.M), "counters' families", text)
+        check(re.search(r"^# UNIT gpupart_partition_limit_bytes bytes$", text, re.M), "units", text)
+        om = openmetrics_families(text)
+        plain = parse_metrics(e.get("/metrics")[2].decode())
+        if om is None or plain is None:
+            return
+        check(sorted(om) == sorted(plain), "the same families in both forms", sorted(om))
+        for name, (kind, unit, help_, samples) in om.items():
+            check(kind == plain[name][0] and help_ == plain[name][1], f"{name}: type and help", (kind, help_))
+            check(unit == ("bytes" if name.endswith("_bytes") else ""), f"{name}: unit {unit!r}", "")
+            same = [sorted((n, sorted(ls.items()), float(v)) for n, ls, v in x) for x in (samples, plain[name][2])]
+            check(same[0] == same[1], f"{name}: the same samples", same)
+        fails = [v for n, ls, v in om["gpupart_allocation_failures"][3] if ls.get("partition") == "shared"]
+        check(fails == [4] and all(n.endswith("_total") for n, _, _ in om["gpupart_allocation_failures"][3]),
+              "a counter's samples keep _total", om["gpupart_allocation_failures"])
 
 
 def test_exporter_port_in_use_and_bad_listen():
