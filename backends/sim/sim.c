@@ -19,7 +19,8 @@
 #define SIM_DEFAULT_TOTAL (16ull << 30)
 #define SIM_DEFAULT_ALIGN 256ull
 #define SIM_ADDRESS_BASE (1ull << 40)
-/* gpupart_sim_desc as 0.2 published it, and as this library knows it. */
+/* gpupart_sim_desc as 0.1 and 0.2 published it, and as this library knows it. */
+#define SIM_DESC_SIZE_0_1 GPUPART__END(gpupart_sim_desc, host_backed)
 #define SIM_DESC_SIZE_0_2 GPUPART__END(gpupart_sim_desc, block_round_up)
 #define SIM_DESC_SIZE sizeof(gpupart_sim_desc)
 
@@ -273,6 +274,14 @@ static void sim_block_free(void *devp, gpupart_block *block) {
   pthread_mutex_unlock(&d->state->lock);
 }
 
+/* A 0.1 program's descriptor: its fields are the first ones of today's, the rest 0. */
+static int sim_open_0_1(void *state, uint32_t index, const void *desc, void **dev) {
+  gpupart_sim_desc d;
+  memset(&d, 0, sizeof d);
+  memcpy(&d, desc, SIM_DESC_SIZE_0_1);
+  return sim_open(state, index, &d, sizeof d, dev);
+}
+
 const gpupart_backend_ops gpupart__sim_ops = {
     .abi_version = GPUPART__BACKEND_ABI,
     .struct_size = sizeof(gpupart_backend_ops),
@@ -288,4 +297,5 @@ const gpupart_backend_ops gpupart__sim_ops = {
     .mem_info = sim_mem_info,
     .block_alloc = sim_block_alloc,
     .block_free = sim_block_free,
+    .open_0_1 = sim_open_0_1,
 };

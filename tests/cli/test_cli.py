@@ -8,6 +8,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -149,6 +150,67 @@ def test_config_json_from_the_environment():
     check(all(p["source"] == "GPUPART_PARTITIONS" for p in parts), "partition sources", out)
 
 
+def test_config_shows_the_block_options_with_their_sources():
+    env = {"GPUPART_PREALLOC_BLOCK": "64MiB", "GPUPART_INITIAL_BLOCK": "4MiB", "GPUPART_GROWTH_FACTOR": "1.5",
+           "GPUPART_MAX_BLOCK": "sim:0=256MiB,sim:1=8MiB"}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "g.ini")
+        with open(path, "w") as f:
+            f.write("[gpupart]\nmax_block = 512MiB\n[device sim:0]\n\ngrowth_factor = 3\n")
+        env["GPUPART_CONFIG"] = path
+        out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+        c = parse_json(out)
+        want = {"prealloc_block": (64 * MIB, "GPUPART_PREALLOC_BLOCK"), "initial_block": (4 * MIB, "GPUPART_INITIAL_BLOCK"),
+                "max_block": (256 * MIB, "GPUPART_MAX_BLOCK"), "growth_factor": (1.5, "GPUPART_GROWTH_FACTOR")}
+        for key, (value, source) in want.items():
+            check(c.get(key) == value and c["sources"].get(key) == source, f"config --json shows {key}", out)
+        out, _ = expect_rc(["config", "--device", "sim:0"], 0, env=env)
+        for key, (value, source) in want.items():
+            shown = value if isinstance(value, int) else f"{value:g}"
+            check(re.search(rf"^{key}\s+{shown}\s+{source}$", out, re.M), f"config shows {key}", out)
+        del env["GPUPART_GROWTH_FACTOR"], env["GPUPART_PREALLOC_BLOCK"]
+        out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+        c = parse_json(out)
+        check(c["growth_factor"] == 3 and c["sources"]["growth_factor"] == f"{path}:5", "the file's [device]", out)
+        check(c["prealloc_block"] is None and c["sources"]["prealloc_block"] == "default", "none is null", out)
+        out, _ = expect_rc(["config", "--device", "sim:2", "--json"], 0, env=env)
+        check(parse_json(out)["max_block"] == 512 * MIB, "the file's [gpupart] for a device the variable leaves out",
+              out)
+    _, err = expect_rc(["config", "--device", "sim:0"], 1, env={"GPUPART_GROWTH_FACTOR": "0.5"})
+    check("GPUPART_GROWTH_FACTOR: '0.5' is below 1" in err, "a bad growth factor is named", err)
+
+
+def test_config_shows_every_option_of_the_table():
+    out, _ = expect_rc(["config", "--device", "sim:0"], 0)
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "configuration.md")) as f:
+        keys = re.findall(r"^\| `GPUPART_[A-Z_]+` \| `([a-z_]+)` \|", f.read(), re.M)
+    check(len(keys) > 15, "configuration.md's table of variables and keys", keys)
+    for key in keys:
+        check(re.search(rf"^{key}\s", out, re.M), f"gpupart config shows {key}", out)
+
+
+def test_the_migration_rows_that_preallocate_work_as_printed():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "configuration.md")) as f:
+        doc = f.read()
+    table = doc.split("## Migrating from TensorFlow, PyTorch and JAX", 1)[1].split("\n\n", 2)[1]
+    rows = [r for r in table.splitlines() if "GPUPART_ALLOW_GROWTH=false" in r and "GPUPART_PARTITIONS" in r]
+    check(any(r.startswith("| TensorFlow's default") for r in rows), "the TensorFlow default row preallocates", table)
+    for row in rows:
+        code = re.search(r"\| `(GPUPART_[^`]*)`", row).group(1)
+        env = dict(a.split("=", 1) for a in shlex.split(code))
+        budget = 1 * GIB if "GPUPART_MEMORY_FRACTION" not in env else None
+        out, err = expect_rc(["config", "--json"], 0, env={**env, "GPUPART_BACKEND": "sim", "GPUPART_SIM_TOTAL": "1GiB"},
+                             what=f"gpupart config under {code}")
+        c = parse_json(out)
+        parts = c["partitions"]
+        check(len(parts) == 1 and parts[0]["allow_growth"] is False, f"{code}: one preallocated partition", out)
+        check(parts and parts[0]["limit"] == c["budget"] == parts[0]["reserved"] and
+              (budget is None or c["budget"] == budget), f"{code}: the whole budget is taken at open", out)
+    out, err = expect_rc(["config"], 0, env={"GPUPART_ALLOW_GROWTH": "false", "GPUPART_BACKEND": "sim"})
+    check("partitions: none configured (allow_growth = false: each partition the program creates takes its limit "
+          "then; nothing is taken before)" in out, "allow_growth = false alone is explained", out)
+
+
 def test_the_command_shows_the_trace_option_but_never_records_one_of_its_own():
     folder = tempfile.mkdtemp(prefix="gpupart-cli-trace-")
     trace = os.path.join(folder, "app.ops")
@@ -172,7 +234,7 @@ def test_config_names_file_lines():
         check(c["sources"]["backend"] == f"{path}:2", "backend source", out)
         check(c["sources"]["config"] == "GPUPART_CONFIG", "config source", out)
         check(c["partitions"] == [{"name": "train", "limit": 2 * GIB, "guarantee": GIB, "allow_growth": True,
-                                   "source": f"{path}:5"}], "partition from the file", out)
+                                   "reserved": 0, "source": f"{path}:5"}], "partition from the file", out)
         out, _ = expect_rc(["config"], 0, env={"GPUPART_CONFIG": path})
         check(re.search(r"^memory_fraction\s+0.25\s+" + re.escape(f"{path}:3") + "$", out, re.M), "text output", out)
         check(re.search(r"^budget\s+4294967296 bytes \(4 GiB\)", out, re.M), "text budget", out)
@@ -222,7 +284,8 @@ def test_check_config():
                      "[partition y]\nguarantee = 10%\n")
     try:
         out, _ = expect_rc(["check-config", good], 0)
-        check(out.strip() == f"{good}: ok", "check-config ok line", out)
+        check(re.fullmatch(re.escape(good) + r": ok( \(\d warnings? about this machine\))?", out.strip()),
+              "check-config ok line", out)
         _, err = expect_rc(["check-config", bad], 1)
         lines = [l for l in err.splitlines() if re.match(re.escape(bad) + r":\d+: ", l)]
         check(len(lines) == 4, f"check-config reports 4 FILE:LINE lines, got {len(lines)}", err)
@@ -235,6 +298,65 @@ def test_check_config():
         os.unlink(bad)
     _, err = expect_rc(["check-config", "/nonexistent/gpupart.ini"], 1)
     check("/nonexistent/gpupart.ini" in err and "No such file" in err, "unreadable file", err)
+
+
+def cuda_device_0():
+    """Whether this machine has cuda:0 (the CUDA backend built and a device found)."""
+    rc, out, _ = run("devices", "--backend", "cuda", "--json")
+    return rc == 0 and any(d["index"] == 0 for d in parse_json(out)["devices"])
+
+
+def test_check_config_and_config_warn_of_devices_this_machine_lacks():
+    text = ("[gpupart]\nbackend = cuda, sim\ncuda_library = /nonexistent/libcuda.so.1\n\n"
+            "[device cuda:0]\nheadroom = 1MiB\n\n[device sim:5]\nheadroom = 2MiB\n\n[device 40]\nheadroom = 3MiB\n\n"
+            "[partition train]\ndevice = cuda:1\nsize = 50%\n\n[partition here]\ndevice = sim:0\nsize = 10%\n")
+    path = write_file(text)
+    try:
+        out, err = expect_rc(["check-config", path], 0)
+        check(out.strip() == f"{path}: ok (2 warnings about this machine)", "the file is still ok", out)
+        check(re.search(re.escape(path) + r":6: warning: \[device cuda:0\] can never apply on this machine: cuda: ", err),
+              "the [device cuda:0] section, at its first value's line", err)
+        check(re.search(re.escape(path) + r":14: warning: partition 'train' on cuda:1 can never apply", err),
+              "the partition on cuda:1, at its section's line", err)
+        check("sim:5" not in err and "[device 40]" not in err and "'here'" not in err,
+              "sim opens any index it is named with (the list names sim)", err)
+        out, err = expect_rc(["config", "--device", "sim:0", "--json"], 0, env={"GPUPART_CONFIG": path})
+        never = parse_json(out)["never_applies"]
+        check([(n["source"], n["device"], n["what"]) for n in never] ==
+              [(f"{path}:6", "cuda:0", "[device cuda:0]"), (f"{path}:14", "cuda:1", "partition 'train' on cuda:1")],
+              "config --json lists what never applies", out)
+        check(all(n["why"].startswith("cuda: ") for n in never), "and why", out)
+        check(err.count("can never apply on this machine") == 2 and
+              f"gpupart: warning: [device cuda:0] ({path}:6) can never apply on this machine: cuda: " in err,
+              "config warns on stderr, once for each", err)
+    finally:
+        os.unlink(path)
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0,
+                       env={"GPUPART_HEADROOM": "1MiB,40=2MiB", "GPUPART_BACKEND": "sim"})
+    check(parse_json(out)["never_applies"] == [], "an index alone: sim named in the list opens any index", out)
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env={"GPUPART_HEADROOM": "1MiB,40=2MiB"})
+    never = parse_json(out)["never_applies"]
+    check(len(never) == 1 and never[0]["what"] == "GPUPART_HEADROOM's entry 40" and
+          never[0]["source"] == "GPUPART_HEADROOM" and never[0]["why"].startswith("no backend has a device 40 (") and
+          "sim: 1 device" in never[0]["why"], "an index alone that no backend the open would try has", out)
+
+
+def test_configuration_md_ini_examples_say_when_cuda_0_is_missing():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "configuration.md")) as f:
+        examples = re.findall(r"^```ini\n(.*?)^```", f.read(), re.S | re.M)
+    check(len(examples) == 2, "configuration.md has two INI examples", examples)
+    missing = not cuda_device_0()
+    for text in examples:
+        path = write_file(text)
+        try:
+            out, err = expect_rc(["check-config", path], 0)
+            lines = text.splitlines()
+            cuda_lines = [i + 1 for i, l in enumerate(lines) if "cuda:0" in l]
+            warned = re.findall(re.escape(path) + r":(\d+): warning: (.*) can never apply on this machine: cuda: ", err)
+            check(bool(warned) == missing, f"check-config warns about cuda:0 exactly when it is missing here", err)
+            check(all(int(n) > min(cuda_lines) for n, _ in warned), "at the lines of the cuda:0 sections", err)
+        finally:
+            os.unlink(path)
 
 
 def test_check_config_sums_guarantees_per_device():
@@ -350,6 +472,28 @@ def test_devices_says_why_a_backend_was_skipped():
     rc, out, err = run("devices", env={"GPUPART_VULKAN_LIBRARY": "/nonexistent/libvulkan.so.1"})
     check("skipped vulkan: GPUPART_VULKAN_LIBRARY=/nonexistent/libvulkan.so.1: " in err or
           "vulkan" not in run("--version")[1], "the Vulkan override's failure is explained", err)
+
+
+def skipped_lines(err):
+    return [l for l in err.splitlines() if l.startswith("gpupart: skipped ")]
+
+
+def test_devices_names_a_skipped_backend_once_and_only_when_asked():
+    rc, _, err = run("devices")
+    if rc == 0:  # devices found: a backend nobody asked for is not reported
+        check(skipped_lines(err) == [], "devices is quiet about backends nobody named", err)
+    _, _, err = run("devices", env={"GPUPART_CUDA_LIBRARY": "/nonexistent/libcuda.so.1"})
+    lines = skipped_lines(err)
+    check(len(lines) == 1 and lines[0].startswith("gpupart: skipped cuda: ") and lines[0].count("cuda: ") == 1,
+          "a backend the configuration names is reported, in one line naming it once", err)
+    _, _, verbose = run("devices", "-v")
+    for name in ("cuda", "vulkan", "opencl"):
+        missing = run("devices", "--backend", name)[0] != 0
+        said = [l for l in skipped_lines(verbose) if l.startswith(f"gpupart: skipped {name}: ")]
+        check(len(said) == (1 if missing else 0), f"-v reports {name} exactly when it has no device here", verbose)
+        check(all(l.count(f"{name}: ") == 1 and f"'{name}'" not in l for l in said), f"{name} named once", verbose)
+    _, _, err = run("devices", "--verbose", env={"GPUPART_BACKEND": "sim"})
+    check(skipped_lines(err) == skipped_lines(verbose), "--verbose is -v", err)
 
 
 def test_config_visible_devices():
