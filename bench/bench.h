@@ -73,8 +73,9 @@ uint32_t bench_emit_alloc(bench_builder *b, uint64_t size);
 void bench_emit_free(bench_builder *b, uint32_t slot);
 void bench_workload_free(bench_workload *w);
 /* floor.c: the smallest single-block arena that serves w's first n operations with
- * every range aligned to align (a power of two; the target's min_alignment). */
-uint64_t bench_floor_bytes(const bench_workload *w, size_t n, uint64_t align);
+ * every range aligned to align (a power of two; the target's min_alignment), and in
+ * *fragmentation what placement in it costs: 1 - its peak in use / its size, in [0, 1). */
+uint64_t bench_floor_bytes(const bench_workload *w, size_t n, uint64_t align, double *fragmentation);
 /* Highest sum of live request sizes, each rounded up to align, over the first n ops. */
 uint64_t bench_workload_peak(const bench_workload *w, size_t n, uint64_t align);
 /* A copy of w with every size multiplied by factor (at least 1 byte). */
@@ -156,7 +157,7 @@ typedef struct bench_result {
   uint64_t peak_in_use, peak_reserved;
   double fragmentation, modeled_driver_ms, driver_calls_per_10k;
   uint64_t floor_reserved;    /* smallest single arena that serves the workload (floor.c) */
-  double floor_fragmentation; /* 1 - peak_in_use / floor_reserved: what placement alone costs */
+  double floor_fragmentation; /* 1 - the workload's peak / floor_reserved: what placement alone costs */
   uint64_t failed;
   int error;         /* the policy could not be set up on this target */
   char message[200]; /* why */

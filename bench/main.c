@@ -24,7 +24,7 @@ typedef struct options {
 } options;
 
 static void usage(FILE *f) {
-  fputs("usage: gpupart-bench [--backend sim|opencl|vulkan|cuda|all] [--workload NAME[,NAME...]|all]\n"
+  fputs("usage: gpupart-bench [--backend sim|opencl|vulkan|cuda|all[,...]] [--workload NAME[,NAME...]|all]\n"
         "                     [--trace FILE.ops[.gz]]... [--policy driver,growth,prealloc,partitions,cudapool]\n"
         "                     [--repeat N] [--ops N] [--mem-cap MIB] [--json FILE] [--csv FILE]\n"
         "                     [--plot FILE.png] [--shared]\n"
@@ -159,13 +159,14 @@ static size_t run_all(const options *o, const bench_target *t, int nt, const wor
       bench_workload tmp = {0};
       size_t n;
       const bench_workload *w = fit(&t[i], o, &l->w[k], &tmp, &n);
-      uint64_t floor = bench_floor_bytes(w, n, t[i].info.min_alignment ? t[i].info.min_alignment : 256);
+      double floor_frag;
+      uint64_t floor = bench_floor_bytes(w, n, t[i].info.min_alignment ? t[i].info.min_alignment : 256, &floor_frag);
       for (int p = 0; p < BENCH_POLICY_COUNT; p++) {
         if (!(o->policies & (1u << p))) continue;
         if (p == BENCH_CUDAPOOL && t[i].backend != GPUPART_BACKEND_CUDA) continue; /* CUDA's own pool */
         bench_run(&t[i], (bench_policy)p, w, n, o->repeat, &rows[nr]);
         rows[nr].floor_reserved = floor;
-        rows[nr].floor_fragmentation = 1.0 - (double)rows[nr].peak_in_use / (double)floor;
+        rows[nr].floor_fragmentation = floor_frag;
         bench_print_row(&rows[nr++]);
         fflush(stdout);
       }

@@ -280,10 +280,14 @@ static void rig_collect(rig *r, bench_result *out) {
     out->peak_in_use = r->peak_in_use, out->peak_reserved = r->peak_reserved;
     return;
   }
-  gpupart_stats s;
+  gpupart_stats s, one;
   gpupart_device_get_stats(r->dev, &s);
   out->driver_allocs = s.driver_allocs, out->driver_frees = s.driver_frees;
   out->peak_in_use = s.peak_in_use, out->peak_reserved = s.peak_reserved;
+  /* The device's peak in use counts each partition's bytes rounded up to the device's
+   * granularity (core/peak.c); a policy of one partition has the exact figure in it. */
+  if (r->parts[1] == r->parts[0] && gpupart_partition_get_stats(r->parts[0], &one) == GPUPART_OK)
+    out->peak_in_use = one.peak_in_use;
 }
 
 static void derive(bench_result *out) {

@@ -8,9 +8,9 @@
 #include "bench.h"
 
 void bench_print_header(void) {
-  printf("%-10s %-26s %-10s %7s %8s %7s %7s %8s %7s %7s %9s %10s %10s %6s %6s %10s %6s\n", "backend", "workload",
-         "policy", "ops", "ns/op", "cpu_ns", "p50_ns", "p99_ns", "drv_alc", "drv_fre", "calls/10k", "peak_use",
-         "peak_rsv", "frag", "floor", "model_ms", "failed");
+  printf("%-10s %-26s %-10s %7s %6s %8s %7s %7s %8s %7s %7s %9s %10s %10s %6s %6s %10s %6s\n", "backend",
+         "workload", "policy", "ops", "scale", "ns/op", "cpu_ns", "p50_ns", "p99_ns", "drv_alc", "drv_fre",
+         "calls/10k", "peak_use", "peak_rsv", "frag", "floor", "model_ms", "failed");
 }
 
 static double mib(uint64_t b) { return (double)b / (double)BENCH_MIB; }
@@ -20,8 +20,10 @@ void bench_print_row(const bench_result *r) {
     printf("%-10s %-26s %-10s  error: %s\n", r->backend, r->workload, r->policy, r->message);
     return;
   }
-  printf("%-10s %-26.26s %-10s %7llu %8.1f %7.1f %7.0f %8.0f %7llu %7llu %9.1f %8.1fMi %8.1fMi %6.3f %6.3f %10.1f %6llu\n",
-         r->backend, r->workload, r->policy, (unsigned long long)r->ops, r->ns_per_op, r->cpu_ns_per_op, r->p50_ns,
+  printf("%-10s %-26.26s %-10s %7llu %6.3g %8.1f %7.1f %7.0f %8.0f %7llu %7llu %9.1f %8.1fMi %8.1fMi %6.3f %6.3f "
+         "%10.1f %6llu\n",
+         r->backend, r->workload, r->policy, (unsigned long long)r->ops, r->scale, r->ns_per_op, r->cpu_ns_per_op,
+         r->p50_ns,
          r->p99_ns, (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k,
          mib(r->peak_in_use), mib(r->peak_reserved), r->fragmentation, r->floor_fragmentation, r->modeled_driver_ms,
          (unsigned long long)r->failed);

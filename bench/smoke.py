@@ -13,11 +13,46 @@ FIELDS = ["backend", "workload", "policy", "ns_per_op", "p50_ns", "p99_ns", "dri
 POLICIES = {"driver", "growth", "prealloc", "partitions"}
 
 
-def run(args):
+def run(args, rc=0):
     r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r.stdout
+    if r.returncode != rc:
+        sys.exit(f"{' '.join(args)} exited {r.returncode}, not {rc}\n{r.stdout}\n{r.stderr}")
+    return r.stdout if rc == 0 else r.stderr
+
+
+def table(text):
+    """The text table's rows as dicts keyed by its header's column names."""
+    lines = text.splitlines()
+    head = next(i for i, l in enumerate(lines) if l.startswith("backend "))
+    names = lines[head].split()
+    return [dict(zip(names, l.split())) for l in lines[head + 1:] if l and not l.startswith("#")]
+
+
+def check_table_and_floor(exe, d):
+    """The table shows the scale applied to each workload (a workload fitted into a small
+    device is not its full size) and a floor that is the workload's, in [0, 1), the same in
+    every policy's row; --backend takes a list."""
+    out = os.path.join(d, "scaled.json")
+    text = run([exe, "--backend", "sim,sim", "--workload", "transformer,vma_algorithms", "--ops", "2000",
+                "--repeat", "1", "--mem-cap", "64", "--json", out])
+    with open(out) as f:
+        rows = json.load(f)
+    shown = table(text)
+    assert len(shown) == len(rows), (text, rows)
+    for row, line in zip(rows, shown):
+        assert (line["workload"], line["policy"]) == (row["workload"], row["policy"]), (line, row)
+        assert abs(float(line["scale"]) - row["scale"]) <= 0.0005 * max(1, row["scale"]), (line, row)
+        assert 0 <= row["floor_fragmentation"] < 1 and 0 <= float(line["floor"]) < 1, (line, row)
+    scaled = {r["workload"]: r["scale"] for r in rows}
+    assert scaled["transformer"] < 1, f"transformer's peak is far above 64 MiB: scaled {scaled}"
+    for name in scaled:
+        floors = {r["floor_fragmentation"] for r in rows if r["workload"] == name}
+        assert len(floors) == 1, f"{name}: one floor for every policy, not {floors}"
+    err = run([exe, "--backend", "sim,bogus"], rc=2)
+    assert "unknown backend 'bogus'" in err, err
+    listed = run([exe, "--backend", "vulkan,sim", "--workload", "adversarial", "--ops", "300", "--repeat", "1",
+                  "--policy", "growth"])
+    assert [r["backend"] for r in table(listed)][0] == "sim", listed
 
 
 def check_rows(rows):
@@ -29,6 +64,7 @@ def check_rows(rows):
             assert row["error"] is None, f"sim row failed: {row}"
             assert row["ns_per_op"] > 0 and row["peak_reserved"] >= row["peak_in_use"] > 0, row
             assert 0 <= row["fragmentation"] < 1, row
+        assert 0 <= row["floor_fragmentation"] < 1, row
     policies = {r["policy"] for r in rows if r["backend"] == "sim"}
     assert policies == POLICIES, f"policies run: {policies}"
     workloads = {r["workload"] for r in rows}
@@ -48,6 +84,7 @@ def main():
             check_rows(json.load(f))
         with open(csv) as f:
             assert f.readline().startswith("backend,workload,policy"), "CSV header"
+        check_table_and_floor(exe, d)
         micro = os.path.join(d, "micro.json")
         run([exe, "--micro", "--micro-scale", "0.002", "--repeat", "1", "--json", micro])
         with open(micro) as f:

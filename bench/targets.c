@@ -93,16 +93,42 @@ static int real_target(gpupart_context *ctx, gpupart_backend b, int named, bench
   return 1;
 }
 
+/* Whether the comma-separated list names name ("sim,vulkan" names vulkan). */
+static int list_names(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    size_t k = strcspn(p, ",");
+    if (k == n && strncmp(p, name, n) == 0) return 1;
+    p += k + (p[k] == ',');
+  }
+  return 0;
+}
+
+/* Every element of the --backend list must be "all" or a backend's name. */
+static void check_list(const char *list, const gpupart_backend *known, size_t n) {
+  for (const char *p = list;; p++) {
+    size_t k = strcspn(p, ","), ok = k == 3 && strncmp(p, "all", 3) == 0;
+    for (size_t i = 0; i < n && !ok; i++)
+      ok = k == strlen(gpupart_backend_name(known[i])) && strncmp(p, gpupart_backend_name(known[i]), k) == 0;
+    if (!ok) bench_die("--backend: unknown backend '%.*s' in '%s' (want sim, opencl, vulkan, cuda or all, "
+                       "or a comma-separated list of them)", (int)k, p, list);
+    p += k;
+    if (!*p) return;
+  }
+}
+
 int bench_targets_find(const char *which, bench_target *out, int max) {
-  /* Every backend of the registry but sim, in registry order (core/registry.h). */
+  /* Every backend of the registry, in registry order (core/registry.h). */
 #define BENCH_REAL(ID, name, rank) GPUPART_BACKEND_##ID,
   static const gpupart_backend listed[] = {GPUPART__BACKENDS(BENCH_REAL)};
 #undef BENCH_REAL
-  int all = strcmp(which, "all") == 0, n = 0;
-  if ((all || strcmp(which, "sim") == 0) && n < max) sim_target(&out[n++]);
+  size_t nl = sizeof listed / sizeof listed[0];
+  check_list(which, listed, nl);
+  int all = list_names(which, "all"), n = 0;
+  if ((all || list_names(which, "sim")) && n < max) sim_target(&out[n++]);
   gpupart_context *ctx = bench_context();
-  for (size_t i = 0; i < sizeof listed / sizeof listed[0] && n < max; i++) {
-    int named = strcmp(which, gpupart_backend_name(listed[i])) == 0;
+  for (size_t i = 0; i < nl && n < max; i++) {
+    int named = list_names(which, gpupart_backend_name(listed[i]));
     if (listed[i] != GPUPART_BACKEND_SIM && (all || named)) n += real_target(ctx, listed[i], named, &out[n]);
   }
   gpupart_context_destroy(ctx);

@@ -16,13 +16,18 @@
 #ifndef GPUPART_BENCH_TRACE_DIR
 #define GPUPART_BENCH_TRACE_DIR "bench/traces"
 #endif
+#ifndef GPUPART_BENCH_INSTALLED_TRACE_DIR
+#define GPUPART_BENCH_INSTALLED_TRACE_DIR "/usr/local/share/gpupart/traces"
+#endif
 
 extern char **environ;
 
-/* The source tree's traces, where the build put them; else bench/traces under the
- * current directory (a build copied to another machine, run from a checkout). */
+/* The source tree's traces, where the build put them; else those meson install put in
+ * datadir (an installed or packaged gpupart-bench); else bench/traces under the current
+ * directory (a build copied to another machine, run from a checkout). */
 const char *bench_trace_dir(void) {
-  return access(GPUPART_BENCH_TRACE_DIR, R_OK) == 0 ? GPUPART_BENCH_TRACE_DIR : "bench/traces";
+  if (access(GPUPART_BENCH_TRACE_DIR, R_OK) == 0) return GPUPART_BENCH_TRACE_DIR;
+  return access(GPUPART_BENCH_INSTALLED_TRACE_DIR, R_OK) == 0 ? GPUPART_BENCH_INSTALLED_TRACE_DIR : "bench/traces";
 }
 
 /* ---- id -> slot map (open addressing; ids are never reused, so no deletion tombstones

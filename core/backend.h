@@ -101,6 +101,12 @@ typedef struct gpupart_backend_ops {
   /* Gives back driver-side caches the backend keeps (called by gpupart_partition_trim and
    * the OOM sequence after blocks were released). */
   int (*trim)(void *dev);
+  /* Opens as `open` does, for a program built against gpupart 0.1 (the versioned
+   * gpupart_device_open@GPUPART_0.1): native_desc (not NULL) is laid out, and means,
+   * what 0.1 published for this backend's descriptor, which carried no size. NULL = the
+   * descriptor is the same since 0.1, or came later (no 0.1 program has one): `open`
+   * gets it with native_size 0. */
+  int (*open_0_1)(void *state, uint32_t index, const void *native_desc, void **dev);
 } gpupart_backend_ops;
 
 /* Size of the table up to and including its last required entry: a backend's

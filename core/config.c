@@ -20,7 +20,7 @@
  * package (GPUPART_PYTHON_LIBRARY names the libgpupart it loads), not the library. */
 static const char *const foreign_prefixes[] = {"GPUPART_TEST_", "GPUPART_BENCH_", "GPUPART_PYTHON_"};
 /* Variables that the interposers (interpose/) read themselves, not the library. */
-static const char *const interposer_vars[] = {"GPUPART_PARTITION", "GPUPART_PRELOAD_ARENA"};
+static const char *const interposer_vars[] = {"GPUPART_PARTITION", "GPUPART_PRELOAD_ARENA", "GPUPART_FAIL_OPEN"};
 
 void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) {
   char msg[GPUPART__MSG_MAX];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pin.h"
 
 #define GPUPART__STR2(x) #x
 #define GPUPART__STR(x) GPUPART__STR2(x)
@@ -142,6 +143,17 @@ static const char *library_override(const gpupart_context *ctx, gpupart_backend 
   return v.str;
 }
 
+int gpupart__backend_named(const gpupart_context *ctx, gpupart_backend b) {
+  char src[2 * GPUPART__ECHO_MAX + 16];
+  gpupart__value list;
+  if ((unsigned)b >= GPUPART__BACKEND_COUNT) return 0;
+  if (library_override(ctx, b, src, sizeof src)) return 1;
+  gpupart__config_get(ctx->cfg, GPUPART__OPT_BACKEND, GPUPART_BACKEND_AUTO, 0, &list);
+  for (uint32_t i = 0; i < list.nbackends; i++)
+    if (list.backends[i] == b) return 1;
+  return 0;
+}
+
 /* A table the core can use: this ABI, every required entry present, and the id it is
  * registered under. Optional entries need no check: GPUPART__BACKEND_OP reads them. */
 static int check_table(const gpupart_backend_ops *o, gpupart_backend b) {
@@ -158,7 +170,10 @@ static int check_table(const gpupart_backend_ops *o, gpupart_backend b) {
 static int load_one(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
   char src[2 * GPUPART__ECHO_MAX + 16] = "";
   const char *library = library_override(ctx, b, src, sizeof src);
+  gpupart__pin_mark mark;
+  gpupart__pin_begin(&mark);
   int rc = lb->ops->load(&ctx->env, library, &lb->state);
+  gpupart__pin_end(ctx->env.mem, &mark); /* a loader stays loaded (core/pin.c) */
   const char *why = gpupart_last_error();
   int named = library && (strstr(why, "_LIBRARY") || strstr(why, "_library")); /* the backend says it already */
   /* A message longer than error is cut: the reason comes first, so what is cut is its tail. */
@@ -180,6 +195,15 @@ static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupar
   }
   if (lb->result) return gpupart__fail_native(lb->result, lb->native, "%s", lb->error);
   return GPUPART_OK;
+}
+
+int gpupart__backend_known(gpupart_context *ctx, gpupart_backend b) {
+  if ((unsigned)b >= GPUPART__BACKEND_COUNT || b == GPUPART_BACKEND_AUTO) return 0;
+  pthread_mutex_lock(&ctx->lock);
+  const gpupart__loaded_backend *lb = &ctx->backends[b];
+  int known = !lb->ops || lb->tried;
+  pthread_mutex_unlock(&ctx->lock);
+  return known;
 }
 
 /* Loads backend b on first use. Later calls return the first load's result, so a missing

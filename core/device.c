@@ -7,6 +7,7 @@
 
 #include "internal.h"
 #include "ledger_shm.h"
+#include "pin.h"
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
@@ -17,7 +18,10 @@ static int enumerate_one(gpupart_context *ctx, gpupart_backend b, gpupart_device
   int rc = gpupart__backend_get(ctx, b, &ops, &state);
   if (rc) return rc;
   uint32_t n = cap;
+  gpupart__pin_mark mark;
+  gpupart__pin_begin(&mark);
   rc = ops->enumerate(state, infos, &n);
+  gpupart__pin_end(ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/pin.c) */
   if (rc == GPUPART_OK) *found = n;
   return rc;
 }
@@ -146,13 +150,28 @@ static int check_desc_backend(const gpupart_device *dev, const gpupart_device_de
                        "%s (backend chosen by %s)", gpupart_backend_name(t), gpupart_backend_name(b), where);
 }
 
-static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_device_desc *d) {
+/* How a device is opened (open_sized's how). */
+#define OPEN_EXACT 0x1u   /* the descriptor's index is physical: GPUPART_DEVICE's list is not applied */
+#define OPEN_ABI_0_1 0x2u /* a 0.1 program's open: its descriptor and backend descriptor have 0.1 layouts */
+
+/* The core never reads the backend's descriptor: the backend copies it in by the struct
+ * rule (gpupart__backend_desc_in), knowing its own struct's sizes, and reads a 0.1
+ * program's as 0.1 laid it out (open_0_1; none: unchanged since 0.1 or added later). */
+static int backend_open(gpupart_device *dev, void *state, const gpupart_device_desc *d, unsigned how) {
+  int (*open_0_1)(void *, uint32_t, const void *, void **) = GPUPART__BACKEND_OP(dev->ops, open_0_1);
+  if ((how & OPEN_ABI_0_1) && open_0_1 && d->backend_desc)
+    return open_0_1(state, dev->settings.index, d->backend_desc, &dev->bdev);
+  return dev->ops->open(state, dev->settings.index, d->backend_desc, d->backend_desc_size, &dev->bdev);
+}
+
+static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_device_desc *d, unsigned how) {
   void *state;
   int rc = gpupart__backend_get(dev->ctx, b, &dev->ops, &state);
   if (rc) return rc;
-  /* The core never reads the backend's descriptor: the backend copies it in by the
-   * struct rule (gpupart__backend_desc_in), knowing its own struct's sizes. */
-  rc = dev->ops->open(state, dev->settings.index, d->backend_desc, d->backend_desc_size, &dev->bdev);
+  gpupart__pin_mark mark;
+  gpupart__pin_begin(&mark);
+  rc = backend_open(dev, state, d, how);
+  gpupart__pin_end(dev->ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/pin.c) */
   if (rc) return rc;
   rc = dev->ops->info(dev->bdev, &dev->info);
   if (rc == GPUPART_OK && !is_pow2(dev->info.min_alignment))
@@ -205,10 +224,21 @@ static int join_ledger(gpupart_device *dev) {
   return GPUPART_OK;
 }
 
-static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int exact) {
-  int rc = resolve_settings(dev, d, exact);
+/* The defaults of the device's partitions, as configuration (or the options table) set them. */
+static void policy_from_settings(gpupart_device *dev) {
+  const gpupart__value *v = dev->settings.v;
+  dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
+  dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
+  dev->prealloc_block = v[GPUPART__OPT_PREALLOC_BLOCK].u;
+  dev->initial_block = v[GPUPART__OPT_INITIAL_BLOCK].u;
+  dev->max_block = v[GPUPART__OPT_MAX_BLOCK].u;
+  dev->growth_factor = v[GPUPART__OPT_GROWTH_FACTOR].factor;
+}
+
+static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsigned how) {
+  int rc = resolve_settings(dev, d, (how & OPEN_EXACT) != 0);
   if (rc == GPUPART_OK) rc = check_desc_backend(dev, d);
-  if (rc == GPUPART_OK) rc = open_backend(dev, dev->settings.backend, d);
+  if (rc == GPUPART_OK) rc = open_backend(dev, dev->settings.backend, d, how);
   if (rc) return rc;
   const gpupart__value *v = dev->settings.v;
   dev->granularity = v[GPUPART__OPT_GRANULARITY].u;
@@ -217,9 +247,7 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
    * only whole multiples of its block granularity (at least its alignment): a finer
    * granularity is raised to it. The sub-allocator's granule stays the alignment. */
   if (dev->granularity < dev->info.block_granularity) dev->granularity = dev->info.block_granularity;
-  dev->growth = v[GPUPART__OPT_ALLOW_GROWTH].u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
-  dev->release_threshold = v[GPUPART__OPT_RELEASE_THRESHOLD].u;
-  dev->prealloc_block = v[GPUPART__OPT_PREALLOC_BLOCK].u;
+  policy_from_settings(dev);
   rc = gpupart__settings_budget(dev);
   if (rc) return rc;
   rc = join_ledger(dev);
@@ -228,18 +256,20 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, int e
   if (dev->find_joins) dev->ledger->ops->trim_asked(dev->ledger, &dev->trim_seen); /* past requests are not ours */
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
   if (rc == GPUPART_OK) gpupart__settings_warn_env(dev);
+  if (rc == GPUPART_OK) gpupart__settings_notes(dev);
+  if (rc == GPUPART_OK) gpupart__event_unreachable(dev);
   return rc;
 }
 
-static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size, int exact,
-                                 gpupart_device **out) {
+static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size,
+                                 unsigned how, gpupart_device **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "device_open: out is NULL");
   *out = NULL;
   if (!ctx) return gpupart__fail(GPUPART_EINVAL, "device_open: ctx is NULL");
   gpupart_device_desc d;
   gpupart_backend t;
-  int rc = gpupart__copy_in(&d, GPUPART__DEVICE_DESC_SIZE, desc, desc_size, GPUPART__DEVICE_DESC_SIZE_0_2,
-                            "device_open: gpupart_device_desc");
+  size_t min = how & OPEN_ABI_0_1 ? GPUPART__DEVICE_DESC_SIZE_0_1 : GPUPART__DEVICE_DESC_SIZE_0_2;
+  int rc = gpupart__copy_in(&d, GPUPART__DEVICE_DESC_SIZE, desc, desc_size, min, "device_open: gpupart_device_desc");
   if (rc == GPUPART_OK) rc = check_desc(&d);
   if (rc == GPUPART_OK) rc = desc_type(&d, &t);
   if (rc) return rc;
@@ -247,7 +277,7 @@ static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc
   if (!dev) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   dev->ctx = ctx;
   pthread_mutex_init(&dev->slow, NULL);
-  rc = device_setup(dev, &d, exact);
+  rc = device_setup(dev, &d, how);
   if (rc) return device_free(dev), rc;
   pthread_mutex_lock(&ctx->lock);
   ctx->open_devices++;
@@ -259,7 +289,11 @@ static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc
 
 gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
                                     gpupart_device **out) {
-  return open_sized(ctx, desc, sizeof *desc, exact, out);
+  return open_sized(ctx, desc, sizeof *desc, exact ? OPEN_EXACT : 0, out);
+}
+
+gpupart_result gpupart__device_open_0_1(gpupart_context *ctx, const gpupart_device_desc *desc, gpupart_device **out) {
+  return open_sized(ctx, desc, GPUPART__DEVICE_DESC_SIZE_0_1, OPEN_ABI_0_1, out);
 }
 
 gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size,

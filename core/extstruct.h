@@ -21,6 +21,12 @@
 
 #define GPUPART__END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 
+/* The 0.1 layouts (gpupart 0.1 had no sizes in its calls): only the versioned 0.1
+ * symbols (abi_0_1.c) use them, for programs built against 0.1's header. */
+#define GPUPART__DEVICE_DESC_SIZE_0_1 GPUPART__END(gpupart_device_desc, flags)
+#define GPUPART__DEVICE_INFO_SIZE_0_1 GPUPART__END(gpupart_device_info, min_alignment)
+#define GPUPART__STATS_SIZE_0_1 GPUPART__END(gpupart_stats, largest_free)
+
 /* Inputs: 0.2 layouts, and the library's own. */
 #define GPUPART__CONTEXT_DESC_SIZE_0_2 GPUPART__END(gpupart_context_desc, host_user)
 #define GPUPART__CONTEXT_DESC_SIZE sizeof(gpupart_context_desc)

@@ -25,6 +25,7 @@
 #include "ledger.h"
 #include "registry.h"
 #include "lock.h"
+#include "reach.h"
 #include "settings.h"
 #include "tlsf.h"
 #include "trace.h"
@@ -56,6 +57,7 @@ struct gpupart_context {
   uint32_t open_devices;
   gpupart__ledger_ref *ledgers; /* one per physical device open in the context */
   gpupart__trace *trace;        /* GPUPART_TRACE: the recording, or NULL (trace.c) */
+  atomic_int unreachable_said;  /* events.c: configuration that cannot apply here was looked for */
 };
 
 /* Counters of a partition (or retired into its device when a partition is destroyed). */
@@ -128,6 +130,8 @@ struct gpupart_device {
   int growth;
   uint64_t release_threshold; /* default of partitions that leave theirs 0 */
   uint64_t prealloc_block;    /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
+  uint64_t initial_block, max_block; /* GPUPART_INITIAL_BLOCK, GPUPART_MAX_BLOCK: defaults of partitions */
+  double growth_factor;              /* GPUPART_GROWTH_FACTOR: the same */
   gpupart__settings settings; /* what the device was opened with, and where each value came from */
   pthread_mutex_t slow; /* growth, OOM sequence, the partition list */
   gpupart__identity id;          /* the physical device (identity.c) */
@@ -152,6 +156,12 @@ struct gpupart_device {
 /* context.c */
 int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
                          void **state);
+/* context.c: whether the load of backend b is already decided in ctx (not built, or
+ * tried), so asking for it costs no driver library load. */
+int gpupart__backend_known(gpupart_context *ctx, gpupart_backend b);
+/* context.c: whether the configuration names backend b: its backend list (GPUPART_BACKEND,
+ * `backend =`) lists it, or its library path (GPUPART_<B>_LIBRARY) is set. */
+int gpupart__backend_named(const gpupart_context *ctx, gpupart_backend b);
 char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
 
 /* ledger_registry.c: the context's ledger of device id (created with budget when the
@@ -167,6 +177,10 @@ void gpupart__ledger_release(gpupart_context *ctx, gpupart__ledger *l, gpupart__
  * (the gpupart command's --device), where the public call lets configuration choose. */
 gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
                                     gpupart_device **out);
+/* device.c: gpupart_device_open for a program built against gpupart 0.1 (abi_0_1.c): desc
+ * (NULL = defaults) has the 0.1 layout of gpupart_device_desc, without backend_desc_type
+ * and backend_desc_size, and its backend_desc the 0.1 layout of that backend's struct. */
+gpupart_result gpupart__device_open_0_1(gpupart_context *ctx, const gpupart_device_desc *desc, gpupart_device **out);
 /* Calls the backend's optional trim (its driver-side caches); OK where the backend has
  * none. Device slow lock held, no partition lock (partition_trim, the OOM sequence). */
 int gpupart__device_trim_locked(gpupart_device *dev);

@@ -45,6 +45,12 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
                                         "cached empty bytes a partition keeps; none = keep all until trim"},
     [GPUPART__OPT_PREALLOC_BLOCK] = {"prealloc_block", "GPUPART_PREALLOC_BLOCK", GPUPART__T_LIMIT, ENV | FILE_ | DEV,
                                      "none", "block size of preallocation; none = the largest the driver allows"},
+    [GPUPART__OPT_INITIAL_BLOCK] = {"initial_block", "GPUPART_INITIAL_BLOCK", GPUPART__T_SIZE, ENV | FILE_ | DEV,
+                                    "2MiB", "first block a growing partition takes (rounded up to the granularity)"},
+    [GPUPART__OPT_MAX_BLOCK] = {"max_block", "GPUPART_MAX_BLOCK", GPUPART__T_SIZE, ENV | FILE_ | DEV, "1GiB",
+                                "largest block a growing partition takes (capped by the driver's largest)"},
+    [GPUPART__OPT_GROWTH_FACTOR] = {"growth_factor", "GPUPART_GROWTH_FACTOR", GPUPART__T_FACTOR, ENV | FILE_ | DEV,
+                                    "2.0", "each new block of a growing partition is the last one times this"},
     [GPUPART__OPT_PARTITIONS] = {"partitions", "GPUPART_PARTITIONS", GPUPART__T_PARTITIONS, ENV, NULL,
                                  "partitions created when a device opens: name:size[:guarantee],..."},
     [GPUPART__OPT_SHARED] = {"shared", "GPUPART_SHARED", GPUPART__T_BOOL, ENV | FILE_, "0",
@@ -314,6 +320,11 @@ int gpupart__parse_selector(const char *s, gpupart__selector *out, char *err, si
   return parse_index(idx, &out->index, err, n);
 }
 
+void gpupart__selector_format(const gpupart__selector *sel, char *buf, size_t n) {
+  if (sel->backend == GPUPART_BACKEND_AUTO) snprintf(buf, n, "%u", sel->index);
+  else snprintf(buf, n, "%s:%u", gpupart_backend_name(sel->backend), sel->index);
+}
+
 int gpupart__selector_matches(const gpupart__selector *sel, gpupart_backend b, uint32_t index) {
   return sel->set && sel->index == index && (sel->backend == GPUPART_BACKEND_AUTO || sel->backend == b);
 }
@@ -372,6 +383,18 @@ static int parse_share(const char *s, double *out, char *err, size_t n) {
   return 0;
 }
 
+/* A growth factor: a plain decimal number, at least 1 (below it blocks would shrink). */
+static int parse_factor(const char *s, double *out, char *err, size_t n) {
+  const char *p = s;
+  decimal d;
+  if (parse_decimal(&p, s, &d, err, n)) return -1;
+  if (*p) return say(err, n, "'%s' is not a number (a growth factor: 1.5, 2 or 4)", GPUPART__ECHO(s));
+  long double v = (long double)d.whole + (long double)d.frac / (long double)d.scale;
+  if (v < 1.0L) return say(err, n, "'%s' is below 1: each block would be smaller than the last", GPUPART__ECHO(s));
+  *out = (double)v;
+  return 0;
+}
+
 int gpupart__option_parse(gpupart__opt o, const char *text, gpupart__value *out, char *err, size_t n) {
   const gpupart__option *opt = &gpupart__options[o];
   char s[GPUPART__PATH_MAX];
@@ -385,6 +408,7 @@ int gpupart__option_parse(gpupart__opt o, const char *text, gpupart__value *out,
   case GPUPART__T_VISIBLE: return parse_visible(s, out, err, n);
   case GPUPART__T_BOOL: return parse_bool(s, &out->u, err, n);
   case GPUPART__T_SHARE: return parse_share(s, &out->share, err, n);
+  case GPUPART__T_FACTOR: return parse_factor(s, &out->factor, err, n);
   case GPUPART__T_PARTITIONS: return say(err, n, "partitions are parsed by gpupart__parse_partitions");
   default: return parse_bytes(opt->type, s, &out->u, err, n);
   }
@@ -412,6 +436,7 @@ void gpupart__option_format(gpupart__opt o, const gpupart__value *v, char *buf, 
   else if (t == GPUPART__T_VISIBLE) format_visible(v, buf, n);
   else if (t == GPUPART__T_BOOL) snprintf(buf, n, "%s", v->u ? "true" : "false");
   else if (t == GPUPART__T_SHARE) snprintf(buf, n, "%g", v->share);
+  else if (t == GPUPART__T_FACTOR) snprintf(buf, n, "%g", v->factor);
   else if (t == GPUPART__T_LIMIT && !v->u) snprintf(buf, n, "none");
   else snprintf(buf, n, "%llu", (unsigned long long)v->u);
 }

@@ -32,6 +32,9 @@ typedef enum gpupart__opt {
   GPUPART__OPT_GRANULARITY,
   GPUPART__OPT_RELEASE_THRESHOLD,
   GPUPART__OPT_PREALLOC_BLOCK,
+  GPUPART__OPT_INITIAL_BLOCK,
+  GPUPART__OPT_MAX_BLOCK,
+  GPUPART__OPT_GROWTH_FACTOR,
   GPUPART__OPT_PARTITIONS,
   GPUPART__OPT_SHARED,
   GPUPART__OPT_LEDGER_DIR,
@@ -55,6 +58,7 @@ typedef enum gpupart__type {
   GPUPART__T_SIZE,      /* bytes with a unit, above 0 */
   GPUPART__T_LIMIT,     /* bytes above 0, or none (stored as 0) */
   GPUPART__T_POW2,      /* bytes, a power of two */
+  GPUPART__T_FACTOR,    /* a number, at least 1: 1.5, 2, 4 */
   GPUPART__T_PARTITIONS /* the partition spec (parsed by gpupart__parse_partitions) */
 } gpupart__type;
 
@@ -111,6 +115,8 @@ typedef struct gpupart__selector {
 int gpupart__parse_selector(const char *s, gpupart__selector *out, char *err, size_t n);
 /* "sim", "opencl", "vulkan", "cuda" (case-insensitive) or -1. */
 int gpupart__backend_from_name(const char *s);
+/* sel as it is written: "cuda:0", or "1" for an index alone. */
+void gpupart__selector_format(const gpupart__selector *sel, char *buf, size_t n);
 /* Whether sel names device (b, index). */
 int gpupart__selector_matches(const gpupart__selector *sel, gpupart_backend b, uint32_t index);
 /* 2 for backend:index, 1 for an index alone, 0 for none: the more specific wins. */
@@ -122,6 +128,7 @@ typedef struct gpupart__value {
   gpupart__source src;
   uint64_t u;    /* BOOL, BYTES, SIZE, LIMIT (0 = none), POW2; VISIBLE: its first entry (0 if none) */
   double share;  /* SHARE */
+  double factor; /* FACTOR */
   uint8_t backends[GPUPART__MAX_BACKENDS];
   uint32_t nbackends; /* BACKENDS; 0 = auto */
   const char *str;    /* PATH, DIR: set by the caller, which owns the string */

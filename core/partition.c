@@ -8,10 +8,6 @@
 
 #include "internal.h"
 
-#define DEFAULT_INITIAL_BLOCK (2 * GPUPART__MIB)
-#define DEFAULT_MAX_BLOCK GPUPART__GIB
-#define DEFAULT_GROWTH_FACTOR 2.0
-
 /* The limits and policy of a descriptor, resolved against the device. */
 typedef struct resolved {
   uint64_t limit, guarantee;
@@ -39,15 +35,17 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
     return gpupart__fail(GPUPART_EINVAL, "partition_create: growth %d is not a GPUPART_GROWTH_*", d->growth);
   int growth = d->growth ? d->growth : dev->growth;
   g->prealloc = growth == GPUPART_GROWTH_OFF;
-  g->max_block = round_block(dev, d->max_block, DEFAULT_MAX_BLOCK);
-  g->initial_block = round_block(dev, d->initial_block, DEFAULT_INITIAL_BLOCK);
+  /* 0 fields take the device's options (initial_block, max_block, growth_factor:
+   * configuration, else the defaults of the options table, core/options.c). */
+  g->max_block = round_block(dev, d->max_block, dev->max_block);
+  g->initial_block = round_block(dev, d->initial_block, dev->initial_block);
   if (g->initial_block > g->max_block) g->initial_block = g->max_block;
   /* Preallocation: the descriptor's max_block, else GPUPART_PREALLOC_BLOCK, else one
    * block as large as the driver allows, so that one request can be as large as the
    * reservation wherever the driver lets a block be. */
   uint64_t largest = dev->info.max_block_bytes & ~(dev->granularity - 1);
   g->prealloc_block = d->max_block ? g->max_block : round_block(dev, dev->prealloc_block, largest);
-  g->factor = d->growth_factor ? d->growth_factor : DEFAULT_GROWTH_FACTOR;
+  g->factor = d->growth_factor ? d->growth_factor : dev->growth_factor;
   g->release_threshold = d->release_threshold ? d->release_threshold : dev->release_threshold;
   return GPUPART_OK;
 }

@@ -245,6 +245,31 @@ void gpupart__settings_warn_env(gpupart_device *dev) {
   gpupart__settings_log(dev->ctx, GPUPART_LOG_WARN, (int)dev->settings.v[GPUPART__OPT_VERBOSE].u, line);
 }
 
+/* Configuration that does not do what it may seem to: an initial block above the largest
+ * (partitions start at max_block), and allow_growth = false with no partition declared
+ * (nothing is taken until the program creates one). */
+void gpupart__settings_notes(gpupart_device *dev) {
+  const gpupart__settings *s = &dev->settings;
+  int verbose = (int)s->v[GPUPART__OPT_VERBOSE].u;
+  char line[3 * GPUPART__PATH_MAX], a[GPUPART__PATH_MAX + 16], b[GPUPART__PATH_MAX + 16];
+  const gpupart__value *ib = &s->v[GPUPART__OPT_INITIAL_BLOCK], *mb = &s->v[GPUPART__OPT_MAX_BLOCK];
+  gpupart__source_format(ib->src, a, sizeof a);
+  gpupart__source_format(mb->src, b, sizeof b);
+  if (ib->u > mb->u) {
+    snprintf(line, sizeof line, "initial_block %llu (%s) is above max_block %llu (%s): partitions start at max_block",
+             (unsigned long long)ib->u, a, (unsigned long long)mb->u, b);
+    gpupart__settings_log(dev->ctx, GPUPART_LOG_WARN, verbose, line);
+  }
+  const gpupart__value *g = &s->v[GPUPART__OPT_ALLOW_GROWTH];
+  if (g->u || !from_user(g) || s->nparts) return;
+  gpupart__source_format(g->src, a, sizeof a);
+  snprintf(line, sizeof line, "allow_growth = false (%s) and no partition is configured for %s:%u: nothing is "
+           "preallocated until the program creates a partition, which then takes its whole limit; to take the budget "
+           "when the device opens, declare one (GPUPART_PARTITIONS=\"name:100%%\")", a,
+           gpupart_backend_name(dev->info.backend), dev->info.index);
+  gpupart__settings_log(dev->ctx, GPUPART_LOG_INFO, verbose, line);
+}
+
 static void warn_shares(gpupart_device *dev) {
   const gpupart__config *c = dev->ctx->cfg;
   for (uint32_t i = 0; i < c->nshare_warnings; i++)

@@ -44,6 +44,11 @@ void gpupart__settings_log(gpupart_context *ctx, gpupart_log_level level, int ve
  * them (the context keeps what it read), and for each orchestrator value that was ignored
  * because it does not parse. */
 void gpupart__settings_warn_env(gpupart_device *dev);
+/* Logs what the configuration sets that does not do what it may seem to: initial_block
+ * above max_block (GPUPART_LOG_WARN), and allow_growth = false from a variable or the
+ * file with no partition configured for the device, so nothing is preallocated at open
+ * (GPUPART_LOG_INFO). */
+void gpupart__settings_notes(gpupart_device *dev);
 /* Creates the partitions configuration declares for dev, in order. ECONFIG (or the
  * driver's EDEVMEM, or ENOMEM) naming the source; the caller closes the device on failure. */
 int gpupart__settings_create_partitions(gpupart_device *dev);

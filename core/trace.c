@@ -12,12 +12,19 @@
  * opened the file writes nothing to it, so its lines never interleave with the
  * parent's; GPUPART_TRACE with %p gives each process its own file, and another process
  * that names a file being recorded (flock) records to FILE.<pid>. A context created after
- * the last one on a file was destroyed goes on with that file (closed_traces). */
+ * the last one on a file was destroyed goes on with that file (closed_traces).
+ * Recording never stops or kills the application: the file is written without blocking
+ * (O_NONBLOCK: a FIFO or terminal whose reader does not keep up takes what it can, the
+ * rest waits in the buffer, and a line that finds the buffer full is dropped), never with
+ * SIGPIPE (a FIFO whose reader has gone: what is buffered is dropped), and lines are
+ * never cut; dropped lines are counted, said once on stderr and, at the last close,
+ * in a "# dropped <n> lines" line. */
 #include "trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -37,6 +44,7 @@ struct gpupart__trace {
   unsigned refs; /* contexts using it (guarded by open_lock) */
   pid_t pid; /* the process that opened fd: the only one that writes */
   uint64_t next_id;
+  uint64_t dropped; /* lines the file could not take (said once on stderr) */
   const gpupart_device *last_dev; /* the device of the last line */
   size_t n;
   gpupart__trace *next; /* the list of open traces that exit_flush walks */
@@ -66,17 +74,65 @@ static unsigned closed_next;
 
 /* ---- file ---- */
 
-/* Lock held. Writes the buffer; a failure stops the recording, said once on stderr. */
+/* write(2) that never raises SIGPIPE in the process: SIGPIPE is blocked on this thread
+ * around the write, and the one a write to a FIFO whose reader has gone raised (EPIPE) is
+ * taken back with sigtimedwait before the mask is restored. One already pending before
+ * (the application's, blocked by it) is left pending. */
+static ssize_t write_quiet(int fd, const void *buf, size_t n) {
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  int was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  ssize_t w = write(fd, buf, n);
+  int err = errno;
+  const struct timespec now = {0, 0};
+  if (w < 0 && err == EPIPE && !was_pending)
+    while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno == EINTR) continue;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = err;
+  return w;
+}
+
+static uint64_t lines_in(const char *s, size_t n) {
+  uint64_t lines = 0;
+  for (const char *end = s + n; (s = memchr(s, '\n', (size_t)(end - s))); s++) lines++;
+  return lines;
+}
+
+/* Lock held: n lines are lost (counted; said on stderr the first time). */
+static void drop(gpupart__trace *t, uint64_t n) {
+  if (!n) return;
+  if (!t->dropped)
+    fprintf(stderr, "gpupart: trace %s: its reader is not keeping up or has gone; lines it cannot take are "
+                    "dropped and counted (the trace ends with their number)\n", t->path);
+  t->dropped += n;
+}
+
+/* Lock held. Writes what the buffer holds, never waiting: the bytes a FIFO or terminal
+ * cannot take now stay at the buffer's front for the next flush (so a line is never cut
+ * in the stream), and where its reader has gone (EPIPE) they are dropped, a partly
+ * written line with them, so that a new reader starts at a line. Any other failure stops
+ * the recording, said once on stderr. */
 static void flush_locked(gpupart__trace *t) {
   size_t at = 0;
   while (!t->failed && at < t->n && getpid() == t->pid) {
-    ssize_t w = write(t->fd, t->buf + at, t->n - at);
+    ssize_t w = write_quiet(t->fd, t->buf + at, t->n - at);
     if (w > 0) at += (size_t)w;
     else if (w < 0 && errno == EINTR) continue;
-    else t->failed = 1, fprintf(stderr, "gpupart: trace %s: write failed (%s); recording stopped\n", t->path,
-                                 w < 0 ? strerror(errno) : "no progress");
+    else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    else if (w < 0 && errno == EPIPE) {
+      drop(t, lines_in(t->buf + at, t->n - at));
+      at = t->n;
+    } else {
+      t->failed = 1;
+      fprintf(stderr, "gpupart: trace %s: write failed (%s); recording stopped\n", t->path,
+              w < 0 ? strerror(errno) : "no progress");
+    }
   }
-  t->n = 0;
+  if (t->failed || getpid() != t->pid) at = t->n;
+  memmove(t->buf, t->buf + at, t->n - at);
+  t->n -= at;
 }
 
 /* path with %p as the pid and %% as '%'; -1 when it does not fit. */
@@ -96,12 +152,17 @@ static int expand_path(const char *path, char *out, size_t cap) {
 }
 
 /* Before the trace is shared: the header goes out at once, so an unwritable file fails
- * at context creation. */
+ * at context creation (what a FIFO cannot take at once waits in the buffer). */
 static int write_header(gpupart__trace *t) {
   char line[128];
   int n = snprintf(line, sizeof line, "# gpupart-trace 1 pid %ld version %s\n", (long)t->pid,
                    gpupart_version_string());
-  return write(t->fd, line, (size_t)n) == n ? 0 : -1;
+  ssize_t w = write_quiet(t->fd, line, (size_t)n);
+  if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) w = 0;
+  if (w < 0) return -1;
+  memcpy(t->buf, line + w, (size_t)(n - w));
+  t->n = (size_t)(n - w);
+  return 0;
 }
 
 /* open_lock held: the trace this process already writes to path, or NULL. */
@@ -137,10 +198,10 @@ static void remember_closed(const gpupart__trace *t) {
  * an earlier trace of this process left as it was is not truncated: *next_id is then the
  * id to go on with (else it stays 0). -1 with errno on failure. */
 static int open_locked(const char *path, uint64_t *next_id) {
-  /* O_NONBLOCK: a FIFO with no reader is ENXIO at once, not a wait in open() */
+  /* O_NONBLOCK: a FIFO with no reader is ENXIO at once, not a wait in open(); kept, so
+   * that no write waits for a reader either (a regular file never does) */
   int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
   struct stat st;
-  if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) return fd; /* a FIFO, a terminal: as given */
   int locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
   closed_trace *c = locked ? find_closed(path, &st) : NULL;
@@ -197,6 +258,14 @@ int gpupart__trace_open(const gpupart__hostmem *m, const char *path, const char 
   return GPUPART_OK;
 }
 
+/* Lock held, at the last close: how many lines the file could not take, as its last
+ * line (itself tried once: a reader that still does not keep up misses it too). */
+static void dropped_line(gpupart__trace *t) {
+  flush_locked(t);
+  if (!t->dropped || t->n + 64 > sizeof t->buf) return;
+  t->n += (size_t)snprintf(t->buf + t->n, 64, "# dropped %llu lines\n", (unsigned long long)t->dropped);
+}
+
 /* Each context's destroy flushes; the last one closes the file, leaving where a later
  * context of the process goes on (remember_closed). All under open_lock, so that a
  * context opening the file meanwhile finds it either open or closed and remembered. */
@@ -210,6 +279,7 @@ void gpupart__trace_close(gpupart__trace *t) {
       break;
     }
   pthread_mutex_lock(&t->lock);
+  if (last) dropped_line(t);
   flush_locked(t);
   pthread_mutex_unlock(&t->lock);
   if (last) remember_closed(t), close(t->fd);
@@ -251,15 +321,24 @@ static size_t put_name(char *out, const char *name) {
   return n;
 }
 
-/* Lock held: room for one more line. */
+/* The id an allocation keeps when its line was dropped: its free is dropped too, so that
+ * every free the file holds names an allocation it holds. */
+#define DROPPED_ID UINT64_MAX
+
+/* Lock held: room for one more line, or NULL (the line is dropped, counted) where the
+ * file cannot take what the buffer holds now. */
 static char *line_room(gpupart__trace *t) {
   if (t->n + LINE_MAX_BYTES > sizeof t->buf) flush_locked(t);
-  return t->buf + t->n;
+  if (t->n + LINE_MAX_BYTES <= sizeof t->buf) return t->buf + t->n;
+  drop(t, 1);
+  return NULL;
 }
 
-/* Lock held: the "# device" line when the device changes. */
+/* Lock held: the "# device" line when the device changes (tried again at the next line
+ * where it was dropped). */
 static void device_line(gpupart__trace *t, const gpupart_device *dev) {
   char *s = line_room(t);
+  if (!s) return;
   size_t n = (size_t)snprintf(s, 64, "# device %s:%u ", gpupart_backend_name(dev->info.backend), dev->info.index);
   n += put_name(s + n, dev->info.name);
   s[n++] = '\n';
@@ -271,16 +350,18 @@ void gpupart__trace_alloc(gpupart__trace *t, const gpupart_partition *p, uint64_
   pthread_mutex_lock(&t->lock);
   if (p->dev != t->last_dev) device_line(t, p->dev);
   uint64_t id = t->next_id++;
-  *aux = id;
   char *s = line_room(t);
+  *aux = s ? id : DROPPED_ID;
   size_t n = 0;
-  s[n++] = 'a', s[n++] = ' ';
-  n += put_u64(s + n, id);
-  s[n++] = ' ';
-  n += put_u64(s + n, size);
-  s[n++] = ' ';
-  n += put_name(s + n, p->name);
-  s[n++] = '\n';
+  if (s) {
+    s[n++] = 'a', s[n++] = ' ';
+    n += put_u64(s + n, id);
+    s[n++] = ' ';
+    n += put_u64(s + n, size);
+    s[n++] = ' ';
+    n += put_name(s + n, p->name);
+    s[n++] = '\n';
+  }
   t->n += n;
   pthread_mutex_unlock(&t->lock);
 }
@@ -288,11 +369,14 @@ void gpupart__trace_alloc(gpupart__trace *t, const gpupart_partition *p, uint64_
 void gpupart__trace_free(gpupart__trace *t, uint64_t id) {
   if (!id) return; /* allocated before the trace existed: never the case today */
   pthread_mutex_lock(&t->lock);
-  char *s = line_room(t);
+  char *s = id == DROPPED_ID ? NULL : line_room(t);
   size_t n = 0;
-  s[n++] = 'f', s[n++] = ' ';
-  n += put_u64(s + n, id);
-  s[n++] = '\n';
+  if (id == DROPPED_ID) drop(t, 1);
+  if (s) {
+    s[n++] = 'f', s[n++] = ' ';
+    n += put_u64(s + n, id);
+    s[n++] = '\n';
+  }
   t->n += n;
   pthread_mutex_unlock(&t->lock);
 }

@@ -20,7 +20,10 @@
  *     thread still uses it.
  *  7. Structs can grow (docs/api.md, "Extending structs"): fields are only ever appended,
  *     and every function that takes or fills a struct has a `_sized` twin taking the
- *     caller's sizeof; the plain name is a macro passing this header's sizeof. A larger
+ *     caller's sizeof; the plain name is a variadic macro over a static inline function
+ *     that passes this header's sizeof, so any valid argument works, compound literals
+ *     included (`gpupart_device_open(ctx, &(gpupart_device_desc){.backend =
+ *     GPUPART_BACKEND_SIM, .memory_fraction = 0.5}, &dev)`; since 0.3). A larger
  *     input struct than the library knows must have its unknown tail zero (else EINVAL:
  *     built against a newer gpupart), a smaller one gets its missing fields as defaults;
  *     an output struct gets what the library knows and a zeroed tail. A size below the
@@ -28,7 +31,9 @@
  *     symbols with their own struct sizes. The plain names are also exported as real
  *     functions (declared as `gpupart_result (name)(...)`, so the macro does not touch
  *     the declaration), for code that takes their address or looks them up with dlsym:
- *     those take and fill the 0.2 layouts, whatever header the caller was built with. */
+ *     those take and fill the 0.2 layouts, whatever header the caller was built with.
+ *     Since 0.3 the library's symbols are versioned, and a program built against 0.1
+ *     keeps 0.1's layouts from the plain names it calls (docs/api.md, "ABI policy"). */
 #ifndef GPUPART_H
 #define GPUPART_H
 
@@ -177,9 +182,11 @@ typedef struct gpupart_context_desc {
  * configuration, message names the source). */
 GPUPART_API gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size,
                                                         gpupart_context **out);
-#define gpupart_context_create(desc, out) \
-  gpupart_context_create_sized((desc), sizeof(gpupart_context_desc), (out))
+#define gpupart_context_create(...) gpupart__inline_context_create(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_context_create)(const gpupart_context_desc *desc, gpupart_context **out);
+static inline gpupart_result gpupart__inline_context_create(const gpupart_context_desc *desc, gpupart_context **out) {
+  return gpupart_context_create_sized(desc, sizeof(gpupart_context_desc), out);
+}
 /* Destroys a context and unloads its backends. EBUSY (nothing freed) while devices are
  * open. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_context_destroy(gpupart_context *ctx);
@@ -212,10 +219,13 @@ typedef struct gpupart_device_info {
  * the 0.2 layout), ENOBACKEND, EBACKEND, ENOMEM. */
 GPUPART_API gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart_backend backend,
                                                    gpupart_device_info *infos, size_t info_size, uint32_t *count);
-#define gpupart_enumerate(ctx, backend, infos, count) \
-  gpupart_enumerate_sized((ctx), (backend), (infos), sizeof(gpupart_device_info), (count))
+#define gpupart_enumerate(...) gpupart__inline_enumerate(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_enumerate)(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
                                               uint32_t *count);
+static inline gpupart_result gpupart__inline_enumerate(gpupart_context *ctx, gpupart_backend backend,
+                                                       gpupart_device_info *infos, uint32_t *count) {
+  return gpupart_enumerate_sized(ctx, backend, infos, sizeof(gpupart_device_info), count);
+}
 
 #define GPUPART_GROWTH_DEFAULT 0 /* configuration, else on */
 #define GPUPART_GROWTH_ON 1      /* grow on demand */
@@ -284,10 +294,13 @@ typedef struct gpupart_device_desc {
  * names that input. */
 GPUPART_API gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const gpupart_device_desc *desc,
                                                      size_t desc_size, gpupart_device **out);
-#define gpupart_device_open(ctx, desc, out) \
-  gpupart_device_open_sized((ctx), (desc), sizeof(gpupart_device_desc), (out))
+#define gpupart_device_open(...) gpupart__inline_device_open(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_device_open)(gpupart_context *ctx, const gpupart_device_desc *desc,
                                                 gpupart_device **out);
+static inline gpupart_result gpupart__inline_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
+                                                         gpupart_device **out) {
+  return gpupart_device_open_sized(ctx, desc, sizeof(gpupart_device_desc), out);
+}
 /* Destroys every partition of the device, then closes it. EBUSY (nothing freed) while
  * any partition has live allocations or an allocation is in progress on the device (e.g.
  * from a reclaim callback), or a gpupart_free on it is still releasing a view or block.
@@ -296,9 +309,11 @@ GPUPART_API gpupart_result gpupart_device_close(gpupart_device *dev);
 /* The device's info as its backend reported it at open; free_bytes is queried anew. */
 GPUPART_API gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_device_info *out,
                                                          size_t out_size);
-#define gpupart_device_get_info(dev, out) \
-  gpupart_device_get_info_sized((dev), (out), sizeof(gpupart_device_info))
+#define gpupart_device_get_info(...) gpupart__inline_device_get_info(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_device_get_info)(const gpupart_device *dev, gpupart_device_info *out);
+static inline gpupart_result gpupart__inline_device_get_info(const gpupart_device *dev, gpupart_device_info *out) {
+  return gpupart_device_get_info_sized(dev, out, sizeof(gpupart_device_info));
+}
 /* This process's budget on the device in bytes, shared by every handle of the same
  * physical device in the context (the first open's); 0 for NULL. */
 GPUPART_API uint64_t gpupart_device_budget(const gpupart_device *dev);
@@ -332,6 +347,11 @@ typedef struct gpupart_sim_desc {
                                    gpupart_device_info.pci_bus_id (and
                                    uuid as given, zero included): with a zero uuid the device is
                                    named by this bus id, as a real device without a UUID is */
+  /* Since 0.3 (an older client's smaller struct gets it as none): */
+  char name[256];               /* "" = "gpupart simulated device"; else (NUL-terminated: EINVAL
+                                   otherwise) the name the device reports in gpupart_device_info.name
+                                   and that traces record: a mirror's is the real device's (the
+                                   interposers pass the driver's name of the GPU) */
 } gpupart_sim_desc;             /* in one context, sim devices with the same index and total_bytes are the same device;
                                    a sim device with a uuid or pci_bus_id is named by it, as any device */
 
@@ -357,12 +377,15 @@ typedef struct gpupart_partition_desc {
   double guarantee_fraction;  /* floor as a share of the budget; 0 = use guarantee */
   uint64_t guarantee;         /* floor in bytes; both 0 = best effort (no floor) */
   int growth;                 /* GPUPART_GROWTH_*; DEFAULT = the device's */
-  uint64_t initial_block;     /* 0 = 2 MiB */
-  uint64_t max_block;         /* 0 = 1 GiB, capped by the backend's max_block_bytes; for a
-                                 preallocated partition also the block size of the reservation
-                                 (0 = GPUPART_PREALLOC_BLOCK, else one block as large as the
-                                 driver allows) */
-  double growth_factor;       /* 0 = 2.0; at least 1.0 */
+  uint64_t initial_block;     /* 0 = the device's initial_block option (GPUPART_INITIAL_BLOCK, since
+                                 0.3), else 2 MiB */
+  uint64_t max_block;         /* 0 = the device's max_block option (GPUPART_MAX_BLOCK, since 0.3),
+                                 else 1 GiB; capped by the backend's max_block_bytes; for a
+                                 preallocated partition a nonzero max_block is also the block size
+                                 of the reservation (0 = GPUPART_PREALLOC_BLOCK, else one block as
+                                 large as the driver allows) */
+  double growth_factor;       /* 0 = the device's growth_factor option (GPUPART_GROWTH_FACTOR,
+                                 since 0.3), else 2.0; at least 1.0 */
   uint64_t release_threshold; /* empty cached blocks kept beyond it go back to the driver when
                                  an allocation is freed; 0 = keep them all until trim, the OOM
                                  sequence, or a growth that would otherwise raise the partition's
@@ -388,10 +411,13 @@ typedef struct gpupart_partition_desc {
  * the driver cannot back; nothing is left behind), ENOMEM. */
 GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                           size_t desc_size, gpupart_partition **out);
-#define gpupart_partition_create(dev, desc, out) \
-  gpupart_partition_create_sized((dev), (desc), sizeof(gpupart_partition_desc), (out))
+#define gpupart_partition_create(...) gpupart__inline_partition_create(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_partition_create)(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                      gpupart_partition **out);
+static inline gpupart_result gpupart__inline_partition_create(gpupart_device *dev, const gpupart_partition_desc *desc,
+                                                              gpupart_partition **out) {
+  return gpupart_partition_create_sized(dev, desc, sizeof(gpupart_partition_desc), out);
+}
 /* Returns every block to the driver and frees the partition (with a shared ledger, this
  * process leaves it; it goes with its last member). EBUSY (nothing freed) while
  * allocations are live, while one is in progress on it (in the out-of-memory sequence,
@@ -444,9 +470,13 @@ typedef struct gpupart_alloc_desc {
 /* gpupart_alloc with flags and a tag. Errors as gpupart_alloc, plus EINVAL for unknown flags. */
 GPUPART_API gpupart_result gpupart_alloc_ex_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                                   size_t desc_size, gpupart_allocation **out);
-#define gpupart_alloc_ex(p, desc, out) gpupart_alloc_ex_sized((p), (desc), sizeof(gpupart_alloc_desc), (out))
+#define gpupart_alloc_ex(...) gpupart__inline_alloc_ex(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_alloc_ex)(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                              gpupart_allocation **out);
+static inline gpupart_result gpupart__inline_alloc_ex(gpupart_partition *p, const gpupart_alloc_desc *desc,
+                                                      gpupart_allocation **out) {
+  return gpupart_alloc_ex_sized(p, desc, sizeof(gpupart_alloc_desc), out);
+}
 /* Frees an allocation: OK, and OK for NULL. A handle freed a second time, or freed after
  * its allocation's record was reused (up to 255 reuses of that record, so at least 255
  * later frees of its partition), is GPUPART_EINVAL (the message names the partition),
@@ -465,9 +495,12 @@ typedef struct gpupart_allocation_info {
 /* Describes a live allocation. EINVAL for NULL or a freed handle. */
 GPUPART_API gpupart_result gpupart_allocation_get_info_sized(const gpupart_allocation *a, gpupart_allocation_info *out,
                                                              size_t out_size);
-#define gpupart_allocation_get_info(a, out) \
-  gpupart_allocation_get_info_sized((a), (out), sizeof(gpupart_allocation_info))
+#define gpupart_allocation_get_info(...) gpupart__inline_allocation_get_info(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_allocation_get_info)(const gpupart_allocation *a, gpupart_allocation_info *out);
+static inline gpupart_result gpupart__inline_allocation_get_info(const gpupart_allocation *a,
+                                                                 gpupart_allocation_info *out) {
+  return gpupart_allocation_get_info_sized(a, out, sizeof(gpupart_allocation_info));
+}
 
 /* gpupart_alloc_ex that also describes the new allocation (what gpupart_allocation_get_info
  * would say: offset, device address, block) from the same call, under the same lock,
@@ -479,10 +512,13 @@ GPUPART_API gpupart_result(gpupart_allocation_get_info)(const gpupart_allocation
 GPUPART_API gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                                     size_t desc_size, gpupart_allocation **out,
                                                     gpupart_allocation_info *info, size_t info_size);
-#define gpupart_alloc_info(p, desc, out, info)                                                                 \
-  gpupart_alloc_info_sized((p), (desc), sizeof(gpupart_alloc_desc), (out), (info), sizeof(gpupart_allocation_info))
+#define gpupart_alloc_info(...) gpupart__inline_alloc_info(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_alloc_info)(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                                gpupart_allocation **out, gpupart_allocation_info *info);
+static inline gpupart_result gpupart__inline_alloc_info(gpupart_partition *p, const gpupart_alloc_desc *desc,
+                                                        gpupart_allocation **out, gpupart_allocation_info *info) {
+  return gpupart_alloc_info_sized(p, desc, sizeof(gpupart_alloc_desc), out, info, sizeof(gpupart_allocation_info));
+}
 
 /* ---- statistics ------------------------------------------------------------------- */
 
@@ -501,8 +537,11 @@ typedef struct gpupart_stats {
 /* A consistent snapshot of one partition's figures. */
 GPUPART_API gpupart_result gpupart_partition_get_stats_sized(const gpupart_partition *p, gpupart_stats *out,
                                                              size_t out_size);
-#define gpupart_partition_get_stats(p, out) gpupart_partition_get_stats_sized((p), (out), sizeof(gpupart_stats))
+#define gpupart_partition_get_stats(...) gpupart__inline_partition_get_stats(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_partition_get_stats)(const gpupart_partition *p, gpupart_stats *out);
+static inline gpupart_result gpupart__inline_partition_get_stats(const gpupart_partition *p, gpupart_stats *out) {
+  return gpupart_partition_get_stats_sized(p, out, sizeof(gpupart_stats));
+}
 
 /* --- 0.2 --- */
 /* What p could still allocate now, in bytes, into *out: the free bytes of its own blocks
@@ -527,8 +566,11 @@ GPUPART_API gpupart_result gpupart_partition_available(const gpupart_partition *
  * partition holds a multiple of the granularity). A partition's own peaks are exact. */
 GPUPART_API gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart_stats *out,
                                                           size_t out_size);
-#define gpupart_device_get_stats(dev, out) gpupart_device_get_stats_sized((dev), (out), sizeof(gpupart_stats))
+#define gpupart_device_get_stats(...) gpupart__inline_device_get_stats(__VA_ARGS__)
 GPUPART_API gpupart_result(gpupart_device_get_stats)(const gpupart_device *dev, gpupart_stats *out);
+static inline gpupart_result gpupart__inline_device_get_stats(const gpupart_device *dev, gpupart_stats *out) {
+  return gpupart_device_get_stats_sized(dev, out, sizeof(gpupart_stats));
+}
 /* Sets peak_in_use and peak_reserved of p to their current values. NULL is a no-op. */
 GPUPART_API void gpupart_partition_reset_peak(gpupart_partition *p);
 /* Starts the device's peak_in_use again from the bytes in use now (TensorFlow's

@@ -6,7 +6,8 @@ Declarations of one kind (functions, types, macros) that follow one another with
 blank line form a group that shares the comment above the first, and so do a function and
 the function-like macro just below it (gpupart_device_open -> gpupart_device_open_sized) (e.g. gpupart_vulkan_instance, _physical_device, _device).
 Not checked: struct fields and enumerators (their type's comment covers them), macros
-named GPUPART__* (internal), include guards, and #if/#else/#endif lines, which are
+named GPUPART__* (internal), static inline functions (the forwarders a public macro
+expands to, named gpupart__*), include guards, and #if/#else/#endif lines, which are
 transparent (a comment above an #if documents the definitions inside it).
 
 Names in the baseline file were undocumented when this check was written; they are
@@ -82,7 +83,9 @@ def declarations(lines):
             start = i
         stmt += " " + code
         depth += code.count("{") - code.count("}")
-        if depth == 0 and code.endswith(";"):
+        if depth == 0 and code.endswith("}") and re.match(r"\s*static\b", stmt):
+            stmt, start = "", None  # a static inline forwarder: internal, never exported
+        elif depth == 0 and code.endswith(";"):
             name = statement_name(stmt)
             if name:
                 decls.append((name, start, i, "function" if "GPUPART_API" in stmt else "type"))

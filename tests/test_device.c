@@ -608,6 +608,33 @@ Test(device, a_sim_device_given_an_unterminated_bus_id_is_refused) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
+/* Since 0.3: a mirror stands for a real GPU by its name too (what info and traces say). */
+Test(device, a_sim_device_given_a_name_reports_it) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB, .name = "NVIDIA H200"}, plain = {.total_bytes = 1 * GiB};
+  gpupart_device *a = open_as(ctx, &sim, 0), *b = open_as(ctx, &plain, 1);
+  gpupart_device_info info;
+  cr_assert_eq(gpupart_device_get_info(a, &info), GPUPART_OK);
+  cr_expect_str_eq(info.name, "NVIDIA H200");
+  cr_assert_eq(gpupart_device_get_info(b, &info), GPUPART_OK);
+  cr_expect_str_eq(info.name, "gpupart simulated device", "without one: the sim's own");
+  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(device, a_sim_device_given_an_unterminated_name_is_refused) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
+  memset(sim.name, 'x', sizeof sim.name);
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .backend_desc_size = sizeof sim};
+  gpupart_device *dev = NULL;
+  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_EINVAL);
+  cr_expect_null(dev);
+  cr_expect(strstr(gpupart_last_error(), "name"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
 Test(device, a_sim_device_reopened_with_another_uuid_is_refused) {
   gpupart_context *ctx = test_context();
   gpupart_sim_desc sim = {.total_bytes = 256 * MiB, .uuid = {1}};

@@ -147,6 +147,25 @@ Test(options, byte_options_and_their_ranges) {
   value_fails(GPUPART__OPT_HEADROOM, "10%", "bytes are expected");
 }
 
+Test(options, growth_knobs) {
+  cr_expect_eq(value_ok(GPUPART__OPT_INITIAL_BLOCK, "4MiB").u, 4 * MiB);
+  cr_expect_eq(value_ok(GPUPART__OPT_MAX_BLOCK, "256MiB").u, 256 * MiB);
+  value_fails(GPUPART__OPT_INITIAL_BLOCK, "0", "above 0");
+  value_fails(GPUPART__OPT_MAX_BLOCK, "10%", "bytes are expected");
+  cr_expect_float_eq(value_ok(GPUPART__OPT_GROWTH_FACTOR, "1.5").factor, 1.5, 0);
+  cr_expect_float_eq(value_ok(GPUPART__OPT_GROWTH_FACTOR, " 2 ").factor, 2.0, 0);
+  cr_expect_float_eq(value_ok(GPUPART__OPT_GROWTH_FACTOR, "1").factor, 1.0, 0);
+  value_fails(GPUPART__OPT_GROWTH_FACTOR, "0.99", "is below 1");
+  value_fails(GPUPART__OPT_GROWTH_FACTOR, "-2", "negative");
+  value_fails(GPUPART__OPT_GROWTH_FACTOR, "2x", "not a number");
+  value_fails(GPUPART__OPT_GROWTH_FACTOR, "150%", "not a number");
+  value_fails(GPUPART__OPT_GROWTH_FACTOR, "", "not a number");
+  char buf[32];
+  gpupart__value v = value_ok(GPUPART__OPT_GROWTH_FACTOR, "1.25");
+  gpupart__option_format(GPUPART__OPT_GROWTH_FACTOR, &v, buf, sizeof buf);
+  cr_expect_str_eq(buf, "1.25");
+}
+
 Test(options, the_visible_device_list) {
   gpupart__value v = value_ok(GPUPART__OPT_DEVICE, "3");
   cr_expect_eq(v.u, 3);

@@ -8,6 +8,7 @@
  * the benchmark is built: GPUPART_TEST_BENCH). */
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,114 @@ Test(trace, a_fifo_without_a_reader_is_econfig_not_a_hang, .timeout = 20) {
   cr_expect_eq(traced_context(path, &ctx), GPUPART_ECONFIG);
   cr_expect_null(ctx);
   cr_expect(strstr(gpupart_last_error(), path), "%s", gpupart_last_error());
+}
+
+/* ---- a FIFO whose reader goes away or stops reading ---------------------------------- */
+
+/* The test's end of the FIFO: opened first (so that the trace's open finds a reader), not
+ * blocking. */
+static int fifo_reader(void) {
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  cr_assert_geq(fd, 0);
+  return fd;
+}
+
+/* stderr to a file while a test runs, to count what the library says. */
+static int stderr_to(const char *file) {
+  fflush(stderr);
+  int saved = dup(2), fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  cr_assert(saved >= 0 && fd >= 0);
+  dup2(fd, 2);
+  close(fd);
+  return saved;
+}
+
+static void stderr_back(int saved) {
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+}
+
+/* Appends what the reader can read now to text (n bytes so far, cap in all). */
+static size_t drain(int fd, char *text, size_t n, size_t cap) {
+  ssize_t r;
+  while (n < cap - 1 && (r = read(fd, text + n, cap - 1 - n)) > 0) n += (size_t)r;
+  text[n] = '\0';
+  return n;
+}
+
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *at = strstr(text, needle); at; at = strstr(at + 1, needle)) n++;
+  return n;
+}
+
+/* count allocations of partition p, each freed at once: 2 * count lines. */
+static void alloc_free(gpupart_partition *p, int count) {
+  for (int i = 0; i < count; i++) gpupart_free(alloc_ok(p, 4096 + (uint64_t)i));
+}
+
+/* The reader goes away: the program died of SIGPIPE at the next write. Now the lines are
+ * dropped, counted and said once on stderr, no SIGPIPE is left pending, and the context
+ * is destroyed as usual. */
+Test(trace, a_fifo_whose_reader_goes_away_is_no_sigpipe, .timeout = 60) {
+  char said[160];
+  int reader = fifo_reader(), saved = stderr_to(strcat(strcpy(said, dir), "/stderr"));
+  gpupart_context *ctx;
+  cr_assert_eq(traced_context(path, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = sim_device(ctx);
+  gpupart_partition *p = test_partition(dev, "p", 64 * MiB, 0);
+  alloc_free(p, 10);
+  close(reader);
+  alloc_free(p, 5000); /* several buffers full: each flush meets EPIPE */
+  cr_assert_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  stderr_back(saved);
+  sigset_t pending;
+  cr_assert_eq(sigpending(&pending), 0);
+  cr_expect_eq(sigismember(&pending, SIGPIPE), 0, "no SIGPIPE left pending");
+  const char *text = read_all(said);
+  cr_expect_eq(count_of(text, "reader is not keeping up or has gone"), 1, "said once: %s", text);
+}
+
+/* The reader stops reading: every allocation blocked once the FIFO was full. Now none
+ * waits: what the FIFO cannot take is dropped and counted, whole lines only, each free
+ * dropped with its allocation, and the count closes the trace once the reader reads again. */
+Test(trace, a_fifo_whose_reader_stops_reading_never_blocks, .timeout = 60) {
+  static char text[1 << 21];
+  char said[160];
+  int reader = fifo_reader(), saved = stderr_to(strcat(strcpy(said, dir), "/stderr"));
+  gpupart_context *ctx;
+  cr_assert_eq(traced_context(path, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device *dev = sim_device(ctx);
+  gpupart_partition *p = test_partition(dev, "a-longer-partition-name-for-longer-lines", 64 * MiB, 0);
+  alloc_free(p, 20000); /* about 1.2 MB of lines into a FIFO of 64 KiB that nobody reads */
+  size_t n = drain(reader, text, 0, sizeof text);
+  cr_assert_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  n = drain(reader, text, n, sizeof text);
+  close(reader);
+  stderr_back(saved);
+  cr_expect_eq(count_of(read_all(said), "reader is not keeping up"), 1, "said once");
+  cr_assert(n > 0 && text[n - 1] == '\n', "whole lines only");
+  const char *last = strstr(text, "\n# dropped ");
+  unsigned long long dropped = 0;
+  cr_assert(last && sscanf(last, "\n# dropped %llu lines\n", &dropped) == 1, "the count closes the trace");
+  int allocs = count_of(text, "\na "), frees = count_of(text, "\nf ");
+  cr_expect_gt(dropped, 0);
+  cr_expect_eq((unsigned long long)(allocs + frees) + dropped, 2 * 20000ull, "every line written or counted");
+  static unsigned char seen[20002];
+  int orphans = 0;
+  for (const char *at = strstr(text, "\na "); at; at = strstr(at + 1, "\na ")) {
+    unsigned long id = strtoul(at + 3, NULL, 10);
+    if (id < sizeof seen) seen[id] = 1;
+  }
+  for (const char *at = strstr(text, "\nf "); at; at = strstr(at + 1, "\nf ")) {
+    unsigned long id = strtoul(at + 3, NULL, 10);
+    orphans += id >= sizeof seen || !seen[id];
+  }
+  cr_expect_eq(orphans, 0, "every free names an allocation the trace holds (a free is dropped with its allocation)");
 }
 
 /* One context after another on the same file (created, used, destroyed, then the next):

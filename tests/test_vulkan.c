@@ -5,6 +5,7 @@
  * partitions, and bad input: no loader, no device, handles that do not belong together,
  * a memory type out of range, a request above maxMemoryAllocationSize. Every test that
  * needs a device skips, saying why, where there is none. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +259,64 @@ Test(vulkan, a_zeroed_descriptor_picks_the_default_memory_type) {
   dev = open_own(&(gpupart_vulkan_desc){.memory_type = picked + 1});
   cr_expect_eq(type_of(dev), picked);
   close_dev(dev);
+}
+
+typedef gpupart_result (*open_fn)(gpupart_context *, const gpupart_device_desc *, gpupart_device **);
+
+/* A gpupart 0.1 program's open (the versioned gpupart_device_open@GPUPART_0.1) of the
+ * type memory_type_index names, with both descriptors in their 0.1 layouts: every byte
+ * past the 0.1 fields (0.2's backend_desc_type and backend_desc_size, the Vulkan
+ * descriptor's memory_type) holds 0xa5, which the 0.1 open must not read. */
+static gpupart_device *open_0_1(uint32_t memory_type_index) {
+  void *sym = dlvsym(RTLD_DEFAULT, "gpupart_device_open", "GPUPART_0.1");
+  cr_assert_not_null(sym, "no gpupart_device_open@GPUPART_0.1: %s", dlerror());
+  open_fn open;
+  memcpy(&open, &sym, sizeof sym);
+  gpupart_vulkan_desc v;
+  memset(&v, 0xa5, sizeof v);
+  v.instance = NULL;
+  v.physical_device = NULL;
+  v.device = NULL;
+  v.get_instance_proc_addr = NULL;
+  v.memory_type_index = memory_type_index;
+  v.buffer_device_address = 0;
+  gpupart_device_desc d;
+  memset(&d, 0xa5, sizeof d);
+  d.backend = GPUPART_BACKEND_VULKAN;
+  d.index = 0;
+  d.memory_fraction = 0;
+  d.memory_limit = 0;
+  d.headroom = 0;
+  d.growth = GPUPART_GROWTH_DEFAULT;
+  d.granularity = 0;
+  d.backend_desc = &v;
+  d.flags = 0;
+  gpupart_device *dev = NULL;
+  gpupart_result rc = open(ctx, &d, &dev);
+  if (rc == GPUPART_ENODEV) cr_skip_test("no Vulkan device here: %s", gpupart_last_error());
+  cr_assert_eq(rc, GPUPART_OK, "%s", gpupart_last_error());
+  return dev;
+}
+
+/* In 0.1, memory_type_index meant that type, 0 included, and UINT32_MAX picked one. */
+Test(vulkan, a_0_1_programs_descriptor_is_read_as_0_1_laid_it_out) {
+  gpupart_device *probe = open_own(NULL);
+  uint32_t picked = type_of(probe);
+  VkPhysicalDeviceMemoryProperties mem;
+  vkGetPhysicalDeviceMemoryProperties(gpupart_vulkan_physical_device(probe), &mem);
+  close_dev(probe);
+  gpupart_device *dev = open_0_1(UINT32_MAX);
+  cr_expect_eq(type_of(dev), picked);
+  close_dev(dev);
+  for (uint32_t t = 0; t < mem.memoryTypeCount && t < 2; t++) {
+    gpupart_vulkan_desc v = {.memory_type = t + 1};
+    gpupart_device_desc d = {.backend = GPUPART_BACKEND_VULKAN, .backend_desc = &v};
+    if (gpupart_device_open(ctx, &d, &dev) != GPUPART_OK) continue; /* a type that cannot back buffers */
+    close_dev(dev);
+    dev = open_0_1(t);
+    cr_expect_eq(type_of(dev), t, "0.1's memory_type_index %u", t);
+    close_dev(dev);
+  }
 }
 
 Test(vulkan, adopted_handles_that_do_not_belong_together_are_refused) {

@@ -23,6 +23,9 @@ int cli_wants_help(int argc, char **argv);
 
 /* Creates a context that reads the environment and the configuration file. */
 gpupart_result cli_context(gpupart_context **out);
+/* cli_context, and with warn the library's warnings printed on stderr as
+ * "gpupart: warning: ..." (for the commands that open devices as a program would). */
+gpupart_result cli_context_warning(gpupart_context **out, int warn);
 
 /* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
  * surrogates, nothing past U+10FFFF), or 0. */

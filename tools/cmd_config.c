@@ -20,24 +20,26 @@ static const char help[] =
     "                visible list is not applied); default: the device a program\n"
     "                opening index 0 gets (GPUPART_BACKEND, GPUPART_DEVICE)\n"
     "  --json        one JSON object with at least backend, index, budget and\n"
-    "                partitions [{name, limit, guarantee}], plus the options, a\n"
+    "                partitions [{name, limit, guarantee, allow_growth, reserved}],\n"
+    "                plus the options, a\n"
     "                \"sources\" object naming where each option came from, and\n"
     "                other_frameworks [{name, value, applied, equivalent}]: the\n"
     "                TensorFlow, JAX and PyTorch memory variables seen (never applied),\n"
     "                clipped {memory_limit|memory_fraction: {asked, source}} where\n"
     "                an operator's ceiling lowered a value, and orchestrator\n"
-    "                {shares [{source, device, bytes, applied}], ignored [...]}\n"
+    "                {shares [{source, device, bytes, applied}], ignored [...]},\n"
+    "                and never_applies [{source, what, device, why}]: [device]\n"
+    "                sections, per-device entries and partitions that name a device\n"
+    "                this machine does not have\n"
+    "\n"
+    "Warnings of the open (configuration that can never apply on this machine, an\n"
+    "initial_block above max_block, ...) are printed on standard error.\n"
     "\n"
     "exit status: 0 success, 1 bad configuration or no such device, 2 bad usage\n";
 
-static const gpupart__opt shown[] = {
-    GPUPART__OPT_BACKEND,   GPUPART__OPT_DEVICE,      GPUPART__OPT_ALLOW_GROWTH,      GPUPART__OPT_MEMORY_FRACTION,
-    GPUPART__OPT_MEMORY_LIMIT, GPUPART__OPT_MEMORY_FRACTION_MAX, GPUPART__OPT_MEMORY_LIMIT_MAX, GPUPART__OPT_HEADROOM, GPUPART__OPT_GRANULARITY,       GPUPART__OPT_RELEASE_THRESHOLD,
-    GPUPART__OPT_SHARED,    GPUPART__OPT_LEDGER_DIR,  GPUPART__OPT_SIM_TOTAL,         GPUPART__OPT_VERBOSE,
-    GPUPART__OPT_TRACE,     GPUPART__OPT_CONFIG,      GPUPART__OPT_CUDA_LIBRARY,      GPUPART__OPT_OPENCL_LIBRARY,
-    GPUPART__OPT_VULKAN_LIBRARY,
-};
-#define NSHOWN (sizeof shown / sizeof shown[0])
+/* Every option but the partition spec (the partitions have their own table): in the
+ * table's order, so an option added to core/options.c is shown without a change here. */
+static int shown(int o) { return o != GPUPART__OPT_PARTITIONS; }
 
 static void source_text(gpupart__source s, char *buf, size_t n) { gpupart__source_format(s, buf, n); }
 
@@ -46,7 +48,7 @@ static void json_value(gpupart__opt o, const gpupart__value *v) {
   char text[GPUPART__PATH_MAX];
   gpupart__type t = gpupart__options[o].type;
   gpupart__option_format(o, v, text, sizeof text);
-  if (t == GPUPART__T_BOOL || t == GPUPART__T_SHARE) printf("%s", text);
+  if (t == GPUPART__T_BOOL || t == GPUPART__T_SHARE || t == GPUPART__T_FACTOR) printf("%s", text);
   else if ((t == GPUPART__T_LIMIT && !v->u) || ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) && !v->str))
     printf("null");
   else if (t == GPUPART__T_PATH || t == GPUPART__T_DIR || t == GPUPART__T_BACKENDS) json_string(stdout, text);
@@ -64,16 +66,18 @@ static const char *json_key(gpupart__opt o, int for_source) {
 
 static void json_options(const gpupart__settings *s) {
   char src[GPUPART__PATH_MAX + 16];
-  for (size_t i = 0; i < NSHOWN; i++) {
-    if (shown[i] == GPUPART__OPT_DEVICE) continue;
-    printf(",\n  \"%s\": ", json_key(shown[i], 0));
-    json_value(shown[i], &s->v[shown[i]]);
+  for (int o = 0; o < GPUPART__OPT_COUNT; o++) {
+    if (!shown(o) || o == GPUPART__OPT_DEVICE) continue;
+    printf(",\n  \"%s\": ", json_key((gpupart__opt)o, 0));
+    json_value((gpupart__opt)o, &s->v[o]);
   }
   printf(",\n  \"sources\": {");
-  for (size_t i = 0; i < NSHOWN; i++) {
-    source_text(s->v[shown[i]].src, src, sizeof src);
-    printf("%s\"%s\": ", i ? ", " : "", json_key(shown[i], 1));
+  for (int o = 0, first = 1; o < GPUPART__OPT_COUNT; o++) {
+    if (!shown(o)) continue;
+    source_text(s->v[o].src, src, sizeof src);
+    printf("%s\"%s\": ", first ? "" : ", ", json_key((gpupart__opt)o, 1));
     json_string(stdout, src);
+    first = 0;
   }
   printf("}");
 }
@@ -86,8 +90,9 @@ static void json_partition(gpupart_device *dev, uint32_t i) {
   source_text(dev->settings.parts[i]->src, src, sizeof src);
   printf("%s\n    {\"name\": ", i ? "," : "");
   json_string(stdout, gpupart_partition_name(p));
-  printf(", \"limit\": %llu, \"guarantee\": %llu, \"allow_growth\": %s, \"source\": ",
-         (unsigned long long)st.limit, (unsigned long long)st.guarantee, p->growth.prealloc ? "false" : "true");
+  printf(", \"limit\": %llu, \"guarantee\": %llu, \"allow_growth\": %s, \"reserved\": %llu, \"source\": ",
+         (unsigned long long)st.limit, (unsigned long long)st.guarantee, p->growth.prealloc ? "false" : "true",
+         (unsigned long long)st.reserved);
   json_string(stdout, src);
   printf("}");
 }
@@ -174,6 +179,39 @@ static void print_foreign(const gpupart__config *c) {
     printf("%s=%s  ->  %s\n", c->foreign[i].name, c->foreign[i].value, c->foreign[i].hint);
 }
 
+/* On stderr, each device of the configuration this machine lacks (the open itself says
+ * nothing of it: the command looks with every backend loaded, which an open does not). */
+static void warn_unreachable_one(const gpupart__unreachable *u, void *user) {
+  char src[GPUPART__PATH_MAX + 16];
+  (void)user;
+  source_text(u->src, src, sizeof src);
+  fprintf(stderr, "gpupart: warning: %s (%s) can never apply on this machine: %s\n", u->what, src, u->why);
+}
+
+static void json_unreachable_one(const gpupart__unreachable *u, void *user) {
+  int *n = user;
+  char src[GPUPART__PATH_MAX + 16], dev[48];
+  source_text(u->src, src, sizeof src);
+  gpupart__selector_format(&u->sel, dev, sizeof dev);
+  printf("%s\n    {\"source\": ", (*n)++ ? "," : "");
+  json_string(stdout, src);
+  printf(", \"what\": ");
+  json_string(stdout, u->what);
+  printf(", \"device\": ");
+  json_string(stdout, dev);
+  printf(", \"why\": ");
+  json_string(stdout, u->why);
+  printf("}");
+}
+
+/* Configuration that can never apply on this machine (also a warning on stderr). */
+static void json_unreachable(gpupart_device *dev) {
+  int n = 0;
+  printf(",\n  \"never_applies\": [");
+  gpupart__config_unreachable(dev->ctx, 0, json_unreachable_one, &n);
+  printf("%s]", n ? "\n  " : "");
+}
+
 static void print_json(gpupart_device *dev) {
   printf("{\n  \"backend\": \"%s\",\n  \"index\": %u,\n  \"name\": ", gpupart_backend_name(dev->info.backend),
          dev->info.index);
@@ -187,25 +225,28 @@ static void print_json(gpupart_device *dev) {
   json_foreign(dev->ctx->cfg);
   json_clipped(&dev->settings);
   json_shares(dev);
+  json_unreachable(dev);
   printf("\n}\n");
 }
 
 static void print_options(const gpupart__settings *s) {
   char value[GPUPART__PATH_MAX], src[GPUPART__PATH_MAX + 16], note[GPUPART__PATH_MAX + 128];
   printf("\n%-19s %-20s %s\n", "OPTION", "VALUE", "SOURCE");
-  for (size_t i = 0; i < NSHOWN; i++) {
-    gpupart__option_format(shown[i], &s->v[shown[i]], value, sizeof value);
-    source_text(s->v[shown[i]].src, src, sizeof src);
-    gpupart__settings_clip_note(s, shown[i], note, sizeof note);
-    printf("%-19s %-20s %s%s%s%s\n", gpupart__options[shown[i]].key, value, src, *note ? " (" : "", note,
-           *note ? ")" : "");
+  for (int o = 0; o < GPUPART__OPT_COUNT; o++) {
+    if (!shown(o)) continue;
+    gpupart__option_format((gpupart__opt)o, &s->v[o], value, sizeof value);
+    source_text(s->v[o].src, src, sizeof src);
+    gpupart__settings_clip_note(s, (gpupart__opt)o, note, sizeof note);
+    printf("%-19s %-20s %s%s%s%s\n", gpupart__options[o].key, value, src, *note ? " (" : "", note, *note ? ")" : "");
   }
 }
 
 static void print_partitions(gpupart_device *dev) {
   char src[GPUPART__PATH_MAX + 16];
   if (!dev->settings.nparts) {
-    printf("\npartitions: none configured\n");
+    static const char prealloc[] =
+        " (allow_growth = false: each partition the program creates takes its limit then; nothing is taken before)";
+    printf("\npartitions: none configured%s\n", dev->settings.v[GPUPART__OPT_ALLOW_GROWTH].u ? "" : prealloc);
     return;
   }
   printf("\n%-20s %16s %16s %-7s %s\n", "PARTITION", "LIMIT", "GUARANTEE", "GROWTH", "SOURCE");
@@ -257,10 +298,12 @@ int cmd_config(int argc, char **argv) {
   if (rc) return rc;
   gpupart_context *ctx;
   gpupart_device *dev;
-  gpupart_result r = cli_context(&ctx);
+  gpupart_result r = cli_context_warning(&ctx, 1);
   if (r) return cli_failure("configuration", r);
+  atomic_store(&ctx->unreachable_said, 1); /* said below, from a look at every backend */
   r = gpupart__device_open(ctx, &desc, exact, &dev);
   if (r) return rc = cli_failure("device", r), gpupart_context_destroy(ctx), rc;
+  gpupart__config_unreachable(ctx, 0, warn_unreachable_one, NULL);
   if (json) print_json(dev);
   else print_text(dev);
   gpupart_device_close(dev);

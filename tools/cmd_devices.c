@@ -5,11 +5,11 @@
 
 #include "cli.h"
 #include "identity.h"
-#include "options.h"
+#include "internal.h" /* gpupart__backend_named, gpupart__config */
 #include "registry.h"
 
 static const char help[] =
-    "usage: gpupart devices [--json] [--backend NAME]\n"
+    "usage: gpupart devices [--json] [--backend NAME] [-v]\n"
     "\n"
     "Lists every device of every backend present: backend, index, name, vendor, total\n"
     "and free memory, the largest single allocation the driver allows, and the device's\n"
@@ -22,8 +22,13 @@ static const char help[] =
     "                  \"uuid\", \"pci_bus_id\"}]}, sizes in bytes; free, uuid and\n"
     "                  pci_bus_id null where the driver cannot tell\n"
     "\n"
-    "Without --backend, each backend passed over is named on standard error with the\n"
-    "reason (driver missing, a GPUPART_*_LIBRARY that cannot be opened, ...).\n"
+    "  -v, --verbose   also name on standard error each backend passed over, and why\n"
+    "\n"
+    "Without --backend, a backend passed over (driver missing, a GPUPART_*_LIBRARY that\n"
+    "cannot be opened, ...) is named on standard error with the reason, one line each,\n"
+    "when the configuration names it (GPUPART_BACKEND, its GPUPART_*_LIBRARY), when no\n"
+    "device was found at all, or with -v; a machine without an NVIDIA driver is not\n"
+    "told so at every run.\n"
     "\n"
     "exit status: 0 devices found, 1 none found or the backend is missing, 2 bad usage\n";
 
@@ -99,27 +104,55 @@ static const char *names(void) {
   return list;
 }
 
+/* The reason without the backend's name in front ("cuda: cannot load ..." is
+ * "cannot load ..."; "GPUPART_VULKAN_LIBRARY=/x: vulkan: cannot ..." loses the inner
+ * "vulkan: "; "backend 'cuda' is not built ..." is "not built ..."), so that the line
+ * "skipped cuda: ..." names the backend once. Newlines become spaces: one line each. */
+static void reason(const char *name, const char *why, char *out, size_t n) {
+  char own[40], built[48];
+  snprintf(own, sizeof own, "%s: ", name);
+  snprintf(built, sizeof built, "backend '%s' is ", name);
+  const char *inner = strstr(why, own);
+  size_t cut = 0, skip = 0;
+  if (!strncmp(why, built, strlen(built))) {
+    skip = strlen(built);
+  } else if (inner && (inner == why || (inner - why >= 2 && inner[-2] == ':' && inner[-1] == ' '))) {
+    cut = (size_t)(inner - why);
+    skip = strlen(own);
+  }
+  snprintf(out, n, "%.*s%s", (int)cut, why, why + cut + skip);
+  for (char *c = out; *c; c++)
+    if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
 /* With every backend listed, one line per backend passed over and why (driver missing,
- * a GPUPART_*_LIBRARY that cannot be opened, ...), so "no device found" is explained.
- * sim is never listed without being named, so it is never "skipped". */
-static void say_skipped(gpupart_context *ctx) {
-  static const gpupart_backend all[] = {
+ * a GPUPART_*_LIBRARY that cannot be opened, ...), where the configuration names it, no
+ * device was found, or -v asks: a machine without an NVIDIA driver is not told so at
+ * every run. sim is never listed without being named, so it is never "skipped". */
+static void say_skipped(gpupart_context *ctx, int all) {
+  static const gpupart_backend every[] = {
 #define GPUPART__ID(ID, name, rank) GPUPART_BACKEND_##ID,
       GPUPART__BACKENDS(GPUPART__ID)
 #undef GPUPART__ID
   };
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+  for (size_t i = 0; i < sizeof every / sizeof every[0]; i++) {
     uint32_t n = 0;
-    if (all[i] != GPUPART_BACKEND_SIM && gpupart_enumerate(ctx, all[i], NULL, &n) != GPUPART_OK)
-      fprintf(stderr, "gpupart: skipped %s: %s\n", gpupart_backend_name(all[i]), gpupart_last_error());
+    char why[GPUPART__MSG_MAX];
+    if (every[i] == GPUPART_BACKEND_SIM || (!all && !gpupart__backend_named(ctx, every[i]))) continue;
+    if (gpupart_enumerate(ctx, every[i], NULL, &n) == GPUPART_OK) continue;
+    reason(gpupart_backend_name(every[i]), gpupart_last_error(), why, sizeof why);
+    fprintf(stderr, "gpupart: skipped %s: %s\n", gpupart_backend_name(every[i]), why);
   }
 }
 
-static int parse_args(int argc, char **argv, int *json, gpupart_backend *b) {
+static int parse_args(int argc, char **argv, int *json, int *verbose, gpupart_backend *b) {
   for (int i = 1; i < argc; i++) {
     const char *v;
     int r;
     if ((r = cli_option(argc, argv, &i, "--json", 0, &v)) > 0) *json = 1;
+    else if (!r && ((r = cli_option(argc, argv, &i, "-v", 0, &v)) > 0 ||
+                    (r = cli_option(argc, argv, &i, "--verbose", 0, &v)) > 0))
+      *verbose = 1;
     else if (!r && (r = cli_option(argc, argv, &i, "--backend", 1, &v)) > 0) {
       int id = gpupart__backend_from_name(v);
       if (id < 0 && strcmp(v, "auto") != 0)
@@ -133,10 +166,10 @@ static int parse_args(int argc, char **argv, int *json, gpupart_backend *b) {
 }
 
 int cmd_devices(int argc, char **argv) {
-  int json = 0;
+  int json = 0, verbose = 0;
   gpupart_backend b = GPUPART_BACKEND_AUTO;
   if (cli_wants_help(argc, argv)) return fputs(help, stdout), EXIT_OK;
-  int rc = parse_args(argc, argv, &json, &b);
+  int rc = parse_args(argc, argv, &json, &verbose, &b);
   if (rc) return rc;
   gpupart_context *ctx;
   gpupart_result r = cli_context(&ctx);
@@ -144,7 +177,7 @@ int cmd_devices(int argc, char **argv) {
   gpupart_device_info *infos;
   uint32_t n;
   r = list(ctx, b, &infos, &n);
-  if (!r && b == GPUPART_BACKEND_AUTO) say_skipped(ctx);
+  if (!r && b == GPUPART_BACKEND_AUTO) say_skipped(ctx, verbose || !n);
   gpupart_context_destroy(ctx);
   if (r) return free(infos), cli_failure("devices", r);
   if (json) print_json(infos, n);

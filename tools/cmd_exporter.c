@@ -1,17 +1,21 @@
 /* gpupart exporter: serves the shared ledgers over HTTP: /metrics (Prometheus text, as
- * gpupart metrics prints it), / (the status page, page.h) and /top.json (gpupart top
- * --json). One thread, one poll loop, and bounds on everything a client controls: at most
- * MAX_CONNS connections (more are answered 503 and closed), a request head of at most
- * MAX_REQUEST bytes (else 431), CONN_SECONDS for a whole exchange (else 408 and closed),
- * one request per connection. Only GET and HEAD are served (else 405); a malformed
- * request line is 400, an unknown path 404. A reading is shared by the requests of
- * CACHE_SECONDS, so a flood of requests cannot keep the ledgers' locks busy. */
+ * gpupart metrics prints it, or OpenMetrics 1.0.0 when the scraper's Accept header prefers
+ * it), / (the status page, page.h) and /top.json (gpupart top --json). One thread, one
+ * poll loop, and bounds on everything a client controls: MAX_CONNS connections at once
+ * (a new one always gets a slot: the connection that can least be a scrape in progress is
+ * closed to make room), HEAD_SECONDS to send the whole request head (else 408 and
+ * closed, so idle and slowly sent requests cannot hold the slots), a request head of at
+ * most MAX_REQUEST bytes (else 431), CONN_SECONDS for a whole exchange (else closed), one
+ * request per connection. Only GET and HEAD are served (else 405); a malformed request
+ * line is 400, an unknown path 404. A reading is shared by the requests of CACHE_SECONDS,
+ * so a flood of requests cannot keep the ledgers' locks busy. */
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -22,6 +26,7 @@
 
 #define MAX_CONNS 32
 #define MAX_REQUEST 8192
+#define HEAD_SECONDS 3.0
 #define CONN_SECONDS 10.0
 #define CACHE_SECONDS 0.5
 #define DEFAULT_LISTEN "127.0.0.1:9464"
@@ -30,7 +35,8 @@ static const char help[] =
     "usage: gpupart exporter [--listen ADDR:PORT] [--ledger-dir DIR]\n"
     "\n"
     "Serves every shared device of this user over HTTP until interrupted:\n"
-    "  /metrics    Prometheus text, as gpupart metrics prints it\n"
+    "  /metrics    Prometheus text, as gpupart metrics prints it (OpenMetrics 1.0.0\n"
+    "              when the request's Accept header prefers application/openmetrics-text)\n"
     "  /           a status page: each device's partitions as bars (reloads itself)\n"
     "  /top.json   the snapshot gpupart top --json prints\n"
     "\n"
@@ -41,14 +47,17 @@ static const char help[] =
     "                      GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
     "                      else /dev/shm)\n"
     "\n"
-    "Requests are bounded: 32 connections, 8 KiB of request head, 10 s per exchange,\n"
-    "GET and HEAD only.\n"
+    "Requests are bounded: 32 connections (a new one takes the slot of the oldest one\n"
+    "still sending its request), 3 s to send the request head, 8 KiB of request head,\n"
+    "10 s per exchange, GET and HEAD only. Bind it to loopback or to the one address\n"
+    "Prometheus scrapes (docs/deploy.md).\n"
     "\n"
     "exit status: 0 interrupted (SIGINT, SIGTERM), 1 cannot listen, 2 bad usage\n";
 
 typedef struct conn {
   int fd;             /* -1 = free */
-  double deadline;
+  double accepted;    /* when accept() returned it */
+  double deadline;    /* HEAD_SECONDS after accepted until the head is in, then the exchange's */
   char in[MAX_REQUEST + 1]; /* NUL-terminated */
   size_t in_len;
   char *out;          /* the response, once the request is read */
@@ -170,12 +179,84 @@ static const observation *reading(server *s) {
   return &s->cached;
 }
 
-/* The body of path (its kind in *type), or NULL for no such path. */
-static char *render(server *s, const char *path, const char **type, size_t *len, int *failed) {
+/* ---- content negotiation for /metrics ---- */
+
+/* The q of one media range's parameters (";q=0.5"), 1 when absent, -1 when malformed. */
+static double range_q(const char *params) {
+  for (const char *p = params; (p = strchr(p, ';')); p++) {
+    p += strspn(p, "; \t");
+    if ((p[0] != 'q' && p[0] != 'Q') || p[1] != '=') continue;
+    char *end;
+    double q = strtod(p + 2, &end);
+    return end == p + 2 || q < 0 || q > 1 ? -1 : q;
+  }
+  return 1;
+}
+
+/* Whether params hold no "version=" or exactly "version=want". */
+static int range_version_is(const char *params, const char *want) {
+  for (const char *p = params; (p = strchr(p, ';')); p++) {
+    p += strspn(p, "; \t");
+    if (strncasecmp(p, "version=", 8)) continue;
+    size_t n = strcspn(p + 8, "; \t");
+    return n == strlen(want) && strncmp(p + 8, want, n) == 0;
+  }
+  return 1;
+}
+
+/* One media range of an Accept value ("type/subtype;param=v;q=0.5", NUL-terminated):
+ * the best q seen for each form raised where it names that form. */
+static void accept_range(const char *range, double *om, double *text) {
+  range += strspn(range, " \t");
+  size_t n = strcspn(range, "; \t");
+  const char *params = range + n;
+  double q = range_q(params), *best = NULL;
+  if (n == 28 && strncasecmp(range, "application/openmetrics-text", n) == 0 && range_version_is(params, "1.0.0"))
+    best = om;
+  else if (n == 10 && strncasecmp(range, "text/plain", n) == 0 && range_version_is(params, "0.0.4")) best = text;
+  else if ((n == 6 && strncasecmp(range, "text/*", n) == 0) || (n == 3 && strncmp(range, "*/*", n) == 0))
+    best = text;
+  if (best && q > *best) *best = q;
+}
+
+/* Every Accept header of a request head: OpenMetrics when its best q is positive and not
+ * below Prometheus text's (RFC 9110's preference order), else Prometheus text, which
+ * is also the answer to a request without Accept. */
+static int wants_openmetrics(const char *head) {
+  double om = 0, text = 0;
+  for (const char *line = strchr(head, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+    if (strncasecmp(line + 1, "accept:", 7)) continue;
+    const char *v = line + 8, *end = v + strcspn(v, "\r\n");
+    while (v < end) {
+      size_t k = strcspn(v, ",\r\n");
+      char range[256];
+      if (k < sizeof range) {
+        memcpy(range, v, k);
+        range[k] = '\0';
+        accept_range(range, &om, &text);
+      }
+      v += k + (v[k] == ',');
+    }
+  }
+  return om > 0 && om >= text;
+}
+
+/* The body of path (its kind in *type) for request head, or NULL for no such path. */
+static char *render(server *s, const char *head, const char *path, const char **type, size_t *len, int *failed) {
   void (*draw)(FILE *, const observation *) = NULL;
-  if (strcmp(path, "/metrics") == 0) draw = metrics_text, *type = "text/plain; version=0.0.4; charset=utf-8";
-  else if (strcmp(path, "/") == 0) draw = page_html, *type = "text/html; charset=utf-8";
-  else if (strcmp(path, "/top.json") == 0) draw = observe_json, *type = "application/json";
+  if (strcmp(path, "/metrics") == 0 && wants_openmetrics(head)) {
+    draw = metrics_openmetrics;
+    *type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+  } else if (strcmp(path, "/metrics") == 0) {
+    draw = metrics_text;
+    *type = "text/plain; version=0.0.4; charset=utf-8";
+  } else if (strcmp(path, "/") == 0) {
+    draw = page_html;
+    *type = "text/html; charset=utf-8";
+  } else if (strcmp(path, "/top.json") == 0) {
+    draw = observe_json;
+    *type = "application/json";
+  }
   if (!draw) return NULL;
   const observation *o = reading(s);
   char *body = NULL;
@@ -219,7 +300,7 @@ static void answer(server *s, conn *c) {
   int head = 0, failed = 0, status = refusal(c, path, sizeof path, &head);
   const char *type = NULL;
   size_t len = 0;
-  char *body = status ? NULL : render(s, path, &type, &len, &failed);
+  char *body = status ? NULL : render(s, c->in, path, &type, &len, &failed);
   if (status == 400) respond_text(c, 400, "malformed request\n");
   else if (status == 405) respond_text(c, 405, "only GET and HEAD are served\n");
   else if (failed) respond_text(c, 500, "cannot read the ledger folder\n");
@@ -261,6 +342,7 @@ static void on_readable(server *s, conn *c) {
   c->in[c->in_len] = '\0';
   if (head_complete(c) || memchr(c->in, '\0', c->in_len)) answer(s, c);
   else if (c->in_len == MAX_REQUEST) respond_text(c, 431, "request head too large\n");
+  if (c->out) c->deadline = c->accepted + CONN_SECONDS; /* the head is in: the exchange's deadline */
 }
 
 static void on_writable(conn *c) {
@@ -274,41 +356,58 @@ static void on_writable(conn *c) {
   }
 }
 
-/* A connection past MAX_CONNS: a short 503, best effort, and closed. */
-static void turn_away(int fd) {
-  static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-  if (send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+/* Closes c: with a 408 (best effort, never blocking) when its request head is not in. */
+static void close_early(conn *c) {
+  if (!c->out && !c->draining) {
+    respond_text(c, 408, "request not received in time\n");
+    if (c->out && send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    }
   }
-  close(fd);
+  drop(c);
 }
 
+/* What closing c would cost, least first: its response is all sent (0); it is still
+ * sending its request head (1), which is what idle and slow clients do; its response is
+ * being written (2). */
+static int eviction_rank(const conn *c) { return c->draining ? 0 : c->out ? 2 : 1; }
+
+/* A free slot; when there is none, the connection whose closing costs least (the oldest
+ * of those) is closed to make one, so that idle or slow clients can never keep a new
+ * scrape out. */
+static conn *free_slot(server *s) {
+  conn *victim = NULL;
+  for (int i = 0; i < MAX_CONNS; i++) {
+    conn *c = &s->c[i];
+    if (c->fd < 0) return c;
+    int r = victim ? eviction_rank(c) - eviction_rank(victim) : -1;
+    if (r < 0 || (r == 0 && c->accepted < victim->accepted)) victim = c;
+  }
+  close_early(victim);
+  return victim;
+}
+
+/* Takes the waiting connections (at most MAX_CONNS per turn, so a flood of them cannot
+ * starve the others) and reads each at once: a scraper's request is often there already. */
 static void accept_all(server *s) {
-  for (;;) {
+  for (int k = 0; k < MAX_CONNS; k++) {
     int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
-    conn *c = NULL;
-    for (int i = 0; i < MAX_CONNS && !c; i++)
-      if (s->c[i].fd < 0) c = &s->c[i];
-    if (!c) {
-      turn_away(fd);
-      continue;
-    }
-    c->fd = fd, c->deadline = now() + CONN_SECONDS, c->in_len = 0, c->in[0] = '\0';
+    conn *c = free_slot(s);
+    c->fd = fd;
+    c->accepted = now();
+    c->deadline = c->accepted + HEAD_SECONDS;
+    c->in_len = 0;
+    c->in[0] = '\0';
+    on_readable(s, c);
+    if (c->fd >= 0 && c->out && !c->draining) on_writable(c);
   }
 }
 
 /* Connections past their deadline: 408 to those still sending their request. */
 static void expire(server *s) {
   double t = now();
-  for (int i = 0; i < MAX_CONNS; i++) {
-    conn *c = &s->c[i];
-    if (c->fd < 0 || t < c->deadline) continue;
-    if (!c->out && !c->draining) {
-      respond_text(c, 408, "request not received in time\n");
-      if (c->out) send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
-    drop(c);
-  }
+  for (int i = 0; i < MAX_CONNS; i++)
+    if (s->c[i].fd >= 0 && t >= s->c[i].deadline) close_early(&s->c[i]);
 }
 
 static void serve_once(server *s) {

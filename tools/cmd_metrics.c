@@ -19,7 +19,8 @@ static const char help[] =
     "\n"
     "  --output FILE     write to FILE instead, whole: into a temporary file beside it,\n"
     "                    then renamed over it (for node_exporter's textfile collector,\n"
-    "                    FILE ending in .prom)\n"
+    "                    FILE ending in .prom). FILE must be a regular file or not\n"
+    "                    exist: a symbolic link, FIFO, device or folder is refused\n"
     "  --ledger-dir DIR  the ledger folder (default: the one programs use:\n"
     "                    GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
     "                    else /dev/shm)\n"
@@ -46,8 +47,27 @@ static int write_failed(const char *what, const char *path, int err, char *tmp) 
   return EXIT_CHECKED;
 }
 
-/* o into path, whole: a temporary file in its folder (readable as umask allows), renamed. */
+/* What path is, when it exists and is not a regular file, for the refusal; else NULL.
+ * Renaming over a symbolic link, a FIFO or a device node would replace it with a
+ * regular file (run as root: /dev/null), so --output writes regular files only. */
+static const char *not_regular(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0 || S_ISREG(st.st_mode)) return NULL;
+  if (S_ISLNK(st.st_mode)) return "a symbolic link (name the file it points to)";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device node";
+  return "not a regular file";
+}
+
+/* o into path, whole: a temporary file in its folder (readable as umask allows), renamed
+ * over path, which must be a regular file or not exist. */
 static int write_whole(const observation *o, const char *path) {
+  const char *kind = not_regular(path);
+  if (kind) {
+    fprintf(stderr, "gpupart: metrics: %s is %s: --output writes regular files only\n", path, kind);
+    return EXIT_CHECKED;
+  }
   size_t n = strlen(path) + 8;
   char *tmp = malloc(n);
   if (!tmp) return write_failed("cannot write", path, ENOMEM, NULL);

@@ -15,7 +15,8 @@ static const char usage[] =
     "Shows the GPUs gpupart sees and the memory policy it applies to them.\n"
     "\n"
     "commands:\n"
-    "  devices [--json] [--backend NAME]   every device of every backend present\n"
+    "  devices [--json] [--backend NAME] [-v]\n"
+    "                                      every device of every backend present\n"
     "  config [--json] [--device B:I]      the effective policy for a device, and where\n"
     "                                      each value came from\n"
     "  check-config FILE                   validate a configuration file\n"
@@ -66,8 +67,16 @@ int cli_failure(const char *what, gpupart_result rc) {
 
 /* The command only looks: its contexts read the whole configuration but never record a
  * trace, so `gpupart top` under an application's GPUPART_TRACE leaves the file alone. */
-gpupart_result cli_context(gpupart_context **out) {
-  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_NO_TRACE};
+gpupart_result cli_context(gpupart_context **out) { return cli_context_warning(out, 0); }
+
+/* The library's warnings (and errors) on stderr, each once as it comes. */
+static void print_warning(gpupart_log_level level, const char *message, void *user) {
+  (void)user;
+  if (level <= GPUPART_LOG_WARN) fprintf(stderr, "gpupart: warning: %s\n", message);
+}
+
+gpupart_result cli_context_warning(gpupart_context **out, int warn) {
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_NO_TRACE, .log = warn ? print_warning : NULL};
   return gpupart_context_create(&d, out);
 }
 

@@ -1,9 +1,11 @@
-/* The shared ledgers (observe.h) as Prometheus text, for gpupart metrics and the
- * exporter. Each family has
- * a gpupart_ prefix, a unit suffix, HELP and TYPE lines, and labels naming the device
- * (device = its key, backend, index, uuid), the partition, and for a member's figures its
- * pid, member id and command. A partition's series carry no pid: a shared partition
- * outlives the process that made it, and its series must stay one series. */
+/* The shared ledgers (observe.h) as Prometheus text 0.0.4 or OpenMetrics 1.0.0, for
+ * gpupart metrics and the exporter. Each family has a gpupart_ prefix, a unit suffix,
+ * HELP and TYPE lines, and labels naming the device (device = its key, backend, index,
+ * uuid), the partition, and for a member's figures its pid, member id and command. A
+ * partition's series carry no pid: a shared partition outlives the process that made it,
+ * and its series must stay one series. The two formats differ only in the family's
+ * metadata (OpenMetrics names a counter's family without its _total, and says the unit of
+ * a _bytes family in a UNIT line) and in the closing "# EOF" OpenMetrics requires. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,11 +23,13 @@ typedef struct family {
   value_fn value;
 } family;
 
-/* A family whose name ends in _total is a counter; every other one a gauge. */
-static int is_counter(const char *name) {
-  size_t n = strlen(name);
-  return n > 6 && strcmp(name + n - 6, "_total") == 0;
+static int ends_with(const char *name, const char *suffix) {
+  size_t n = strlen(name), k = strlen(suffix);
+  return n > k && strcmp(name + n - k, suffix) == 0;
 }
+
+/* A family whose name ends in _total is a counter; every other one a gauge. */
+static int is_counter(const char *name) { return ends_with(name, "_total"); }
 
 #define FIG(fn, expr)                                                       \
   static int fn(const observed_device *d, uint32_t i, uint64_t *v) {        \
@@ -208,14 +212,40 @@ static void device_samples(FILE *f, const family *fam, const observed_device *d)
   for (uint32_t k = 0; k < SEEN_SLOTS; k++) free(z.slot[k]);
 }
 
-static void family_text(FILE *f, const family *fam, const observation *o) {
-  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name,
-          is_counter(fam->name) ? "counter" : "gauge");
+/* A HELP text: backslash and newline escaped, and in OpenMetrics the double quote too. */
+static void help_text(FILE *f, const char *s, int om) {
+  for (; *s; s++) {
+    if (*s == '\\' || (om && *s == '"')) fprintf(f, "\\%c", *s);
+    else if (*s == '\n') fputs("\\n", f);
+    else fputc(*s, f);
+  }
+}
+
+/* The HELP and TYPE lines of a family (and its UNIT line in OpenMetrics). A counter's
+ * samples end in _total; OpenMetrics names its family without that suffix. */
+static void family_head(FILE *f, const char *name, const char *help, int om) {
+  int counter = is_counter(name);
+  int base = (int)strlen(name) - (om && counter ? 6 : 0); /* the family's name: name[0, base) */
+  fprintf(f, "# HELP %.*s ", base, name);
+  help_text(f, help, om);
+  fprintf(f, "\n# TYPE %.*s %s\n", base, name, counter ? "counter" : "gauge");
+  if (om && ends_with(name, "_bytes")) fprintf(f, "# UNIT %.*s bytes\n", base, name);
+}
+
+static void family_text(FILE *f, const family *fam, const observation *o, int om) {
+  family_head(f, fam->name, fam->help, om);
   for (uint32_t k = 0; k < o->n; k++) device_samples(f, fam, &o->dev[k]);
 }
 
-void metrics_text(FILE *f, const observation *o) {
-  fprintf(f, "# HELP gpupart_ledgers Shared ledger files of this user read from the ledger folder\n"
-             "# TYPE gpupart_ledgers gauge\ngpupart_ledgers %u\n", o->n);
-  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) family_text(f, &families[i], o);
+static void write_families(FILE *f, const observation *o, int om) {
+  family_head(f, "gpupart_ledgers", "Shared ledger files of this user read from the ledger folder", om);
+  fprintf(f, "gpupart_ledgers %u\n", o->n);
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) family_text(f, &families[i], o, om);
+}
+
+void metrics_text(FILE *f, const observation *o) { write_families(f, o, 0); }
+
+void metrics_openmetrics(FILE *f, const observation *o) {
+  write_families(f, o, 1);
+  fputs("# EOF\n", f);
 }

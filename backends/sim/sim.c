@@ -19,7 +19,8 @@
 #define SIM_DEFAULT_TOTAL (16ull << 30)
 #define SIM_DEFAULT_ALIGN 256ull
 #define SIM_ADDRESS_BASE (1ull << 40)
-/* gpupart_sim_desc as 0.2 published it, and as this library knows it. */
+/* gpupart_sim_desc as 0.1 and 0.2 published it, and as this library knows it. */
+#define SIM_DESC_SIZE_0_1 GPUPART__END(gpupart_sim_desc, host_backed)
 #define SIM_DESC_SIZE_0_2 GPUPART__END(gpupart_sim_desc, block_round_up)
 #define SIM_DESC_SIZE sizeof(gpupart_sim_desc)
 
@@ -77,6 +78,8 @@ static int sim_apply_defaults(const void *in, size_t size, uint64_t sim_total, g
   if (rc) return rc;
   if (!memchr(out->pci_bus_id, '\0', sizeof out->pci_bus_id))
     return gpupart__fail(GPUPART_EINVAL, "sim: pci_bus_id is not NUL-terminated within its 32 bytes");
+  if (!memchr(out->name, '\0', sizeof out->name))
+    return gpupart__fail(GPUPART_EINVAL, "sim: name is not NUL-terminated within its 256 bytes");
   if (!out->total_bytes) out->total_bytes = sim_total ? sim_total : SIM_DEFAULT_TOTAL;
   if (!out->max_block_bytes || out->max_block_bytes > out->total_bytes)
     out->max_block_bytes = out->total_bytes;
@@ -93,8 +96,9 @@ static void sim_fill_info(const gpupart_sim_desc *d, uint32_t index, uint64_t us
   memset(out, 0, sizeof *out);
   out->backend = GPUPART_BACKEND_SIM;
   out->index = index;
-  strcpy(out->name, d->host_backed ? "gpupart simulated device (host-backed)"
-                                   : "gpupart simulated device");
+  strcpy(out->name, d->name[0] ? d->name
+                    : d->host_backed ? "gpupart simulated device (host-backed)"
+                                     : "gpupart simulated device");
   strcpy(out->vendor, "gpupart");
   if (!gpupart__uuid_is_zero(d->uuid) || d->pci_bus_id[0]) { /* it stands for a real device */
     memcpy(out->uuid, d->uuid, sizeof out->uuid);
@@ -133,7 +137,8 @@ static int same_settings(const gpupart_sim_desc *a, const gpupart_sim_desc *b) {
          a->min_alignment == b->min_alignment && a->max_blocks == b->max_blocks &&
          a->fail_block_alloc_at == b->fail_block_alloc_at && a->host_backed == b->host_backed &&
          a->block_granularity == b->block_granularity && a->block_round_up == b->block_round_up &&
-         !memcmp(a->uuid, b->uuid, sizeof a->uuid) && !memcmp(a->pci_bus_id, b->pci_bus_id, sizeof a->pci_bus_id);
+         !memcmp(a->uuid, b->uuid, sizeof a->uuid) && !memcmp(a->pci_bus_id, b->pci_bus_id, sizeof a->pci_bus_id) &&
+         !strcmp(a->name, b->name);
 }
 
 /* The device (index, total) once; opening it again with other knobs is an error, since
@@ -269,6 +274,14 @@ static void sim_block_free(void *devp, gpupart_block *block) {
   pthread_mutex_unlock(&d->state->lock);
 }
 
+/* A 0.1 program's descriptor: its fields are the first ones of today's, the rest 0. */
+static int sim_open_0_1(void *state, uint32_t index, const void *desc, void **dev) {
+  gpupart_sim_desc d;
+  memset(&d, 0, sizeof d);
+  memcpy(&d, desc, SIM_DESC_SIZE_0_1);
+  return sim_open(state, index, &d, sizeof d, dev);
+}
+
 const gpupart_backend_ops gpupart__sim_ops = {
     .abi_version = GPUPART__BACKEND_ABI,
     .struct_size = sizeof(gpupart_backend_ops),
@@ -284,4 +297,5 @@ const gpupart_backend_ops gpupart__sim_ops = {
     .mem_info = sim_mem_info,
     .block_alloc = sim_block_alloc,
     .block_free = sim_block_free,
+    .open_0_1 = sim_open_0_1,
 };

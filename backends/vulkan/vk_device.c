@@ -231,6 +231,17 @@ int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, size_
   return GPUPART_OK;
 }
 
+/* A 0.1 program's descriptor: it ends before memory_type, and its memory_type_index
+ * meant that type, 0 included (only UINT32_MAX picked one). */
+int gpupart__vk_open_0_1(void *state, uint32_t index, const void *native_desc, void **dev) {
+  gpupart_vulkan_desc desc;
+  memset(&desc, 0, sizeof desc);
+  memcpy(&desc, native_desc, GPUPART__VK_DESC_SIZE_0_1);
+  if (desc.memory_type_index != UINT32_MAX) desc.memory_type = desc.memory_type_index + 1;
+  desc.memory_type_index = 0;
+  return gpupart__vk_open(state, index, &desc, sizeof desc, dev);
+}
+
 int gpupart__vk_info(void *devp, gpupart_device_info *out) {
   const gpupart__vk_device *d = devp;
   *out = d->info;

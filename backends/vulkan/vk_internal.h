@@ -135,11 +135,14 @@ int gpupart__vk_fail(VkResult r, const char *what);
 int gpupart__vk_facts_get(const gpupart__vk_state *s, const gpupart__vk_ifns *ifn, VkPhysicalDevice pd,
                           uint32_t instance_version, gpupart__vk_facts *f);
 int gpupart__vk_enumerate(void *state, gpupart_device_info *out, uint32_t *count);
-/* gpupart_vulkan_desc as 0.2 published it (memory_type is new in 0.2), and as this
+/* gpupart_vulkan_desc as 0.1 and 0.2 published it (memory_type is new in 0.2), and as this
  * library knows it. */
+#define GPUPART__VK_DESC_SIZE_0_1 GPUPART__END(gpupart_vulkan_desc, buffer_device_address)
 #define GPUPART__VK_DESC_SIZE_0_2 GPUPART__END(gpupart_vulkan_desc, memory_type)
 #define GPUPART__VK_DESC_SIZE sizeof(gpupart_vulkan_desc)
 int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **dev);
+/* The backend's open_0_1 (core/backend.h): a gpupart 0.1 program's gpupart_vulkan_desc. */
+int gpupart__vk_open_0_1(void *state, uint32_t index, const void *native_desc, void **dev);
 void gpupart__vk_close(void *dev);
 int gpupart__vk_info(void *dev, gpupart_device_info *out);
 

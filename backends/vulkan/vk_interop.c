@@ -176,4 +176,5 @@ const gpupart_backend_ops gpupart__vulkan_ops = {
     .block_alloc = gpupart__vk_block_alloc,
     .block_free = gpupart__vk_block_free,
     .view_release = view_release,
+    .open_0_1 = gpupart__vk_open_0_1,
 };

@@ -46,15 +46,20 @@ int gpupart__vk_fail(VkResult r, const char *what) {
   return gpupart__fail_native(code, r, "vulkan: %s failed: %s (%d)", what, gpupart__vk_result_name(r), (int)r);
 }
 
+/* RTLD_NODELETE: the loader keeps process-wide state (its instance and driver lists, the
+ * drivers it loaded) that is not made to be unmapped, and the application may use Vulkan
+ * itself; closing our handle must leave it loaded (core/pin.c keeps the drivers too). */
+#define VK_DLOPEN_FLAGS (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
+
 static void *open_library(const char *library, char *why, size_t n) {
   static const char *const names[] = {"libvulkan.so.1", "libvulkan.so"};
   if (library) {
-    void *lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen(library, VK_DLOPEN_FLAGS);
     if (!lib) snprintf(why, n, "%s", dlerror());
     return lib;
   }
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen(names[i], VK_DLOPEN_FLAGS);
     if (lib) return lib;
     snprintf(why, n, "%s", dlerror());
   }

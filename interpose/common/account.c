@@ -3,7 +3,9 @@
  * per real device, of the real device's size and, where the layer found one, with its
  * UUID or PCI bus id, opened through the public API; on it one partition named
  * GPUPART_PARTITION, else after the program. Nothing here decides a limit: device_open
- * computes the budget and partition_create the limit, as for any gpupart application. */
+ * computes the budget and partition_create the limit, as for any gpupart application.
+ * What gpupart refuses fails closed (a partition that refuses everything), unless the
+ * operator set GPUPART_FAIL_OPEN. */
 #include "account.h"
 
 #include <errno.h>
@@ -12,28 +14,66 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
-#define MAX_MIRRORS 64
-
+/* One real device's mirror, in a list as long as the process needs (a node is never
+ * moved, so device_of may hand out its fields). */
 typedef struct mirror {
+  struct mirror *next;
   uint32_t key;
   uint64_t total;
   uint8_t uuid[16];
   char pci_bus_id[32];
+  char name[256];
   gpupart_device *device;
-  gpupart_partition *partition; /* NULL: refused, pass through */
+  gpupart_partition *partition; /* refused: closed_mark, or NULL failing open */
 } mirror;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static gpupart_context *ctx;
 static int ctx_failed;
-static mirror mirrors[MAX_MIRRORS];
-static uint32_t nmirrors;
+static gpupart_partition *ctx_refusal; /* what a refused context answers (say_refused) */
+static mirror *mirrors;
 
-static void say_refused(const char *what, gpupart_result r) {
-  fprintf(stderr, "gpupart layer: %s: %s (%s); memory is not accounted\n", what, gpupart_result_name(r),
-          gpupart_last_error());
+/* ---- failing closed ----------------------------------------------------------------- */
+
+/* The partition a refusal answers with: its address is the only thing used. */
+static char closed_mark;
+#define CLOSED ((gpupart_partition *)(void *)&closed_mark)
+
+int gpupart__ip_closed(const gpupart_partition *p) {
+  return p == CLOSED;
+}
+
+static int is_word(const char *v, const char *const words[4]) {
+  for (int i = 0; i < 4; i++)
+    if (!strcasecmp(v, words[i])) return 1;
+  return 0;
+}
+
+/* GPUPART_FAIL_OPEN, read once (docs/unmodified.md): 1 to let a program that gpupart
+ * refused run unaccounted, else 0; a value that is neither is failing closed, said. */
+static int fail_open(void) {
+  static const char *const on[4] = {"1", "true", "yes", "on"}, *const off[4] = {"0", "false", "no", "off"};
+  static int known = -1;
+  if (known >= 0) return known;
+  const char *v = getenv("GPUPART_FAIL_OPEN");
+  known = v && is_word(v, on);
+  if (v && *v && !known && !is_word(v, off))
+    fprintf(stderr, "gpupart layer: GPUPART_FAIL_OPEN='%.64s' is not 1/true/yes/on or 0/false/no/off; "
+                    "failing closed\n", v);
+  return known;
+}
+
+/* Lock held: what a refusal answers, said on stderr (once per refusal: the context's is
+ * cached, a device's with its mirror). */
+static gpupart_partition *say_refused(const char *what, gpupart_result r, const char *why) {
+  int open = fail_open();
+  fprintf(stderr, "gpupart layer: %s: %s (%s); %s\n", what, gpupart_result_name(r), why,
+          open ? "memory is not accounted (GPUPART_FAIL_OPEN)"
+               : "every allocation is refused (GPUPART_FAIL_OPEN=1 would let them through unaccounted)");
+  return open ? NULL : CLOSED;
 }
 
 /* Set in a forked child while ctx is the parent's. A child that was not made to forget
@@ -54,10 +94,14 @@ __attribute__((constructor)) static void account_init(void) {
   pthread_atfork(NULL, NULL, child_after_fork);
 }
 
-static gpupart_context *context_locked(void) {
-  if (ctx || ctx_failed) return ctx;
-  gpupart_result r = gpupart_context_create(NULL, &ctx);
-  if (r) say_refused("context_create", r), ctx_failed = 1;
+/* Lock held: the process's context, or NULL with *refused the refusal's answer. */
+static gpupart_context *context_locked(gpupart_partition **refused) {
+  if (!ctx && !ctx_failed) {
+    gpupart_result r = gpupart_context_create(NULL, &ctx);
+    if (r) ctx_refusal = say_refused("context_create", r, gpupart_last_error());
+    ctx_failed = r != GPUPART_OK;
+  }
+  *refused = ctx_refusal;
   return ctx;
 }
 
@@ -110,20 +154,21 @@ static gpupart_partition *partition_open(gpupart_device *dev) {
     pd.name = own;
     r = gpupart_partition_create(dev, &pd, &p);
   }
-  if (r) say_refused("partition_create", r);
-  return p;
+  return r ? say_refused("partition_create", r, gpupart_last_error()) : p;
 }
 
 static gpupart_partition *mirror_open(mirror *m) {
-  if (!context_locked()) return NULL;
+  gpupart_partition *refused = NULL;
+  if (!context_locked(&refused)) return refused;
   gpupart_sim_desc sd = {.total_bytes = m->total};
   memcpy(sd.uuid, m->uuid, sizeof sd.uuid);
   memcpy(sd.pci_bus_id, m->pci_bus_id, sizeof sd.pci_bus_id);
+  memcpy(sd.name, m->name, sizeof sd.name);
   gpupart_device_desc dd = {.backend = GPUPART_BACKEND_SIM, .index = m->key, .backend_desc = &sd,
                             .backend_desc_size = sizeof sd};
   gpupart_device *dev = NULL;
   gpupart_result r = gpupart_device_open(ctx, &dd, &dev);
-  if (r) return say_refused("device_open", r), NULL;
+  if (r) return say_refused("device_open", r, gpupart_last_error());
   m->device = dev;
   return partition_open(dev);
 }
@@ -143,53 +188,64 @@ static int same_gpu(const mirror *a, const mirror *b) {
 /* Lock held: the cached mirror of the same key and total, else (a GPU that another key
  * reached, e.g. through a second platform) of the same GPU, or NULL. */
 static mirror *mirror_find(const mirror *want) {
-  for (uint32_t i = 0; i < nmirrors; i++)
-    if (mirrors[i].key == want->key && mirrors[i].total == want->total) return &mirrors[i];
-  for (uint32_t i = 0; i < nmirrors; i++)
-    if (same_gpu(&mirrors[i], want)) return &mirrors[i];
+  for (mirror *m = mirrors; m; m = m->next)
+    if (m->key == want->key && m->total == want->total) return m;
+  for (mirror *m = mirrors; m; m = m->next)
+    if (same_gpu(m, want)) return m;
   return NULL;
 }
 
-gpupart_partition *gpupart__ip_partition_of(uint32_t key, uint64_t total, const uint8_t uuid[16],
-                                            const char *pci_bus_id) {
-  mirror want = {.key = key, .total = total};
-  if (uuid) memcpy(want.uuid, uuid, sizeof want.uuid);
-  if (pci_bus_id) snprintf(want.pci_bus_id, sizeof want.pci_bus_id, "%s", pci_bus_id);
+/* Lock held: want's mirror, opened and listed; without host memory for it, a refusal. */
+static gpupart_partition *mirror_add(const mirror *want) {
+  mirror *m = malloc(sizeof *m);
+  if (!m) return say_refused("mirror", GPUPART_ENOMEM, "out of host memory");
+  *m = *want;
+  m->partition = mirror_open(m);
+  m->next = mirrors;
+  mirrors = m;
+  return m->partition;
+}
+
+static void copy_string(char *dst, size_t n, const char *src) {
+  snprintf(dst, n, "%s", src ? src : "");
+}
+
+gpupart_partition *gpupart__ip_partition_of(const gpupart__ip_device *d) {
+  mirror want = {.key = d->key, .total = d->total};
+  if (d->uuid) memcpy(want.uuid, d->uuid, sizeof want.uuid);
+  copy_string(want.pci_bus_id, sizeof want.pci_bus_id, d->pci_bus_id);
+  copy_string(want.name, sizeof want.name, d->name);
   pthread_mutex_lock(&lock);
   mirror *m = mirror_find(&want);
-  gpupart_partition *p = m ? m->partition : NULL;
-  if (!m && nmirrors < MAX_MIRRORS) {
-    want.partition = p = mirror_open(&want);
-    mirrors[nmirrors++] = want;
-  }
+  gpupart_partition *p = m ? m->partition : mirror_add(&want);
   pthread_mutex_unlock(&lock);
   return p;
 }
 
 gpupart_partition *gpupart__ip_partition_for(uint32_t key, uint64_t total, const uint8_t uuid[16]) {
-  return gpupart__ip_partition_of(key, total, uuid, NULL);
+  return gpupart__ip_partition_of(&(gpupart__ip_device){.key = key, .total = total, .uuid = uuid});
 }
 
 gpupart_partition *gpupart__ip_partition(uint32_t key, uint64_t total) {
-  return gpupart__ip_partition_of(key, total, NULL, NULL);
+  return gpupart__ip_partition_for(key, total, NULL);
 }
 
 uint64_t gpupart__ip_limit(gpupart_partition *p) {
   gpupart_stats s;
-  return gpupart_partition_get_stats(p, &s) ? 0 : s.limit;
+  return p == CLOSED || gpupart_partition_get_stats(p, &s) ? 0 : s.limit;
 }
 
 uint64_t gpupart__ip_in_use(gpupart_partition *p) {
   gpupart_stats s;
-  return gpupart_partition_get_stats(p, &s) ? 0 : s.in_use;
+  return p == CLOSED || gpupart_partition_get_stats(p, &s) ? 0 : s.in_use;
 }
 
 /* The mirror device whose partition p is, or NULL. */
 static gpupart_device *device_of(const gpupart_partition *p) {
   gpupart_device *dev = NULL;
   pthread_mutex_lock(&lock);
-  for (uint32_t i = 0; i < nmirrors && !dev; i++)
-    if (mirrors[i].partition == p) dev = mirrors[i].device;
+  for (mirror *m = mirrors; m && !dev; m = m->next)
+    if (m->partition == p) dev = m->device;
   pthread_mutex_unlock(&lock);
   return dev;
 }
@@ -208,7 +264,7 @@ static uint64_t json_u64(const char *text, const char *key) {
  * this process's own bytes count as requested, not as the blocks that hold them. */
 uint64_t gpupart__ip_available(gpupart_partition *p) {
   uint64_t bytes = 0;
-  return gpupart_partition_available(p, &bytes) == GPUPART_OK ? bytes : 0;
+  return p != CLOSED && gpupart_partition_available(p, &bytes) == GPUPART_OK ? bytes : 0;
 }
 
 /* Whether a limit holds the partition below the device: its limit is at least one
@@ -226,6 +282,7 @@ static int limited(gpupart_partition *p) {
 int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out) {
   *out = NULL;
   if (forked_away()) return 0;
+  if (p == CLOSED) return -1;
   gpupart_result r = gpupart_alloc(p, size, 0, out);
   if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return -1;
   /* EINVAL: more than the device itself holds, which only the driver can judge without a
@@ -243,5 +300,10 @@ void gpupart__ip_forget(void) {
   atomic_store(&forked_away_flag, 0);
   ctx = NULL;
   ctx_failed = 0;
-  nmirrors = 0;
+  ctx_refusal = NULL;
+  while (mirrors) { /* the records only: their devices and partitions are the parent's */
+    mirror *m = mirrors;
+    mirrors = m->next;
+    free(m);
+  }
 }

@@ -15,24 +15,37 @@
 
 #include "gpupart.h"
 
-/* The mirror partition of real device `key` (a number the layer derives from the
- * device's position, the same in every process) whose total is `total` bytes (the total
- * the real backend reports for it, so that whichever process comes first fixes the same
- * budget), named by `uuid` (NULL or all zero: none) and `pci_bus_id` ("dddd:bb:dd.f";
- * NULL or "": none): opened on first use, then cached; a second key with the same UUID
- * or bus id is the same GPU and gets the same partition. Without either the mirror is
- * named "sim:KEY:TOTAL", a ledger of the layers' own. NULL when gpupart refused the
- * configuration or the device (said once on stderr): the layer then passes calls
- * through unaccounted. The partition is GPUPART_PARTITION, else the program's name, and
+/* A real device as a layer finds it (gpupart__ip_partition_of). */
+typedef struct gpupart__ip_device {
+  uint32_t key;           /* a number the layer derives from the device's position, the same in every process */
+  uint64_t total;         /* its total as the real backend reports it, so that whichever process
+                             comes first fixes the same budget */
+  const uint8_t *uuid;    /* 16 bytes; NULL or all zero: none */
+  const char *pci_bus_id; /* "dddd:bb:dd.f"; NULL or "": none */
+  const char *name;       /* the driver's name of the device (the mirror reports it, traces
+                             record it); NULL or "": none */
+} gpupart__ip_device;
+
+/* The mirror partition of real device d: opened on first use, then cached (as many as
+ * the process meets); a second key with the same UUID or bus id is the same GPU and gets
+ * the same partition. Without either the mirror is named "sim:KEY:TOTAL", a ledger of
+ * the layers' own. The partition is GPUPART_PARTITION, else the program's name, and
  * joins the partition of that name in the shared ledger (its limit shared by every
- * member); only where the name cannot be joined it is "NAME.PID" (said on stderr). */
-gpupart_partition *gpupart__ip_partition_of(uint32_t key, uint64_t total, const uint8_t uuid[16],
-                                            const char *pci_bus_id);
-/* The same without a bus id. */
+ * member); only where the name cannot be joined it is "NAME.PID" (said on stderr).
+ * Where gpupart refused the configuration, the device or the partition (said once on
+ * stderr), the answer fails closed: a partition for which gpupart__ip_closed is true,
+ * whose every allocation is refused, unless the operator chose failing open
+ * (GPUPART_FAIL_OPEN=1): then NULL, and the layer passes calls through unaccounted. */
+gpupart_partition *gpupart__ip_partition_of(const gpupart__ip_device *d);
+/* The same without a bus id or a name. */
 gpupart_partition *gpupart__ip_partition_for(uint32_t key, uint64_t total, const uint8_t uuid[16]);
-/* The same with neither: a mirror named "sim:KEY:TOTAL". */
+/* The same with neither a UUID: a mirror named "sim:KEY:TOTAL". */
 gpupart_partition *gpupart__ip_partition(uint32_t key, uint64_t total);
-/* The partition's limit in bytes (what the layer reports as the device's size). */
+/* Whether p is the answer of a refusal that fails closed (never a real partition: the
+ * functions below take it, gpupart's API does not). */
+int gpupart__ip_closed(const gpupart_partition *p);
+/* The partition's limit in bytes (what the layer reports as the device's size); 0 where
+ * it has none to report (closed: the driver's size stands). */
 uint64_t gpupart__ip_limit(gpupart_partition *p);
 /* The bytes the partition's live allocations hold (what this process uses). */
 uint64_t gpupart__ip_in_use(gpupart_partition *p);
@@ -45,7 +58,8 @@ uint64_t gpupart__ip_available(gpupart_partition *p);
 /* Accounts size bytes: 0 with *out set (NULL when gpupart cannot account the size at
  * all, more than the device holds, and no limit holds the partition below the device:
  * the driver then answers as it would without the layer), or -1 when the partition or
- * the budget refuses it (ELIMIT, EDEVMEM, or more than the device holds past a limit). */
+ * the budget refuses it (ELIMIT, EDEVMEM, or more than the device holds past a limit),
+ * or p is closed. */
 int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out);
 /* Gives back what gpupart__ip_account took; NULL is a no-op. */
 void gpupart__ip_unaccount(gpupart_allocation *a);

@@ -31,17 +31,18 @@
 #include "cu_preload.h"
 #include "handle_map.h"
 
-#define MAX_DEVICES 64
+#define CACHED_DEVICES 64 /* ordinals whose partition is kept here; later ones are found again */
 
 #define REAL(entry, type) ((type)gpupart__cu_real(entry))
 
-static _Atomic(gpupart_partition *) partitions[MAX_DEVICES]; /* by device ordinal */
+static _Atomic(gpupart_partition *) partitions[CACHED_DEVICES]; /* by device ordinal */
 
 /* ---- which partition ------------------------------------------------------------- */
 
 typedef CUresult (*total_fn)(size_t *, CUdevice);
 typedef CUresult (*device_fn)(CUdevice *);
 typedef CUresult (*uuid_fn)(CUuuid *, CUdevice);
+typedef CUresult (*name_fn)(char *, int, CUdevice);
 
 int gpupart__cu_device_uuid(CUdevice dev, CUuuid *out) {
   uuid_fn f = REAL(CU_DEVICE_GET_UUID_V2, uuid_fn);
@@ -52,18 +53,26 @@ int gpupart__cu_device_uuid(CUdevice dev, CUuuid *out) {
 /* The one place that names the mirror: key = the device's ordinal, total = its size (what
  * the cuda backend reports, so either may come first), named by the GPU's UUID so that it
  * meets the ledger of gpupart applications on that GPU whatever CUDA_VISIBLE_DEVICES
- * says; a driver that tells no UUID leaves the mirror keyed by ordinal ("sim:..."). */
+ * says (a driver that tells no UUID leaves the mirror keyed by ordinal, "sim:..."), and
+ * by the driver's name of the GPU, which traces record. */
 static gpupart_partition *mirror_of(CUdevice dev) {
   total_fn total = REAL(CU_DEVICE_TOTAL_MEM, total_fn);
+  name_fn get_name = REAL(CU_DEVICE_GET_NAME, name_fn);
   size_t bytes = 0;
   CUuuid uuid = {{0}};
+  char name[256] = "";
   if (!total || total(&bytes, dev) != CUDA_SUCCESS || bytes == 0) return NULL;
   if (gpupart__cu_device_uuid(dev, &uuid)) memset(&uuid, 0, sizeof uuid);
-  return gpupart__ip_partition_for((uint32_t)dev, bytes, (const uint8_t *)uuid.bytes);
+  if (!get_name || get_name(name, (int)sizeof name - 1, dev) != CUDA_SUCCESS) name[0] = '\0';
+  gpupart__ip_device d = {.key = (uint32_t)dev, .total = bytes, .uuid = (const uint8_t *)uuid.bytes, .name = name};
+  return gpupart__ip_partition_of(&d);
 }
 
+/* The partition of an ordinal past the cache is found again at each call (account.c keeps
+ * it, once per device): slower, never unaccounted. */
 static gpupart_partition *device_partition(CUdevice dev) {
-  if (dev < 0 || dev >= MAX_DEVICES) return NULL;
+  if (dev < 0) return NULL;
+  if (dev >= CACHED_DEVICES) return mirror_of(dev);
   gpupart_partition *p = atomic_load(&partitions[dev]);
   if (!p && (p = mirror_of(dev))) atomic_store(&partitions[dev], p);
   return p;
@@ -142,7 +151,8 @@ static gpupart__cu_served from_arena(size_t size, CUdeviceptr *dptr) {
   CUdevice dev = -1;
   if (gpupart__cu_busy || !gpupart__cu_arena_wanted() || !get || get(&dev) != CUDA_SUCCESS) return CU_NOT_SERVED;
   gpupart__cu_busy = 1;
-  gpupart__cu_served s = gpupart__cu_arena_alloc(dev, device_partition(dev), size, dptr);
+  gpupart_partition *mirror = device_partition(dev);
+  gpupart__cu_served s = gpupart__ip_closed(mirror) ? CU_REFUSED : gpupart__cu_arena_alloc(dev, mirror, size, dptr);
   gpupart__cu_busy = 0;
   return s;
 }
@@ -308,7 +318,8 @@ GPUPART_CU_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_byt
   if (!get || get(&dev) != CUDA_SUCCESS) return r;
   gpupart__cu_busy = 1;
   gpupart_partition *p = device_partition(dev);
-  if (p) report(p, gpupart__cu_arena_wanted() ? gpupart__cu_arena_spare(dev) : 0, free_bytes, total_bytes);
+  if (gpupart__ip_closed(p)) *free_bytes = 0; /* failing closed: nothing may be allocated */
+  else if (p) report(p, gpupart__cu_arena_wanted() ? gpupart__cu_arena_spare(dev) : 0, free_bytes, total_bytes);
   gpupart__cu_busy = 0;
   return r;
 }
@@ -350,7 +361,7 @@ GPUPART_CU_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
  * mirror and joins the shared ledger as a member of its own. The parent's objects are
  * left as they are (not closed: that would take the parent's share from the ledger). */
 static void child_after_fork(void) {
-  for (int i = 0; i < MAX_DEVICES; i++) atomic_store(&partitions[i], NULL);
+  for (int i = 0; i < CACHED_DEVICES; i++) atomic_store(&partitions[i], NULL);
   gpupart__cu_busy = 0;
   gpupart__ip_forget();
   gpupart__ip_map_forget();

@@ -35,6 +35,7 @@ typedef enum gpupart__cu_entry {
   CU_CTX_PUSH,
   CU_CTX_POP,
   CU_CTX_SYNCHRONIZE,
+  CU_DEVICE_GET_NAME,
   CU_ENTRIES
 } gpupart__cu_entry;
 

@@ -55,6 +55,7 @@ static const struct {
     [CU_CTX_PUSH] = {"cuCtxPushCurrent_v2", NULL, 0, -1},
     [CU_CTX_POP] = {"cuCtxPopCurrent_v2", NULL, 0, -1},
     [CU_CTX_SYNCHRONIZE] = {"cuCtxSynchronize", NULL, 0, -1},
+    [CU_DEVICE_GET_NAME] = {"cuDeviceGetName", NULL, 0, -1},
 };
 
 static const gpupart__cu_fn hooks[CU_HOOKED] = {

@@ -24,26 +24,55 @@
 #include "handle_map.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define MAX_DEVICES 64 /* root devices whose partitions are remembered */
+#define KNOWN_DEVICES 64 /* root devices whose partitions are remembered here (more are found again) */
 
 static cl_icd_dispatch next;     /* the loader's (or the next layer's) entry points */
 static cl_icd_dispatch dispatch; /* ours: next's, with the calls below replaced */
 
 /* ---- which mirror partition a device or context is accounted on ----------------- */
 
-/* A key the same in every process: platform position * 64 + device position. */
+/* What a list query (clGetPlatformIDs, clGetDeviceIDs) returns, as long as it is: a
+ * malloc'd array of *n entries, or NULL. */
+static void *listed(cl_int (*query)(void *arg, cl_uint cap, void *out, cl_uint *n), void *arg, size_t size,
+                    cl_uint *n) {
+  void *list = NULL;
+  *n = 0;
+  if (query(arg, 0, NULL, n) || !*n || !(list = calloc(*n, size))) return NULL;
+  if (!query(arg, *n, list, n)) return list;
+  free(list);
+  return NULL;
+}
+
+static cl_int platforms_query(void *arg, cl_uint cap, void *out, cl_uint *n) {
+  (void)arg;
+  return next.clGetPlatformIDs(cap, out, n);
+}
+
+static cl_int devices_query(void *arg, cl_uint cap, void *out, cl_uint *n) {
+  return next.clGetDeviceIDs(arg, CL_DEVICE_TYPE_ALL, cap, out, n);
+}
+
+/* The position of item in list (n entries of size bytes), or n. */
+static cl_uint position(const void *list, cl_uint n, const void *item, size_t size) {
+  cl_uint i = 0;
+  while (i < n && memcmp((const char *)list + (size_t)i * size, item, size)) i++;
+  return i;
+}
+
+/* A key the same in every process: platform position * 64 + device position, as long as
+ * the device is among the first 64 of its platform; past that (never seen yet) 2^24 +
+ * platform * 2^16 + device, so that no two devices share a key and so a mirror. */
 static uint32_t device_key(cl_device_id dev) {
-  cl_platform_id plat = NULL, plats[16];
-  cl_device_id devs[64];
+  cl_platform_id plat = NULL;
   cl_uint np = 0, nd = 0;
-  if (next.clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL) ||
-      next.clGetPlatformIDs(16, plats, &np))
-    return 0;
-  uint32_t pi = 0, di = 0;
-  while (pi < np && pi < 16 && plats[pi] != plat) pi++;
-  if (!next.clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 64, devs, &nd))
-    while (di < nd && di < 64 && devs[di] != dev) di++;
-  return pi * 64 + di;
+  if (next.clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL)) return 0;
+  cl_platform_id *plats = listed(platforms_query, NULL, sizeof *plats, &np);
+  cl_device_id *devs = listed(devices_query, plat, sizeof *devs, &nd);
+  uint32_t pi = position(plats, plats ? np : 0, &plat, sizeof plat);
+  uint32_t di = position(devs, devs ? nd : 0, &dev, sizeof dev);
+  free(plats);
+  free(devs);
+  return di < 64 ? pi * 64 + di : (1u << 24) + (pi << 16) + di;
 }
 
 /* A sub-device is accounted on its root device. */
@@ -104,18 +133,21 @@ static void device_names(cl_device_id dev, uint8_t uuid[CL_UUID_SIZE_KHR], char 
 static gpupart_partition *root_partition(cl_device_id dev) {
   cl_ulong total = 0;
   uint8_t uuid[CL_UUID_SIZE_KHR];
-  char pci[32];
+  char pci[32], name[256] = "";
   if (next.clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof total, &total, NULL) || !total) return NULL;
   device_names(dev, uuid, pci);
-  return gpupart__ip_partition_of(device_key(dev), total, uuid, pci);
+  if (next.clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name - 1, name, NULL)) name[0] = '\0';
+  gpupart__ip_device d = {.key = device_key(dev), .total = total, .uuid = uuid, .pci_bus_id = pci, .name = name};
+  return gpupart__ip_partition_of(&d);
 }
 
-/* Root devices live as long as the process, so their partitions are remembered. */
+/* Root devices live as long as the process, so the partitions of the first KNOWN_DEVICES
+ * are remembered here; those of later ones are found again (account.c caches them). */
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   cl_device_id dev;
   gpupart_partition *partition;
-} known[MAX_DEVICES];
+} known[KNOWN_DEVICES];
 static unsigned nknown;
 
 static gpupart_partition *device_partition(cl_device_id dev) {
@@ -128,21 +160,27 @@ static gpupart_partition *device_partition(cl_device_id dev) {
   if (i < nknown) return p;
   if (!(p = root_partition(dev))) return NULL;
   pthread_mutex_lock(&known_lock);
-  if (nknown < MAX_DEVICES) known[nknown++].dev = dev, known[nknown - 1].partition = p;
+  if (nknown < KNOWN_DEVICES) {
+    known[nknown].dev = dev;
+    known[nknown++].partition = p;
+  }
   pthread_mutex_unlock(&known_lock);
   return p;
 }
 
-/* The partition of the context's first device. The whole list is read (a size smaller
- * than the list's is CL_INVALID_VALUE, which left a context of several devices
- * unaccounted). */
+/* The partition of the context's first device. The whole list is read, as long as it is
+ * (a size smaller than the list's is CL_INVALID_VALUE, which left a context of several
+ * devices unaccounted, and one of more than 64): on the stack up to 16 devices, which
+ * keeps malloc off the allocation path of every usual context. */
 static gpupart_partition *context_partition(cl_context context) {
-  cl_device_id devs[MAX_DEVICES] = {NULL};
+  cl_device_id some[16], *devs = some, first = NULL;
   size_t size = 0;
-  if (!context || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, 0, NULL, &size) || size < sizeof devs[0] ||
-      size > sizeof devs || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, size, devs, NULL) || !devs[0])
+  if (!context || next.clGetContextInfo(context, CL_CONTEXT_DEVICES, 0, NULL, &size) || size < sizeof first ||
+      (size > sizeof some && !(devs = malloc(size))))
     return NULL;
-  return device_partition(devs[0]);
+  if (!next.clGetContextInfo(context, CL_CONTEXT_DEVICES, size, devs, NULL)) first = devs[0];
+  if (devs != some) free(devs);
+  return first ? device_partition(first) : NULL;
 }
 
 /* ---- accounting memory objects ---------------------------------------------------- */

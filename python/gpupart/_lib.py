@@ -37,6 +37,7 @@ DEVICE_SHARED = 0x1
 ALLOC_NO_RECLAIM = 0x1
 OPENCL_NO_SVM = 0x1
 GROWTH_DEFAULT, GROWTH_ON, GROWTH_OFF = 0, 1, 2
+UNKNOWN_BYTES = 2**64 - 1  # UINT64_MAX: a figure the backend cannot tell (gpupart_device_info.free_bytes)
 
 LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 HOST_ALLOC_FN = ctypes.CFUNCTYPE(c_void_p, c_size_t, c_void_p)
@@ -110,6 +111,7 @@ class SimDescC(ctypes.Structure):
         ("block_round_up", c_u64),
         ("uuid", ctypes.c_uint8 * 16),
         ("pci_bus_id", ctypes.c_char * 32),
+        ("name", ctypes.c_char * 256),
     ]
 
 

@@ -13,6 +13,7 @@ destroys its partitions, as in C).
 from __future__ import annotations
 
 import ctypes
+import operator
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Dict, List, Optional, Union
 
@@ -50,8 +51,39 @@ def _growth(growth: Union[str, int]) -> int:
         raise InvalidArgument(f"unknown growth {growth!r}; known: default, on, off", -1) from None
 
 
-def _bytes(text: Optional[str]) -> Optional[bytes]:
-    return None if text is None else text.encode()
+def _bytes(text: Optional[str], what: str = "string") -> Optional[bytes]:
+    """text as the C string it becomes; a NUL inside would silently cut it there."""
+    if text is None:
+        return None
+    if "\0" in text:
+        raise InvalidArgument(f"{what} {text!r} holds a NUL character, which C strings cannot hold", -1)
+    return text.encode()
+
+
+# The range of each C integer type a struct field or argument has: ctypes would wrap what
+# is outside it (2**64 becomes 0, -1 becomes 2**64 - 1) instead of refusing it.
+_RANGES = {_lib.c_u64: (0, 2**64 - 1), _lib.c_u32: (0, 2**32 - 1), _lib.c_int: (-2**31, 2**31 - 1)}
+
+
+def _integer(what: str, value: Any, ctype: Any) -> int:
+    """value as an integer that ctype holds unchanged; TypeError or InvalidArgument naming it."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, not {value!r}") from None
+    low, high = _RANGES[ctype]
+    if not low <= n <= high:
+        raise InvalidArgument(f"{what} {value!r} is out of range: {low} .. {high}", -1)
+    return n
+
+
+def _struct(cls: Any, call: str, **values: Any) -> Any:
+    """cls(**values) with every integer field checked against its C type's range."""
+    types = dict(cls._fields_)
+    for name, value in values.items():
+        if types[name] in _RANGES:
+            values[name] = _integer(f"{call}: {name}", value, types[name])
+    return cls(**values)
 
 
 def version() -> str:
@@ -102,7 +134,7 @@ class DeviceInfo:
     vendor: str
     uuid: bytes
     total_bytes: int
-    free_bytes: int
+    free_bytes: Optional[int]  # None where the backend cannot tell (C: UINT64_MAX)
     max_block_bytes: int
     min_alignment: int
     block_granularity: int
@@ -110,8 +142,9 @@ class DeviceInfo:
 
     @classmethod
     def _from(cls, c: _lib.DeviceInfoC) -> "DeviceInfo":
+        free = None if c.free_bytes == _lib.UNKNOWN_BYTES else int(c.free_bytes)
         return cls(backend_name(c.backend), int(c.index), c.name.decode(errors="replace"),
-                   c.vendor.decode(errors="replace"), bytes(c.uuid), int(c.total_bytes), int(c.free_bytes),
+                   c.vendor.decode(errors="replace"), bytes(c.uuid), int(c.total_bytes), free,
                    int(c.max_block_bytes), int(c.min_alignment), int(c.block_granularity),
                    c.pci_bus_id.decode(errors="replace"))
 
@@ -145,13 +178,14 @@ class SimDesc:
     def _c(self) -> _lib.SimDescC:
         if self.uuid and len(self.uuid) != 16:
             raise InvalidArgument("SimDesc.uuid: 16 bytes, or b\"\" for none", -1)
-        bus = self.pci_bus_id.encode()
+        bus = _bytes(self.pci_bus_id, "SimDesc.pci_bus_id")
         if len(bus) >= 32:
             raise InvalidArgument("SimDesc.pci_bus_id: at most 31 bytes", -1)
-        return _lib.SimDescC(self.total_bytes, self.max_block_bytes, self.min_alignment, self.max_blocks,
-                             self.fail_block_alloc_at, int(self.host_backed), self.block_granularity,
-                             self.block_round_up, (ctypes.c_uint8 * 16)(*self.uuid) if self.uuid else
-                             (ctypes.c_uint8 * 16)(), bus)
+        return _struct(_lib.SimDescC, "SimDesc", total_bytes=self.total_bytes, max_block_bytes=self.max_block_bytes,
+                       min_alignment=self.min_alignment, max_blocks=self.max_blocks,
+                       fail_block_alloc_at=self.fail_block_alloc_at, host_backed=int(self.host_backed),
+                       block_granularity=self.block_granularity, block_round_up=self.block_round_up,
+                       uuid=(ctypes.c_uint8 * 16)(*self.uuid) if self.uuid else (ctypes.c_uint8 * 16)(), pci_bus_id=bus)
 
 
 class _Handle:
@@ -202,9 +236,10 @@ class Context(_Handle):
                  ignore_env: bool = False, ledger_dir: Optional[str] = None,
                  log: Optional[Callable[[int, str], None]] = None, flags: int = 0) -> None:
         desc = _lib.ContextDesc()
-        desc.flags = flags | (_lib.CONTEXT_IGNORE_ENV if ignore_env else 0)
-        desc.config_path, desc.config_text = _bytes(config_path), _bytes(config_text)
-        desc.ledger_dir = _bytes(ledger_dir)
+        desc.flags = _integer("Context: flags", flags, _lib.c_u32) | (_lib.CONTEXT_IGNORE_ENV if ignore_env else 0)
+        desc.config_path = _bytes(config_path, "Context: config_path")
+        desc.config_text = _bytes(config_text, "Context: config_text")
+        desc.ledger_dir = _bytes(ledger_dir, "Context: ledger_dir")
         self._log = None
         if log is not None:
             self._log = _lib.LOG_FN(lambda level, msg, user: log(level, msg.decode(errors="replace")))
@@ -232,9 +267,9 @@ class Context(_Handle):
         sim configures the sim backend; backend_desc is another backend's ctypes struct
         (see gpupart.opencl), typed by backend_desc_type (AUTO = backend).
         """
-        desc = _lib.DeviceDesc(backend=backend_id(backend), index=index, memory_fraction=memory_fraction,
-                               memory_limit=memory_limit, headroom=headroom, growth=_growth(growth),
-                               granularity=granularity, flags=flags)
+        desc = _struct(_lib.DeviceDesc, "open_device", backend=backend_id(backend), index=index,
+                       memory_fraction=memory_fraction, memory_limit=memory_limit, headroom=headroom,
+                       growth=_growth(growth), granularity=granularity, flags=flags)
         keep = sim._c() if sim is not None else backend_desc
         if sim is not None:
             backend_desc_type = "sim"
@@ -309,10 +344,10 @@ class Device(_Handle):
 
         reclaim(partition, bytes_wanted) is asked to free memory in the OOM sequence.
         """
-        desc = _lib.PartitionDesc(name=_bytes(name), fraction=fraction, limit=limit,
-                                  guarantee_fraction=guarantee_fraction, guarantee=guarantee,
-                                  growth=_growth(growth), initial_block=initial_block, max_block=max_block,
-                                  growth_factor=growth_factor, release_threshold=release_threshold)
+        desc = _struct(_lib.PartitionDesc, "partition", name=_bytes(name, "partition: name"), fraction=fraction,
+                       limit=limit, guarantee_fraction=guarantee_fraction, guarantee=guarantee,
+                       growth=_growth(growth), initial_block=initial_block, max_block=max_block,
+                       growth_factor=growth_factor, release_threshold=release_threshold)
         if reclaim is not None:
             desc.reclaim = self._reclaim_fn(reclaim)
         out = ctypes.c_void_p()
@@ -334,7 +369,7 @@ class Device(_Handle):
 
     def find(self, name: str) -> Optional["Partition"]:
         """gpupart_partition_find: the partition named name, or None."""
-        ptr = _lib.lib().gpupart_partition_find(self.handle, name.encode())
+        ptr = _lib.lib().gpupart_partition_find(self.handle, _bytes(name, "find: name"))
         return self._wrap(ptr) if ptr else None
 
     @property
@@ -394,7 +429,7 @@ class Partition(_Handle):
 
     def alloc(self, size: int, alignment: int = 0, *, flags: int = 0, tag: int = 0) -> "Allocation":
         """gpupart_alloc_ex: LimitError or DeviceMemoryError when the memory is not there."""
-        desc = _lib.AllocDesc(size=size, alignment=alignment, flags=flags, tag=tag)
+        desc = _struct(_lib.AllocDesc, "alloc", size=size, alignment=alignment, flags=flags, tag=tag)
         out = ctypes.c_void_p()
         check(_lib.lib().gpupart_alloc_ex_sized(self.handle, ctypes.byref(desc), ctypes.sizeof(desc),
                                                 ctypes.byref(out)))
@@ -402,7 +437,7 @@ class Partition(_Handle):
 
     def resize(self, new_limit: int) -> None:
         """gpupart_partition_resize."""
-        check(_lib.lib().gpupart_partition_resize(self.handle, new_limit))
+        check(_lib.lib().gpupart_partition_resize(self.handle, _integer("resize: new_limit", new_limit, _lib.c_u64)))
 
     def trim(self) -> None:
         """gpupart_partition_trim: return every empty cached block to the driver."""

@@ -7,10 +7,11 @@ allocator::
 
     import pyopencl as cl, pyopencl.array as cla, gpupart, gpupart.opencl
     clctx = cl.create_some_context(); queue = cl.CommandQueue(clctx)
-    with gpupart.Context() as ctx:
-        dev = gpupart.opencl.open_device(ctx, clctx)
+    with gpupart.Context() as ctx, gpupart.opencl.open_device(ctx, clctx) as dev:
         alloc = gpupart.opencl.Allocator(dev.partition("arrays", fraction=0.5))
         a = cla.zeros(queue, (1024, 1024), "float32", allocator=alloc)
+        ...
+        del a  # before the device closes: a device with live allocations is Busy
 
 Each call returns a ``pyopencl.Buffer`` over the allocation's gpupart sub-buffer
 (gpupart_opencl_buffer), and the gpupart allocation is freed when that Buffer object is

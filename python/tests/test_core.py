@@ -247,3 +247,50 @@ def test_stats_as_dict_has_every_c_field(sim):
 def test_the_python_library_variable_is_not_a_configuration_error(monkeypatch):
     monkeypatch.setenv("GPUPART_PYTHON_LIBRARY", _lib.lib()._gpupart_path)
     gpupart.Context().close()  # reads the environment: GPUPART_PYTHON_* is not the library's
+
+
+def test_an_unknown_free_figure_is_none_not_uint64_max(ctx):
+    c = _lib.DeviceInfoC(backend=_lib.BACKEND_VULKAN, total_bytes=1 << 30, free_bytes=2**64 - 1)
+    assert gpupart.core.DeviceInfo._from(c).free_bytes is None
+    c.free_bytes = 5
+    assert gpupart.core.DeviceInfo._from(c).free_bytes == 5
+    for info in ctx.enumerate():  # Vulkan without VK_EXT_memory_budget, PoCL: the driver cannot tell
+        assert info.free_bytes is None or 0 <= info.free_bytes <= info.total_bytes, info
+
+
+@pytest.mark.parametrize("size", [2**64, 2**64 + MiB, -1, -MiB, 2**70])
+def test_alloc_refuses_a_size_c_cannot_hold_naming_it(sim, size):
+    p = sim.partition("sizes", limit=64 * MiB)
+    with pytest.raises(gpupart.InvalidArgument, match=f"alloc: size {size}"):
+        p.alloc(size)
+    assert p.stats.total_allocations == 0 and p.stats.in_use == 0
+
+
+def test_integers_out_of_their_c_range_are_refused_everywhere(ctx, sim):
+    p = sim.partition("ints", limit=64 * MiB)
+    for call in (lambda: p.alloc(MiB, -256), lambda: p.alloc(MiB, tag=2**64), lambda: p.alloc(MiB, flags=2**32),
+                 lambda: p.resize(-1), lambda: sim.partition("x", limit=2**64),
+                 lambda: sim.partition("y", guarantee=-1), lambda: ctx.open_device("sim", index=-1),
+                 lambda: ctx.open_device("sim", memory_limit=2**64),
+                 lambda: ctx.open_device("sim", sim=gpupart.SimDesc(total_bytes=-1))):
+        with pytest.raises(gpupart.InvalidArgument, match="out of range"):
+            call()
+    with pytest.raises(TypeError, match="1.5"):
+        p.alloc(1.5)
+    assert [q.name for q in sim.partitions] == ["ints"] and p.stats.limit == 64 * MiB
+
+
+@pytest.mark.parametrize("name", ["a\0b", "\0", "train\0"])
+def test_a_name_with_a_nul_is_refused_not_cut(sim, name):
+    with pytest.raises(gpupart.InvalidArgument, match="NUL"):
+        sim.partition(name)
+    assert sim.partitions == [] and sim.find("a") is None
+    with pytest.raises(gpupart.InvalidArgument, match="NUL"):
+        sim.find(name)
+
+
+def test_context_strings_with_a_nul_are_refused():
+    for kwargs in ({"config_text": "[gpupart]\nbackend = sim\0junk"}, {"config_path": "/etc\0/x"},
+                   {"ledger_dir": "/tmp\0x"}):
+        with pytest.raises(gpupart.InvalidArgument, match="NUL"):
+            gpupart.Context(ignore_env=True, **kwargs)

@@ -8,8 +8,15 @@
  *    (grow_header.py): a newer program runs on this library while the new field is
  *    zero, is refused with EINVAL when it is not, and gets the output fields it asks for
  *    zeroed (and enumerate's entries at its own, larger stride).
- * Both also check that a struct smaller than the 0.2 layout is EINVAL. Exits 0 when every
- * check passed, 1 otherwise, printing each failure. */
+ * Both also check that a struct smaller than the 0.2 layout is EINVAL. With
+ * GPUPART_ABI_UNVERSIONED the 0.2 client is linked as 0.2 programs were, against a
+ * libgpupart.so.0 without symbol versions (tests/abi/stub): its plain names taken by
+ * address then bind to their 0.1 versions, and dlsym's to the 0.2 ones (docs/api.md,
+ * "ABI policy"). Exits 0 when every check passed, 1 otherwise, printing each failure. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#endif
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -140,6 +147,30 @@ static void future_fields(gpupart_context *ctx) {
 }
 #endif
 
+#ifdef GPUPART_ABI_UNVERSIONED
+typedef gpupart_result (*device_stats_fn)(const gpupart_device *, gpupart_stats *);
+
+/* A plain name called through its address in a 0.2 program: an unversioned reference,
+ * bound to the oldest version, 0.1's: 0.2's double_frees is left as it was. dlsym finds
+ * the default version, 0.2's, as the 0.2 header promised for it. */
+static void plain_names_of_a_0_2_program(gpupart_context *ctx) {
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .memory_limit = 64 * MiB};
+  gpupart_device *dev = NULL;
+  CHECK(gpupart_device_open(ctx, &d, &dev) == GPUPART_OK);
+  if (!dev) return;
+  device_stats_fn by_address = &gpupart_device_get_stats, by_dlsym = NULL;
+  void *sym = dlsym(RTLD_DEFAULT, "gpupart_device_get_stats");
+  CHECK(sym != NULL);
+  memcpy(&by_dlsym, &sym, sizeof sym);
+  gpupart_stats st;
+  memset(&st, 0xcd, sizeof st);
+  CHECK(by_address(dev, &st) == GPUPART_OK && st.limit == 64 * MiB && st.double_frees == 0xcdcdcdcdcdcdcdcdull);
+  memset(&st, 0xcd, sizeof st);
+  CHECK(by_dlsym && by_dlsym(dev, &st) == GPUPART_OK && st.limit == 64 * MiB && st.double_frees == 0);
+  CHECK(gpupart_device_close(dev) == GPUPART_OK);
+}
+#endif
+
 int main(void) {
   gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV};
   gpupart_context *ctx = NULL;
@@ -151,6 +182,9 @@ int main(void) {
   below_0_2_is_refused(ctx);
 #ifdef GPUPART_ABI_NEXT
   future_fields(ctx);
+#endif
+#ifdef GPUPART_ABI_UNVERSIONED
+  plain_names_of_a_0_2_program(ctx);
 #endif
   CHECK(gpupart_context_destroy(ctx) == GPUPART_OK);
   printf("%s: %d failure(s)\n", GPUPART_ABI_NAME, failures);

@@ -18,7 +18,9 @@
  *    to 0; a destroyed context's handle stays invalid;
  *  - cuMemAlloc_v2 hands out host memory (mmap'd, so untouched pages cost nothing): the
  *    "device addresses" are host pointers, aligned to at least 256 bytes; cuMemcpy*_v2
- *    check that the range lies inside one live allocation.
+ *    check that the range lies inside one live allocation (or in mapped virtual memory
+ *    the context's device may access: cuda_double_vmm.c serves the virtual memory
+ *    management calls, cuda_double_vmm.h says how).
  * Failure injection and counters: see cuda_double.h. */
 #include <cuda.h>
 #include <pthread.h>
@@ -29,6 +31,7 @@
 #include <sys/mman.h>
 
 #include "cuda_double.h"
+#include "cuda_double_internal.h"
 
 #define MAX_CONTEXTS 256
 #define MAX_ALLOCS 16384
@@ -207,6 +210,7 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
   CUresult r = check_device(dev);
   if (r == CUDA_SUCCESS && !uuid) r = CUDA_ERROR_INVALID_VALUE;
   for (int i = 0; r == CUDA_SUCCESS && i < 16; i++) uuid->bytes[i] = (char)(0xc0 + 16 * dev + i);
+  if (r == CUDA_SUCCESS && dev >= 16) uuid->bytes[0] = (char)dev; /* 16 * dev wraps: still one UUID a device */
   return r;
 }
 #endif
@@ -276,7 +280,8 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
   return CUDA_SUCCESS;
 }
 
-/* cuCtxCreate_v2 (the real driver still exports it; cuda.h 13 maps cuCtxCreate to _v4). */
+/* cuCtxCreate_v2 (the real driver still exports it; cuda.h 13 maps cuCtxCreate to _v4,
+ * below). */
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
   (void)flags;
   CUresult r = check_device(dev);
@@ -294,6 +299,21 @@ CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
   pthread_mutex_unlock(&lock);
   return r;
 }
+
+#if !defined(CUDA_DOUBLE_OLD) && CUDA_VERSION >= 12050 /* the header that declares both */
+/* cuCtxCreate_v3 (CUDA 11.4: execution-affinity parameters) and cuCtxCreate_v4 (CUDA 12.5:
+ * a CUctxCreateParams, NULL for none; cuda.h 13 maps cuCtxCreate to it): the double takes
+ * no parameters (it has no SMs to partition), as a driver refuses what it cannot honour. */
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned int flags, CUdevice dev) {
+  if (n < 0 || (n > 0 && !params)) return CUDA_ERROR_INVALID_VALUE;
+  return n ? CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY : cuCtxCreate_v2(pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev) {
+  if (params && (params->numExecAffinityParams || params->cigParams)) return CUDA_ERROR_INVALID_VALUE;
+  return cuCtxCreate_v2(pctx, flags, dev);
+}
+#endif
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
   pthread_mutex_lock(&lock);
@@ -494,22 +514,40 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   return r;
 }
 
-static CUresult copy(void *dst, const void *src, uintptr_t device_side, size_t n) {
+/* Whether the context's device may touch [p, p + n): in one cuMemAlloc allocation, or in
+ * mapped virtual memory it has access to (write: read-write access). Lock held. */
+static int device_range_ok(const struct CUctx_st *c, uintptr_t p, size_t n, int write) {
+  if (n == 0) n = 1;
+  return find_alloc(p, n) >= 0 || cuda_double__vmm_accessible(p, n, c->device, write);
+}
+
+static CUresult copy(void *dst, const void *src, uintptr_t device_side, size_t n, int write) {
   pthread_mutex_lock(&lock);
   struct CUctx_st *c = NULL;
   CUresult r = current(&c);
-  if (r == CUDA_SUCCESS && (find_alloc(device_side, n ? n : 1) < 0 || !dst || !src)) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && (!device_range_ok(c, device_side, n, write) || !dst || !src)) r = CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS) memcpy(dst, src, n);
   pthread_mutex_unlock(&lock);
   return r;
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
-  return copy((void *)(uintptr_t)dst, src, (uintptr_t)dst, n);
+  return copy((void *)(uintptr_t)dst, src, (uintptr_t)dst, n, 1);
 }
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
-  return copy(dst, (const void *)(uintptr_t)src, (uintptr_t)src, n);
+  return copy(dst, (const void *)(uintptr_t)src, (uintptr_t)src, n, 0);
+}
+
+/* Sets n bytes of device memory to value (the work is done when the call returns). */
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+  pthread_mutex_lock(&lock);
+  struct CUctx_st *c = NULL;
+  CUresult r = current(&c);
+  if (r == CUDA_SUCCESS && !device_range_ok(c, (uintptr_t)dst, n, 1)) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) memset((void *)(uintptr_t)dst, value, n);
+  pthread_mutex_unlock(&lock);
+  return r;
 }
 
 /* ---- the unversioned entry points: present in the real driver with the old ABI ------- */
@@ -551,12 +589,9 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return (void)uuid, (void)
 #ifndef CUDA_DOUBLE_OLD
 typedef void (*any_fn)(void);
 
-/* Each variant of a base name, oldest first, with the CUDA version that introduced it. */
-static const struct {
-  const char *name;
-  int since;
-  any_fn fn;
-} symbols[] = {
+/* Each variant of a base name, oldest first, with the CUDA version that introduced it
+ * (cuda_double__vmm_symbols() has the virtual memory management calls'). */
+static const cuda_double_symbol symbols[] = {
 #define SYM(name, since, fn) {name, since, (any_fn)fn},
     SYM("cuInit", 2000, cuInit) SYM("cuDriverGetVersion", 2020, cuDriverGetVersion)
     SYM("cuGetErrorName", 6000, cuGetErrorName) SYM("cuGetErrorString", 6000, cuGetErrorString)
@@ -569,7 +604,11 @@ static const struct {
     SYM("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2)
     SYM("cuDevicePrimaryCtxReset", 11000, cuDevicePrimaryCtxReset_v2)
     SYM("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState)
-    SYM("cuCtxCreate", 3020, cuCtxCreate_v2) SYM("cuCtxDestroy", 4000, cuCtxDestroy_v2)
+    SYM("cuCtxCreate", 3020, cuCtxCreate_v2)
+#if CUDA_VERSION >= 12050
+    SYM("cuCtxCreate", 11040, cuCtxCreate_v3) SYM("cuCtxCreate", 12050, cuCtxCreate_v4)
+#endif
+    SYM("cuCtxDestroy", 4000, cuCtxDestroy_v2)
     SYM("cuCtxPushCurrent", 2000, cuCtxPushCurrent) SYM("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2)
     SYM("cuCtxPopCurrent", 2000, cuCtxPopCurrent) SYM("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2)
     SYM("cuCtxGetCurrent", 4000, cuCtxGetCurrent) SYM("cuCtxSetCurrent", 4000, cuCtxSetCurrent)
@@ -584,18 +623,28 @@ static const struct {
     SYM("cuMemAllocAsync_ptsz", 11020, cuMemAllocAsync_ptsz) SYM("cuMemFreeAsync_ptsz", 11020, cuMemFreeAsync_ptsz)
     SYM("cuMemAllocFromPoolAsync_ptsz", 11020, cuMemAllocFromPoolAsync_ptsz)
     SYM("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2) SYM("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2)
+    SYM("cuMemsetD8", 3020, cuMemsetD8_v2)
 #undef SYM
 };
+
+/* Scans one table for lookup(): known is set when a variant the driver offers exists,
+ * best to the newest one at or before limit. */
+static void scan(const cuda_double_symbol *table, size_t n, const char *name, int limit, int *known, any_fn *best) {
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(table[i].name, name) || table[i].since > driver_version()) continue;
+    *known = 1;
+    if (table[i].since <= limit) *best = table[i].fn;
+  }
+}
 
 /* The newest variant of name introduced at or before min(version, the driver's). */
 static CUresult lookup(const char *name, int version, void **pfn, CUdriverProcAddressQueryResult *status) {
   int known = 0, limit = version < driver_version() ? version : driver_version();
   any_fn best = NULL;
-  for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
-    if (strcmp(symbols[i].name, name) || symbols[i].since > driver_version()) continue;
-    known = 1;
-    if (symbols[i].since <= limit) best = symbols[i].fn;
-  }
+  size_t nvmm = 0;
+  const cuda_double_symbol *vmm = cuda_double__vmm_symbols(&nvmm);
+  scan(symbols, sizeof symbols / sizeof symbols[0], name, limit, &known, &best);
+  scan(vmm, nvmm, name, limit, &known, &best);
   if (status) *status = best ? CU_GET_PROC_ADDRESS_SUCCESS : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
                                                                   : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   memcpy(pfn, &best, sizeof best);
@@ -628,3 +677,24 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
   return r;
 }
 #endif
+
+/* ---- what cuda_double_vmm.c shares (cuda_double_internal.h) -------------------------- */
+
+void cuda_double__lock(void) { pthread_mutex_lock(&lock); }
+void cuda_double__unlock(void) { pthread_mutex_unlock(&lock); }
+uint64_t cuda_double__env(const char *name, uint64_t dflt) { return env_u64(name, dflt); }
+CUresult cuda_double__check_device(CUdevice dev) { return check_device(dev); }
+int cuda_double__initialized(void) { return initialized; }
+
+int cuda_double__current_device(void) {
+  if (!initialized || depth == 0 || !valid_context(stack[depth - 1])) return -1;
+  return stack[depth - 1]->device;
+}
+
+CUresult cuda_double__charge(int device, uint64_t size) {
+  if (used[device] > device_total() || size > device_total() - used[device]) return CUDA_ERROR_OUT_OF_MEMORY;
+  used[device] += size;
+  return CUDA_SUCCESS;
+}
+
+void cuda_double__uncharge(int device, uint64_t size) { used[device] -= size; }

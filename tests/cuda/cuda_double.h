@@ -13,13 +13,14 @@
  *   GPUPART_TEST_CUDA_FAIL_ALLOC_CODE=C  ... with C (default 2, CUDA_ERROR_OUT_OF_MEMORY)
  *   GPUPART_TEST_CUDA_MAX_LIVE=N         cuMemAlloc_v2 is out of memory while N allocations live
  *   GPUPART_TEST_CUDA_PROC=null|fail     cuGetProcAddress_v2 returns success with a NULL
- *                                        pointer, or CUDA_ERROR_NOT_FOUND, for every symbol */
+ *                                        pointer, or CUDA_ERROR_NOT_FOUND, for every symbol
+ * The virtual memory management calls have their own knobs and counters: cuda_double_vmm.h. */
 #ifndef GPUPART_TESTS_CUDA_DOUBLE_H
 #define GPUPART_TESTS_CUDA_DOUBLE_H
 
 #include <stdint.h>
 
-#define CUDA_DOUBLE_MAX_DEVICES 4
+#define CUDA_DOUBLE_MAX_DEVICES 72 /* past the 64 that a fixed table of the preload once held */
 
 typedef struct cuda_double_counters {
   uint64_t alloc_calls, alloc_failures, free_calls;

@@ -41,6 +41,10 @@ static int load(void) {
   void *sym = dlsym(lib, "cuda_double_stats");
   memcpy(&stats, &sym, sizeof sym);
   api.stats = sym ? stats() : NULL;
+  cuda_double_vmm_stats_fn vmm_stats = NULL;
+  sym = dlsym(lib, "cuda_double_vmm_stats");
+  memcpy(&vmm_stats, &sym, sizeof sym);
+  api.vmm_stats = sym ? vmm_stats() : NULL;
   if (api.init(0) != CUDA_SUCCESS) return snprintf(api_error, sizeof api_error, "cuInit failed"), -1;
   return 1;
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "cuda_double.h"
+#include "cuda_double_vmm.h"
 #include "gpupart.h"
 
 typedef struct cuda_test_api {
@@ -24,6 +25,7 @@ typedef struct cuda_test_api {
   CUresult (*htod)(CUdeviceptr, const void *, size_t);
   CUresult (*dtoh)(void *, CUdeviceptr, size_t);
   cuda_double_counters *stats; /* NULL on a real driver */
+  cuda_double_vmm_counters *vmm_stats; /* the double's virtual memory; NULL on a real driver */
 } cuda_test_api;
 
 /* The double's path, or NULL (a real driver): GPUPART_TEST_CUDA_REAL=1 makes the suites

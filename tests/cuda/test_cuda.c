@@ -53,6 +53,8 @@ static CUcontext current(const cuda_test_api *cu) {
 static void expect_driver_clean(const cuda_test_api *cu) {
   cr_expect_eq(cu->stats->live_allocs, 0, "%llu allocations left at the driver",
                (unsigned long long)cu->stats->live_allocs);
+  cr_expect_eq(cu->vmm_stats->live_allocations + cu->vmm_stats->live_mappings + cu->vmm_stats->live_reservations, 0,
+               "virtual memory left at the driver");
   cr_expect_eq(cu->stats->primary_refs[0], 0, "primary context references left: %d", cu->stats->primary_refs[0]);
   cr_expect_eq(cu->stats->legacy_calls, 0, "an unversioned (old ABI) entry point was called");
   cr_expect_eq(cu->stats->push_calls, cu->stats->pop_calls, "every push has its pop");

@@ -28,7 +28,7 @@ import time
 try:
     import yaml
 except ImportError:
-    print("test_deploy: python3-yaml is missing (scripts/deps installs it): skipped")
+    print("test_deploy: python3-yaml is missing (scripts/deps test installs it): skipped")
     sys.exit(77)
 
 GPUPART, JOB, DEPLOY = (os.path.abspath(a) for a in sys.argv[1:4])

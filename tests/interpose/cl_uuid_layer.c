@@ -1,7 +1,9 @@
 /* cl_uuid_layer: a test double of a driver with cl_khr_device_uuid, as an OpenCL layer
  * (PoCL has no UUID): under it, every device lists cl_khr_device_uuid in
  * CL_DEVICE_EXTENSIONS and answers CL_DEVICE_UUID_KHR with the 16 bytes of
- * $CL_UUID_LAYER_UUID (32 hex digits). Listed before the gpupart layer in OPENCL_LAYERS
+ * $CL_UUID_LAYER_UUID (32 hex digits). With CL_UUID_LAYER_CONTEXT_DEVICES=N it also plays
+ * a context of N devices: CL_CONTEXT_DEVICES lists the context's first device N times.
+ * Listed before the gpupart layer in OPENCL_LAYERS
  * (ocl-icd puts the first one nearest the driver, the last nearest the program), and
  * alone under a gpupart application on the opencl backend, so that both see one GPU. */
 #define CL_TARGET_OPENCL_VERSION 300
@@ -50,6 +52,22 @@ static cl_int CL_API_CALL get_device_info(cl_device_id dev, cl_device_info name,
   return next.clGetDeviceInfo(dev, name, size, value, size_ret);
 }
 
+static cl_int CL_API_CALL get_context_info(cl_context context, cl_context_info name, size_t size, void *value,
+                                           size_t *size_ret) {
+  const char *many = getenv("CL_UUID_LAYER_CONTEXT_DEVICES");
+  cl_device_id first = NULL;
+  size_t n = many ? strtoul(many, NULL, 10) : 0, real = 0;
+  if (name != CL_CONTEXT_DEVICES || !n || next.clGetContextInfo(context, name, 0, NULL, &real) || !real)
+    return next.clGetContextInfo(context, name, size, value, size_ret);
+  cl_device_id *list = calloc(real > n * sizeof first ? real : n * sizeof first, 1);
+  cl_int rc = list ? next.clGetContextInfo(context, name, real, list, NULL) : CL_OUT_OF_HOST_MEMORY;
+  if (!rc) first = list[0];
+  for (size_t i = 0; !rc && i < n; i++) list[i] = first;
+  if (!rc) rc = answer(list, n * sizeof first, size, value, size_ret);
+  free(list);
+  return rc;
+}
+
 EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info name, size_t size, void *value,
                                                       size_t *size_ret) {
   static const char layer_name[] = "gpupart test double: cl_khr_device_uuid";
@@ -66,6 +84,7 @@ EXPORT CL_API_ENTRY cl_int CL_API_CALL clInitLayer(cl_uint num_entries, const cl
   memcpy(&next, target, (num_entries < ours ? num_entries : ours) * sizeof(void *));
   dispatch = next;
   dispatch.clGetDeviceInfo = get_device_info;
+  dispatch.clGetContextInfo = get_context_info;
   *num_entries_ret = num_entries < ours ? num_entries : ours;
   *dispatch_ret = &dispatch;
   return CL_SUCCESS;

@@ -17,7 +17,8 @@
  *               program's live slots hold, as it asked for them)
  *   d           the test double's counters ("driver allocs A frees F live B peak P": P the
  *               most bytes the driver held at once)
- *   c           cuCtxCreate_v2 on device 0, made current ("c code C")
+ *   c[:DEV]     cuCtxCreate (cuda.h's: cuCtxCreate_v4 from CUDA 13) on device DEV (0),
+ *               made current ("c code C")
  *   x           cuCtxDestroy_v2 of the last created context ("x code C")
  *   P:DEV       device DEV's primary context made current ("P DEV code C")
  *   n           no context current (cuCtxSetCurrent(NULL))
@@ -36,8 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 
 #define MAX_SLOTS 1024
 
@@ -178,8 +177,17 @@ static int free_op(char op, const char *arg) {
   return 0;
 }
 
+/* cuCtxCreate as a program built against this cuda.h calls it. */
+static CUresult create(int dev) {
+#if CUDA_VERSION >= 13000
+  return cuCtxCreate(&created, NULL, 0, dev); /* cuCtxCreate_v4 */
+#else
+  return cuCtxCreate(&created, 0, dev);
+#endif
+}
+
 static int context_op(char op, const char *arg) {
-  if (op == 'c') printf("c code %d\n", (int)cuCtxCreate_v2(&created, 0, 0));
+  if (op == 'c') printf("c code %d\n", (int)create(atoi(arg)));
   else if (op == 'x') printf("x code %d\n", (int)cuCtxDestroy_v2(created));
   else if (op == 'P') printf("P %d code %d\n", atoi(arg), (int)primary(atoi(arg)));
   else if (op == 'R') reset();

@@ -17,6 +17,12 @@ const char *ip_test_path(const char *name) {
   return p;
 }
 
+int ip_test_count(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *at = strstr(text, needle); at; at = strstr(at + 1, needle)) n++;
+  return n;
+}
+
 const char *ip_test_child_env(void) {
   const char *e = getenv("GPUPART_TEST_CHILD_ENV");
   return e ? e : "";

@@ -14,6 +14,8 @@ const char *ip_test_path(const char *name);
 const char *ip_test_child_env(void);
 /* Runs the command (printf-style) to its end; its stdout goes into out, NUL-terminated. */
 void ip_test_run(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* How many times needle occurs in text. */
+int ip_test_count(const char *text, const char *needle);
 /* The number after the first occurrence of name in text (clinfo --raw, vulkaninfo); 0 if none. */
 uint64_t ip_test_field(const char *text, const char *name);
 

@@ -45,8 +45,13 @@ Test(cl_layer, clinfo_reports_the_limit_as_global_memory) {
   cr_assert_eq(ip_test_field(out, "CL_DEVICE_MAX_MEM_ALLOC_SIZE"), 64 * MIB);
 }
 
+/* Two clinfo runs: PoCL's figure is pinned for the suite (POCL_MEMORY_LIMIT, meson.build),
+ * as it derives it from the machine's memory at start-up and the two runs compared it
+ * across a moment when memory moved. */
 Test(cl_layer, clinfo_without_a_limit_reports_the_device) {
   need_clinfo();
+  const char *pinned = getenv("POCL_MEMORY_LIMIT");
+  cr_assert(pinned && *pinned, "PoCL's memory size is pinned (run the suite through meson test)");
   char plain[65536], under[65536];
   const char *env = layer();
   ip_test_run(plain, sizeof plain, "clinfo --raw");
@@ -121,11 +126,25 @@ Test(cl_layer, a_configured_partition_named_by_gpupart_partition_sets_the_limit)
   cr_assert(strstr(out, "allocated 32 code -4\n"), "%s", out);
 }
 
-Test(cl_layer, a_bad_configuration_leaves_the_program_unaccounted_and_says_so) {
+/* A configuration error fails closed: with a misspelt variable (which gpupart refuses)
+ * the program ran unlimited; now every allocation is refused
+ * (CL_MEM_OBJECT_ALLOCATION_FAILURE), and why is said once on stderr. */
+Test(cl_layer, a_configuration_error_fails_closed_and_says_why_once) {
   char out[4096];
-  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=lots %s buffer 1 8 2>&1", layer(), fill());
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMT=64MiB %s buffer 1 8 2>&1", layer(), fill());
+  cr_assert(strstr(out, "allocated 0 code -4\n"), "%s", out);
+  cr_assert(strstr(out, "again 0 code -4\n"), "%s", out);
+  cr_assert_eq(ip_test_count(out, "gpupart layer:"), 1, "%s", out);
+  cr_assert(strstr(out, "context_create: GPUPART_ECONFIG") && strstr(out, "GPUPART_MEMORY_LIMT"), "%s", out);
+}
+
+/* GPUPART_FAIL_OPEN=1: the operator's choice to let such a program run, unaccounted. */
+Test(cl_layer, fail_open_lets_a_misconfigured_program_run_unaccounted) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=lots GPUPART_FAIL_OPEN=1 %s buffer 1 8 2>&1", layer(),
+              fill());
   cr_assert(strstr(out, "allocated 8 code 0\n"), "%s", out);
-  cr_assert(strstr(out, "gpupart layer: context_create: GPUPART_ECONFIG"), "%s", out);
+  cr_assert(strstr(out, "gpupart layer: context_create: GPUPART_ECONFIG") && strstr(out, "not accounted"), "%s", out);
 }
 
 /* Two processes in one shared ledger share the 64 MiB budget: the first holds 40 MiB,
@@ -281,4 +300,16 @@ Test(cl_layer, the_overhead_benchmark_runs_with_and_without_the_layer) {
   cr_assert(strstr(out, "clSetKernelArg (not accounted): without ") && strstr(out, "with the layer"), "%s", out);
   cr_assert(strstr(out, "clCreateBuffer+clReleaseMemObject 4 KiB (accounted): without ") && strstr(out, "ratio"),
             "%s", out);
+}
+
+/* A context of more devices than the layer's fixed list held (64: the device list did not
+ * fit and the context's buffers ran unaccounted): 70 here, the test double layer under
+ * the gpupart one playing such a context. */
+Test(cl_layer, a_context_of_seventy_devices_is_held_to_the_limit) {
+  char out[4096];
+  layer();
+  ip_test_run(out, sizeof out, "env %s OPENCL_LAYERS=%s:%s CL_UUID_LAYER_CONTEXT_DEVICES=70 GPUPART_MEMORY_LIMIT=64MiB %s "
+              "buffer 1 200", ip_test_child_env(), ip_test_path("GPUPART_TEST_CL_UUID_LAYER"),
+              ip_test_path("GPUPART_TEST_CL_LAYER"), fill());
+  cr_assert(strstr(out, "allocated 64 code -4\n"), "%s", out);
 }

@@ -63,6 +63,34 @@ Test(cu_preload, allocations_past_the_limit_are_out_of_memory_without_a_driver_c
   cr_assert_eq((int)ip_test_field(out, "driver allocs"), n, "the refused call never reached the driver: %s", out);
 }
 
+/* A configuration error fails closed: with a misspelt variable (which gpupart refuses)
+ * the program ran unlimited; now every allocation is CUDA_ERROR_OUT_OF_MEMORY without a
+ * driver call, cuMemGetInfo's free is 0, and why is said once on stderr.
+ * GPUPART_FAIL_OPEN=1 is the operator's choice to let it run unaccounted. */
+Test(cu_preload, a_configuration_error_fails_closed_and_says_why_once) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMT=64MiB %s link plain 1 8 2>&1", preload(), fill());
+  cr_assert_eq(blocks(out, "allocated", &code), 0, "%s", out);
+  cr_assert_eq(code, 2, "CUDA_ERROR_OUT_OF_MEMORY: %s", out);
+  cr_assert_eq((int)ip_test_field(out, "driver allocs"), 0, "%s", out);
+  cr_assert(strstr(out, "start: code 0 free 0 "), "%s", out);
+  cr_assert_eq(ip_test_count(out, "gpupart layer:"), 1, "%s", out);
+  cr_assert(strstr(out, "context_create: GPUPART_ECONFIG") && strstr(out, "GPUPART_MEMORY_LIMT"), "%s", out);
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMT=64MiB GPUPART_FAIL_OPEN=1 %s link plain 1 8 2>&1", preload(),
+              fill());
+  cr_assert(blocks(out, "allocated", &code) == 8 && code == 0 && strstr(out, "not accounted"), "%s", out);
+}
+
+/* In arena mode too: the arena serves nothing past a refusal. */
+Test(cu_preload, arena_mode_fails_closed_too) {
+  char out[4096];
+  int code = 0;
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=lots %s link plain 1 8 2>&1",
+              preload(), fill());
+  cr_assert(blocks(out, "allocated", &code) == 0 && code == 2, "%s", out);
+}
+
 Test(cu_preload, mem_get_info_and_device_total_mem_report_the_limit) {
   char out[4096];
   ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s link plain 8 3", preload(), fill());
@@ -617,4 +645,41 @@ Test(cu_preload, arena_mode_a_value_that_is_no_choice_is_off_and_said_once) {
   cr_assert_eq((int)ip_test_field(out, "driver allocs"), 20 + 4 * 20, "one driver call each, arena mode off: %s", out);
   ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=off %s link plain 1 20 2>&1", preload(), fill());
   cr_assert(!strstr(out, "GPUPART_PRELOAD_ARENA"), "off is a choice: %s", out);
+}
+
+/* ---- devices past any fixed table, CUDA 13's names, what traces say ------------------- */
+
+/* The partition cache held 64 ordinals and a device past it ran unaccounted: device 69 of
+ * 70 is held to its limit as device 0 is, in arena mode too. */
+Test(cu_preload, a_device_past_the_64th_is_held_to_its_limit) {
+  char out[4096];
+  const char *ops = "P:69 a:67108864 a:1048576 c:69 a:1048576 P:0 a:67108864 a:1048576";
+  for (int arena = 0; arena < 2; arena++) {
+    ip_test_run(out, sizeof out, "env %s GPUPART_TEST_CUDA_DEVICES=70 GPUPART_PRELOAD_ARENA=%d GPUPART_MEMORY_LIMIT=64MiB %s %s",
+                preload(), arena, seq(), ops);
+    cr_assert(strstr(out, "P 69 code 0\na 0 code 0\na 1 code 2\n"), "arena %d: %s", arena, out);
+    cr_assert(strstr(out, "c code 0\na 2 code 2\n"), "a created context of device 69 too: %s", out);
+    cr_assert(strstr(out, "P 0 code 0\na 3 code 0\na 4 code 2\n"), "device 0 has its own: %s", out);
+  }
+}
+
+/* A program built against CUDA 13's cuda.h calls cuCtxCreate_v4 (cu_seq's c): the double
+ * has it, and memory of such a context is accounted as any other. */
+Test(cu_preload, cuda_13s_cu_ctx_create_runs_under_the_preload) {
+  char out[4096];
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB %s c a:67108864 a:1048576 x", preload(), seq());
+  cr_assert(strstr(out, "c code 0\na 0 code 0\na 1 code 2\nx code 0\n"), "%s", out);
+}
+
+/* A trace recorded under the preload names the GPU (the driver's name of the device),
+ * not "gpupart simulated device", the mirror's own name. */
+Test(cu_preload, a_trace_names_the_gpu) {
+  char dir[] = "/tmp/gpupart-cu-trace-XXXXXX", out[4096], trace[4096];
+  cr_assert(mkdtemp(dir));
+  ip_test_run(out, sizeof out, "env %s GPUPART_TRACE=%s/t.ops %s a:1048576 f:0 && cat %s/t.ops", preload(), dir, seq(),
+              dir);
+  snprintf(trace, sizeof trace, "%s", out);
+  cr_assert(strstr(trace, "\n# device sim:0 gpupart%20CUDA%20test%20double%200\na 1 1048576 cu_seq\nf 1\n"), "%s",
+            trace);
+  ip_test_cleanup_dir(dir);
 }

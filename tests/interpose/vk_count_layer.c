@@ -2,9 +2,13 @@
  * found through VK_ADD_LAYER_PATH=<its manifest's folder> and enabled by
  * VK_INSTANCE_LAYERS), which the loader puts below the implicit gpupart layer. It counts
  * the vkEnumeratePhysicalDevices calls that reach it (the program's, the loader's and
- * those of the layers above) and prints "enumerations <n>" on stdout at vkDestroyInstance;
- * everything else it passes on. One instance at a time. */
+ * those of the layers above) and prints "enumerations <n>" on stdout at vkDestroyInstance.
+ * With VK_COUNT_DRIVER_LEFT_MIB=N it also plays a driver that has VK_EXT_memory_budget
+ * (lavapipe here has none): vkGetPhysicalDeviceMemoryProperties2(KHR) fill the budget
+ * struct with each heap's size as its budget and all but N MiB of it as its usage (as
+ * newer lavapipe counts the host's RAM in use), so that it leaves N MiB. Everything else it passes on. One instance at a time. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
@@ -17,6 +21,31 @@ static PFN_vkDestroyInstance next_destroy;
 static PFN_vkGetDeviceProcAddr next_gdpa;
 static VkInstance the_instance;
 static unsigned long enumerations;
+
+static PFN_vkGetPhysicalDeviceMemoryProperties2 next_props2, next_props2_khr;
+
+static void driver_budget(VkPhysicalDeviceMemoryProperties2 *props) {
+  const char *left = getenv("VK_COUNT_DRIVER_LEFT_MIB");
+  for (VkBaseOutStructure *s = props->pNext; left && s; s = s->pNext) {
+    if (s->sType != VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT) continue;
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT *b = (VkPhysicalDeviceMemoryBudgetPropertiesEXT *)s;
+    for (uint32_t h = 0; h < props->memoryProperties.memoryHeapCount; h++) {
+      VkDeviceSize size = props->memoryProperties.memoryHeaps[h].size, spare = strtoull(left, NULL, 10) << 20;
+      b->heapBudget[h] = size;
+      b->heapUsage[h] = size > spare ? size - spare : 0;
+    }
+  }
+}
+
+static VKAPI_ATTR void VKAPI_CALL props2(VkPhysicalDevice pd, VkPhysicalDeviceMemoryProperties2 *props) {
+  next_props2(pd, props);
+  driver_budget(props);
+}
+
+static VKAPI_ATTR void VKAPI_CALL props2_khr(VkPhysicalDevice pd, VkPhysicalDeviceMemoryProperties2 *props) {
+  next_props2_khr(pd, props);
+  driver_budget(props);
+}
 
 static VKAPI_ATTR VkResult VKAPI_CALL enumerate(VkInstance instance, uint32_t *n, VkPhysicalDevice *pds) {
   enumerations++;
@@ -41,6 +70,9 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo
   if (r != VK_SUCCESS) return r;
   next_enumerate = (PFN_vkEnumeratePhysicalDevices)next_gipa(*instance, "vkEnumeratePhysicalDevices");
   next_destroy = (PFN_vkDestroyInstance)next_gipa(*instance, "vkDestroyInstance");
+  next_props2 = (PFN_vkGetPhysicalDeviceMemoryProperties2)next_gipa(*instance, "vkGetPhysicalDeviceMemoryProperties2");
+  next_props2_khr =
+      (PFN_vkGetPhysicalDeviceMemoryProperties2)next_gipa(*instance, "vkGetPhysicalDeviceMemoryProperties2KHR");
   the_instance = *instance;
   enumerations = 0;
   return r;
@@ -70,6 +102,9 @@ EXPORT VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL count_GetInstanceProcAddr(VkInst
   if (!strcmp(name, "vkDestroyInstance")) return (PFN_vkVoidFunction)destroy_instance;
   if (!strcmp(name, "vkEnumeratePhysicalDevices")) return (PFN_vkVoidFunction)enumerate;
   if (!strcmp(name, "vkCreateDevice")) return (PFN_vkVoidFunction)create_device;
+  if (!strcmp(name, "vkGetPhysicalDeviceMemoryProperties2") && next_props2) return (PFN_vkVoidFunction)props2;
+  if (!strcmp(name, "vkGetPhysicalDeviceMemoryProperties2KHR") && next_props2_khr)
+    return (PFN_vkVoidFunction)props2_khr;
   return next_gipa ? next_gipa(instance, name) : NULL;
 }
 

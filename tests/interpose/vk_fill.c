@@ -6,9 +6,15 @@
  * hold: after the first round, print "holding <pid>" and wait for a line on stdin.
  * VK_FILL_VALIDATION=1 enables the Khronos validation layer and counts its errors;
  * VK_FILL_SECOND=1 tries one allocation more from a second instance and device.
- * Output: "heap <bytes>", "budget <bytes>" (VK_EXT_memory_budget, when offered; then the
- * device is created with it enabled),
- * "allocated <MiB> code <VkResult>", "again <MiB> code <VkResult>", "validation_errors <n>".
+ * VK_FILL_MANY=N first makes N more instances, each with a device, all live at once (with
+ * the validation layer too where VK_FILL_VALIDATION=1), allocates 1 MiB on each device and
+ * destroys them: "many <instances made> <devices made> <allocations made>".
+ * VK_FILL_DIRTY=1 passes the budget struct with what an uninitialised one may hold (ncnn's
+ * does): every heapBudget and heapUsage 1.
+ * Output: "heap <bytes>", "budget <bytes>" and "usage <bytes>" (VK_EXT_memory_budget, when
+ * offered; then the device is created with it enabled), "allocated <MiB> code <VkResult>",
+ * "held budget <bytes> usage <bytes>" (VK_FILL_HELD=1: the budget again, while the first
+ * round holds its blocks), "again <MiB> code <VkResult>", "validation_errors <n>".
  * Each round ends with a vkFreeMemory of VK_NULL_HANDLE too (valid, a no-op). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,10 +54,22 @@ static VkInstance make_instance(int validate, VkDebugUtilsMessengerEXT *messenge
   return instance;
 }
 
+/* Heap 0's budget and usage (VK_EXT_memory_budget), the struct as VK_FILL_DIRTY says. */
+static void read_budget(VkPhysicalDevice pd, VkDeviceSize *budget_out, VkDeviceSize *usage_out) {
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &budget};
+  const char *dirty = getenv("VK_FILL_DIRTY");
+  for (uint32_t h = 0; dirty && !strcmp(dirty, "1") && h < VK_MAX_MEMORY_HEAPS; h++)
+    budget.heapBudget[h] = 1, budget.heapUsage[h] = 1;
+  vkGetPhysicalDeviceMemoryProperties2(pd, &p2);
+  *budget_out = budget.heapBudget[0];
+  *usage_out = budget.heapUsage[0];
+}
+
 /* Prints heap 0 (and its budget); 1 when VK_EXT_memory_budget is offered. */
 static int print_heap(VkPhysicalDevice pd) {
-  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
   VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+  VkDeviceSize budget = 0, usage = 0;
   uint32_t n = 0;
   vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL);
   VkExtensionProperties *exts = calloc(n ? n : 1, sizeof *exts);
@@ -59,10 +77,10 @@ static int print_heap(VkPhysicalDevice pd) {
   int has_budget = 0;
   for (uint32_t i = 0; i < n; i++) has_budget |= !strcmp(exts[i].extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   free(exts);
-  if (has_budget) p2.pNext = &budget;
   vkGetPhysicalDeviceMemoryProperties2(pd, &p2);
   printf("heap %llu\n", (unsigned long long)p2.memoryProperties.memoryHeaps[0].size);
-  if (has_budget) printf("budget %llu\n", (unsigned long long)budget.heapBudget[0]);
+  if (has_budget) read_budget(pd, &budget, &usage);
+  if (has_budget) printf("budget %llu\nusage %llu\n", (unsigned long long)budget, (unsigned long long)usage);
   return has_budget;
 }
 
@@ -112,6 +130,39 @@ static void second_device(VkDeviceSize chunk) {
   vkDestroyInstance(instance, NULL);
 }
 
+/* VK_FILL_MANY=n: n live instances and devices at once (see the top). */
+static void many(int n, int validate) {
+  VkInstance *instances = calloc((size_t)n, sizeof *instances);
+  VkDevice *devices = calloc((size_t)n, sizeof *devices);
+  VkDebugUtilsMessengerEXT *messengers = calloc((size_t)n, sizeof *messengers);
+  int made = 0, devs = 0, allocs = 0;
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueCount = 1, .pQueuePriorities = &prio};
+  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+  for (; instances && devices && messengers && made < n && (instances[made] = make_instance(validate, &messengers[made])); made++) {
+    VkPhysicalDevice pd;
+    uint32_t count = 1;
+    if (vkEnumeratePhysicalDevices(instances[made], &count, &pd) < 0 || !count) continue;
+    if (vkCreateDevice(pd, &di, NULL, &devices[made]) != VK_SUCCESS) continue;
+    devs++;
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = 1 << 20,
+                               .memoryTypeIndex = type_of_heap0(pd)};
+    VkDeviceMemory mem;
+    if (vkAllocateMemory(devices[made], &ai, NULL, &mem) == VK_SUCCESS) allocs++, vkFreeMemory(devices[made], mem, NULL);
+  }
+  printf("many %d %d %d\n", made, devs, allocs);
+  for (int i = made; i-- > 0;) {
+    if (devices[i]) vkDestroyDevice(devices[i], NULL);
+    if (messengers[i])
+      ((PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instances[i], "vkDestroyDebugUtilsMessengerEXT"))(
+          instances[i], messengers[i], NULL);
+    vkDestroyInstance(instances[i], NULL);
+  }
+  free(instances);
+  free(devices);
+  free(messengers);
+}
+
 int main(int argc, char **argv) {
   static VkDeviceMemory mem[MAX_BLOCKS];
   if (argc < 3) return fprintf(stderr, "usage: vk_fill CHUNK_MIB MAX_MIB [hold]\n"), 2;
@@ -119,6 +170,8 @@ int main(int argc, char **argv) {
   size_t max_mib = strtoull(argv[2], NULL, 10);
   const char *v = getenv("VK_FILL_VALIDATION");
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+  const char *n_many = getenv("VK_FILL_MANY");
+  if (n_many) many(atoi(n_many), v && !strcmp(v, "1"));
   VkInstance instance = make_instance(v && !strcmp(v, "1"), &messenger);
   VkPhysicalDevice pd;
   uint32_t count = 1;
@@ -136,6 +189,12 @@ int main(int argc, char **argv) {
   int n;
   VkResult r = fill(dev, type, chunk, max_mib, mem, &n);
   printf("allocated %zu code %d\n", (size_t)n * (size_t)(chunk >> 20), (int)r);
+  const char *held = getenv("VK_FILL_HELD");
+  if (has_budget && held && !strcmp(held, "1")) {
+    VkDeviceSize budget = 0, usage = 0;
+    read_budget(pd, &budget, &usage);
+    printf("held budget %llu usage %llu\n", (unsigned long long)budget, (unsigned long long)usage);
+  }
   const char *second = getenv("VK_FILL_SECOND");
   if (second && !strcmp(second, "1")) second_device(chunk);
   fflush(stdout);

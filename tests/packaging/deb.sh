@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Debian packages (libgpupart0, libgpupart-dev, gpupart-tools, gpupart-layers) from a temporary
+# Builds the Debian packages (libgpupart0, libgpupart-dev, gpupart-tools, gpupart-layers, gpupart-bench) from a temporary
 # copy of the tree with dpkg-buildpackage -b -us -uc, then checks what each .deb holds
 # (dpkg-deb -c), that the CMake package and the command they ship work once extracted,
 # that debian/changelog carries the meson project's version, and that lintian reports no
@@ -70,6 +70,10 @@ lacks "$dev" "$libdir/libgpupart\.so\.0"
 contains "$tools" "usr/bin/gpupart" "usr/share/man/man1/gpupart\.1\.gz"
 contains "$tools" "usr/share/doc/gpupart-tools/examples/kubernetes/pod-shared\.yaml" \
   "usr/share/doc/gpupart-tools/examples/slurm/gpupart-share\.sbatch" "usr/share/doc/gpupart-tools/examples/docker/Dockerfile"
+bench="$tmp/gpupart-bench_${deb_version}_$arch.deb"
+contains "$bench" "usr/bin/gpupart-bench" "usr/share/man/man1/gpupart-bench\.1\.gz" \
+  "usr/share/gpupart/traces/kineto_resnet50_v100\.ops\.gz" "usr/share/gpupart/traces/android_systemui\.ops\.gz" \
+  "usr/share/gpupart/traces/README\.md"
 layers="$tmp/gpupart-layers_${deb_version}_$arch.deb"
 contains "$layers" "$libdir/gpupart/libgpupart_cl_layer\.so" "$libdir/gpupart/libVkLayer_gpupart_partition\.so" \
   "usr/share/vulkan/implicit_layer\.d/VkLayer_gpupart_partition\.json"
@@ -77,13 +81,13 @@ grep -qF "libgpupart0 (= $deb_version)" <<<"$(dpkg-deb -f "$dev" Depends)" ||
   { echo "deb.sh: libgpupart-dev does not depend on libgpupart0 (= $deb_version)" >&2; exit 1; }
 grep -q "libc6" <<<"$(dpkg-deb -f "$lib" Depends)" ||
   { echo "deb.sh: libgpupart0 has no shared-library dependencies (dh_shlibdeps)" >&2; exit 1; }
-for deb in "$lib" "$dev" "$tools"; do
+for deb in "$lib" "$dev" "$tools" "$bench"; do
   echo "   $(basename "$deb"): $(dpkg-deb -c "$deb" | grep -vc '/$') files"
 done
 
 echo "-- the packaged files at work: the CMake consumer and the command, from the extracted .debs"
 root="$tmp/root"
-for deb in "$lib" "$dev" "$tools"; do dpkg-deb -x "$deb" "$root"; done
+for deb in "$lib" "$dev" "$tools" "$bench"; do dpkg-deb -x "$deb" "$root"; done
 cmake -S "$here/cmake_consumer" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$root/usr" \
   -DCONSUMER_SOURCE="$here/consumer.c" > "$tmp/cmake.log" 2>&1 &&
   cmake --build "$tmp/cmake-build" > "$tmp/cmake-build.log" 2>&1 ||
@@ -92,6 +96,14 @@ GPUPART_BACKEND=sim "$tmp/cmake-build/consumer"
 GPUPART_BACKEND=sim "$tmp/cmake-build/consumer_static"
 grep -q "^gpupart $version " <<<"$("$root/usr/bin/gpupart" --version)" ||
   { echo "deb.sh: the packaged gpupart command does not report version $version" >&2; exit 1; }
+# The packaged benchmark, on a built-in workload and on a bundled trace replayed from the
+# extracted package's folder (it looks in its installed /usr/share/gpupart/traces first).
+bench_out=$("$root/usr/bin/gpupart-bench" --backend sim --workload transformer --ops 300 --repeat 1 --policy growth)
+grep -q "^sim .*transformer .*growth " <<<"$bench_out" ||
+  { echo "deb.sh: the packaged gpupart-bench did not run:" >&2; echo "$bench_out" >&2; exit 1; }
+"$root/usr/bin/gpupart-bench" --backend sim --trace "$root/usr/share/gpupart/traces/kineto_resnet50_v100.ops.gz" \
+  --ops 300 --repeat 1 --policy growth > "$tmp/bench-trace.log" ||
+  { cat "$tmp/bench-trace.log" >&2; echo "deb.sh: the packaged trace does not replay" >&2; exit 1; }
 
 echo "-- lintian"
 # Accepted, with the reason (docs/packaging.md lists them too):
@@ -109,6 +121,6 @@ if [ -n "$bad" ]; then
 fi
 if [ $# -ge 1 ]; then
   mkdir -p "$1"
-  cp "$lib" "$dev" "$tools" "$1/"
+  cp "$lib" "$dev" "$tools" "$bench" "$1/"
 fi
-echo "deb.sh: the four packages built, hold what they should, and pass lintian"
+echo "deb.sh: the five packages built, hold what they should, and pass lintian"

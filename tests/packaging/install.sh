@@ -23,6 +23,13 @@ config=$(find "$root" -name gpupartConfig.cmake)
 }
 echo "   $(realpath --relative-to="$tmp/stage" "$config")"
 
+echo "-- the commands, their man pages and the benchmark's traces"
+for f in bin/gpupart bin/gpupart-bench share/man/man1/gpupart.1 share/man/man1/gpupart-bench.1 \
+         share/gpupart/traces/kineto_resnet50_v100.ops.gz share/gpupart/traces/android_systemui.ops.gz \
+         share/gpupart/traces/README.md; do
+  [ -e "$root/$f" ] || { echo "install.sh: meson install did not install $f" >&2; exit 1; }
+done
+
 echo "-- CMake: find_package(gpupart CONFIG), gpupart::gpupart and gpupart::gpupart_static"
 cmake -S "$here/cmake_consumer" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$root" \
   -DCONSUMER_SOURCE="$here/consumer.c" -DCMAKE_BUILD_TYPE=Release > "$tmp/cmake.log" 2>&1 ||

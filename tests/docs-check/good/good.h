@@ -38,6 +38,13 @@ GPUPART_API good_desc *good_neighbour(void);
 /* A function and the macro that calls it with the caller's struct size. */
 GPUPART_API int good_open_sized(good_desc *d, unsigned long size);
 #define good_open(d) good_open_sized((d), sizeof(good_desc))
+/* A function, the variadic macro that forwards to an inline function, and that function
+ * (not checked: static inline functions are internal). */
+GPUPART_API int good_close_sized(good_desc *d, unsigned long size);
+#define good_close(...) good__inline_close(__VA_ARGS__)
+static inline int good__inline_close(good_desc *d) {
+  return good_close_sized(d, sizeof(good_desc));
+}
 /* A callback type. */
 typedef int (*good_fn)(int v);
 
