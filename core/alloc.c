@@ -186,26 +186,47 @@ static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, 
 }
 
 /* Why a limit refusal happened: the limit itself only when the request does not fit in
- * what the limit leaves; otherwise the bytes are there but not in one piece (the block
- * size of a preallocated partition, or fragmentation of the held blocks). */
-static void limit_cause(const gpupart_partition *p, const request *q, uint64_t limit, uint64_t in_use,
-                        char *out, size_t n) {
-  uint64_t pre = p->growth.prealloc_block;
-  if (in_use + q->size > limit) snprintf(out, n, "the partition limit is reached");
-  else if (p->growth.prealloc && q->size > pre)
+ * what the limit leaves of this process's own bytes in use; in a shared partition, the
+ * bytes its other members hold (named); otherwise the bytes are there but not in one
+ * piece (the block size of a preallocated partition, or fragmentation of the held
+ * blocks). */
+static void limit_cause(const gpupart_partition *p, const request *q, const gpupart__ledger_figures *f,
+                        uint64_t in_use, char *out, size_t n) {
+  uint64_t pre = p->growth.prealloc_block, others = f->reserved > f->own_reserved ? f->reserved - f->own_reserved : 0;
+  gpupart__ledger *l = p->dev->ledger;
+  char who[640];
+  if (in_use + q->size > f->limit) {
+    snprintf(out, n, "the partition limit is reached");
+  } else if (others && in_use + others + q->size > f->limit) {
+    l->ops->holders(l, p->account, GPUPART__REFUSED_LIMIT, who, sizeof who);
+    snprintf(out, n, "other members of the shared partition hold %" PRIu64 " bytes of its limit: %s", others, who);
+  } else if (p->growth.prealloc && q->size > pre) {
     snprintf(out, n,
              "the request is larger than the preallocation block size %" PRIu64
              " (set GPUPART_PREALLOC_BLOCK / prealloc_block, or the partition's max_block)", pre);
-  else
+  } else {
     snprintf(out, n, "the limit leaves room for the bytes but no held block has them in one piece "
                      "(fragmentation) and no new block fits under the limit");
+  }
 }
 
-static void refusal_text(const gpupart_partition *p, const request *q, refusal why, uint64_t limit, uint64_t in_use,
-                         char *out, size_t n) {
+/* A budget refusal names who holds the budget; a partition whose guarantee is not free yet
+ * is told why: a guarantee keeps others from taking more, not from keeping what they hold. */
+static void budget_cause(const gpupart_partition *p, const gpupart__ledger_figures *f, char *out, size_t n) {
+  gpupart__ledger *l = p->dev->ledger;
+  char who[640];
+  l->ops->holders(l, p->account, GPUPART__REFUSED_BUDGET, who, sizeof who);
+  int len = snprintf(out, n, "the device budget (less other partitions' guarantees) is reached: %s", who);
+  if (f->guarantee > f->reserved && len > 0 && (size_t)len < n)
+    snprintf(out + len, n - (size_t)len, "; this partition's guarantee of %" PRIu64 " bytes keeps others from taking "
+             "more, but what they held before stays theirs until they free it", f->guarantee);
+}
+
+static void refusal_text(const gpupart_partition *p, const request *q, refusal why, const gpupart__ledger_figures *f,
+                         uint64_t in_use, char *out, size_t n) {
   switch (why) {
-  case REFUSED_LIMIT: limit_cause(p, q, limit, in_use, out, n); break;
-  case REFUSED_BUDGET: snprintf(out, n, "the device budget (less other partitions' guarantees) is reached"); break;
+  case REFUSED_LIMIT: limit_cause(p, q, f, in_use, out, n); break;
+  case REFUSED_BUDGET: budget_cause(p, f, out, n); break;
   case REFUSED_DRIVER: snprintf(out, n, "the driver refused a block"); break;
   default: snprintf(out, n, "out of host memory");
   }
@@ -214,7 +235,7 @@ static void refusal_text(const gpupart_partition *p, const request *q, refusal w
 /* Step 4: count the failure and say why, naming every figure that explains it, and for a
  * driver refusal the backend's own message (with the driver's error code). */
 static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal why) {
-  char driver[256] = "", cause[256];
+  char driver[768] = "", cause[768];
   int64_t native = why == REFUSED_DRIVER || why < 0 ? gpupart_last_native_error() : 0; /* passed on */
   if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   if (why < 0)
@@ -227,7 +248,7 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   gpupart__ledger_publish(&gpupart__published(p)->failures, p->c.failed_allocations);
   uint64_t in_use = p->c.in_use, largest = gpupart__tlsf_largest_free(p->arena.tlsf);
   gpupart__lock_release(&p->lock);
-  refusal_text(p, q, why, f.limit, in_use, cause, sizeof cause);
+  refusal_text(p, q, why, &f, in_use, cause, sizeof cause);
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
                         : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
   code = gpupart__fail_native(code, native,

@@ -94,8 +94,8 @@ static int account_actual(gpupart_partition *p, uint64_t asked, uint64_t prepaid
     rc = gpupart__fail(GPUPART_EBACKEND, "partition '%s': backend '%s' returned a block of %llu bytes for %llu",
                        p->name, dev->ops->name, (unsigned long long)drv->size, (unsigned long long)asked);
   else if (drv->size > prepaid &&
-           dev->ledger->ops->reserve(dev->ledger, p->account, drv->size - prepaid) != GPUPART__GRANTED)
-    rc = gpupart__fail(GPUPART_ELIMIT, "partition '%s': the driver allocated %llu bytes for %llu and the budget "
+           (rc = dev->ledger->ops->reserve(dev->ledger, p->account, drv->size - prepaid)) != GPUPART__GRANTED)
+    rc = rc < 0 ? rc : gpupart__fail(GPUPART_ELIMIT, "partition '%s': the driver allocated %llu bytes for %llu and the budget "
                        "cannot grant the %llu more", p->name, (unsigned long long)drv->size,
                        (unsigned long long)asked, (unsigned long long)(drv->size - prepaid));
   if (rc) dev->ops->block_free(dev->bdev, drv);
@@ -177,7 +177,7 @@ void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b) {
 static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpupart__refusal *why) {
   gpupart__ledger *l = p->dev->ledger;
   *why = l->ops->reserve(l, p->account, size);
-  if (*why != GPUPART__GRANTED) return GPUPART_ELIMIT;
+  if (*why != GPUPART__GRANTED) return *why < 0 ? *why : GPUPART_ELIMIT; /* < 0: the ledger's own code */
   gpupart__block *b = NULL;
   int rc = new_block(p, size, size, &b);
   if (rc) return l->ops->release(l, p->account, size), rc;
@@ -250,7 +250,7 @@ int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpu
   if (plan_locked(p, size, align, &g))
     return gpupart__fail(GPUPART_EINVAL, "size %llu overflows", (unsigned long long)size);
   uint64_t block = cap_block(p, g.block, g.need, why);
-  if (!block) return GPUPART_ELIMIT;
+  if (!block) return *why < 0 ? *why : GPUPART_ELIMIT;
   int rc = reserve_block(p, block, 0, why);
   if (rc == GPUPART_EDEVMEM && block > g.need) rc = reserve_block(p, block = g.need, 0, why);
   /* An own-size block counts as one step of the sequence (the step it replaced), so a
@@ -293,7 +293,9 @@ static int insert_all(gpupart_partition *p, gpupart__block *list, int prealloc) 
  * partition not yet published). */
 int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc) {
   gpupart__ledger *l = p->dev->ledger;
-  if (l->ops->reserve(l, p->account, bytes) != GPUPART__GRANTED)
+  gpupart__refusal why = l->ops->reserve(l, p->account, bytes);
+  if (why < 0) return why; /* the ledger could not be used: its message says why */
+  if (why != GPUPART__GRANTED)
     return gpupart__fail(GPUPART_ELIMIT, "partition '%s': the budget cannot grant %llu bytes", p->name,
                          (unsigned long long)bytes);
   uint64_t max = p->growth.prealloc_block, left = bytes;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ledger_shm.h"
 #include "pin.h"
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
@@ -209,14 +210,14 @@ static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, i
 static int join_ledger(gpupart_device *dev) {
   const gpupart__value *v = dev->settings.v;
   const char *dir = v[GPUPART__OPT_LEDGER_DIR].str;
-  const char *shared_dir = !v[GPUPART__OPT_SHARED].u ? NULL : dir && *dir ? dir : "/dev/shm";
+  const char *shared_dir = !v[GPUPART__OPT_SHARED].u ? NULL : gpupart__ledger_shm_dir(dir);
   gpupart__identity_of(&dev->info, &dev->id);
   int rc = gpupart__ledger_acquire(dev->ctx, &dev->id, dev->budget, shared_dir, &dev->ledger, &dev->member);
   if (rc) return rc;
   gpupart__ledger_figures t;
   dev->ledger->ops->totals(dev->ledger, &t);
   if (dev->settings.v[GPUPART__OPT_VERBOSE].u) dev->ledger->verbose = 1; /* its events go to stderr too */
-  if (t.limit != dev->budget) {
+  if (t.limit && t.limit != dev->budget) { /* 0: the ledger could not be read just now */
     gpupart__event_budget(dev, dev->budget, t.limit); /* says which budget applies */
     dev->budget = t.limit;
   }

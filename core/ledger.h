@@ -11,6 +11,7 @@
 #ifndef GPUPART_CORE_LEDGER_H
 #define GPUPART_CORE_LEDGER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "events.h"
@@ -26,12 +27,16 @@ typedef uint64_t gpupart__ledger_member;
 
 #define GPUPART__LEDGER_NAME_MAX 64 /* bytes of a name in an entry listing, NUL included */
 
-/* Why a reservation was refused. */
-typedef enum gpupart__refusal {
+/* Why a reservation was refused: one of these, or a negative gpupart_result when the
+ * ledger could not be used at all (a shared ledger whose lock is held past the wait:
+ * EBUSY; whose file is lost: ECORRUPT; in a forked child, which is no member: EINVAL),
+ * with the thread's message saying why. */
+typedef int gpupart__refusal;
+enum {
   GPUPART__GRANTED = 0,
   GPUPART__REFUSED_LIMIT,  /* the partition's own limit */
   GPUPART__REFUSED_BUDGET, /* the device budget, less other partitions' unused guarantees */
-} gpupart__refusal;
+};
 
 /* An entry's figures. In a shared ledger a partition can have several members (processes
  * that joined it by name): limit, guarantee, reserved and peak_reserved are then the
@@ -94,8 +99,11 @@ typedef struct gpupart__ledger_ops {
    * them to out (NULL when cap is 0) and returns how many there are. */
   uint32_t (*list)(gpupart__ledger *l, gpupart__ledger_member m, gpupart__ledger_entry_info *out, uint32_t cap);
   gpupart__refusal (*reserve)(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t bytes);
+  /* Never lost: a shared ledger that cannot take its lock queues it for its next call
+   * that can (remove and leave likewise). */
   void (*release)(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t bytes);
-  /* The most bytes e could reserve now, and which rule bounds it. */
+  /* The most bytes e could reserve now, and which rule bounds it (a negative code when
+   * the ledger could not be used: see gpupart__refusal). */
   uint64_t (*grantable)(gpupart__ledger *l, gpupart__ledger_entry *e, gpupart__refusal *bound);
   /* ELIMIT (nothing changed) when growing past the budget; EBUSY when reserved exceeds
    * new_limit. Clamps the guarantee down to the new limit. */
@@ -112,6 +120,11 @@ typedef struct gpupart__ledger_ops {
    * (the reaping ran under the ledger's lock, maybe under the device's or the context's
    * too, where the log callback must not run). NULL where nothing is reaped. */
   void (*report)(gpupart__ledger *l);
+  /* Who holds the bytes that bound e, for a refusal's message: one line in out ("" when
+   * there is nothing to say). bound LIMIT: the other members of e's partition in a shared
+   * ledger ("pid P (command) N bytes, ..."); BUDGET: the other partitions with their bytes
+   * and unused guarantees (and, shared, their members). */
+  void (*holders)(gpupart__ledger *l, const gpupart__ledger_entry *e, gpupart__refusal bound, char *out, size_t n);
   /* Every invariant: entry figures within limits, sums equal to the entries', guarantees
    * and reservations within the budget, names unique, every entry owned by a member.
    * 0, or -1 with the first broken invariant written to why. */

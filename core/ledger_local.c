@@ -326,6 +326,31 @@ static gpupart__ledger_counters *local_counters(gpupart__ledger *l, gpupart__led
   return &e->pub;
 }
 
+/* Budget refusals: the other partitions that hold bytes or keep an unused guarantee (a
+ * limit is bound by the partition's own bytes alone in-process). */
+static void local_holders(gpupart__ledger *l, const gpupart__ledger_entry *e, gpupart__refusal bound, char *out,
+                          size_t n) {
+  local_ledger *L = local(l);
+  uint32_t named = 0, more = 0;
+  out[0] = '\0';
+  if (bound != GPUPART__REFUSED_BUDGET) return;
+  pthread_mutex_lock(&L->lock);
+  for (const gpupart__ledger_entry *x = L->entries; x; x = x->next) {
+    if (x == e || (!x->reserved && !unused_of(x))) continue;
+    size_t len = strlen(out);
+    if (named == 6 || len + 1 >= n) {
+      more++;
+      continue;
+    }
+    snprintf(out + len, n - len, "%spartition '%s' holds %llu bytes and keeps %llu more as its guarantee",
+             named++ ? "; " : "", x->name, (unsigned long long)x->reserved, (unsigned long long)unused_of(x));
+  }
+  pthread_mutex_unlock(&L->lock);
+  size_t len = strlen(out);
+  if (more) snprintf(out + len, n - len, "; and %u more", more);
+  if (!named) snprintf(out, n, "no other partition holds bytes");
+}
+
 static const gpupart__ledger_ops local_ops = {
     .destroy = local_destroy,
     .join = local_join,
@@ -342,6 +367,7 @@ static const gpupart__ledger_ops local_ops = {
     .totals = local_totals,
     .reset_peak = local_reset_peak,
     .counters = local_counters,
+    .holders = local_holders,
     .check = local_check,
 };
 

@@ -1,6 +1,8 @@
-/* The shared ledger (ledger_shm.c): the ledger interface over a file that every process
- * of the user maps, so that one physical device's budget and guarantees hold across
- * processes (GPUPART_DEVICE_SHARED, GPUPART_SHARED=1). */
+/* The shared ledger (ledger_shm*.c, ledger_shm_impl.h): the ledger interface over a file
+ * that every process of the user maps, so that one physical device's budget and
+ * guarantees hold across processes (GPUPART_DEVICE_SHARED, GPUPART_SHARED=1); and the
+ * outside reader of those files (ledger_shm_read.c) that gpupart top, metrics and the
+ * exporter use. */
 #ifndef GPUPART_CORE_LEDGER_SHM_H
 #define GPUPART_CORE_LEDGER_SHM_H
 
@@ -11,10 +13,13 @@
 /* Attaches to the shared ledger of device id in folder dir (NULL or "" = /dev/shm),
  * creating it with budget when there is none; an existing ledger keeps its budget.
  * ECONFIG (cannot open or create it, owned by another user, permissions other than 0600,
- * the folder full), ECORRUPT (not a ledger of this library and device), ENOMEM; the
- * message names the file. */
+ * the folder full, another version's), ECORRUPT (not a ledger of this library and device,
+ * or a damaged one), EBUSY (its lock held past the wait), ENOMEM; the message names the
+ * file. */
 int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
                                const char *dir, gpupart__ledger **out);
+/* The ledger folder: dir, or /dev/shm when dir is NULL or "". */
+const char *gpupart__ledger_shm_dir(const char *dir);
 /* The file of device id's ledger in dir: dir/gpupart-<uid>-<identity>.ledger. */
 void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n);
 
@@ -25,7 +30,9 @@ void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char
 #define GPUPART__SNAPSHOT_SHARES 512u  /* a ledger's share slots (member x partition) */
 #define GPUPART__SNAPSHOT_FILES 256u   /* ledgers read from one folder at most */
 
-/* A member of a shared ledger: one device handle of one process. */
+/* A member of a shared ledger: one device handle of one process. A member whose process
+ * is gone (not reaped yet: reaping is for the members' own calls) is listed as not alive,
+ * with none of the bytes, shares or counters it left: the driver freed them with it. */
 typedef struct gpupart__ledger_snapshot_member {
   uint64_t id;
   int64_t pid;       /* as the member's process saw itself (its PID namespace) */
@@ -43,8 +50,9 @@ typedef struct gpupart__ledger_snapshot_share {
   gpupart__ledger_counters c;
 } gpupart__ledger_snapshot_share;
 
-/* A partition of a shared ledger, with its partition-wide figures; member and pid name
- * the first of its members. */
+/* A partition of a shared ledger, with its partition-wide figures over its live members
+ * (a partition whose members are all dead is not listed); member and pid name the first
+ * of them. */
 typedef struct gpupart__ledger_snapshot_entry {
   char name[GPUPART__LEDGER_NAME_MAX];
   uint64_t member; /* its member's id */
@@ -55,7 +63,10 @@ typedef struct gpupart__ledger_snapshot_entry {
 
 /* One ledger file as read at one moment, under its lock: never a torn mix of two states
  * (but for the counters, which their owners publish without the lock: each is whole, and
- * at most one allocation or free behind). */
+ * at most one allocation or free behind). The figures are the live members': the bytes
+ * of dead members that no live member has reaped yet are left out of every sum (and
+ * counted in dead_members and dead_reserved), so the view is right even when every
+ * member was killed and nobody is left to reap. */
 typedef struct gpupart__ledger_snapshot {
   char file[256];                        /* its name in the folder */
   char identity[GPUPART__IDENTITY_MAX];  /* the device key (identity.h); "" when unread */
@@ -65,6 +76,8 @@ typedef struct gpupart__ledger_snapshot {
   int consistent;   /* status OK and every invariant of the ledger holds (else why says which) */
   char why[256];    /* the failure or the broken invariant; "" */
   uint64_t budget, guarantees, reserved, peak_reserved;
+  uint32_t dead_members;  /* members whose process is gone, not reaped yet */
+  uint64_t dead_reserved; /* the bytes their shares still record, counted nowhere else */
   uint32_t members, entries, shares; /* how many of member[], entry[] and share[] are filled */
   gpupart__ledger_snapshot_member member[GPUPART__SNAPSHOT_MEMBERS];
   gpupart__ledger_snapshot_entry entry[GPUPART__SNAPSHOT_ENTRIES];
@@ -73,15 +86,21 @@ typedef struct gpupart__ledger_snapshot {
 
 /* Reads file (a name, no '/') of folder dir into out, validating it as the library does
  * before attaching (owner, mode, size, header) and that its header names the device its
- * file name does. The copy is taken under the ledger's lock, waited on for at most
- * timeout_ms; a lock whose holder died is recovered as in the library (dead members'
- * bytes returned). Nothing else in the file is changed. Returns out->status. */
+ * file name does. The file is opened read-only and never mapped or written: the copy is
+ * read with pread under the ledger's lock taken for reading (waited on for at most
+ * timeout_ms), so any bytes, a truncation or a read-only folder only make the read fail.
+ * What a holder that died mid-update left is recomputed in the copy. Returns out->status. */
 int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, gpupart__ledger_snapshot *out);
 /* Every ledger of this user in dir (NULL or "" = /dev/shm), each read as above, sorted
  * by file name: *out (free() it) holds *n of them, at most GPUPART__SNAPSHOT_FILES.
  * ECONFIG (the message names the folder) when dir cannot be listed; ENOMEM. */
 int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n);
-/* Where the file's mutex lies, for tests that hold the lock from outside. */
-size_t gpupart__ledger_shm_lock_offset(void);
+/* For tests: takes the ledger lock of the file at path as a member does (waiting at most
+ * timeout_ms), marks the file as being changed by this process, named command, and keeps
+ * the lock until the returned descriptor is closed or the process dies; -1 on failure. */
+int gpupart__ledger_shm_hold(const char *path, int timeout_ms, const char *command);
+/* For tests: where a header field lies in the file ("identity", "epoch", "seq",
+ * "holder_pid", "budget", "reserved"); SIZE_MAX for another name. */
+size_t gpupart__ledger_shm_field(const char *name);
 
 #endif

@@ -147,6 +147,15 @@ static int leaves_figures(const gpupart_partition_desc *d) {
   return !d->limit && !d->fraction && !d->guarantee && !d->guarantee_fraction;
 }
 
+/* A shared ledger's refusal other than EEXIST and ELIMIT, with the ledger's own words
+ * (a full table, its lock held by a stopped process, a forked child, a name too long). */
+static int ledger_refused(const gpupart_partition *p, int rc, const char *what) {
+  char why[768];
+  if (!p->dev->ledger->shared) return gpupart__fail(rc, "partition_create: %s '%s': out of host memory", what, p->name);
+  snprintf(why, sizeof why, "%s", gpupart_last_error());
+  return gpupart__fail(rc, "partition_create: %s '%s': %s", what, p->name, why);
+}
+
 /* Shared ledger: joins the partition of that name another process made, when the
  * descriptor leaves its figures to it (or join_only). *joined tells whether it did. */
 static int join_shared(gpupart_partition *p, const gpupart_partition_desc *d, int join_only, int *joined) {
@@ -154,7 +163,7 @@ static int join_shared(gpupart_partition *p, const gpupart_partition_desc *d, in
   *joined = 0;
   if (!l->ops->join_named || !(join_only || leaves_figures(d))) return GPUPART_OK;
   int rc = l->ops->join_named(l, p->dev->member, p->name, &p->account);
-  if (rc) return gpupart__fail(rc, "partition_create: cannot join the shared partition '%s'", p->name);
+  if (rc) return ledger_refused(p, rc, "cannot join the shared partition");
   if (!p->account && join_only) return gpupart__fail(GPUPART_EINVAL, "partition_find: '%s' is gone", p->name);
   *joined = p->account != NULL;
   return GPUPART_OK;
@@ -200,13 +209,10 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
   if ((rc = check_floor_locked(dev, r->guarantee))) return rc;
   rc = dev->ledger->ops->add(dev->ledger, dev->member, p->name, r->limit, r->guarantee, &p->account);
   if (rc == GPUPART_EEXIST) return eexist(p);
-  if (rc == GPUPART_EINVAL)
-    return gpupart__fail(rc, "partition_create: '%s' is too long a name for a shared ledger (63 bytes at most)", p->name);
   if (rc == GPUPART_ELIMIT)
     return gpupart__fail(rc, "partition_create: guarantee %llu would take the device's guarantees past its budget %llu",
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
-  if (rc) return gpupart__fail(rc, dev->ledger->shared ? "partition_create: out of host memory, or the shared "
-                               "ledger's tables (256 partitions, 512 shares) are full" : "partition_create: out of host memory");
+  if (rc) return ledger_refused(p, rc, "cannot add");
   publish_to(p);
   if (r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
   return rc ? rc : append_locked(dev, p);

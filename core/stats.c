@@ -54,6 +54,7 @@ gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t 
   uint64_t grant = l->ops->grantable(l, p->account, &bound) & ~(p->dev->granularity - 1);
   gpupart__lock_release(&m->lock);
   gpupart__ledger_report(l); /* dead members the grant reaped, no lock held */
+  if (bound < 0) return bound; /* the ledger could not be used: its message says why */
   *out = spare + grant < spare ? UINT64_MAX : spare + grant;
   return GPUPART_OK;
 }

@@ -288,8 +288,10 @@ typedef struct gpupart_device_desc {
  * budget of zero, unknown backend, a backend_desc of another or unknown backend),
  * ENOBACKEND, ENODEV (also past the visible list), EBACKEND, ECONFIG (also: the shared
  * ledger cannot be opened, is another user's or not 0600, or its folder is full),
- * ECORRUPT (a shared ledger file that is not one). A zero budget is ECONFIG when the
- * input that makes it came from a variable or the file, and the message names that input. */
+ * ECORRUPT (a shared ledger file that is not one). Since 0.3: EBUSY when a shared ledger's
+ * lock stays held past the bounded wait (the message names the holder). A zero budget is
+ * ECONFIG when the input that makes it came from a variable or the file, and the message
+ * names that input. */
 GPUPART_API gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const gpupart_device_desc *desc,
                                                      size_t desc_size, gpupart_device **out);
 #define gpupart_device_open(...) gpupart__inline_device_open(__VA_ARGS__)
@@ -549,7 +551,8 @@ static inline gpupart_result gpupart__inline_partition_get_stats(const gpupart_p
  * with a shared ledger) holds and less the unused guarantees of the others. The figure a
  * cudaMemGetInfo-like "free" of the partition is; a snapshot, which other threads and
  * processes may take first, and the driver may still refuse (it is not asked).
- * EINVAL for NULL p or out. */
+ * EINVAL for NULL p or out. Since 0.3: a shared ledger that cannot be read is its code
+ * (EBUSY: its lock held past the wait, by a stopped process; ECORRUPT: its file lost). */
 GPUPART_API gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t *out);
 /* Device figures: limit = budget, guarantee = sum of guarantees, current figures and
  * counts summed over partitions (including destroyed ones' counts), peaks the device's

@@ -94,6 +94,11 @@ static void device_line(const observed_device *d) {
   printf("\n  budget %s  guaranteed %s  reserved %s  peak %s", b, g, r, p);
   if (d->total != UINT64_MAX) printf("  driver: total %s free %s", size_or_dash(d->total, t, sizeof t), size_or_dash(d->free, f, sizeof f));
   printf("\n");
+  if (s->dead_members) {
+    human_bytes(s->dead_reserved, r, sizeof r);
+    printf("  %u dead member%s: the %s %s held are not counted (returned at a live member's next call)\n",
+           s->dead_members, s->dead_members == 1 ? "" : "s", r, s->dead_members == 1 ? "it" : "they");
+  }
   if (!s->consistent) printf("  INCONSISTENT: "), cell(s->why, 0), printf("\n");
 }
 

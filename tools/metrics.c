@@ -1,7 +1,9 @@
 /* The shared ledgers (observe.h) as Prometheus text 0.0.4 or OpenMetrics 1.0.0, for
  * gpupart metrics and the exporter. Each family has a gpupart_ prefix, a unit suffix,
  * HELP and TYPE lines, and labels naming the device (device = its key, backend, index,
- * uuid), the partition and the pid. The two formats differ only in the family's
+ * uuid), the partition, and for a member's figures its pid, member id and command. A
+ * partition's series carry no pid: a shared partition outlives the process that made it,
+ * and its series must stay one series. The two formats differ only in the family's
  * metadata (OpenMetrics names a counter's family without its _total, and says the unit of
  * a _bytes family in a UNIT line) and in the closing "# EOF" OpenMetrics requires. */
 #include <stdlib.h>
@@ -41,6 +43,8 @@ FIG(guarantees, d->s->guarantees)
 FIG(reserved, d->s->reserved)
 FIG(peak, d->s->peak_reserved)
 FIG(members, d->s->members)
+FIG(dead, d->s->dead_members)
+FIG(dead_reserved, d->s->dead_reserved)
 FIG(p_limit, d->s->entry[i].figures.limit)
 FIG(p_guarantee, d->s->entry[i].figures.guarantee)
 FIG(p_reserved, d->s->entry[i].figures.reserved)
@@ -80,6 +84,10 @@ static const family families[] = {
     {"gpupart_device_reserved_bytes", "Bytes the partitions hold from the driver", DEVICE, reserved},
     {"gpupart_device_peak_reserved_bytes", "Most bytes the partitions held from the driver at once", DEVICE, peak},
     {"gpupart_device_members", "Device handles (of any process) sharing the device", DEVICE, members},
+    {"gpupart_device_dead_members", "Members whose process is gone, not reaped yet (their bytes are counted nowhere)",
+     DEVICE, dead},
+    {"gpupart_device_dead_reserved_bytes", "Bytes the dead members' shares still record, left out of every figure",
+     DEVICE, dead_reserved},
     {"gpupart_device_driver_total_bytes", "Device memory as the driver reports it", DEVICE, driver_total},
     {"gpupart_device_driver_free_bytes", "Free device memory as the driver reports it", DEVICE, driver_free},
     {"gpupart_partition_limit_bytes", "Most bytes the partition may hold", PARTITION, p_limit},
@@ -152,7 +160,7 @@ static void member_labels(FILE *f, const gpupart__ledger_snapshot_member *m) {
 static void labels(FILE *f, const observed_device *d, scope sc, uint32_t i) {
   if (sc == LEDGER) label(f, "", "file", d->s->file), label(f, ",", "device", d->s->identity);
   else device_labels(f, d);
-  if (sc == PARTITION) label(f, ",", "partition", d->s->entry[i].name), pid_label(f, d->s->entry[i].pid);
+  if (sc == PARTITION) label(f, ",", "partition", d->s->entry[i].name); /* no pid: the series outlives its maker */
   if (sc == MEMBER) member_labels(f, &d->s->member[i]);
   if (sc == SHARE) {
     label(f, ",", "partition", d->s->entry[d->s->share[i].entry].name);

@@ -23,7 +23,7 @@ static void configured_dir(char *out, size_t n) {
   out[0] = '\0';
   if (rc == GPUPART_OK && (rc = gpupart__settings_target(ctx, &d, 1, &st)) == GPUPART_OK) {
     gpupart__settings_resolve(ctx, &d, GPUPART_BACKEND_SIM, &st);
-    snprintf(out, n, "%s", st.v[GPUPART__OPT_LEDGER_DIR].str ? st.v[GPUPART__OPT_LEDGER_DIR].str : "/dev/shm");
+    snprintf(out, n, "%s", gpupart__ledger_shm_dir(st.v[GPUPART__OPT_LEDGER_DIR].str));
   }
   if (rc) cli_failure("configuration", rc);
   gpupart_context_destroy(ctx);
@@ -34,7 +34,7 @@ const char *observe_ledger_dir(const char *option) {
   const char *env = getenv("GPUPART_LEDGER_DIR");
   if (option && *option) return option;
   configured_dir(dir, sizeof dir);
-  return *dir ? dir : env && *env ? env : "/dev/shm";
+  return *dir ? dir : gpupart__ledger_shm_dir(env);
 }
 
 /* The devices of every backend present, enumerated once. */
@@ -175,12 +175,14 @@ static void json_shares(FILE *f, const gpupart__ledger_snapshot *s) {
 static void json_figures(FILE *f, const observed_device *d) {
   const gpupart__ledger_snapshot *s = d->s;
   if (s->status != GPUPART_OK) {
-    fputs(", \"budget\": null, \"guarantees\": null, \"reserved\": null, \"peak_reserved\": null", f);
+    fputs(", \"budget\": null, \"guarantees\": null, \"reserved\": null, \"peak_reserved\": null, "
+          "\"dead_members\": null, \"dead_reserved\": null", f);
     return;
   }
-  fprintf(f, ", \"budget\": %llu, \"guarantees\": %llu, \"reserved\": %llu, \"peak_reserved\": %llu",
+  fprintf(f, ", \"budget\": %llu, \"guarantees\": %llu, \"reserved\": %llu, \"peak_reserved\": %llu, "
+             "\"dead_members\": %u, \"dead_reserved\": %llu",
           (unsigned long long)s->budget, (unsigned long long)s->guarantees, (unsigned long long)s->reserved,
-          (unsigned long long)s->peak_reserved);
+          (unsigned long long)s->peak_reserved, s->dead_members, (unsigned long long)s->dead_reserved);
 }
 
 static void json_device(FILE *f, const observed_device *d) {

@@ -1,5 +1,5 @@
 /* What gpupart top, metrics and exporter share: one reading of every shared ledger of
- * this user in the ledger folder (core/ledger_shm.c's snapshot), with each device's labels
+ * this user in the ledger folder (core/ledger_shm_read.c's snapshot), with each device's labels
  * (backend, index, UUID) worked out from its identity key and the devices present, and
  * the command name of each member process. */
 #ifndef GPUPART_TOOLS_OBSERVE_H

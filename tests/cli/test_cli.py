@@ -754,9 +754,8 @@ def test_metrics_pass_promtool_and_an_independent_parser():
         check(samples_of(fam, "gpupart_device_budget_bytes", **dev) == [GIB], "budget", out)
         check(samples_of(fam, "gpupart_device_guarantee_bytes", **dev) == [128 * MIB], "guarantees", out)
         pids = [str(p.pid) for p in h.procs]
-        for part, pid, limit, guarantee, mib in ((odd, pids[0], 512, 128, 200), ("eval", pids[0], 1024, 0, 64),
-                                                  ("other", pids[1], 256, 0, 100)):
-            sel = dict(dev, partition=part, pid=pid)
+        for part, limit, guarantee, mib in ((odd, 512, 128, 200), ("eval", 1024, 0, 64), ("other", 256, 0, 100)):
+            sel = dict(dev, partition=part)
             check(samples_of(fam, "gpupart_partition_limit_bytes", **sel) == [limit * MIB], f"{part} limit", out)
             check(samples_of(fam, "gpupart_partition_guarantee_bytes", **sel) == [guarantee * MIB],
                   f"{part} guarantee", out)
@@ -1039,12 +1038,50 @@ def test_a_member_killed_while_top_reads_never_shows_nonsense():
                 check(parts["train"]["in_use"] == 200 * MIB, "the survivor's in use", d)
                 v = parts.get("victim")
                 check(v is None or v["in_use"] in (0, 300 * MIB), "the victim's whole or gone", d)
-                for m in d["members"]:
-                    want = (200 * MIB, 1) if m["pid"] != victim.pid else (300 * MIB, 2)
+                for m in d["members"]:  # a dead member's figures are left out, whole
+                    want = (200 * MIB, 1) if m["pid"] != victim.pid else (300 * MIB, 2) if m["alive"] else (0, 0)
                     check((m["in_use"], m["allocation_failures"]) == want, "a member's counters whole", m)
         d = top_json(h)["devices"][0]
         dead = [m for m in d["members"] if m["pid"] == victim.pid]
         check(not dead or not dead[0]["alive"], "the killed member is dead", d)
+
+
+def test_readers_leave_out_members_all_killed_and_partition_series_outlive_their_maker():
+    # "shared" is made by the first process and joined by the second; "gone" is the first's alone
+    with Holders(["shared:512:0:40", "gone:256:0:30"]) as h:
+        second = subprocess.Popen([HOLDER, h.dir, "1024", "shared:512:0:24"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        h.procs.append(second)
+        check(second.stdout.readline() == "ready\n", "the second process joins the shared partition", "")
+        out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+        before = re.findall(r'^gpupart_partition_limit_bytes(\{[^}]*partition="shared"[^}]*\}) ', out, re.M)
+        check(not re.search(r'^gpupart_partition_\w+\{[^}]*pid=', out, re.M), "no partition series has a pid", out)
+        h.procs[0].kill()
+        h.procs[0].wait(timeout=30)
+        out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+        promtool_check(out, "metrics after the maker died")
+        after = re.findall(r'^gpupart_partition_limit_bytes(\{[^}]*partition="shared"[^}]*\}) ', out, re.M)
+        check(before and after == before, "the shared partition is the same series", out)
+        check('partition="gone"' not in out, "a partition whose members all died is gone", out)
+        check(re.search(r'^gpupart_device_reserved_bytes\{[^}]*\} (\d+)$', out, re.M).group(1) ==
+              re.search(r'^gpupart_partition_reserved_bytes\{[^}]*partition="shared"[^}]*\} (\d+)$', out, re.M)
+              .group(1), "only the survivor's bytes", out)
+        second.kill()
+        second.wait(timeout=30)
+        for reading in ("top", "metrics", "exporter"):
+            if reading == "top":
+                d = top_json(h)["devices"][0]
+                figures = (d["reserved"], d["guarantees"], len(d["partitions"]), d["dead_members"])
+            else:
+                if reading == "metrics":
+                    out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+                else:
+                    with Exporter(h) as e:
+                        out = e.get("/metrics")[2].decode()
+                value = lambda fam: int(re.search(rf'^{fam}\{{[^}}]*\}} (\d+)$', out, re.M).group(1))
+                figures = (value("gpupart_device_reserved_bytes"), value("gpupart_device_guarantee_bytes"),
+                           out.count("gpupart_partition_reserved_bytes{"), value("gpupart_device_dead_members"))
+            check(figures == (0, 0, 0, 2), f"{reading}: every member killed, nothing counted: {figures}", out)
 
 
 def test_a_ledger_of_another_version_is_refused_clearly():

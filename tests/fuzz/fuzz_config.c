@@ -3,16 +3,41 @@
  * partitions declared by the text are created too), the amount parser, the partition
  * spec parser, one GPUPART_* variable (the second byte picks which), or the readers of the
  * orchestrators' values (HAMi's variables, Slurm's list). Any crash, sanitizer
- * report or leak is a finding; parse errors are expected and ignored. */
+ * report or leak is a finding; parse errors are expected and ignored. A text that turns
+ * shared ledgers on gets them in a scratch folder of the run (the contexts' descriptor
+ * names it, which no variable or file can override), removed at exit: never /dev/shm. */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpupart.h"
 #include "config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static char scratch[] = "/tmp/gpupart-fuzz-XXXXXX"; /* the run's ledger folder */
+
+static void remove_scratch(void) {
+  DIR *d = opendir(scratch);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    char path[sizeof scratch + 256];
+    snprintf(path, sizeof path, "%s/%s", scratch, e->d_name);
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlink(path);
+  }
+  if (d) closedir(d);
+  rmdir(scratch);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  if (!mkdtemp(scratch)) abort();
+  atexit(remove_scratch);
+  return 0;
+}
 
 /* Opening a device runs the settings and creates the partitions the text declares. The
  * descriptor fixes the device's size and growth, so a configured 16 EiB device with
@@ -28,7 +53,8 @@ static void open_device(gpupart_context *ctx) {
 
 static void fuzz_ini(const char *text) {
   /* the trace option is parsed and checked, but no file named by the input is created */
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE, .config_text = text};
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE, .config_text = text,
+                             .ledger_dir = scratch};
   gpupart_context *ctx;
   if (gpupart_context_create(&cd, &ctx) != GPUPART_OK) return;
   open_device(ctx);
@@ -59,7 +85,8 @@ static void fuzz_variable(uint8_t which, const char *text) {
   const gpupart__option *o = &gpupart__options[which % GPUPART__OPT_COUNT];
   if (o->type == GPUPART__T_PATH && which % GPUPART__OPT_COUNT == GPUPART__OPT_CONFIG) return; /* no file reads */
   setenv(o->env, text, 1);
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_NO_TRACE}; /* GPUPART_TRACE parsed, no file made */
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_NO_TRACE, /* GPUPART_TRACE parsed, no file made */
+                             .ledger_dir = scratch};
   gpupart_context *ctx;
   if (gpupart_context_create(&cd, &ctx) == GPUPART_OK) {
     open_device(ctx);
