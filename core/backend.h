@@ -121,7 +121,7 @@ typedef struct gpupart_backend_ops {
                                                                                      : NULL)
 
 /* The table of backend b that this build contains; NULL for one that was not built
- * (core/registry.c, from the GPUPART__BACKENDS list of core/registry.h). */
+ * (core/context.c, from the GPUPART__BACKENDS list of core/registry.h). */
 const gpupart_backend_ops *gpupart__backend_ops(gpupart_backend b);
 
 #endif

@@ -8,32 +8,18 @@
 #include "internal.h"
 #include "pin.h"
 
-#define GPUPART__STR2(x) #x
-#define GPUPART__STR(x) GPUPART__STR2(x)
+/* The table of each backend this build contains (GPUPART_HAVE_<ID>: backends/meson.build),
+ * from the one list in registry.h; NULL for one that was not built. */
+#define GPUPART__DECLARE(ID, name, rank) extern const gpupart_backend_ops gpupart__##name##_ops;
+GPUPART__BACKENDS(GPUPART__DECLARE)
+#undef GPUPART__DECLARE
 
-const char *gpupart_version_string(void) {
-  return GPUPART__STR(GPUPART_VERSION_MAJOR) "." GPUPART__STR(GPUPART_VERSION_MINOR) "." GPUPART__STR(
-      GPUPART_VERSION_PATCH);
-}
+#define GPUPART__TABLE(ID, name, rank) [GPUPART_BACKEND_##ID] = GPUPART__IF_BUILT(ID, &gpupart__##name##_ops, NULL),
+static const gpupart_backend_ops *const tables[GPUPART__BACKEND_COUNT] = {GPUPART__BACKENDS(GPUPART__TABLE)};
+#undef GPUPART__TABLE
 
-uint32_t gpupart_version(void) {
-  return GPUPART_VERSION_MAJOR * 10000u + GPUPART_VERSION_MINOR * 100u + GPUPART_VERSION_PATCH;
-}
-
-const char *gpupart_backend_name(gpupart_backend b) {
-#define GPUPART__NAME(ID, name, rank) [GPUPART_BACKEND_##ID] = #name,
-  static const char *const names[GPUPART__BACKEND_COUNT] = {[GPUPART_BACKEND_AUTO] = "auto",
-                                                            GPUPART__BACKENDS(GPUPART__NAME)};
-#undef GPUPART__NAME
-  return (unsigned)b < GPUPART__BACKEND_COUNT ? names[b] : "unknown";
-}
-
-char *gpupart__strdup(const gpupart__hostmem *m, const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *d = gpupart__host_calloc(m, 1, n);
-  if (d) memcpy(d, s, n);
-  return d;
+const gpupart_backend_ops *gpupart__backend_ops(gpupart_backend b) {
+  return (unsigned)b < GPUPART__BACKEND_COUNT ? tables[b] : NULL;
 }
 
 static int copy_strings(gpupart_context *ctx, const gpupart_context_desc *d) {

@@ -30,3 +30,11 @@ void *gpupart__host_calloc(const gpupart__hostmem *m, size_t n, size_t size) {
 void gpupart__host_free(const gpupart__hostmem *m, void *p) {
   if (p) m->free(p, m->user);
 }
+
+char *gpupart__strdup(const gpupart__hostmem *m, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = gpupart__host_calloc(m, 1, n);
+  if (d) memcpy(d, s, n);
+  return d;
+}

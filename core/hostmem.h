@@ -18,5 +18,7 @@ const gpupart__hostmem *gpupart__hostmem_default(void);
 /* Zeroed allocation of n * size bytes; NULL on overflow or exhaustion. */
 void *gpupart__host_calloc(const gpupart__hostmem *m, size_t n, size_t size);
 void gpupart__host_free(const gpupart__hostmem *m, void *p);
+/* A copy of s in m (NULL for NULL, or when out of memory). */
+char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
 
 #endif

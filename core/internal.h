@@ -162,7 +162,6 @@ int gpupart__backend_known(gpupart_context *ctx, gpupart_backend b);
 /* context.c: whether the configuration names backend b: its backend list (GPUPART_BACKEND,
  * `backend =`) lists it, or its library path (GPUPART_<B>_LIBRARY) is set. */
 int gpupart__backend_named(const gpupart_context *ctx, gpupart_backend b);
-char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
 
 /* ledger_registry.c: the context's ledger of device id (created with budget when the
  * device is not open in the context yet; its budget stays the first open's), joined as a

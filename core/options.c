@@ -270,12 +270,6 @@ static int parse_index(const char *s, uint32_t *out, char *err, size_t n) {
   return 0;
 }
 
-int gpupart__backend_from_name(const char *s) {
-  for (int b = GPUPART_BACKEND_SIM; b <= GPUPART_BACKEND_CUDA; b++)
-    if (strcasecmp(s, gpupart_backend_name((gpupart_backend)b)) == 0) return b;
-  return -1;
-}
-
 static int backend_item(const char *s, int *b, char *err, size_t n) {
   *b = gpupart__backend_from_name(s);
   if (*b >= 0) return 0;

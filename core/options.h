@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "gpupart.h"
+#include "registry.h"
 
 #define GPUPART__MAX_BACKENDS 4
 #define GPUPART__NAME_MAX 64   /* a partition name, with its NUL */
@@ -113,8 +114,6 @@ typedef struct gpupart__selector {
 } gpupart__selector;
 
 int gpupart__parse_selector(const char *s, gpupart__selector *out, char *err, size_t n);
-/* "sim", "opencl", "vulkan", "cuda" (case-insensitive) or -1. */
-int gpupart__backend_from_name(const char *s);
 /* sel as it is written: "cuda:0", or "1" for an index alone. */
 void gpupart__selector_format(const gpupart__selector *sel, char *buf, size_t n);
 /* Whether sel names device (b, index). */

@@ -1,24 +1,40 @@
-/* The backends this build contains, from the one list in registry.h. Each is compiled
- * only when meson found its headers (GPUPART_HAVE_<ID>); its driver library is still
- * loaded at run time, so a built backend may be absent. */
+/* The names the library answers to: its version, and its backends from the one list in
+ * registry.h (their names, in both directions, and the order AUTO tries them in). Which
+ * backends this build contains, and their tables, is the context's business
+ * (context.c): nothing here refers to a backend's code. */
 #include "registry.h"
 
-#include "backend.h"
+#include <strings.h>
 
-#define GPUPART__DECLARE(ID, name, rank) extern const gpupart_backend_ops gpupart__##name##_ops;
-GPUPART__BACKENDS(GPUPART__DECLARE)
-#undef GPUPART__DECLARE
+#define GPUPART__STR2(x) #x
+#define GPUPART__STR(x) GPUPART__STR2(x)
 
-#define GPUPART__TABLE(ID, name, rank) [GPUPART_BACKEND_##ID] = GPUPART__IF_BUILT(ID, &gpupart__##name##_ops, NULL),
-static const gpupart_backend_ops *const tables[GPUPART__BACKEND_COUNT] = {GPUPART__BACKENDS(GPUPART__TABLE)};
-#undef GPUPART__TABLE
+const char *gpupart_version_string(void) {
+  return GPUPART__STR(GPUPART_VERSION_MAJOR) "." GPUPART__STR(GPUPART_VERSION_MINOR) "." GPUPART__STR(
+      GPUPART_VERSION_PATCH);
+}
+
+uint32_t gpupart_version(void) {
+  return GPUPART_VERSION_MAJOR * 10000u + GPUPART_VERSION_MINOR * 100u + GPUPART_VERSION_PATCH;
+}
+
+#define GPUPART__NAME(ID, name, rank) [GPUPART_BACKEND_##ID] = #name,
+static const char *const names[GPUPART__BACKEND_COUNT] = {[GPUPART_BACKEND_AUTO] = "auto",
+                                                          GPUPART__BACKENDS(GPUPART__NAME)};
+#undef GPUPART__NAME
 
 #define GPUPART__RANK(ID, name, rank) [GPUPART_BACKEND_##ID] = rank,
 static const int ranks[GPUPART__BACKEND_COUNT] = {[GPUPART_BACKEND_AUTO] = -1, GPUPART__BACKENDS(GPUPART__RANK)};
 #undef GPUPART__RANK
 
-const gpupart_backend_ops *gpupart__backend_ops(gpupart_backend b) {
-  return (unsigned)b < GPUPART__BACKEND_COUNT ? tables[b] : NULL;
+const char *gpupart_backend_name(gpupart_backend b) {
+  return (unsigned)b < GPUPART__BACKEND_COUNT ? names[b] : "unknown";
+}
+
+int gpupart__backend_from_name(const char *s) {
+  for (int b = 1; b < GPUPART__BACKEND_COUNT; b++)
+    if (strcasecmp(s, names[b]) == 0) return b;
+  return -1;
 }
 
 unsigned gpupart__backend_auto_order(gpupart_backend *out, int last_resort) {

@@ -41,6 +41,9 @@
 #define GPUPART__BACKEND_X_COUNT(ID, name, rank) +1
 #define GPUPART__BACKEND_COUNT (1 GPUPART__BACKENDS(GPUPART__BACKEND_X_COUNT))
 
+/* The backend named s ("sim", "opencl", ...: case-insensitive; never auto), or -1. */
+int gpupart__backend_from_name(const char *s);
+
 /* The backends in the order AUTO tries them (highest rank first); returns how many were
  * written to out (room for GPUPART__BACKEND_COUNT). last_resort: include rank 0 (sim). */
 unsigned gpupart__backend_auto_order(gpupart_backend *out, int last_resort);
