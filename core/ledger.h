@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "events.h"
 #include "hostmem.h"
 #include "identity.h"
+#include "ratelimit.h"
 
 typedef struct gpupart__ledger gpupart__ledger;
 typedef struct gpupart__ledger_entry gpupart__ledger_entry; /* one partition's account */
