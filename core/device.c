@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "ledger_shm.h"
 #include "pin.h"
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
@@ -209,8 +208,7 @@ static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, i
  * is already open in it (whose budget this handle then shares), else a new one. */
 static int join_ledger(gpupart_device *dev) {
   const gpupart__value *v = dev->settings.v;
-  const char *dir = v[GPUPART__OPT_LEDGER_DIR].str;
-  const char *shared_dir = !v[GPUPART__OPT_SHARED].u ? NULL : gpupart__ledger_shm_dir(dir);
+  const char *shared_dir = v[GPUPART__OPT_SHARED].u ? gpupart__settings_ledger_dir(&dev->settings) : NULL;
   gpupart__identity_of(&dev->info, &dev->id);
   int rc = gpupart__ledger_acquire(dev->ctx, &dev->id, dev->budget, shared_dir, &dev->ledger, &dev->member);
   if (rc) return rc;

@@ -10,16 +10,14 @@
 
 #include "ledger.h"
 
-/* Attaches to the shared ledger of device id in folder dir (NULL or "" = /dev/shm),
- * creating it with budget when there is none; an existing ledger keeps its budget.
+/* Attaches to the shared ledger of device id in folder dir (never NULL or empty: the
+ * ledger_dir option's default is the configuration's, not the ledger's), creating it with budget when there is none; an existing ledger keeps its budget.
  * ECONFIG (cannot open or create it, owned by another user, permissions other than 0600,
  * the folder full, another version's), ECORRUPT (not a ledger of this library and device,
  * or a damaged one), EBUSY (its lock held past the wait), ENOMEM; the message names the
  * file. */
 int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
                                const char *dir, gpupart__ledger **out);
-/* The ledger folder: dir, or /dev/shm when dir is NULL or "". */
-const char *gpupart__ledger_shm_dir(const char *dir);
 /* The file of device id's ledger in dir: dir/gpupart-<uid>-<identity>.ledger. */
 void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n);
 
@@ -91,7 +89,7 @@ typedef struct gpupart__ledger_snapshot {
  * timeout_ms), so any bytes, a truncation or a read-only folder only make the read fail.
  * What a holder that died mid-update left is recomputed in the copy. Returns out->status. */
 int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, gpupart__ledger_snapshot *out);
-/* Every ledger of this user in dir (NULL or "" = /dev/shm), each read as above, sorted
+/* Every ledger of this user in dir (a folder: never NULL or empty), each read as above, sorted
  * by file name: *out (free() it) holds *n of them, at most GPUPART__SNAPSHOT_FILES.
  * ECONFIG (the message names the folder) when dir cannot be listed; ENOMEM. */
 int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n);

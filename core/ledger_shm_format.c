@@ -22,7 +22,6 @@
 #include "error.h"
 #include "ledger_shm.h"
 #include "ledger_shm_format.h"
-#include "options.h"
 
 void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n) {
   char key[GPUPART__IDENTITY_MAX];
@@ -34,10 +33,6 @@ void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char
   }
   key[i] = '\0';
   snprintf(out, n, "%s/gpupart-%u-%s.ledger", dir, (unsigned)geteuid(), key);
-}
-
-const char *gpupart__ledger_shm_dir(const char *dir) {
-  return dir && *dir ? dir : gpupart__options[GPUPART__OPT_LEDGER_DIR].def; /* /dev/shm */
 }
 
 int gpupart__shm_check_owner(int fd, const char *path, struct stat *st) {

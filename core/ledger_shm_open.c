@@ -158,6 +158,7 @@ static void name_self(shm_ledger *L) {
 int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
                                const char *dir, gpupart__ledger **out) {
   *out = NULL;
+  if (!dir || !*dir) return gpupart__fail(GPUPART_EINVAL, "device_open: no ledger folder given");
   shm_ledger *L = gpupart__host_calloc(mem, 1, sizeof *L);
   if (!L) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   L->base.ops = &gpupart__shm_ops;
@@ -169,7 +170,7 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
   gpupart__lock_init(&L->pending_lock);
   pthread_mutex_init(&L->local, NULL);
   name_self(L);
-  int rc = open_file(L, gpupart__ledger_shm_dir(dir), budget);
+  int rc = open_file(L, dir, budget);
   if (rc == GPUPART_OK) rc = claim_if_unused(L, budget);
   if (rc) {
     discard(L);

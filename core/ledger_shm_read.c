@@ -206,7 +206,7 @@ int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, 
   char path[4096];
   memset(out, 0, sizeof *out);
   snprintf(out->file, sizeof out->file, "%s", file);
-  snprintf(path, sizeof path, "%s/%s", gpupart__ledger_shm_dir(dir), file);
+  snprintf(path, sizeof path, "%s/%s", dir, file);
   reading r = {.path = path, .fd = -1, .h = malloc(sizeof(shm_header))};
   if (!r.h) out->status = gpupart__fail(GPUPART_ENOMEM, "ledger snapshot: out of host memory");
   else if (strchr(file, '/')) out->status = gpupart__fail(GPUPART_EINVAL, "ledger %s: not a file name", file);
@@ -234,18 +234,18 @@ static int by_file(const void *a, const void *b) {
 }
 
 int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n) {
-  const char *d = gpupart__ledger_shm_dir(dir);
   *out = NULL;
   *n = 0;
-  DIR *dh = opendir(d);
-  if (!dh) return gpupart__fail(GPUPART_ECONFIG, "ledger folder %s: %s", d, strerror(errno));
+  if (!dir || !*dir) return gpupart__fail(GPUPART_EINVAL, "ledger snapshot: no ledger folder given");
+  DIR *dh = opendir(dir);
+  if (!dh) return gpupart__fail(GPUPART_ECONFIG, "ledger folder %s: %s", dir, strerror(errno));
   gpupart__ledger_snapshot *s = calloc(GPUPART__SNAPSHOT_FILES, sizeof *s);
   if (!s) {
     closedir(dh);
     return gpupart__fail(GPUPART_ENOMEM, "ledger snapshot: out of host memory");
   }
   for (struct dirent *e; *n < GPUPART__SNAPSHOT_FILES && (e = readdir(dh));)
-    if (is_my_ledger(e->d_name)) gpupart__ledger_shm_read(d, e->d_name, timeout_ms, &s[(*n)++]);
+    if (is_my_ledger(e->d_name)) gpupart__ledger_shm_read(dir, e->d_name, timeout_ms, &s[(*n)++]);
   closedir(dh);
   qsort(s, *n, sizeof *s, by_file);
   *out = s;

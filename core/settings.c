@@ -68,6 +68,11 @@ void gpupart__settings_resolve(const gpupart_context *ctx, const gpupart_device_
   s->nparts = gpupart__config_partitions(ctx->cfg, b, s->index, s->parts, GPUPART__MAX_PARTS);
 }
 
+const char *gpupart__settings_ledger_dir(const gpupart__settings *s) {
+  const char *dir = s->v[GPUPART__OPT_LEDGER_DIR].str;
+  return dir && *dir ? dir : gpupart__options[GPUPART__OPT_LEDGER_DIR].def;
+}
+
 /* ---- the budget ----------------------------------------------------------------- */
 
 /* A named input of the budget: its value, where it came from. */

@@ -38,6 +38,9 @@ void gpupart__settings_resolve(const gpupart_context *ctx, const gpupart_device_
  * fails naming the input that takes it there and that input's source (EINVAL for a
  * descriptor field, ECONFIG for a variable or the file). */
 int gpupart__settings_budget(gpupart_device *dev);
+/* The folder of the device's shared ledger: the ledger_dir option, or its default (the
+ * options table's) when a descriptor set it to "". */
+const char *gpupart__settings_ledger_dir(const gpupart__settings *s);
 /* One log line: to the context's log function, else to stderr when verbose is set. */
 void gpupart__settings_log(gpupart_context *ctx, gpupart_log_level level, int verbose, const char *line);
 /* Warns (GPUPART_LOG_WARN) when known GPUPART_* variables changed after the context read

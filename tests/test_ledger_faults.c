@@ -96,6 +96,22 @@ Test(ledger_faults, a_corrupt_or_truncated_ledger_is_refused) {
   free(junk);
 }
 
+/* The folder's default is the configuration's (the ledger_dir option): the ledger itself
+ * has none, so a caller that forgot to resolve it is refused, never sent to /dev/shm. */
+Test(ledger_faults, the_ledger_has_no_folder_of_its_own) {
+  gpupart__identity id = {"sim:0:1024"};
+  gpupart__ledger *l = (gpupart__ledger *)1;
+  gpupart__ledger_snapshot *s = (gpupart__ledger_snapshot *)1;
+  uint32_t n = 7;
+  cr_expect_eq(gpupart__ledger_shm_create(gpupart__hostmem_default(), &id, 1 << 20, NULL, &l), GPUPART_EINVAL);
+  cr_expect_null(l);
+  cr_expect_eq(gpupart__ledger_shm_create(gpupart__hostmem_default(), &id, 1 << 20, "", &l), GPUPART_EINVAL);
+  cr_expect_eq(gpupart__ledger_shm_scan(NULL, 100, &s, &n), GPUPART_EINVAL);
+  cr_expect_null(s);
+  cr_expect_eq(n, 0);
+  cr_expect_eq(gpupart__ledger_shm_scan("", 100, &s, &n), GPUPART_EINVAL);
+}
+
 Test(ledger_faults, a_ledger_others_may_read_is_refused) {
   char path[256];
   ledger_path(path, sizeof path);

@@ -23,7 +23,7 @@ static void configured_dir(char *out, size_t n) {
   out[0] = '\0';
   if (rc == GPUPART_OK && (rc = gpupart__settings_target(ctx, &d, 1, &st)) == GPUPART_OK) {
     gpupart__settings_resolve(ctx, &d, GPUPART_BACKEND_SIM, &st);
-    snprintf(out, n, "%s", gpupart__ledger_shm_dir(st.v[GPUPART__OPT_LEDGER_DIR].str));
+    snprintf(out, n, "%s", gpupart__settings_ledger_dir(&st));
   }
   if (rc) cli_failure("configuration", rc);
   gpupart_context_destroy(ctx);
@@ -34,7 +34,8 @@ const char *observe_ledger_dir(const char *option) {
   const char *env = getenv("GPUPART_LEDGER_DIR");
   if (option && *option) return option;
   configured_dir(dir, sizeof dir);
-  return *dir ? dir : gpupart__ledger_shm_dir(env);
+  if (*dir) return dir;
+  return env && *env ? env : gpupart__options[GPUPART__OPT_LEDGER_DIR].def;
 }
 
 /* The devices of every backend present, enumerated once. */
