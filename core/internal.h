@@ -233,13 +233,6 @@ void gpupart__settings_adopted(gpupart_partition *p, const gpupart_partition_des
 /* partition.c */
 void gpupart__partition_free(gpupart_partition *p);
 int gpupart__partition_check(const gpupart_partition *p, char *why, uint64_t n);
-/* How many forks this process's line took since the first partition was set up: a
- * pthread_atfork child handler counts it up (only a child changes it, while it runs
- * alone). A partition inherited across a fork must not publish into the share its
- * parent's member owns (the child maps the parent's ledger). */
-extern unsigned gpupart__forks;
-extern gpupart__ledger_counters gpupart__unpublished; /* a sink nothing reads */
-
 /* Partition lock held: where p publishes its counters now; in a child forked after p was
  * set up, the sink (its parent goes on publishing its own figures in the share). */
 static inline gpupart__ledger_counters *gpupart__published(gpupart_partition *p) {

@@ -73,6 +73,19 @@ static inline void gpupart__ledger_publish(uint64_t *field, uint64_t v) {
 /* A reader's load of such a field. */
 static inline uint64_t gpupart__ledger_read(const uint64_t *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }
 
+/* ledger_publish.c. What a publisher writes before it has an entry (a failed creation's
+ * preallocation), or in a child forked after it was set up: a sink nothing reads. */
+extern gpupart__ledger_counters gpupart__unpublished;
+/* How many forks this process's line took since the first publisher was set up: a
+ * pthread_atfork child handler counts it up (only a child changes it, while it runs
+ * alone). A publisher inherited across a fork must not publish into the share its
+ * parent's member owns (the child maps the parent's ledger): it compares the count it
+ * was set up with. */
+extern unsigned gpupart__forks;
+/* Starts counting forks (once per process; later calls cost a pthread_once): call it
+ * before reading gpupart__forks for a new publisher. */
+void gpupart__ledger_watch_forks(void);
+
 /* Told, after the ledger's lock is released, that dead members were found and their
  * bytes returned (shared ledgers only). */
 typedef void (*gpupart__ledger_reaped_fn)(gpupart__ledger *l, uint32_t members, uint64_t bytes);

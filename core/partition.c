@@ -179,20 +179,11 @@ static int eexist(const gpupart_partition *p) {
                        "of it)", p->name);
 }
 
-/* What p publishes before it has an account (a failed creation's preallocation), or in
- * a forked child (internal.h): nobody reads it. */
-gpupart__ledger_counters gpupart__unpublished;
-unsigned gpupart__forks;
-
-static void forked(void) { gpupart__forks++; }
-static void watch_forks(void) { pthread_atfork(NULL, NULL, forked); }
-
 /* Once p has its account: where its counters go for gpupart top (ledger.h), when its
  * ledger has a place for them. */
 static void publish_to(gpupart_partition *p) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
   gpupart__ledger *l = p->dev->ledger;
-  pthread_once(&once, watch_forks);
+  gpupart__ledger_watch_forks();
   p->pub_forks = gpupart__forks;
   if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
 }
