@@ -32,81 +32,13 @@ static shm_entry *handle(const gpupart__ledger_entry *e) { return (shm_entry *)(
 static uint64_t sub0(uint64_t a, uint64_t b) { return gpupart__shm_sub0(a, b); }
 static uint64_t add_sat(uint64_t a, uint64_t b) { return gpupart__shm_add(a, b); }
 static uint64_t unused_of(const shm_part *p) { return gpupart__shm_unused(p); }
+static shm_part *part_of(shm_ledger *L, const shm_share *s) { return &L->h->part[s->part]; }
 
 /* For calls that only read: the lock taken, or, in a forked child (which may not take it:
  * it is no member), the file read as it is. 0 or the lock's code. */
 static int read_begin(shm_ledger *L) { return L->inherited ? 0 : gpupart__shm_lock(L); }
 static void read_end(shm_ledger *L) {
   if (!L->inherited) gpupart__shm_unlock(L);
-}
-
-/* Lock held: the share of a live entry handle, or NULL when the file no longer has it. */
-static shm_share *share_of(shm_ledger *L, const gpupart__ledger_entry *e) {
-  const shm_entry *x = handle(e);
-  if (x->share >= SHM_SHARES) return NULL;
-  shm_share *s = &L->h->share[x->share];
-  return s->member == x->member && gpupart__shm_share_valid(L->h, s) ? s : NULL;
-}
-
-static shm_part *part_of(shm_ledger *L, const shm_share *s) { return &L->h->part[s->part]; }
-
-/* Lock held: share s (of partition p) holds reserved bytes now. */
-static void set_reserved_locked(shm_header *h, shm_part *p, shm_share *s, uint64_t reserved) {
-  h->unused = sub0(h->unused, unused_of(p));
-  h->reserved = add_sat(sub0(h->reserved, s->reserved), reserved);
-  p->reserved = add_sat(sub0(p->reserved, s->reserved), reserved);
-  s->reserved = reserved;
-  h->unused = add_sat(h->unused, unused_of(p));
-  if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
-  if (h->reserved > h->peak_reserved) h->peak_reserved = h->reserved;
-}
-
-static void release_locked(shm_ledger *L, const gpupart__ledger_entry *e, uint64_t bytes) {
-  shm_share *s = share_of(L, e);
-  if (s) set_reserved_locked(L->h, part_of(L, s), s, sub0(s->reserved, bytes));
-}
-
-/* Lock held: e's share goes, and e's handle with it. */
-static void remove_locked(shm_ledger *L, shm_entry *x) {
-  shm_share *s = share_of(L, (gpupart__ledger_entry *)(void *)x);
-  if (s) {
-    memset(s, 0, sizeof *s);
-    gpupart__shm_recompute(L->h);
-  }
-  for (shm_entry **p = &L->handles; *p; p = &(*p)->next)
-    if (*p == x) {
-      *p = x->next;
-      break;
-    }
-  gpupart__host_free(L->mem, x);
-}
-
-/* Lock held: member slot i leaves (its shares are gone already or go with it). */
-static void leave_slot_locked(shm_ledger *L, uint32_t i, uint64_t id) {
-  if (L->h->member[i].id == id) {
-    (void)gpupart__shm_drop_member(L->h, i);
-    gpupart__shm_recompute(L->h);
-  }
-  L->mine[i] = 0;
-  gpupart__shm_member_lock(L->fd, i, F_UNLCK);
-}
-
-void gpupart__shm_apply_queued(shm_ledger *L) {
-  __atomic_store_n(&L->queued, 0, __ATOMIC_RELEASE);
-  for (shm_entry **p = &L->handles; *p;) {
-    shm_entry *x = *p;
-    uint64_t bytes = __atomic_exchange_n(&x->queued, 0, __ATOMIC_ACQ_REL);
-    if (bytes) release_locked(L, (gpupart__ledger_entry *)(void *)x, bytes);
-    if (!__atomic_load_n(&x->removed, __ATOMIC_ACQUIRE)) {
-      p = &x->next;
-      continue;
-    }
-    remove_locked(L, x); /* unlinks *p: p now points at the next one */
-  }
-  for (uint32_t i = 0; i < SHM_MEMBERS; i++) {
-    uint64_t id = __atomic_exchange_n(&L->left[i], 0, __ATOMIC_ACQ_REL);
-    if (id && L->mine[i]) leave_slot_locked(L, i, id);
-  }
 }
 
 static void queue(shm_ledger *L) { __atomic_store_n(&L->queued, 1, __ATOMIC_RELEASE); }
@@ -183,7 +115,7 @@ static void shm_leave(gpupart__ledger *l, gpupart__ledger_member id) {
   if (L->inherited) return;
   if (gpupart__shm_lock(L) == 0) {
     uint32_t i = my_member_slot(L, id);
-    if (i < SHM_MEMBERS) leave_slot_locked(L, i, id);
+    if (i < SHM_MEMBERS) gpupart__shm_leave_slot_locked(L, i, id);
     gpupart__shm_unlock(L);
     return;
   }
@@ -302,8 +234,8 @@ static void shm_remove(gpupart__ledger *l, gpupart__ledger_entry *e) {
   if (!L->inherited && gpupart__shm_lock(L) == 0) {
     shm_entry *x = handle(e);
     uint64_t bytes = __atomic_exchange_n(&x->queued, 0, __ATOMIC_ACQ_REL);
-    if (bytes) release_locked(L, e, bytes);
-    remove_locked(L, x);
+    if (bytes) gpupart__shm_release_locked(L, e, bytes);
+    gpupart__shm_remove_locked(L, x);
     gpupart__shm_unlock(L);
     return;
   }
@@ -387,7 +319,7 @@ static gpupart__refusal reserve_locked(shm_ledger *L, shm_share *s, uint64_t byt
   if (bytes > grantable_locked(L->h, p, &bound) &&
       !(gpupart__shm_reap(L) && bytes <= grantable_locked(L->h, p, &bound)))
     return bound;
-  set_reserved_locked(L->h, p, s, add_sat(s->reserved, bytes));
+  gpupart__shm_set_reserved_locked(L->h, p, s, add_sat(s->reserved, bytes));
   return GPUPART__GRANTED;
 }
 
@@ -400,7 +332,7 @@ static gpupart__refusal shm_reserve(gpupart__ledger *l, gpupart__ledger_entry *e
   shm_ledger *L = shm(l);
   int rc = gpupart__shm_lock(L);
   if (rc) return rc;
-  shm_share *s = share_of(L, e);
+  shm_share *s = gpupart__shm_share_of(L, e);
   gpupart__refusal r = s ? reserve_locked(L, s, bytes) : gone(L);
   gpupart__shm_unlock(L);
   return r;
@@ -413,7 +345,7 @@ static void shm_release(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t b
   shm_ledger *L = shm(l);
   if (L->inherited) return;
   if (gpupart__shm_lock(L) == 0) {
-    release_locked(L, e, bytes);
+    gpupart__shm_release_locked(L, e, bytes);
     gpupart__shm_unlock(L);
     return;
   }
@@ -433,7 +365,7 @@ static uint64_t shm_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gpup
   int rc = gpupart__shm_lock(L);
   *bound = rc;
   if (rc) return 0;
-  shm_share *s = share_of(L, e);
+  shm_share *s = gpupart__shm_share_of(L, e);
   uint64_t can = s ? grantable_locked(L->h, part_of(L, s), bound) : 0;
   if (!s) *bound = gone(L);
   if (s && others_bound(L, s, *bound) && gpupart__shm_reap(L)) can = grantable_locked(L->h, part_of(L, s), bound);
@@ -445,7 +377,7 @@ static int shm_set_limit(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t 
   shm_ledger *L = shm(l);
   int rc = gpupart__shm_lock(L);
   if (rc) return rc;
-  shm_share *s = share_of(L, e);
+  shm_share *s = gpupart__shm_share_of(L, e);
   shm_part *p = s ? part_of(L, s) : NULL;
   rc = !p ? gone(L) : new_limit > L->h->budget ? GPUPART_ELIMIT : p->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
   if (rc == GPUPART_OK) {
@@ -463,7 +395,7 @@ static void shm_get(gpupart__ledger *l, const gpupart__ledger_entry *e, gpupart_
   shm_ledger *L = shm(l);
   *out = (gpupart__ledger_figures){0};
   if (read_begin(L)) return;
-  const shm_share *s = share_of(L, e);
+  const shm_share *s = gpupart__shm_share_of(L, e);
   if (s) *out = figures_of(part_of(L, s), s->reserved);
   read_end(L);
 }
@@ -480,7 +412,7 @@ static void shm_totals(gpupart__ledger *l, gpupart__ledger_figures *out) {
 static void shm_reset_peak(gpupart__ledger *l, gpupart__ledger_entry *e) {
   shm_ledger *L = shm(l);
   if (gpupart__shm_lock(L)) return;
-  shm_share *s = share_of(L, e);
+  shm_share *s = gpupart__shm_share_of(L, e);
   if (s) part_of(L, s)->peak_reserved = part_of(L, s)->reserved;
   gpupart__shm_unlock(L);
 }
@@ -491,7 +423,7 @@ static gpupart__ledger_counters *shm_counters(gpupart__ledger *l, gpupart__ledge
   static gpupart__ledger_counters sink;
   shm_ledger *L = shm(l);
   if (L->inherited || gpupart__shm_lock(L)) return &sink;
-  shm_share *s = share_of(L, e);
+  shm_share *s = gpupart__shm_share_of(L, e);
   gpupart__shm_unlock(L);
   return s ? &s->pub : &sink;
 }
@@ -575,7 +507,7 @@ static void shm_holders(gpupart__ledger *l, const gpupart__ledger_entry *e, gpup
   shm_ledger *L = shm(l);
   out[0] = '\0';
   if (read_begin(L)) return;
-  const shm_share *s = share_of(L, e);
+  const shm_share *s = gpupart__shm_share_of(L, e);
   if (s && bound == GPUPART__REFUSED_LIMIT) {
     name_members(L->h, s->part, s, out, n);
   } else if (s) {

@@ -321,3 +321,17 @@ size_t gpupart__ledger_shm_field(const char *name) {
     if (strcmp(fields[i].name, name) == 0) return fields[i].at;
   return SIZE_MAX;
 }
+
+void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64_t budget) {
+  memset(h, 0, sizeof *h);
+  h->version = SHM_VERSION;
+  h->size = (uint32_t)sizeof *h;
+  h->members = SHM_MEMBERS;
+  h->parts = SHM_PARTS;
+  h->shares = SHM_SHARES;
+  memcpy(h->identity, id->key, sizeof h->identity);
+  h->budget = budget;
+  h->epoch = gpupart__shm_random();
+  h->last_member = gpupart__shm_random() << 24; /* member ids of two files never meet (ledger_shm_move.c) */
+  __atomic_store_n(&h->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+}

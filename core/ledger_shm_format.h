@@ -82,6 +82,10 @@ static inline uint64_t gpupart__shm_unused(const shm_part *p) { return gpupart__
 
 /* ECONFIG unless fd is this user's regular file with no group or other permissions; st
  * is filled. The message names path. */
+/* A new file's header: this version's sizes, the device and budget, a random epoch and
+ * member base; the magic is stored last (release), so a reader never trusts a half-made
+ * header. */
+void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64_t budget);
 int gpupart__shm_check_owner(int fd, const char *path, struct stat *st);
 /* ECONFIG when the file carries the magic of a gpupart ledger of another version. */
 int gpupart__shm_other_version(int fd, const char *path);

@@ -14,6 +14,7 @@
  *    child's references (the parent's member then dies with the parent, not with the
  *    child) and marks the attachment inherited, so that the child, who is no member,
  *    never changes the parent's shares. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -140,4 +141,11 @@ void gpupart__shm_unguard(shm_ledger *L, const void *h) {
 void gpupart__shm_bury(shm_ledger *L) {
   replace((uintptr_t)L->h);
   __atomic_store_n(&L->lost, 1, __ATOMIC_RELAXED);
+}
+
+int gpupart__shm_map(int fd, const char *path, shm_header **out) {
+  *out = mmap(NULL, sizeof **out, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (*out != MAP_FAILED) return GPUPART_OK;
+  *out = NULL;
+  return gpupart__fail(GPUPART_ECONFIG, "ledger %s: mmap: %s", path, strerror(errno));
 }

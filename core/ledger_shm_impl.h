@@ -1,13 +1,18 @@
 /* The library's side of a shared ledger: what one attachment (one context's mapping of
- * one ledger file) keeps, and the calls between the files that make it up:
+ * one ledger file) keeps, and the calls between the files that make it up, each calling
+ * only those listed below it:
+ *   ledger_shm_open.c    opening or creating the file, and gpupart__ledger_shm_create;
  *   ledger_shm.c         the ledger interface (ledger.h) over the file;
  *   ledger_shm_lock.c    taking and dropping the ledger's lock, and what each taking checks
  *                        first (a file truncated, replaced or deleted, a holder that died
  *                        mid-update, work queued while the lock could not be taken);
- *   ledger_shm_open.c    opening or creating the file, and gpupart__ledger_shm_create;
  *   ledger_shm_move.c    moving every live member into a file made anew when the file was
  *                        deleted under its members;
- *   ledger_shm_guard.c   the SIGBUS handler over the mappings, and forked children.
+ *   ledger_shm_queue.c   the changes that may wait for the lock (releases, removals,
+ *                        leaves), made at once or by the next taking;
+ *   ledger_shm_members.c members' liveness, reaping, and the holder's marks in the file;
+ *   ledger_shm_guard.c   the mappings, the SIGBUS handler over them, and forked children;
+ *   ledger_shm_format.c  the file format (ledger_shm_format.h), shared with the reader.
  * The outside reader (ledger_shm_read.c) uses none of this: only the file format. */
 #ifndef GPUPART_CORE_LEDGER_SHM_IMPL_H
 #define GPUPART_CORE_LEDGER_SHM_IMPL_H
@@ -75,8 +80,6 @@ typedef struct shm_ledger {
 
 /* ledger_shm.c */
 extern const gpupart__ledger_ops gpupart__shm_ops;
-/* Lock held: applies the releases, removals and leaves queued while it could not be taken. */
-void gpupart__shm_apply_queued(shm_ledger *L);
 
 /* ledger_shm_lock.c. lock: 0, or the code with the message set (EBUSY: held past the
  * wait, naming the holder; ECORRUPT: the file is lost; EINVAL: a forked child). The
@@ -90,14 +93,6 @@ void gpupart__shm_apply_queued(shm_ledger *L);
 #define SHM_WAY_MS 5
 int gpupart__shm_lock(shm_ledger *L);
 void gpupart__shm_unlock(shm_ledger *L);
-/* Lock held: whether member slot i's process lives; returns dead members' bytes. */
-int gpupart__shm_alive(shm_ledger *L, uint32_t i);
-int gpupart__shm_reap(shm_ledger *L);
-void gpupart__shm_end_proxy(shm_ledger *L, uint32_t i);
-/* This process names itself in h (its file's lock held) as changing it (the sequence
- * word odd); and no longer (even). */
-void gpupart__shm_mark_held(const shm_ledger *L, shm_header *h);
-void gpupart__shm_mark_released(shm_header *h);
 /* The message of a lost file; ECORRUPT. */
 int gpupart__shm_lost(const shm_ledger *L);
 
@@ -106,15 +101,36 @@ int gpupart__shm_lost(const shm_ledger *L);
  * new file's, its lock held. Where that cannot be done, L stays on the old file. */
 void gpupart__shm_move(shm_ledger *L);
 
-/* ledger_shm_open.c: the file's first mapping, and a new file's header. */
-int gpupart__shm_map(int fd, const char *path, shm_header **out);
-void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64_t budget);
+/* ledger_shm_queue.c, lock held. share_of: the share of a live entry handle, or NULL when
+ * the file no longer has it. set_reserved: share s (of partition p) holds reserved bytes
+ * now. release: e's share holds bytes fewer. remove: e's share goes, and e's handle with
+ * it. leave_slot: member slot i leaves (its shares are gone already or go with it).
+ * apply_queued: the releases, removals and leaves queued while the lock could not be
+ * taken. */
+shm_share *gpupart__shm_share_of(shm_ledger *L, const gpupart__ledger_entry *e);
+void gpupart__shm_set_reserved_locked(shm_header *h, shm_part *p, shm_share *s, uint64_t reserved);
+void gpupart__shm_release_locked(shm_ledger *L, const gpupart__ledger_entry *e, uint64_t bytes);
+void gpupart__shm_remove_locked(shm_ledger *L, shm_entry *x);
+void gpupart__shm_leave_slot_locked(shm_ledger *L, uint32_t i, uint64_t id);
+void gpupart__shm_apply_queued(shm_ledger *L);
 
-/* ledger_shm_guard.c. guard: h (a mapping of the file) joins the ranges the SIGBUS
- * handler replaces with anonymous memory (marking L lost) when the file was truncated;
- * the handler is installed with the first range. ENOMEM when the table is full.
- * unguard: range h of L goes (NULL: every range of L); the handler goes with the last
- * one. bury: replaces L's mapping at once and marks L lost. */
+/* ledger_shm_members.c, lock held. alive: whether member slot i's process lives; reap:
+ * takes back the bytes of the dead members (nonzero when there were some); end_proxy:
+ * this attachment no longer holds slot i for another process. */
+int gpupart__shm_alive(shm_ledger *L, uint32_t i);
+int gpupart__shm_reap(shm_ledger *L);
+void gpupart__shm_end_proxy(shm_ledger *L, uint32_t i);
+/* This process names itself in h (its file's lock held) as changing it (the sequence
+ * word odd); and no longer (even). */
+void gpupart__shm_mark_held(const shm_ledger *L, shm_header *h);
+void gpupart__shm_mark_released(shm_header *h);
+
+/* ledger_shm_guard.c. map: the file's mapping. guard: h (a mapping of the file) joins
+ * the ranges the SIGBUS handler replaces with anonymous memory (marking L lost) when the
+ * file was truncated; the handler is installed with the first range. ENOMEM when the
+ * table is full. unguard: range h of L goes (NULL: every range of L); the handler goes
+ * with the last one. bury: replaces L's mapping at once and marks L lost. */
+int gpupart__shm_map(int fd, const char *path, shm_header **out);
 int gpupart__shm_guard(shm_ledger *L, void *h);
 void gpupart__shm_unguard(shm_ledger *L, const void *h);
 void gpupart__shm_bury(shm_ledger *L);

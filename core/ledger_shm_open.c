@@ -20,27 +20,6 @@
 #include "ledger_shm.h"
 #include "ledger_shm_impl.h"
 
-void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64_t budget) {
-  memset(h, 0, sizeof *h);
-  h->version = SHM_VERSION;
-  h->size = (uint32_t)sizeof *h;
-  h->members = SHM_MEMBERS;
-  h->parts = SHM_PARTS;
-  h->shares = SHM_SHARES;
-  memcpy(h->identity, id->key, sizeof h->identity);
-  h->budget = budget;
-  h->epoch = gpupart__shm_random();
-  h->last_member = gpupart__shm_random() << 24; /* member ids of two files never meet (ledger_shm_move.c) */
-  __atomic_store_n(&h->magic, SHM_MAGIC, __ATOMIC_RELEASE);
-}
-
-int gpupart__shm_map(int fd, const char *path, shm_header **out) {
-  *out = mmap(NULL, sizeof **out, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (*out != MAP_FAILED) return GPUPART_OK;
-  *out = NULL;
-  return gpupart__fail(GPUPART_ECONFIG, "ledger %s: mmap: %s", path, strerror(errno));
-}
-
 /* Maps L's file and guards the mapping. */
 static int map_guarded(shm_ledger *L) {
   int rc = gpupart__shm_map(L->fd, L->path, &L->h);
