@@ -5,10 +5,8 @@
  * is thrown away whole, so a context never runs on part of a configuration. */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,78 +19,6 @@
 static const char *const foreign_prefixes[] = {"GPUPART_TEST_", "GPUPART_BENCH_", "GPUPART_PYTHON_"};
 /* Variables that the interposers (interpose/) read themselves, not the library. */
 static const char *const interposer_vars[] = {"GPUPART_PARTITION", "GPUPART_PRELOAD_ARENA", "GPUPART_FAIL_OPEN"};
-
-void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) {
-  char msg[GPUPART__MSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (!e->count) snprintf(e->first, sizeof e->first, "%s", msg);
-  if (line > 0 && (!e->first_line || line < e->first_line)) e->first_line = line;
-  e->count++;
-  if (e->report) e->report(msg, e->user);
-}
-
-void gpupart__source_format(gpupart__source s, char *buf, size_t n) {
-  if (s.line > 0) snprintf(buf, n, "%s:%d", s.name, s.line);
-  else snprintf(buf, n, "%s", s.name ? s.name : "default");
-}
-
-const char *gpupart__layer_strdup(gpupart__layer *l, const char *s) {
-  size_t len = strlen(s) + 1;
-  if (len > sizeof l->pool - l->pool_used) return NULL;
-  char *d = l->pool + l->pool_used;
-  memcpy(d, s, len);
-  l->pool_used += len;
-  return d;
-}
-
-/* The slot for option o on device sel (NULL = layer-wide), or NULL when the layer is full. */
-static gpupart__value *slot(gpupart__layer *l, gpupart__opt o, const gpupart__selector *sel) {
-  if (!sel) return &l->global[o];
-  for (uint32_t i = 0; i < l->ndev; i++) {
-    gpupart__device_value *dv = &l->dev[i];
-    if (dv->opt == o && dv->sel.backend == sel->backend && dv->sel.index == sel->index) return &dv->v;
-  }
-  if (l->ndev == GPUPART__MAX_DEVICE_VALUES) return NULL;
-  l->dev[l->ndev] = (gpupart__device_value){.sel = *sel, .opt = o};
-  return &l->dev[l->ndev++].v;
-}
-
-static int same_source(gpupart__source a, gpupart__source b) {
-  return a.name == b.name || (a.name && b.name && strcmp(a.name, b.name) == 0);
-}
-
-/* text without surrounding white space, as the option parser read it. */
-static const char *trim_copy(const char *text, char *buf, size_t n) {
-  size_t b = 0, e = strlen(text);
-  while (b < e && isspace((unsigned char)text[b])) b++;
-  while (e > b && isspace((unsigned char)text[e - 1])) e--;
-  snprintf(buf, n, "%.*s", (int)(e - b), text + b);
-  return buf;
-}
-
-int gpupart__layer_set(gpupart__layer *l, gpupart__opt o, const gpupart__selector *dev, const char *text,
-                       gpupart__source src, char *err, size_t n) {
-  gpupart__value v;
-  if (gpupart__option_parse(o, text, &v, err, n)) return -1;
-  gpupart__value *s = slot(l, o, dev);
-  if (!s) return snprintf(err, n, "more than %d per-device values", GPUPART__MAX_DEVICE_VALUES), -1;
-  if (s->set && same_source(s->src, src)) {
-    char where[GPUPART__PATH_MAX + 16];
-    gpupart__source_format(s->src, where, sizeof where);
-    return snprintf(err, n, "set twice (first at %s)", where), -1;
-  }
-  gpupart__type t = gpupart__options[o].type;
-  char path[GPUPART__PATH_MAX];
-  if ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) &&
-      !(v.str = gpupart__layer_strdup(l, trim_copy(text, path, sizeof path))))
-    return snprintf(err, n, "the configuration holds more than %d bytes of paths", GPUPART__POOL_SIZE), -1;
-  v.src = src;
-  *s = v;
-  return 0;
-}
 
 /* ---- the environment ------------------------------------------------------------ */
 
@@ -334,8 +260,8 @@ static char *read_file(const gpupart__hostmem *m, const char *what, const char *
   return NULL;
 }
 
-static int load_file(const gpupart__hostmem *m, gpupart__config *c, const char *what, const char *path,
-                     gpupart__errors *e) {
+int gpupart__config_read_file(const gpupart__hostmem *m, gpupart__config *c, const char *what, const char *path,
+                              gpupart__errors *e) {
   if (strlen(path) >= sizeof c->file_name) return read_error(what, path, "the path is too long", e);
   snprintf(c->file_name, sizeof c->file_name, "%s", path);
   char *text = read_file(m, what, path, e);
@@ -354,7 +280,7 @@ static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart
   const char *path = d->config_path, *what = "config_path";
   if (!path && c->env.global[GPUPART__OPT_CONFIG].set)
     path = c->env.global[GPUPART__OPT_CONFIG].str, what = "GPUPART_CONFIG";
-  if (path && load_file(m, c, what, path, e)) return -1;
+  if (path && gpupart__config_read_file(m, c, what, path, e)) return -1;
   if (d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e)) return -1;
   return 0;
 }
@@ -374,175 +300,3 @@ int gpupart__config_load(const gpupart__hostmem *m, const gpupart_context_desc *
 }
 
 void gpupart__config_free(const gpupart__hostmem *m, gpupart__config *c) { gpupart__host_free(m, c); }
-
-/* ---- judging a file as a whole (check-config) -------------------------------------- */
-
-static const gpupart__value *layer_get(const gpupart__layer *l, gpupart__opt o, gpupart_backend b, uint32_t index);
-
-/* What check-config knows of the file: its own backend list and default device. */
-typedef struct file_view {
-  const gpupart__layer *l;
-  const char *path;
-  gpupart__errors *e;
-  unsigned char reported[GPUPART__MAX_PARTS]; /* a partition is judged once */
-} file_view;
-
-static int file_allows(const file_view *f, gpupart_backend b) {
-  const gpupart__value *v = &f->l->global[GPUPART__OPT_BACKEND];
-  for (uint32_t i = 0; v->set && i < v->nbackends; i++)
-    if (v->backends[i] == b) return 1;
-  return !v->set || !v->nbackends;
-}
-
-/* A [device B:I] section or a partition's device = B:I on a backend the list excludes. */
-static void never_applies(file_view *f, const gpupart__selector *sel, int line, const char *what) {
-  if (!sel->set || sel->backend == GPUPART_BACKEND_AUTO || file_allows(f, sel->backend)) return;
-  char list[64];
-  gpupart__option_format(GPUPART__OPT_BACKEND, &f->l->global[GPUPART__OPT_BACKEND], list, sizeof list);
-  gpupart__errors_add(f->e, line, "%s:%d: %s on %s:%u can never apply: this file's backend = %s (line %d) excludes %s",
-                      GPUPART__ECHO(f->path), line, what, gpupart_backend_name(sel->backend), sel->index, list,
-                      f->l->global[GPUPART__OPT_BACKEND].src.line, gpupart_backend_name(sel->backend));
-}
-
-/* One report per [device B:I] section: its first value names it. */
-static int first_of_section(const gpupart__layer *l, uint32_t i) {
-  for (uint32_t j = 0; j < i; j++)
-    if (l->dev[j].sel.backend == l->dev[i].sel.backend && l->dev[j].sel.index == l->dev[i].sel.index) return 0;
-  return 1;
-}
-
-static void check_never_applies(file_view *f) {
-  for (uint32_t i = 0; i < f->l->ndev; i++)
-    if (first_of_section(f->l, i))
-      never_applies(f, &f->l->dev[i].sel, f->l->dev[i].v.src.line, "a [device] section's value");
-  for (uint32_t i = 0; i < f->l->nparts; i++) {
-    char what[GPUPART__NAME_MAX + 16];
-    snprintf(what, sizeof what, "partition '%s'", f->l->parts[i].name);
-    never_applies(f, &f->l->parts[i].dev, f->l->parts[i].src.line, what);
-  }
-}
-
-/* Whether partition p is created on device (b, index): its own device, or none and this
- * is the file's default device (the first of its visible list) on a backend it allows. */
-static int lands_on(const file_view *f, const gpupart__pspec *p, gpupart_backend b, uint32_t index) {
-  const gpupart__value *d = &f->l->global[GPUPART__OPT_DEVICE];
-  uint32_t def = d->set && d->nvisible ? d->visible[0] : 0;
-  return p->dev.set ? gpupart__selector_matches(&p->dev, b, index) : index == def && file_allows(f, b);
-}
-
-static int preallocates(const file_view *f, const gpupart__pspec *p, gpupart_backend b, uint32_t index) {
-  if (p->growth) return p->growth == GPUPART_GROWTH_OFF;
-  const gpupart__value *v = layer_get(f->l, GPUPART__OPT_ALLOW_GROWTH, b, index);
-  return v && !v->u;
-}
-
-/* Adds amount a to the running sums; 1 when they now pass the budget. */
-static int adds_past(double *share, uint64_t *bytes, const gpupart__amount *a) {
-  if (a->is_share) *share += a->share;
-  else *bytes += a->bytes;
-  int added = a->is_share ? a->share > 0 : a->bytes > 0;
-  return added && (*share > 1.0 + 1e-9 || (*share >= 1.0 - 1e-9 && *bytes));
-}
-
-/* Sums guarantees, and the sizes of preallocated partitions, on device (b, index): shares
- * above 100%, or 100% with bytes on top, can never open. Reported at the partition that
- * passes the line, once per partition. */
-static void check_device_sums(file_view *f, gpupart_backend b, uint32_t index) {
-  double gs = 0, ps = 0;
-  uint64_t gb = 0, pb = 0;
-  for (uint32_t i = 0; i < f->l->nparts; i++) {
-    const gpupart__pspec *p = &f->l->parts[i];
-    if (!lands_on(f, p, b, index)) continue;
-    int g = adds_past(&gs, &gb, &p->guarantee);
-    int s = preallocates(f, p, b, index) && adds_past(&ps, &pb, &p->size);
-    if ((!g && !s) || f->reported[i]) continue;
-    f->reported[i] = 1;
-    gpupart__errors_add(f->e, p->src.line, "%s:%d: partition '%s': the %s on %s:%u add up to more than the budget",
-                        GPUPART__ECHO(f->path), p->src.line, p->name,
-                        g ? "guarantees" : "sizes of the preallocated partitions (allow_growth = false)",
-                        gpupart_backend_name(b), index);
-  }
-}
-
-/* Every device the file can name: each backend, at each index it mentions. */
-static void check_sums(file_view *f) {
-  uint32_t idx[2 * GPUPART__MAX_PARTS + GPUPART__MAX_DEVICE_VALUES + 1], n = 0;
-  const gpupart__value *d = &f->l->global[GPUPART__OPT_DEVICE];
-  idx[n++] = d->set && d->nvisible ? d->visible[0] : 0;
-  for (uint32_t i = 0; i < f->l->nparts; i++)
-    if (f->l->parts[i].dev.set) idx[n++] = f->l->parts[i].dev.index;
-  for (uint32_t i = 0; i < n; i++)
-    for (int b = GPUPART_BACKEND_SIM; b <= GPUPART_BACKEND_CUDA; b++) check_device_sums(f, (gpupart_backend)b, idx[i]);
-}
-
-int gpupart__config_check_file(const char *path, gpupart__report_fn report, void *user) {
-  const gpupart__hostmem *m = gpupart__hostmem_default();
-  gpupart__config *c = gpupart__host_calloc(m, 1, sizeof *c);
-  gpupart__errors e = {.report = report, .user = user};
-  if (!c) gpupart__errors_add(&e, 0, "%s: out of host memory", GPUPART__ECHO(path));
-  else if (!load_file(m, c, path, path, &e)) {
-    file_view f = {.l = &c->file, .path = path, .e = &e};
-    check_never_applies(&f);
-    check_sums(&f);
-  }
-  gpupart__host_free(m, c);
-  return e.count;
-}
-
-/* ---- lookups -------------------------------------------------------------------- */
-
-static const gpupart__value *layer_get(const gpupart__layer *l, gpupart__opt o, gpupart_backend b, uint32_t index) {
-  const gpupart__value *best = NULL;
-  int rank = 0;
-  for (uint32_t i = 0; b != GPUPART_BACKEND_AUTO && i < l->ndev; i++) {
-    const gpupart__device_value *dv = &l->dev[i];
-    int r = gpupart__selector_rank(&dv->sel);
-    if (dv->opt == o && r > rank && gpupart__selector_matches(&dv->sel, b, index)) best = &dv->v, rank = r;
-  }
-  if (best) return best;
-  return l->global[o].set ? &l->global[o] : NULL;
-}
-
-void gpupart__config_get(const gpupart__config *c, gpupart__opt o, gpupart_backend b, uint32_t index,
-                         gpupart__value *out) {
-  const gpupart__value *v = layer_get(&c->env, o, b, index);
-  if (!v) v = layer_get(&c->file, o, b, index);
-  if (v) {
-    *out = *v;
-    return;
-  }
-  const gpupart__option *opt = &gpupart__options[o];
-  char err[GPUPART__ERR_MAX];
-  *out = (gpupart__value){0};
-  if (opt->def && gpupart__option_parse(o, opt->def, out, err, sizeof err) == 0 &&
-      (opt->type == GPUPART__T_PATH || opt->type == GPUPART__T_DIR))
-    out->str = opt->def;
-  out->src = (gpupart__source){"default", 0};
-}
-
-static int backend_allowed(const gpupart__config *c, gpupart_backend b) {
-  gpupart__value list;
-  gpupart__config_get(c, GPUPART__OPT_BACKEND, GPUPART_BACKEND_AUTO, 0, &list);
-  for (uint32_t i = 0; i < list.nbackends; i++)
-    if (list.backends[i] == b) return 1;
-  return list.nbackends == 0;
-}
-
-static uint32_t layer_partitions(const gpupart__config *c, const gpupart__layer *l, gpupart_backend b,
-                                 uint32_t index, const gpupart__pspec **out, uint32_t cap) {
-  gpupart__value def;
-  gpupart__config_get(c, GPUPART__OPT_DEVICE, GPUPART_BACKEND_AUTO, 0, &def);
-  int is_default = (def.nvisible ? def.visible[0] : 0) == index && backend_allowed(c, b);
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < l->nparts && n < cap; i++) {
-    const gpupart__pspec *p = &l->parts[i];
-    if (p->dev.set ? gpupart__selector_matches(&p->dev, b, index) : is_default) out[n++] = p;
-  }
-  return n;
-}
-
-uint32_t gpupart__config_partitions(const gpupart__config *c, gpupart_backend b, uint32_t index,
-                                    const gpupart__pspec **out, uint32_t cap) {
-  uint32_t n = layer_partitions(c, &c->env, b, index, out, cap);
-  return n ? n : layer_partitions(c, &c->file, b, index, out, cap);
-}

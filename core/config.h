@@ -117,7 +117,13 @@ int gpupart__config_env_changed(const gpupart__config *c, char *buf, size_t n);
  * preallocated sizes given as shares that add up to more than the budget. */
 int gpupart__config_check_file(const char *path, gpupart__report_fn report, void *user);
 
-/* Sets option o in layer l from text (dev NULL = the layer-wide value). A value the same
+/* Reads the file at path into c's file layer, naming it what in messages (a regular
+ * file of at most GPUPART__FILE_MAX bytes, no NUL byte; never blocks on a FIFO). 0, or
+ * -1 with the errors in e. */
+int gpupart__config_read_file(const gpupart__hostmem *m, gpupart__config *c, const char *what, const char *path,
+                              gpupart__errors *e);
+
+/* layer.c. Sets option o in layer l from text (dev NULL = the layer-wide value). A value the same
  * source set before is an error; one from an earlier source is replaced. 0 or -1 + err. */
 int gpupart__layer_set(gpupart__layer *l, gpupart__opt o, const gpupart__selector *dev, const char *text,
                        gpupart__source src, char *err, size_t n);
@@ -128,6 +134,9 @@ const char *gpupart__layer_strdup(gpupart__layer *l, const char *s);
  * added to e. */
 int gpupart__ini_parse(gpupart__layer *l, const char *text, const char *name, gpupart__errors *e);
 
+/* The value option o has in layer l for device (b, index) (b AUTO: the layer-wide one),
+ * or NULL when the layer sets none. */
+const gpupart__value *gpupart__layer_get(const gpupart__layer *l, gpupart__opt o, gpupart_backend b, uint32_t index);
 /* The effective value of option o for device (b, index): environment (that device, then
  * its index, then every device) > file (likewise) > default. b AUTO = layer-wide only. */
 void gpupart__config_get(const gpupart__config *c, gpupart__opt o, gpupart_backend b, uint32_t index,
