@@ -160,6 +160,10 @@ void gpupart__share_dmem(gpupart__config *c);
  * kind; NULL when none does. */
 const gpupart__share *gpupart__config_share(const gpupart__config *c, uint32_t index, const char *pci);
 
+/* Whether v was set by a variable or the file (not by a descriptor, nor left at its
+ * default): a value the operator or the user wrote. */
+int gpupart__value_from_user(const gpupart__value *v);
+
 /* "name:line", or "name" when the source has no line. */
 void gpupart__source_format(gpupart__source s, char *buf, size_t n);
 

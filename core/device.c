@@ -7,6 +7,7 @@
 
 #include "internal.h"
 #include "pin.h"
+#include "verbose.h"
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
@@ -194,14 +195,18 @@ static void device_free(gpupart_device *dev) {
   gpupart__host_free(mem, dev);
 }
 
-static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, int exact) {
-  gpupart__settings *s = &dev->settings;
-  gpupart_backend b = GPUPART_BACKEND_AUTO;
-  int rc = gpupart__settings_target(dev->ctx, d, exact, s);
-  if (rc == GPUPART_OK) rc = choose_backend(dev->ctx, s, &b);
-  if (rc) return rc;
-  gpupart__settings_resolve(dev->ctx, d, b, s);
-  return GPUPART_OK;
+/* What an open brings to its settings (settings.h): the descriptor, and the context's. */
+static gpupart__settings_in settings_in(const gpupart_context *ctx, const gpupart_device_desc *d, int exact) {
+  return (gpupart__settings_in){.desc = d, .exact = exact, .config_path = ctx->config_path,
+                                .ledger_dir = ctx->ledger_dir, .ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0};
+}
+
+/* The device's index and the backend that has it (in->backend). */
+static int choose(gpupart_device *dev, gpupart__settings_in *in) {
+  int rc = gpupart__settings_target(dev->ctx->cfg, in, &dev->settings);
+  if (rc == GPUPART_OK) rc = choose_backend(dev->ctx, &dev->settings, &in->backend);
+  if (rc == GPUPART_OK) dev->settings.backend = in->backend;
+  return rc;
 }
 
 /* Joins the ledger of this physical device: the context's existing one when the device
@@ -234,27 +239,25 @@ static void policy_from_settings(gpupart_device *dev) {
 }
 
 static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsigned how) {
-  int rc = resolve_settings(dev, d, (how & OPEN_EXACT) != 0);
+  gpupart__settings_in in = settings_in(dev->ctx, d, (how & OPEN_EXACT) != 0);
+  int rc = choose(dev, &in);
   if (rc == GPUPART_OK) rc = check_desc_backend(dev, d);
-  if (rc == GPUPART_OK) rc = open_backend(dev, dev->settings.backend, d, how);
+  if (rc == GPUPART_OK) rc = open_backend(dev, in.backend, d, how);
+  in.info = &dev->info;
+  if (rc == GPUPART_OK) rc = gpupart__settings_compute(dev->ctx->cfg, &in, &dev->settings);
   if (rc) return rc;
   const gpupart__value *v = dev->settings.v;
-  dev->granularity = v[GPUPART__OPT_GRANULARITY].u;
+  dev->granularity = dev->settings.granularity;
+  dev->budget = dev->settings.budget;
   dev->alignment = dev->info.min_alignment;
-  /* Blocks and limits are whole multiples of the granularity, and the driver hands out
-   * only whole multiples of its block granularity (at least its alignment): a finer
-   * granularity is raised to it. The sub-allocator's granule stays the alignment. */
-  if (dev->granularity < dev->info.block_granularity) dev->granularity = dev->info.block_granularity;
   policy_from_settings(dev);
-  rc = gpupart__settings_budget(dev);
-  if (rc) return rc;
   rc = join_ledger(dev);
-  if (rc == GPUPART_OK) rc = gpupart__settings_create_partitions(dev);
+  if (rc == GPUPART_OK) rc = gpupart__partition_create_configured(dev);
   dev->find_joins = dev->ledger && dev->ledger->shared;
   if (dev->find_joins) dev->ledger->ops->trim_asked(dev->ledger, &dev->trim_seen); /* past requests are not ours */
-  if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
-  if (rc == GPUPART_OK) gpupart__settings_warn_env(dev);
-  if (rc == GPUPART_OK) gpupart__settings_notes(dev);
+  if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__verbose_print(dev);
+  if (rc == GPUPART_OK) gpupart__verbose_warn_env(dev);
+  if (rc == GPUPART_OK) gpupart__verbose_notes(dev);
   if (rc == GPUPART_OK) gpupart__event_unreachable(dev);
   return rc;
 }

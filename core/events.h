@@ -10,6 +10,10 @@
 #include "gpupart.h"
 #include "ratelimit.h"
 
+/* One line of the library's log: to the context's log function, else to stderr when
+ * verbose is set. No gpupart lock may be held. */
+void gpupart__log(gpupart_context *ctx, gpupart_log_level level, int verbose, const char *line);
+
 /* Logs that an allocation on dev was refused with code (ELIMIT, EDEVMEM), with the
  * message gpupart_last_error() now holds, at GPUPART_LOG_INFO; returns code, so a
  * failure path can end in `return gpupart__event_refused(dev, gpupart__fail(...))`. */

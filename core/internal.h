@@ -225,13 +225,12 @@ static inline int gpupart__handle_live(const gpupart_allocation *a) { return gpu
 /* alloc.c: describes a live allocation's range (partition lock held). */
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out);
 
-/* settings.c: a program's partition_create met partition p, which configuration made:
- * logs that the configuration's values hold. */
-void gpupart__settings_adopted(gpupart_partition *p, const gpupart_partition_desc *d, uint64_t limit,
-                               uint64_t guarantee);
-
 /* partition.c */
 void gpupart__partition_free(gpupart_partition *p);
+/* Creates the partitions configuration declares for dev (its settings), in order, but
+ * those another handle of the device made already. ECONFIG (or the driver's EDEVMEM, or
+ * ENOMEM) naming the source; the caller closes the device on failure. */
+int gpupart__partition_create_configured(gpupart_device *dev);
 int gpupart__partition_check(const gpupart_partition *p, char *why, uint64_t n);
 /* Partition lock held: where p publishes its counters now; in a child forked after p was
  * set up, the sink (its parent goes on publishing its own figures in the share). */

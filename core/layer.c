@@ -22,6 +22,10 @@ void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) {
   if (e->report) e->report(msg, e->user);
 }
 
+int gpupart__value_from_user(const gpupart__value *v) {
+  return v && v->src.name && strcmp(v->src.name, "descriptor") && strcmp(v->src.name, "default");
+}
+
 void gpupart__source_format(gpupart__source s, char *buf, size_t n) {
   if (s.line > 0) snprintf(buf, n, "%s:%d", s.name, s.line);
   else snprintf(buf, n, "%s", s.name ? s.name : "default");

@@ -1,6 +1,7 @@
 /* Partitions: named shares of a device's budget. Creation turns a descriptor (fractions
- * or bytes, defaults applied in one place) into a ledger account and an arena; resize,
- * trim and destroy change them. All of it runs under the device's slow lock, so the
+ * or bytes, defaults applied in one place) into a ledger account and an arena, for a
+ * program or for the configuration's declared partitions at device open (which a
+ * program's creation of the same name then gets); resize, trim and destroy change them. All of it runs under the device's slow lock, so the
  * partition list and the ledger's view of limits change one partition at a time. */
 #include <math.h>
 #include <stdio.h>
@@ -241,6 +242,32 @@ static gpupart_partition *take_configured(gpupart_device *dev, const gpupart_par
   return p;
 }
 
+/* The partition's source in configuration, for the message. */
+static void configured_source(gpupart_partition *p, char *buf, size_t n) {
+  const gpupart__settings *s = &p->dev->settings;
+  snprintf(buf, n, "the configuration");
+  for (uint32_t i = 0; i < s->nparts; i++)
+    if (!strcmp(s->parts[i]->name, p->name)) gpupart__source_format(s->parts[i]->src, buf, n);
+}
+
+/* A program's partition_create met partition p, which configuration made: the
+ * configuration's values hold, and the log says so (a warning where the descriptor asked
+ * for others). */
+static void adopted(gpupart_partition *p, const gpupart_partition_desc *d, uint64_t limit, uint64_t guarantee) {
+  gpupart_stats st = {0};
+  char where[GPUPART__PATH_MAX + 16], line[GPUPART__PATH_MAX + 320];
+  gpupart_partition_get_stats(p, &st);
+  configured_source(p, where, sizeof where);
+  int same_growth = d->growth == GPUPART_GROWTH_DEFAULT || (d->growth == GPUPART_GROWTH_OFF) == p->growth.prealloc;
+  int same = st.limit == limit && st.guarantee == guarantee && same_growth;
+  snprintf(line, sizeof line, "partition_create: '%s' is declared by the configuration (%s): the configured partition "
+           "is returned, with its limit %llu and guarantee %llu bytes%s", p->name, GPUPART__ECHO(where),
+           (unsigned long long)st.limit, (unsigned long long)st.guarantee,
+           same ? "" : " (the descriptor's values are not used)");
+  gpupart__log(p->dev->ctx, same ? GPUPART_LOG_INFO : GPUPART_LOG_WARN, (int)p->dev->settings.v[GPUPART__OPT_VERBOSE].u,
+               line);
+}
+
 /* Creates (or, in a shared ledger, joins) the partition of descriptor d; join_only: only
  * joins one another process made. */
 static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join_only, gpupart_partition **out) {
@@ -248,7 +275,11 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   int rc = resolve(dev, d, &r);
   if (rc) return rc;
   gpupart_partition *p = take_configured(dev, d);
-  if (p) return gpupart__settings_adopted(p, d, r.limit, r.guarantee), *out = p, GPUPART_OK;
+  if (p) {
+    adopted(p, d, r.limit, r.guarantee);
+    *out = p;
+    return GPUPART_OK;
+  }
   p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
   if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
   *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user,
@@ -275,6 +306,50 @@ gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart
   return rc ? rc : create(dev, &d, 0, out);
 }
 
+/* ---- the partitions configuration declares ------------------------------------ */
+
+static gpupart_partition_desc partition_desc(const gpupart__pspec *p) {
+  gpupart_partition_desc d = {.name = p->name, .growth = p->growth, .release_threshold = p->release_threshold};
+  if (p->size.is_share) d.fraction = p->size.share;
+  else d.limit = p->size.bytes;
+  if (p->guarantee.is_share) d.guarantee_fraction = p->guarantee.share;
+  else d.guarantee = p->guarantee.bytes;
+  return d;
+}
+
+static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
+  gpupart_partition_desc d = partition_desc(p);
+  gpupart_partition *part;
+  int rc = gpupart_partition_create(dev, &d, &part);
+  if (rc == GPUPART_OK) {
+    pthread_mutex_lock(&dev->slow);
+    part->configured = 1;
+    pthread_mutex_unlock(&dev->slow);
+    return rc;
+  }
+  char where[GPUPART__PATH_MAX + 16], why[GPUPART__MSG_MAX];
+  gpupart__source_format(p->src, where, sizeof where);
+  snprintf(why, sizeof why, "%s", gpupart_last_error());
+  if (rc == GPUPART_EINVAL || rc == GPUPART_ELIMIT || rc == GPUPART_EEXIST) rc = GPUPART_ECONFIG;
+  return gpupart__fail(rc, "%s: partition '%s' on %s:%u: %s", GPUPART__ECHO(where), p->name,
+                       gpupart_backend_name(dev->info.backend), dev->info.index, why);
+}
+
+/* A configured partition that another handle of the same physical device already made
+ * (its names are device-wide) is that handle's: a second open does not make it again. */
+static int made_elsewhere(gpupart_device *dev, const char *name) {
+  return dev->ledger->ops->find(dev->ledger, name) && !gpupart_partition_find(dev, name);
+}
+
+int gpupart__partition_create_configured(gpupart_device *dev) {
+  const gpupart__settings *s = &dev->settings;
+  for (uint32_t i = 0; i < s->nparts; i++) {
+    if (made_elsewhere(dev, s->parts[i]->name)) continue;
+    int rc = create_one(dev, s->parts[i]);
+    if (rc) return rc;
+  }
+  return GPUPART_OK;
+}
 
 static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
   uint32_t i = 0;

@@ -21,10 +21,13 @@ static void configured_dir(char *out, size_t n) {
   gpupart_device_desc d = {0};
   gpupart_result rc = cli_context(&ctx);
   out[0] = '\0';
-  if (rc == GPUPART_OK && (rc = gpupart__settings_target(ctx, &d, 1, &st)) == GPUPART_OK) {
-    gpupart__settings_resolve(ctx, &d, GPUPART_BACKEND_SIM, &st);
-    snprintf(out, n, "%s", gpupart__settings_ledger_dir(&st));
+  gpupart__settings_in in = {.desc = &d, .exact = 1, .backend = GPUPART_BACKEND_SIM};
+  if (rc == GPUPART_OK) {
+    in.config_path = ctx->config_path, in.ledger_dir = ctx->ledger_dir;
+    in.ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0;
   }
+  if (rc == GPUPART_OK && (rc = gpupart__settings_compute(ctx->cfg, &in, &st)) == GPUPART_OK)
+    snprintf(out, n, "%s", gpupart__settings_ledger_dir(&st));
   if (rc) cli_failure("configuration", rc);
   gpupart_context_destroy(ctx);
 }
