@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "trim.h"
 
 /* Why an attempt failed: one of these, or a negative gpupart_result (EBACKEND, ...) that
  * no step of the OOM sequence can help and that is passed on as it is. */

@@ -5,72 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "enumerate.h"
 #include "internal.h"
 #include "pin.h"
 #include "verbose.h"
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
-
-static int enumerate_one(gpupart_context *ctx, gpupart_backend b, gpupart_device_info *infos,
-                         uint32_t cap, uint32_t *found) {
-  const gpupart_backend_ops *ops;
-  void *state;
-  int rc = gpupart__backend_get(ctx, b, &ops, &state);
-  if (rc) return rc;
-  uint32_t n = cap;
-  gpupart__pin_mark mark;
-  gpupart__pin_begin(&mark);
-  rc = ops->enumerate(state, infos, &n);
-  gpupart__pin_end(ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/pin.c) */
-  if (rc == GPUPART_OK) *found = n;
-  return rc;
-}
-
-static int enumerate_auto(gpupart_context *ctx, gpupart_device_info *infos, uint32_t *count) {
-  gpupart_backend order[GPUPART__BACKEND_COUNT];
-  unsigned n = gpupart__backend_auto_order(order, 0);
-  uint32_t cap = infos ? *count : 0, total = 0;
-  for (unsigned i = 0; i < n; i++) {
-    uint32_t found = 0, room = cap > total ? cap - total : 0;
-    if (enumerate_one(ctx, order[i], room ? infos + total : NULL, room, &found)) continue;
-    total += found;
-  }
-  *count = total;
-  return GPUPART_OK;
-}
-
-static int enumerate_into(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
-                          uint32_t *count) {
-  if (backend == GPUPART_BACKEND_AUTO) return enumerate_auto(ctx, infos, count);
-  uint32_t found = 0;
-  int rc = enumerate_one(ctx, backend, infos, infos ? *count : 0, &found);
-  if (rc == GPUPART_OK) *count = found;
-  return rc;
-}
-
-/* The backends fill this library's gpupart_device_info; a caller built with another
- * sizeof gets each entry copied out at its own stride. */
-static int enumerate_strided(gpupart_context *ctx, gpupart_backend backend, unsigned char *infos, size_t stride,
-                             uint32_t *count) {
-  uint32_t cap = *count;
-  gpupart_device_info *tmp = cap ? gpupart__host_calloc(&ctx->mem, cap, sizeof *tmp) : NULL;
-  if (cap && !tmp) return gpupart__fail(GPUPART_ENOMEM, "enumerate: out of host memory");
-  int rc = enumerate_into(ctx, backend, tmp, count);
-  for (uint32_t i = 0; rc == GPUPART_OK && i < cap && i < *count; i++)
-    gpupart__copy_out(infos + i * stride, stride, &tmp[i], sizeof *tmp, GPUPART__DEVICE_INFO_SIZE_0_2, "");
-  gpupart__host_free(&ctx->mem, tmp);
-  return rc;
-}
-
-gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
-                                       size_t info_size, uint32_t *count) {
-  if (!ctx || !count) return gpupart__fail(GPUPART_EINVAL, "enumerate: ctx or count is NULL");
-  if (info_size < GPUPART__DEVICE_INFO_SIZE_0_2)
-    return gpupart__fail(GPUPART_EINVAL, "enumerate: gpupart_device_info has %zu bytes; the smallest layout "
-                         "(gpupart 0.2) has %zu", info_size, (size_t)GPUPART__DEVICE_INFO_SIZE_0_2);
-  if (infos && info_size != sizeof *infos) return enumerate_strided(ctx, backend, (unsigned char *)infos, info_size, count);
-  return enumerate_into(ctx, backend, infos, count);
-}
 
 /* The backends to try, in order: the configured list, or the registry's AUTO order
  * (cuda, vulkan, opencl, then sim). order has room for GPUPART__BACKEND_COUNT. */
@@ -97,7 +37,7 @@ static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpup
   char why[GPUPART__BACKEND_COUNT][160];
   for (uint32_t i = 0; i < n; i++) {
     uint32_t found = 0;
-    int rc = enumerate_one(ctx, order[i], NULL, 0, &found);
+    int rc = gpupart__enumerate_one(ctx, order[i], NULL, 0, &found);
     if (rc == GPUPART_OK && found > s->index) return *out = order[i], GPUPART_OK;
     skip_reason(order[i], rc, found, why[i], sizeof why[i]);
   }
@@ -258,7 +198,7 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsig
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__verbose_print(dev);
   if (rc == GPUPART_OK) gpupart__verbose_warn_env(dev);
   if (rc == GPUPART_OK) gpupart__verbose_notes(dev);
-  if (rc == GPUPART_OK) gpupart__event_unreachable(dev);
+  if (rc == GPUPART_OK) gpupart__verbose_unreachable(dev);
   return rc;
 }
 
@@ -349,24 +289,3 @@ gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_
 /* The budget of the physical device: every handle of one device in a context shares the
  * first open's (join_ledger). */
 uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? dev->budget : 0; }
-
-int gpupart__device_trim_locked(gpupart_device *dev) {
-  int (*trim)(void *) = GPUPART__BACKEND_OP(dev->ops, trim);
-  return trim ? trim(dev->bdev) : GPUPART_OK; /* none: the backend keeps no driver-side caches */
-}
-
-/* Shared ledger: when another process asked for a trim (its OOM sequence) since this
- * handle last looked, every partition of the handle releases its empty blocks. One atomic
- * load when nobody asked. Device slow lock held. */
-void gpupart__device_honour_trim_locked(gpupart_device *dev) {
-  gpupart__ledger *l = dev->ledger;
-  if (!l->ops->trim_asked || !l->ops->trim_asked(l, &dev->trim_seen)) return;
-  uint64_t released = 0;
-  for (uint32_t i = 0; i < dev->nparts; i++) released += gpupart__arena_release_empty(dev->parts[i]);
-  if (released) gpupart__device_trim_locked(dev);
-}
-
-/* Shared ledger: asks the other processes of the device to trim at their next call. */
-void gpupart__device_ask_trim(gpupart_device *dev) {
-  if (dev->ledger->ops->ask_trim) dev->ledger->ops->ask_trim(dev->ledger);
-}

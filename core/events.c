@@ -94,22 +94,3 @@ void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies
              dev->id.key, applies, asked, applies, more);
   gpupart__log(dev->ctx, GPUPART_LOG_WARN, dev_verbose(dev), line);
 }
-
-/* Appends one unreachable device to the line (a buffer of GPUPART__EVENT_LINE bytes). */
-#define GPUPART__EVENT_LINE 2048
-static void append_unreachable(const gpupart__unreachable *u, void *user) {
-  char *line = user, where[GPUPART__PATH_MAX + 16];
-  size_t used = strlen(line);
-  gpupart__source_format(u->src, where, sizeof where);
-  if (used < GPUPART__EVENT_LINE)
-    snprintf(line + used, GPUPART__EVENT_LINE - used, "%s%s (%s): %s", line[used - 1] == ':' ? " " : "; ", u->what,
-             where, u->why);
-}
-
-void gpupart__event_unreachable(gpupart_device *dev) {
-  gpupart_context *ctx = dev->ctx;
-  char line[GPUPART__EVENT_LINE] = "configuration that can never apply on this machine:";
-  if ((!ctx->log && !dev_verbose(dev)) || atomic_exchange(&ctx->unreachable_said, 1)) return;
-  if (!gpupart__config_unreachable(ctx, 1, append_unreachable, line)) return;
-  gpupart__log(ctx, GPUPART_LOG_WARN, dev_verbose(dev), line);
-}

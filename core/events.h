@@ -34,10 +34,4 @@ void gpupart__event_reaped(struct gpupart__ledger *l, uint32_t members, uint64_t
  * (another handle's, or the shared ledger's) of applies bytes applies. */
 void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies);
 
-/* GPUPART_LOG_WARN, once per context (its first device open; a context whose
- * unreachable_said is already set says nothing) and only where someone listens: the
- * configuration that can never apply on this machine (gpupart__config_unreachable),
- * judged by the backends the context has tried, none loaded for it, in one line. */
-void gpupart__event_unreachable(gpupart_device *dev);
-
 #endif

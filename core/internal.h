@@ -57,7 +57,7 @@ struct gpupart_context {
   uint32_t open_devices;
   gpupart__ledger_ref *ledgers; /* one per physical device open in the context */
   gpupart__trace *trace;        /* GPUPART_TRACE: the recording, or NULL (trace.c) */
-  atomic_int unreachable_said;  /* events.c: configuration that cannot apply here was looked for */
+  atomic_int unreachable_said;  /* verbose.c: configuration that cannot apply here was looked for */
 };
 
 /* Counters of a partition (or retired into its device when a partition is destroyed). */
@@ -180,13 +180,6 @@ gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_d
  * (NULL = defaults) has the 0.1 layout of gpupart_device_desc, without backend_desc_type
  * and backend_desc_size, and its backend_desc the 0.1 layout of that backend's struct. */
 gpupart_result gpupart__device_open_0_1(gpupart_context *ctx, const gpupart_device_desc *desc, gpupart_device **out);
-/* Calls the backend's optional trim (its driver-side caches); OK where the backend has
- * none. Device slow lock held, no partition lock (partition_trim, the OOM sequence). */
-int gpupart__device_trim_locked(gpupart_device *dev);
-/* Shared ledger (device.c): honours the other processes' trim requests (slow lock held),
- * and asks them for one (the OOM sequence, when the budget refused). No-ops in-process. */
-void gpupart__device_honour_trim_locked(gpupart_device *dev);
-void gpupart__device_ask_trim(gpupart_device *dev);
 
 /* arena.c. Partition lock held: try, on_alloc, on_free, check. Device slow lock held and
  * partition lock NOT held (they call the driver): fini, grow (returns GPUPART_OK with the

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "trim.h"
 
 /* The limits and policy of a descriptor, resolved against the device. */
 typedef struct resolved {

@@ -2,11 +2,13 @@
  * settings one line per option with its source, the configured partitions and the other
  * frameworks' variables seen; and always (to the log function, or stderr when verbose)
  * the warnings and notes of the open: variables changed after the context read them,
- * orchestrator values ignored, and configuration that does not do what it may seem to. */
+ * orchestrator values ignored, configuration that does not do what it may seem to, and
+ * configuration that can never apply on this machine. */
 #include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
+#include "reach.h"
 #include "verbose.h"
 
 static void emit(gpupart_context *ctx, const char *line) { gpupart__log(ctx, GPUPART_LOG_INFO, 1, line); }
@@ -99,4 +101,23 @@ void gpupart__verbose_print(gpupart_device *dev) {
     if (o != GPUPART__OPT_PARTITIONS) print_option(dev, o);
   for (uint32_t i = 0; i < dev->settings.nparts; i++) print_partition(dev, i);
   print_foreign(dev);
+}
+
+/* Appends one unreachable device to the line (a buffer of UNREACHABLE_LINE bytes). */
+#define UNREACHABLE_LINE 2048
+static void append_unreachable(const gpupart__unreachable *u, void *user) {
+  char *line = user, where[GPUPART__PATH_MAX + 16];
+  size_t used = strlen(line);
+  gpupart__source_format(u->src, where, sizeof where);
+  if (used < UNREACHABLE_LINE)
+    snprintf(line + used, UNREACHABLE_LINE - used, "%s%s (%s): %s", line[used - 1] == ':' ? " " : "; ", u->what,
+             where, u->why);
+}
+
+void gpupart__verbose_unreachable(gpupart_device *dev) {
+  gpupart_context *ctx = dev->ctx;
+  char line[UNREACHABLE_LINE] = "configuration that can never apply on this machine:";
+  if ((!ctx->log && !(int)dev->settings.v[GPUPART__OPT_VERBOSE].u) || atomic_exchange(&ctx->unreachable_said, 1)) return;
+  if (!gpupart__config_unreachable(ctx, 1, append_unreachable, line)) return;
+  gpupart__log(ctx, GPUPART_LOG_WARN, (int)dev->settings.v[GPUPART__OPT_VERBOSE].u, line);
 }

@@ -19,4 +19,10 @@ void gpupart__verbose_warn_env(gpupart_device *dev);
  * (GPUPART_LOG_INFO). */
 void gpupart__verbose_notes(gpupart_device *dev);
 
+/* GPUPART_LOG_WARN, once per context (its first device open; a context whose
+ * unreachable_said is already set says nothing) and only where someone listens: the
+ * configuration that can never apply on this machine (gpupart__config_unreachable),
+ * judged by the backends the context has tried, none loaded for it, in one line. */
+void gpupart__verbose_unreachable(gpupart_device *dev);
+
 #endif
