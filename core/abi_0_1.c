@@ -10,6 +10,9 @@
  * policy". */
 #include <string.h>
 
+#include "device.h"
+#include "error.h"
+#include "extstruct.h"
 #include "internal.h"
 
 /* Exported only under the versioned name the .symver gives it: the version script keeps

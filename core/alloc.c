@@ -6,11 +6,19 @@
  *      those of partitions above their guarantee, with no gpupart lock held, each asked
  *      for the shortfall and followed by a retry, until the request fits;
  *   4. fail with ELIMIT or EDEVMEM and a message that says why. */
+#include "alloc.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "arena.h"
+#include "error.h"
+#include "events.h"
+#include "extstruct.h"
 #include "internal.h"
+#include "partition.h"
+#include "peak.h"
 #include "trim.h"
 
 /* Why an attempt failed: one of these, or a negative gpupart_result (EBACKEND, ...) that

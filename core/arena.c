@@ -7,9 +7,13 @@
  * release run under the device's slow (sleeping) lock, drop the partition lock for the
  * driver call, and take it again to insert a block or after detaching one. Each
  * function says which locks it expects. */
+#include "arena.h"
+
 #include <stdio.h>
 
+#include "error.h"
 #include "internal.h"
+#include "partition.h"
 
 #define HELD_FRACTION_SHIFT 4 /* a growth block is at most held / 16 */
 

@@ -1,10 +1,14 @@
 /* The context: the library instance that owns the host allocator, the configuration
  * sources and the loaded backends. Backends are loaded on first use and unloaded with the
  * context, so a program that never touches Vulkan never opens libvulkan. */
+#include "context.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
+#include "extstruct.h"
 #include "internal.h"
 #include "pin.h"
 

@@ -1,12 +1,20 @@
 /* Devices: opening one physical GPU through its backend, computing this process's
  * budget on it, and the device-wide views (info, stats, the consistency check). The
  * partitions themselves live in partition.c; the accounting in the ledger. */
+#include "device.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "context.h"
 #include "enumerate.h"
+#include "error.h"
+#include "events.h"
+#include "extstruct.h"
 #include "internal.h"
+#include "ledgers.h"
+#include "partition.h"
 #include "pin.h"
 #include "verbose.h"
 

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error.h"
 #include "internal.h"
+#include "peak.h"
 
 #define DUMP_FLAGS GPUPART_DUMP_ALLOCATIONS
 #define DUMP_TRIES 8
@@ -108,7 +110,7 @@ static int snapshot_alloc(const gpupart__hostmem *m, const snapshot *need, unsig
 
 /* The largest power of two that divides v, at most 1 GiB (v == 0 is 1 GiB). */
 static uint64_t alignment_of(uint64_t v) {
-  uint64_t cap = GPUPART__GIB;
+  uint64_t cap = 1ull << 30;
   return v && (v & (0 - v)) < cap ? v & (0 - v) : cap;
 }
 

@@ -3,6 +3,9 @@
  * context on first use; the drivers an enumeration loads stay loaded (pin.c). */
 #include "enumerate.h"
 
+#include "context.h"
+#include "error.h"
+#include "extstruct.h"
 #include "internal.h"
 #include "pin.h"
 

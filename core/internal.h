@@ -1,5 +1,5 @@
-/* The core's shared definitions: the structs behind the public handles and the
- * internal calls between core files. Lock order, outermost first (never take an outer
+/* The structs behind the public handles (context, device, partition) and the lock order
+ * between them; each core file's own calls are in its own header. Lock order, outermost first (never take an outer
  * lock while holding an inner one):
  *   1. context lock (backend loading, device count, the registry of ledgers)
  *   2. device slow lock, a sleeping mutex (growth, block release, the OOM sequence, the
@@ -16,24 +16,18 @@
 #include <stdatomic.h>
 
 #include "backend.h"
-#include "error.h"
-#include "events.h"
-#include "extstruct.h"
 #include "gpupart.h"
 #include "hostmem.h"
 #include "identity.h"
 #include "ledger.h"
-#include "registry.h"
 #include "lock.h"
-#include "reach.h"
+#include "ratelimit.h"
+#include "registry.h"
 #include "settings.h"
 #include "tlsf.h"
 #include "trace.h"
 
-#define GPUPART__MIB (1ull << 20)
-#define GPUPART__GIB (1ull << 30)
-
-typedef struct gpupart__ledger_ref gpupart__ledger_ref; /* ledger_registry.c */
+typedef struct gpupart__ledger_ref gpupart__ledger_ref; /* ledgers.c */
 
 typedef struct gpupart__loaded_backend {
   const gpupart_backend_ops *ops; /* NULL when not built */
@@ -152,84 +146,5 @@ struct gpupart_device {
   gpupart__ratelimit refusals; /* events.c: how often refused allocations are logged */
   gpupart__ratelimit oom_events; /* events.c: and OOM-sequence steps and reclaim calls */
 };
-
-/* context.c */
-int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
-                         void **state);
-/* context.c: whether the load of backend b is already decided in ctx (not built, or
- * tried), so asking for it costs no driver library load. */
-int gpupart__backend_known(gpupart_context *ctx, gpupart_backend b);
-/* context.c: whether the configuration names backend b: its backend list (GPUPART_BACKEND,
- * `backend =`) lists it, or its library path (GPUPART_<B>_LIBRARY) is set. */
-int gpupart__backend_named(const gpupart_context *ctx, gpupart_backend b);
-
-/* ledger_registry.c: the context's ledger of device id (created with budget when the
- * device is not open in the context yet; its budget stays the first open's), joined as a
- * new member; released by each member, destroyed with the last. shared_dir: NULL for the
- * in-process ledger, else the folder of the shared one. ENOMEM, EINVAL (the device is
- * open in the context with the other kind of ledger), and ledger_shm.c's codes. */
-int gpupart__ledger_acquire(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget,
-                            const char *shared_dir, gpupart__ledger **out, gpupart__ledger_member *member);
-void gpupart__ledger_release(gpupart_context *ctx, gpupart__ledger *l, gpupart__ledger_member member);
-
-/* device.c: gpupart_device_open, with exact = 1 to open desc->index even when it is 0
- * (the gpupart command's --device), where the public call lets configuration choose. */
-gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
-                                    gpupart_device **out);
-/* device.c: gpupart_device_open for a program built against gpupart 0.1 (abi_0_1.c): desc
- * (NULL = defaults) has the 0.1 layout of gpupart_device_desc, without backend_desc_type
- * and backend_desc_size, and its backend_desc the 0.1 layout of that backend's struct. */
-gpupart_result gpupart__device_open_0_1(gpupart_context *ctx, const gpupart_device_desc *desc, gpupart_device **out);
-
-/* arena.c. Partition lock held: try, on_alloc, on_free, check. Device slow lock held and
- * partition lock NOT held (they call the driver): fini, grow (returns GPUPART_OK with the
- * partition lock held and a block in place that fits the request), reserve_exact,
- * release_empty, release_detached. */
-int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
-void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p);
-gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align);
-int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);
-int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc);
-uint64_t gpupart__arena_release_empty(gpupart_partition *p);
-void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r);
-gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b);
-void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b);
-int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n);
-
-/* peak.c. crossed and freed: partition lock held (after in_use rose above the charge, or
- * fell). reset: device slow lock held. leave: the partition is unreachable. */
-void gpupart__peak_crossed(gpupart_partition *p);
-void gpupart__peak_freed(gpupart_partition *p);
-void gpupart__peak_leave(gpupart_partition *p);
-uint64_t gpupart__peak_in_use(gpupart_device *dev);
-void gpupart__peak_reset(gpupart_device *dev);
-
-/* A public handle is the sub-allocator's handle of the allocation's range (tlsf.h). */
-static inline gpupart__range *gpupart__range_of(const gpupart_allocation *a) {
-  return gpupart__tlsf_node((uintptr_t)a);
-}
-/* The partition a handle was allocated from, even when the handle is stale. */
-static inline gpupart_partition *gpupart__partition_of(const gpupart_allocation *a) {
-  return gpupart__tlsf_user(gpupart__range_owner(gpupart__range_of(a)));
-}
-/* Nonzero while a names a live allocation (partition lock held). */
-static inline int gpupart__handle_live(const gpupart_allocation *a) { return gpupart__tlsf_live((uintptr_t)a); }
-
-/* alloc.c: describes a live allocation's range (partition lock held). */
-void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out);
-
-/* partition.c */
-void gpupart__partition_free(gpupart_partition *p);
-/* Creates the partitions configuration declares for dev (its settings), in order, but
- * those another handle of the device made already. ECONFIG (or the driver's EDEVMEM, or
- * ENOMEM) naming the source; the caller closes the device on failure. */
-int gpupart__partition_create_configured(gpupart_device *dev);
-int gpupart__partition_check(const gpupart_partition *p, char *why, uint64_t n);
-/* Partition lock held: where p publishes its counters now; in a child forked after p was
- * set up, the sink (its parent goes on publishing its own figures in the share). */
-static inline gpupart__ledger_counters *gpupart__published(gpupart_partition *p) {
-  if (p->pub_forks != gpupart__forks) p->pub = &gpupart__unpublished, p->pub_forks = gpupart__forks;
-  return p->pub;
-}
 
 #endif

@@ -2,6 +2,8 @@
  * own objects, and the per-allocation view cache (see interop.h). */
 #include "interop.h"
 
+#include "alloc.h"
+#include "error.h"
 #include "internal.h"
 
 void *gpupart__device_native(const gpupart_device *dev, gpupart_backend b) {

@@ -4,6 +4,10 @@
  * handles of one GPU never double its budget. Each ledger is counted by the handles
  * that use it and destroyed when the last one closes. The list is guarded by the
  * context lock; the ledgers lock themselves. */
+#include "ledgers.h"
+
+#include "error.h"
+#include "events.h"
 #include "internal.h"
 #include "ledger_shm.h"
 

@@ -3,11 +3,18 @@
  * program or for the configuration's declared partitions at device open (which a
  * program's creation of the same name then gets); resize, trim and destroy change them. All of it runs under the device's slow lock, so the
  * partition list and the ledger's view of limits change one partition at a time. */
+#include "partition.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "arena.h"
+#include "error.h"
+#include "events.h"
+#include "extstruct.h"
 #include "internal.h"
+#include "peak.h"
 #include "trim.h"
 
 /* The limits and policy of a descriptor, resolved against the device. */

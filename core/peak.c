@@ -23,6 +23,8 @@
  * allocated or holds granule multiples). gpupart_device_reset_peak first lowers every
  * charge to its in-use bytes rounded up (slack under one granule each). The charges and
  * the sum are figures of this file alone; every other figure stays exact. */
+#include "peak.h"
+
 #include "internal.h"
 
 #define SLACK_GRANULES 2 /* a free lowers the charge once it is this many granules above in-use */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "context.h"
 #include "internal.h"
 #include "registry.h"
 

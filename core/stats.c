@@ -4,7 +4,11 @@
  * can call it after every random step. */
 #include <stdio.h>
 
+#include "arena.h"
+#include "error.h"
+#include "extstruct.h"
 #include "internal.h"
+#include "peak.h"
 
 static void add_counters(gpupart_stats *s, const gpupart__counters *c) {
   s->in_use += c->in_use;

@@ -2,8 +2,10 @@
  * trim), and, with a shared ledger, the requests processes make of each other when a
  * budget refuses them (the OOM sequence asks; every other process's next call honours
  * it by releasing its partitions' empty blocks). */
-#include "internal.h"
 #include "trim.h"
+
+#include "arena.h"
+#include "internal.h"
 
 int gpupart__device_trim_locked(gpupart_device *dev) {
   int (*trim)(void *) = GPUPART__BACKEND_OP(dev->ops, trim);

@@ -7,9 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "verbose.h"
+#include "events.h"
 #include "internal.h"
 #include "reach.h"
-#include "verbose.h"
 
 static void emit(gpupart_context *ctx, const char *line) { gpupart__log(ctx, GPUPART_LOG_INFO, 1, line); }
 

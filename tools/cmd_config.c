@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "device.h"
 #include "internal.h"
+#include "reach.h"
 
 static const char help[] =
     "usage: gpupart config [--json] [--device BACKEND:INDEX]\n"

@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "identity.h"
-#include "internal.h" /* gpupart__backend_named, gpupart__config */
+#include "context.h" /* gpupart__backend_named */
 #include "registry.h"
 
 static const char help[] =
