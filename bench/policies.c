@@ -1,6 +1,6 @@
 /* The policies compared on every target, and the replay loops that time them.
  *   driver      one driver block per request, through the backend's own block_alloc and
- *               block_free (core/backend.h): what a program does without a pool;
+ *               block_free (core/base/backend.h): what a program does without a pool;
  *   growth      one gpupart partition with the default growth policy;
  *   prealloc    one partition with growth off, preallocated to the workload's peak (each
  *               request rounded up to the device alignment) plus a quarter for

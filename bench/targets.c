@@ -118,7 +118,7 @@ static void check_list(const char *list, const gpupart_backend *known, size_t n)
 }
 
 int bench_targets_find(const char *which, bench_target *out, int max) {
-  /* Every backend of the registry, in registry order (core/registry.h). */
+  /* Every backend of the registry, in registry order (core/base/registry.h). */
 #define BENCH_REAL(ID, name, rank) GPUPART_BACKEND_##ID,
   static const gpupart_backend listed[] = {GPUPART__BACKENDS(BENCH_REAL)};
 #undef BENCH_REAL

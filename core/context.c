@@ -12,20 +12,6 @@
 #include "internal.h"
 #include "pin.h"
 
-/* The table of each backend this build contains (GPUPART_HAVE_<ID>: backends/meson.build),
- * from the one list in registry.h; NULL for one that was not built. */
-#define GPUPART__DECLARE(ID, name, rank) extern const gpupart_backend_ops gpupart__##name##_ops;
-GPUPART__BACKENDS(GPUPART__DECLARE)
-#undef GPUPART__DECLARE
-
-#define GPUPART__TABLE(ID, name, rank) [GPUPART_BACKEND_##ID] = GPUPART__IF_BUILT(ID, &gpupart__##name##_ops, NULL),
-static const gpupart_backend_ops *const tables[GPUPART__BACKEND_COUNT] = {GPUPART__BACKENDS(GPUPART__TABLE)};
-#undef GPUPART__TABLE
-
-const gpupart_backend_ops *gpupart__backend_ops(gpupart_backend b) {
-  return (unsigned)b < GPUPART__BACKEND_COUNT ? tables[b] : NULL;
-}
-
 static int copy_strings(gpupart_context *ctx, const gpupart_context_desc *d) {
   ctx->config_path = gpupart__strdup(&ctx->mem, d->config_path);
   ctx->config_text = gpupart__strdup(&ctx->mem, d->config_text);
@@ -163,7 +149,7 @@ static int load_one(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_b
   gpupart__pin_mark mark;
   gpupart__pin_begin(&mark);
   int rc = lb->ops->load(&ctx->env, library, &lb->state);
-  gpupart__pin_end(ctx->env.mem, &mark); /* a loader stays loaded (core/pin.c) */
+  gpupart__pin_end(ctx->env.mem, &mark); /* a loader stays loaded (core/base/pin.c) */
   const char *why = gpupart_last_error();
   int named = library && (strstr(why, "_LIBRARY") || strstr(why, "_library")); /* the backend says it already */
   /* A message longer than error is cut: the reason comes first, so what is cut is its tail. */

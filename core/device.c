@@ -119,7 +119,7 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
   gpupart__pin_mark mark;
   gpupart__pin_begin(&mark);
   rc = backend_open(dev, state, d, how);
-  gpupart__pin_end(dev->ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/pin.c) */
+  gpupart__pin_end(dev->ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/base/pin.c) */
   if (rc) return rc;
   rc = dev->ops->info(dev->bdev, &dev->info);
   if (rc == GPUPART_OK && !is_pow2(dev->info.min_alignment))

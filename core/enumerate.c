@@ -19,7 +19,7 @@ int gpupart__enumerate_one(gpupart_context *ctx, gpupart_backend b, gpupart_devi
   gpupart__pin_mark mark;
   gpupart__pin_begin(&mark);
   rc = ops->enumerate(state, infos, &n);
-  gpupart__pin_end(ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/pin.c) */
+  gpupart__pin_end(ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/base/pin.c) */
   if (rc == GPUPART_OK) *found = n;
   return rc;
 }

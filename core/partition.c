@@ -45,7 +45,7 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
   int growth = d->growth ? d->growth : dev->growth;
   g->prealloc = growth == GPUPART_GROWTH_OFF;
   /* 0 fields take the device's options (initial_block, max_block, growth_factor:
-   * configuration, else the defaults of the options table, core/options.c). */
+   * configuration, else the defaults of the options table, core/config/options.c). */
   g->max_block = round_block(dev, d->max_block, dev->max_block);
   g->initial_block = round_block(dev, d->initial_block, dev->initial_block);
   if (g->initial_block > g->max_block) g->initial_block = g->max_block;

@@ -17,8 +17,9 @@
 #include <unistd.h>
 
 #include "identity.h"
-#include "ledger_shm.h"
-#include "ledger_shm_impl.h"
+#include "shm.h"
+#include "shm_impl.h"
+#include "snapshot.h"
 #include "policy.h"
 
 /* A member looks at its file's size and links at most every SHM_LOOK_MS: a test that

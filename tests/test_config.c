@@ -1,4 +1,4 @@
-/* Configuration end to end (core/config.c, core/config_ini.c, core/settings.c): every row
+/* Configuration end to end (core/config/config.c, core/config/ini.c, core/config/settings.c): every row
  * of docs/configuration.md through real variables and files, the precedence descriptor > environment >
  * file > default, errors that name their source, key and line, and that nothing is
  * half-applied. Criterion runs each test in its own process, so setenv stays local. */

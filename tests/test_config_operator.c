@@ -1,4 +1,4 @@
-/* The operator's word (core/settings.c, core/shares.c, core/config.c): the ceilings
+/* The operator's word (core/config/settings.c, core/config/shares.c, core/config/config.c): the ceilings
  * GPUPART_MEMORY_LIMIT_MAX and GPUPART_MEMORY_FRACTION_MAX lower what the code asks, and
  * the shares an orchestrator assigned (HAMi's CUDA_DEVICE_MEMORY_LIMIT[_<i>], Slurm's
  * SLURM_SHARD_MEM_PER_GPU, the cgroup v2 dmem.max) become the memory_limit of a device

@@ -1,4 +1,4 @@
-/* The backend contract as the core uses it (core/backend.h): block sizes follow the
+/* The backend contract as the core uses it (core/base/backend.h): block sizes follow the
  * backend's block granularity while the sub-allocator keeps the alignment as its
  * granule; a driver that allocates more than asked is accounted at what it allocated;
  * backends take host memory from the context's allocator; the driver's own error code

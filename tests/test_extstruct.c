@@ -1,4 +1,4 @@
-/* The 0.2 ABI rules inside one build (core/extstruct.c, core/device.c): the _sized entry
+/* The 0.2 ABI rules inside one build (core/base/extstruct.c, core/device.c): the _sized entry
  * points against larger and smaller structs than the library's, the typed backend_desc
  * (a backend descriptor is never read as another backend's, whatever configuration
  * chooses), and double frees as a result and a counter. The cross-header half (clients

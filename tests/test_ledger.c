@@ -1,9 +1,9 @@
-/* The ledger interface (core/ledger.h) through its in-process implementation: accounts
+/* The ledger interface (core/ledger/ledger.h) through its in-process implementation: accounts
  * with limits and guarantees, reservations against the limit and against the budget less
  * other partitions' unused guarantees, set_limit's codes and clamping, figures and
  * peaks, the invariant check, many threads reserving at once; names (unique, found by
  * lookup), members (their entries listed, returned when they leave); and the device
- * identity that keys a ledger (core/identity.h). Budgets are in MiB. */
+ * identity that keys a ledger (core/base/identity.h). Budgets are in MiB. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* The shared ledger (core/ledger_shm*.c) under hostile files and faults, with real
+/* The shared ledger (core/ledger/shm*.c) under hostile files and faults, with real
  * processes: bytes scribbled over the whole file (a pthread mutex's bytes in particular)
  * never crash a reader or a member; a member stopped (SIGSTOP) while it holds the lock is
  * named in an EBUSY, and a partition destroyed and a device closed meanwhile neither crash

@@ -1,4 +1,4 @@
-/* The shared ledger (core/ledger_shm*.c) across processes: two processes that open one
+/* The shared ledger (core/ledger/shm*.c) across processes: two processes that open one
  * device with GPUPART_DEVICE_SHARED share its budget and guarantees; they join one
  * partition by name and share its limit (a different descriptor is EEXIST; find joins
  * another process's; the partition goes with its last member); four processes hammering

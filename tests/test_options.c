@@ -1,4 +1,4 @@
-/* The options table and the value parsers of core/options.c: the amount syntax (units,
+/* The options table and the value parsers of core/config/options.c: the amount syntax (units,
  * decimals, shares, every kind of malformed value), booleans, device selectors, backend
  * lists and the partition spec, each checked for the value it yields or the error it
  * names. */

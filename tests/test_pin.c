@@ -1,4 +1,4 @@
-/* Vendor libraries stay loaded (core/pin.c): what a context's backends load (loaders,
+/* Vendor libraries stay loaded (core/base/pin.c): what a context's backends load (loaders,
  * drivers, what those need) is still mapped after the context is destroyed, so no driver
  * code is unmapped under its own allocations and thread-local storage (the sanitizer
  * builds' LeakSanitizer reads both at exit); and pinning takes only what was loaded

@@ -1,4 +1,4 @@
-/* The settings of a device open as one pure function (core/settings.h): configuration,
+/* The settings of a device open as one pure function (core/config/settings.h): configuration,
  * descriptors and the device's info in, every option with its source, the granularity
  * and the budget out, with no context, device or backend anywhere. Each test builds a
  * configuration from INI text (the environment ignored) and calls the function the way

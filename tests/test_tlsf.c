@@ -1,4 +1,4 @@
-/* Tests of the offset sub-allocator (core/tlsf.c): the contract of each call on small,
+/* Tests of the offset sub-allocator (core/suballoc/tlsf.c): the contract of each call on small,
  * hand-built layouts, then a randomized differential test that runs millions of
  * operations against a granule-by-granule reference model and checks, after every step,
  * that live ranges never overlap, stay inside their blocks and honour their alignment,

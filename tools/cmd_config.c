@@ -40,7 +40,7 @@ static const char help[] =
     "exit status: 0 success, 1 bad configuration or no such device, 2 bad usage\n";
 
 /* Every option but the partition spec (the partitions have their own table): in the
- * table's order, so an option added to core/options.c is shown without a change here. */
+ * table's order, so an option added to core/config/options.c is shown without a change here. */
 static int shown(int o) { return o != GPUPART__OPT_PARTITIONS; }
 
 static void source_text(gpupart__source s, char *buf, size_t n) { gpupart__source_format(s, buf, n); }

@@ -1,5 +1,5 @@
 /* What gpupart top, metrics and exporter share: one reading of every shared ledger of
- * this user in the ledger folder (core/ledger_shm_read.c's snapshot), with each device's labels
+ * this user in the ledger folder (core/ledger/snapshot.c's snapshot), with each device's labels
  * (backend, index, UUID) worked out from its identity key and the devices present, and
  * the command name of each member process. */
 #ifndef GPUPART_TOOLS_OBSERVE_H
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ledger_shm.h"
+#include "snapshot.h"
 
 #define OBSERVE_LOCK_TIMEOUT_MS 100 /* how long a reading waits on one ledger's lock */
 

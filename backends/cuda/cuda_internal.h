@@ -1,7 +1,7 @@
 /* Shared definitions of the CUDA backend's files: the table of driver entry points that
  * cu_load.c resolves from libcuda at run time (libcuda and cudart are never linked), the
  * loaded driver (the backend state), and an opened device. The backend's logic lives in
- * functions of these shapes, independent of the layout of core/backend.h's table, which
+ * functions of these shapes, independent of the layout of core/base/backend.h's table, which
  * cu_ops.c alone fills. Only files under backends/cuda/ include this. */
 #ifndef GPUPART_BACKENDS_CUDA_INTERNAL_H
 #define GPUPART_BACKENDS_CUDA_INTERNAL_H

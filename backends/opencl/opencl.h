@@ -88,7 +88,7 @@ const char *gpupart__cl_error_name(cl_int code);
 int gpupart__cl_fail(int code, const char *what, cl_int err);
 
 /* memory.c: driver blocks, and the per-allocation sub-buffers (the views of
- * core/interop.h). */
+ * core/door/interop.h). */
 int gpupart__cl_block_alloc(void *dev, uint64_t size, gpupart_block *out);
 void gpupart__cl_block_free(void *dev, gpupart_block *block);
 void *gpupart__cl_make_view(void *dev, const gpupart_allocation_info *info, void *user);

@@ -141,7 +141,7 @@ int gpupart__vk_enumerate(void *state, gpupart_device_info *out, uint32_t *count
 #define GPUPART__VK_DESC_SIZE_0_2 GPUPART__END(gpupart_vulkan_desc, memory_type)
 #define GPUPART__VK_DESC_SIZE sizeof(gpupart_vulkan_desc)
 int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **dev);
-/* The backend's open_0_1 (core/backend.h): a gpupart 0.1 program's gpupart_vulkan_desc. */
+/* The backend's open_0_1 (core/base/backend.h): a gpupart 0.1 program's gpupart_vulkan_desc. */
 int gpupart__vk_open_0_1(void *state, uint32_t index, const void *native_desc, void **dev);
 void gpupart__vk_close(void *dev);
 int gpupart__vk_info(void *dev, gpupart_device_info *out);

@@ -48,7 +48,7 @@ int gpupart__vk_fail(VkResult r, const char *what) {
 
 /* RTLD_NODELETE: the loader keeps process-wide state (its instance and driver lists, the
  * drivers it loaded) that is not made to be unmapped, and the application may use Vulkan
- * itself; closing our handle must leave it loaded (core/pin.c keeps the drivers too). */
+ * itself; closing our handle must leave it loaded (core/base/pin.c keeps the drivers too). */
 #define VK_DLOPEN_FLAGS (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
 
 static void *open_library(const char *library, char *why, size_t n) {

@@ -136,7 +136,7 @@ static void partition_name(char out[NAME_BYTES]) {
  * (the descriptor leaves limit and guarantee to the partition), so every process under
  * the layer with the same name shares one limit, whatever its own configuration says:
  * the process that made the partition fixed its figures (a configured partition of that
- * name is then not made again: core/settings.c). EEXIST remains only where this process
+ * name is then not made again: core/config/settings.c). EEXIST remains only where this process
  * already holds the name on that GPU through another device handle, which the mirror
  * cache rules out for the layers' own opens; should it happen, this process takes its
  * own "NAME.PID", sharing the device budget only, and says so on stderr. */
@@ -178,7 +178,7 @@ static int has_uuid(const mirror *m) {
   return memcmp(m->uuid, zero, sizeof zero) != 0;
 }
 
-/* Whether a and b are one GPU as gpupart names devices (core/identity.c): by UUID where
+/* Whether a and b are one GPU as gpupart names devices (core/base/identity.c): by UUID where
  * one is known, else by bus id. */
 static int same_gpu(const mirror *a, const mirror *b) {
   if (has_uuid(a) || has_uuid(b)) return !memcmp(a->uuid, b->uuid, sizeof a->uuid);

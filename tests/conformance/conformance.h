@@ -46,7 +46,7 @@ typedef struct conformance_adapter {
 #define CONFORMANCE_CODE_VARIES INT64_MIN
 
 /* The adapters this build has, indexed by gpupart_backend; NULL where none (adapters.c
- * walks the registry of core/registry.h: a backend's adapter is conformance_<name>). */
+ * walks the registry of core/base/registry.h: a backend's adapter is conformance_<name>). */
 const conformance_adapter *conformance_adapter_for(gpupart_backend b);
 
 #endif

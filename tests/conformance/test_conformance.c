@@ -11,7 +11,7 @@
 
 #define MiB (1ull << 20)
 
-/* Every backend of the registry (core/registry.h), built or not. */
+/* Every backend of the registry (core/base/registry.h), built or not. */
 #define CONFORMANCE_BACKEND(ID, name, rank) GPUPART_BACKEND_##ID,
 static gpupart_backend all_backends[] = {GPUPART__BACKENDS(CONFORMANCE_BACKEND)};
 #undef CONFORMANCE_BACKEND

@@ -1,11 +1,11 @@
-/* The shared ledger: the same accounting as ledger_local.c, kept in a file of the
+/* The shared ledger: the same accounting as local.c, kept in a file of the
  * ledger folder (GPUPART_LEDGER_DIR, default /dev/shm) that every process of the user
  * maps, one file per physical device, so that budgets and guarantees hold across
- * processes. The file (ledger_shm_format.h) holds partitions (name, limit, guarantee,
+ * processes. The file (shm_format.h) holds partitions (name, limit, guarantee,
  * reserved, peak) and shares: one per member of a partition, with the bytes that member
  * reserved, so that processes join a partition by name and share its limit; a partition
  * goes when its last share does. This file is the ledger interface over it; every call
- * takes the ledger's lock (ledger_shm_lock.c), which also finds dead members and repairs
+ * takes the ledger's lock (shm_lock.c), which also finds dead members and repairs
  * what a holder that died left. A member is alive while its process holds an
  * open-file-description lock on the member's byte of the file, which the kernel drops
  * when the process dies (whatever its pid or namespace). What cannot be done because the
@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "ledger_shm_impl.h"
+#include "shm_impl.h"
 
 /* What find returns for a partition this process is no member of: non-NULL, and no share
  * of the file, so any operation on it is refused. */
@@ -302,7 +302,7 @@ static uint32_t shm_list(gpupart__ledger *l, gpupart__ledger_member m, gpupart__
   return n;
 }
 
-/* Lock held: what p may still take (as ledger_local.c's grantable_locked). */
+/* Lock held: what p may still take (as local.c's grantable_locked). */
 static uint64_t grantable_locked(const shm_header *h, const shm_part *p, gpupart__refusal *bound) {
   uint64_t own = sub0(p->limit, p->reserved);
   uint64_t taken = add_sat(h->reserved, sub0(h->unused, unused_of(p)));

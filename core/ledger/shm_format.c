@@ -1,4 +1,4 @@
-/* The shared ledger's file format (ledger_shm_format.h): the file's name, the checks it
+/* The shared ledger's file format (shm_format.h): the file's name, the checks it
  * must pass, the locking rules and the sums, for the library's side and for the outside
  * reader alike. The lock is a word of the file taken by compare-and-swap, so taking it
  * costs no system call; its value names the holder's attachment slot, and each attachment
@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "ledger_shm.h"
-#include "ledger_shm_format.h"
+#include "shm.h"
+#include "shm_format.h"
 
 void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n) {
   char key[GPUPART__IDENTITY_MAX];
@@ -332,6 +332,6 @@ void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64
   memcpy(h->identity, id->key, sizeof h->identity);
   h->budget = budget;
   h->epoch = gpupart__shm_random();
-  h->last_member = gpupart__shm_random() << 24; /* member ids of two files never meet (ledger_shm_move.c) */
+  h->last_member = gpupart__shm_random() << 24; /* member ids of two files never meet (shm_move.c) */
   __atomic_store_n(&h->magic, SHM_MAGIC, __ATOMIC_RELEASE);
 }

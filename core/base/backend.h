@@ -77,7 +77,7 @@ typedef struct gpupart_backend_ops {
    * backend's by the core) and its size as the caller compiled it
    * (gpupart_device_desc.backend_desc_size; 0 = the backend's 0.2 size of it). NULL desc
    * = defaults. Only the backend knows its struct's sizes, so it copies the descriptor in
-   * with gpupart__backend_desc_in (core/extstruct.h): min(native_size, sizeof its
+   * with gpupart__backend_desc_in (core/base/extstruct.h): min(native_size, sizeof its
    * struct), the rest as zero, EINVAL for a nonzero tail beyond its struct or a size
    * below its 0.2 layout. */
   int (*open)(void *state, uint32_t index, const void *native_desc, size_t native_size, void **dev);
@@ -94,7 +94,7 @@ typedef struct gpupart_backend_ops {
   /* Budget query: free_bytes UINT64_MAX when the driver cannot tell. NULL = the core uses
    * info.total_bytes and reports free as unknown. */
   int (*mem_info)(void *dev, uint64_t *free_bytes, uint64_t *total_bytes);
-  /* Releases a per-allocation view made through gpupart__allocation_view (core/interop.h)
+  /* Releases a per-allocation view made through gpupart__allocation_view (core/door/interop.h)
    * when its allocation is freed; runs with no gpupart lock held. A backend that leaves it
    * NULL cannot make views (gpupart__allocation_view refuses, ENOTSUP). */
   void (*view_release)(void *dev, void *view);
@@ -121,7 +121,7 @@ typedef struct gpupart_backend_ops {
                                                                                      : NULL)
 
 /* The table of backend b that this build contains; NULL for one that was not built
- * (core/context.c, from the GPUPART__BACKENDS list of core/registry.h). */
+ * (backends/built.c, from the GPUPART__BACKENDS list of registry.h). */
 const gpupart_backend_ops *gpupart__backend_ops(gpupart_backend b);
 
 #endif

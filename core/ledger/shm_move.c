@@ -1,4 +1,4 @@
-/* Moving a shared ledger's members into a file made anew (ledger_shm_impl.h). A ledger
+/* Moving a shared ledger's members into a file made anew (shm_impl.h). A ledger
  * file deleted under its running members (by hand, or by systemd-logind's RemoveIPC,
  * which removes a user's files from /dev/shm when the user's last session ends) would let
  * the next process start a second ledger of the device that knows nothing of the bytes
@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ledger_shm_impl.h"
+#include "shm_impl.h"
 
 typedef struct move {
   shm_ledger *L;

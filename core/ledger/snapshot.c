@@ -1,5 +1,5 @@
 /* Reading shared ledgers from outside: gpupart top, metrics and the exporter
- * (ledger_shm.h). It shares the file format (ledger_shm_format.h) with the library's
+ * (shm.h). It shares the file format (shm_format.h) with the library's
  * side and nothing else: it joins no member, takes no lock, opens the file read-only and
  * never maps or writes it. The copy is read with pread between two reads of the sequence
  * word, as a seqlock reader does, and taken again while a live holder changes the file
@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "ledger_shm.h"
-#include "ledger_shm_format.h"
+#include "snapshot.h"
+#include "shm_format.h"
 
 _Static_assert(SHM_MEMBERS == GPUPART__SNAPSHOT_MEMBERS && SHM_PARTS == GPUPART__SNAPSHOT_ENTRIES,
                "a snapshot holds every slot of a ledger");

@@ -3,7 +3,7 @@
  * device object behind a public handle, an allocation's placement, and a per-allocation
  * "view" (an OpenCL sub-buffer, a VkBuffer) that is created on first use, cached with the
  * allocation, and released through the backend's view_release when the allocation is
- * freed. Backends include this and core/backend.h, nothing else of the core. */
+ * freed. Backends include this and core/base/backend.h, nothing else of the core. */
 #ifndef GPUPART_CORE_INTEROP_H
 #define GPUPART_CORE_INTEROP_H
 

@@ -1,25 +1,25 @@
 /* The library's side of a shared ledger: what one attachment (one context's mapping of
  * one ledger file) keeps, and the calls between the files that make it up, each calling
  * only those listed below it:
- *   ledger_shm_open.c    opening or creating the file, and gpupart__ledger_shm_create;
- *   ledger_shm.c         the ledger interface (ledger.h) over the file;
- *   ledger_shm_lock.c    taking and dropping the ledger's lock, and what each taking checks
+ *   shm_open.c    opening or creating the file, and gpupart__ledger_shm_create;
+ *   shm.c         the ledger interface (ledger.h) over the file;
+ *   shm_lock.c    taking and dropping the ledger's lock, and what each taking checks
  *                        first (a file truncated, replaced or deleted, a holder that died
  *                        mid-update, work queued while the lock could not be taken);
- *   ledger_shm_move.c    moving every live member into a file made anew when the file was
+ *   shm_move.c    moving every live member into a file made anew when the file was
  *                        deleted under its members;
- *   ledger_shm_queue.c   the changes that may wait for the lock (releases, removals,
+ *   shm_queue.c   the changes that may wait for the lock (releases, removals,
  *                        leaves), made at once or by the next taking;
- *   ledger_shm_members.c members' liveness, reaping, and the holder's marks in the file;
- *   ledger_shm_guard.c   the mappings, the SIGBUS handler over them, and forked children;
- *   ledger_shm_format.c  the file format (ledger_shm_format.h), shared with the reader.
- * The outside reader (ledger_shm_read.c) uses none of this: only the file format. */
+ *   shm_members.c members' liveness, reaping, and the holder's marks in the file;
+ *   shm_guard.c   the mappings, the SIGBUS handler over them, and forked children;
+ *   shm_format.c  the file format (shm_format.h), shared with the reader.
+ * The outside reader (snapshot.c) uses none of this: only the file format. */
 #ifndef GPUPART_CORE_LEDGER_SHM_IMPL_H
 #define GPUPART_CORE_LEDGER_SHM_IMPL_H
 
 #include <pthread.h>
 
-#include "ledger_shm_format.h"
+#include "shm_format.h"
 
 /* The process-local handle of an entry: one share. */
 typedef struct shm_entry {
@@ -60,7 +60,7 @@ typedef struct shm_ledger {
   char path[4096];
   int64_t pid;       /* this process as it names itself when it holds the lock */
   char command[16];
-  int inherited;     /* in a child forked after the attachment was made (ledger_shm_guard.c): no member */
+  int inherited;     /* in a child forked after the attachment was made (shm_guard.c): no member */
   int lost;          /* atomic: the file was truncated or replaced under this process */
   int stalled;       /* atomic: the last wait timed out, so the next ones are short */
   int queued;        /* atomic: a handle or member slot has work queued for the next lock */
@@ -78,10 +78,10 @@ typedef struct shm_ledger {
   uint64_t pending_bytes;
 } shm_ledger;
 
-/* ledger_shm.c */
+/* shm.c */
 extern const gpupart__ledger_ops gpupart__shm_ops;
 
-/* ledger_shm_lock.c. lock: 0, or the code with the message set (EBUSY: held past the
+/* shm_lock.c. lock: 0, or the code with the message set (EBUSY: held past the
  * wait, naming the holder; ECORRUPT: the file is lost; EINVAL: a forked child). The
  * file's size and link count are looked at (fstat) at most every SHM_LOOK_MS: a
  * truncation is caught without it (the SIGBUS handler, the epoch), and a deletion
@@ -96,12 +96,12 @@ void gpupart__shm_unlock(shm_ledger *L);
 /* The message of a lost file; ECORRUPT. */
 int gpupart__shm_lost(const shm_ledger *L);
 
-/* ledger_shm_move.c. Lock held, the file unlinked: moves every live member into the file
+/* shm_move.c. Lock held, the file unlinked: moves every live member into the file
  * now at L->path (made anew, or a newcomer's), and L with them: L->fd and L->h are then the
  * new file's, its lock held. Where that cannot be done, L stays on the old file. */
 void gpupart__shm_move(shm_ledger *L);
 
-/* ledger_shm_queue.c, lock held. share_of: the share of a live entry handle, or NULL when
+/* shm_queue.c, lock held. share_of: the share of a live entry handle, or NULL when
  * the file no longer has it. set_reserved: share s (of partition p) holds reserved bytes
  * now. release: e's share holds bytes fewer. remove: e's share goes, and e's handle with
  * it. leave_slot: member slot i leaves (its shares are gone already or go with it).
@@ -114,7 +114,7 @@ void gpupart__shm_remove_locked(shm_ledger *L, shm_entry *x);
 void gpupart__shm_leave_slot_locked(shm_ledger *L, uint32_t i, uint64_t id);
 void gpupart__shm_apply_queued(shm_ledger *L);
 
-/* ledger_shm_members.c, lock held. alive: whether member slot i's process lives; reap:
+/* shm_members.c, lock held. alive: whether member slot i's process lives; reap:
  * takes back the bytes of the dead members (nonzero when there were some); end_proxy:
  * this attachment no longer holds slot i for another process. */
 int gpupart__shm_alive(shm_ledger *L, uint32_t i);
@@ -125,7 +125,7 @@ void gpupart__shm_end_proxy(shm_ledger *L, uint32_t i);
 void gpupart__shm_mark_held(const shm_ledger *L, shm_header *h);
 void gpupart__shm_mark_released(shm_header *h);
 
-/* ledger_shm_guard.c. map: the file's mapping. guard: h (a mapping of the file) joins
+/* shm_guard.c. map: the file's mapping. guard: h (a mapping of the file) joins
  * the ranges the SIGBUS handler replaces with anonymous memory (marking L lost) when the
  * file was truncated; the handler is installed with the first range. ENOMEM when the
  * table is full. unguard: range h of L goes (NULL: every range of L); the handler goes

@@ -9,7 +9,7 @@
 #include "error.h"
 #include "events.h"
 #include "internal.h"
-#include "ledger_shm.h"
+#include "shm.h"
 
 struct gpupart__ledger_ref {
   gpupart__ledger_ref *next;

@@ -1,9 +1,9 @@
-/* Taking and dropping a shared ledger's lock for one attachment (ledger_shm_impl.h): the
- * attachment's own mutex (its threads), then the file's lock word (ledger_shm_format.c),
+/* Taking and dropping a shared ledger's lock for one attachment (shm_impl.h): the
+ * attachment's own mutex (its threads), then the file's lock word (shm_format.c),
  * each waited on for a bounded time; neither costs a system call when nobody holds it.
  * Each taking first checks what may have happened to the file since the last one:
  * truncated or made anew (the file is lost: its mapping is replaced with anonymous memory
- * and the call fails), deleted (its members move to a file made anew: ledger_shm_move.c),
+ * and the call fails), deleted (its members move to a file made anew: shm_move.c),
  * a holder that died mid-update (the sequence word is odd: dead members are reaped and
  * every sum recomputed from the shares); then it marks the file as being changed, naming
  * this process, and applies the work queued while the lock could not be taken. Dead
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "ledger_shm_impl.h"
+#include "shm_impl.h"
 
 /* Until a taking succeeds again after one timed out (SHM_LOCK_WAIT_MS), the next ones wait
  * this long only, so a program whose ledger is wedged gets its errors promptly. */

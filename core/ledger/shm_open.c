@@ -1,4 +1,4 @@
-/* Attaching to a shared ledger (ledger_shm_impl.h): the file is opened (created 0600 with
+/* Attaching to a shared ledger (shm_impl.h): the file is opened (created 0600 with
  * O_NOFOLLOW when there is none) under an flock, so that one process sets a new file up
  * while the others wait; it must be this user's regular file with no group or other
  * permission bits, and either empty (this process sizes it with posix_fallocate, so a
@@ -6,7 +6,7 @@
  * ledger of this version for this device. A ledger that no live process uses is this
  * process's to size: the file outlives its processes, and the budget of a run long gone
  * must not bind this one. Each mapping is guarded against truncation
- * (ledger_shm_guard.c) from the moment it exists. */
+ * (shm_guard.c) from the moment it exists. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "ledger_shm.h"
-#include "ledger_shm_impl.h"
+#include "shm.h"
+#include "shm_impl.h"
 
 /* Maps L's file and guards the mapping. */
 static int map_guarded(shm_ledger *L) {

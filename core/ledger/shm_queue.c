@@ -1,12 +1,12 @@
-/* The changes to a shared ledger that may have to wait for its lock (ledger_shm_impl.h):
+/* The changes to a shared ledger that may have to wait for its lock (shm_impl.h):
  * a release, an entry's removal and a member's leaving are made at once when the lock
  * can be taken, and otherwise queued on the attachment and made by the next call that
- * takes it (ledger_shm_lock.c applies the queue first thing). Both ways run the same
+ * takes it (shm_lock.c applies the queue first thing). Both ways run the same
  * functions here, under the lock. */
 #include <fcntl.h>
 #include <string.h>
 
-#include "ledger_shm_impl.h"
+#include "shm_impl.h"
 
 shm_share *gpupart__shm_share_of(shm_ledger *L, const gpupart__ledger_entry *e) {
   const shm_entry *x = (const shm_entry *)(uintptr_t)e;

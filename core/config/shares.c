@@ -3,7 +3,7 @@
  * and its ancestors. None of this text is gpupart's own, and all of it is read as hostile
  * input: a value that does not parse is a warning (kept for `gpupart config` and the log)
  * and is ignored, never a crash and never a context that fails to start because another
- * tool wrote something gpupart cannot read. The variables' text comes from core/config.c,
+ * tool wrote something gpupart cannot read. The variables' text comes from core/config/config.c,
  * the only reader of the environment; this file reads the two cgroup files. */
 #include "config.h"
 

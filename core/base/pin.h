@@ -1,5 +1,5 @@
 /* Keeping the vendor libraries a backend call loads (a loader, the drivers it loads, the
- * libraries those need) loaded for the rest of the process's life (core/pin.c). */
+ * libraries those need) loaded for the rest of the process's life (core/base/pin.c). */
 #ifndef GPUPART_CORE_PIN_H
 #define GPUPART_CORE_PIN_H
 

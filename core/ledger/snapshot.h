@@ -1,27 +1,16 @@
-/* The shared ledger (ledger_shm*.c, ledger_shm_impl.h): the ledger interface over a file
- * that every process of the user maps, so that one physical device's budget and
- * guarantees hold across processes (GPUPART_DEVICE_SHARED, GPUPART_SHARED=1); and the
- * outside reader of those files (ledger_shm_read.c) that gpupart top, metrics and the
- * exporter use. */
-#ifndef GPUPART_CORE_LEDGER_SHM_H
-#define GPUPART_CORE_LEDGER_SHM_H
+/* Reading shared ledgers from outside (snapshot.c), as gpupart top, metrics and the
+ * exporter do: each ledger file of a folder copied whole (never torn) and checked, the
+ * figures of its live members summed again. The reader shares the file format
+ * (shm_format.h) with the library's side of the ledger and nothing else: it never maps,
+ * writes or joins a ledger. */
+#ifndef GPUPART_CORE_SNAPSHOT_H
+#define GPUPART_CORE_SNAPSHOT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "identity.h"
 #include "ledger.h"
-
-/* Attaches to the shared ledger of device id in folder dir (never NULL or empty: the
- * ledger_dir option's default is the configuration's, not the ledger's), creating it with budget when there is none; an existing ledger keeps its budget.
- * ECONFIG (cannot open or create it, owned by another user, permissions other than 0600,
- * the folder full, another version's), ECORRUPT (not a ledger of this library and device,
- * or a damaged one), EBUSY (its lock held past the wait), ENOMEM; the message names the
- * file. */
-int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
-                               const char *dir, gpupart__ledger **out);
-/* The file of device id's ledger in dir: dir/gpupart-<uid>-<identity>.ledger. */
-void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n);
-
-/* ---- reading shared ledgers from outside (gpupart top, metrics, exporter) ---- */
 
 #define GPUPART__SNAPSHOT_MEMBERS 128u /* a ledger's member slots */
 #define GPUPART__SNAPSHOT_ENTRIES 256u /* a ledger's partition slots */
@@ -93,12 +82,5 @@ int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, 
  * by file name: *out (free() it) holds *n of them, at most GPUPART__SNAPSHOT_FILES.
  * ECONFIG (the message names the folder) when dir cannot be listed; ENOMEM. */
 int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n);
-/* For tests: takes the ledger lock of the file at path as a member does (waiting at most
- * timeout_ms), marks the file as being changed by this process, named command, and keeps
- * the lock until the returned descriptor is closed or the process dies; -1 on failure. */
-int gpupart__ledger_shm_hold(const char *path, int timeout_ms, const char *command);
-/* For tests: where a header field lies in the file ("identity", "epoch", "seq",
- * "holder_pid", "budget", "reserved"); SIZE_MAX for another name. */
-size_t gpupart__ledger_shm_field(const char *name);
 
 #endif

@@ -1,4 +1,4 @@
-/* The members of a shared ledger as one attachment sees them (ledger_shm_impl.h): whether
+/* The members of a shared ledger as one attachment sees them (shm_impl.h): whether
  * each member's process lives (it holds its byte's lock, or this attachment holds it for
  * the member as its proxy since a move), the reaping of the dead ones, and the marks a
  * holder of the lock leaves in the file (the sequence word, its pid and command) for
@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "ledger_shm_impl.h"
+#include "shm_impl.h"
 
 /* The sequence word goes odd before any change and even after, as a seqlock's does: a
  * reader whose copy began and ended on one even value saw no change. */
@@ -33,7 +33,7 @@ void gpupart__shm_end_proxy(shm_ledger *L, uint32_t i) {
   *p = (shm_proxy){.fd = -1};
 }
 
-/* A slot this attachment holds for another process (ledger_shm_move.c): alive while its
+/* A slot this attachment holds for another process (shm_move.c): alive while its
  * owner holds its byte in the file it came from, and until the owner took its place. */
 static int proxy_alive(shm_ledger *L, uint32_t i) {
   shm_proxy *p = &L->proxy[i];

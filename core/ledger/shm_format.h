@@ -1,7 +1,7 @@
 /* The shared ledger's file (version 4): its layout, the checks a file must pass before
  * anything of it is trusted, the rules for locking it, and the sums every figure is
- * recomputed from. Shared by the library's side (ledger_shm.c and its helpers) and the
- * outside reader (ledger_shm_read.c); nothing here keeps state. Every byte of the file is
+ * recomputed from. Shared by the library's side (shm.c and its helpers) and the
+ * outside reader (snapshot.c); nothing here keeps state. Every byte of the file is
  * hostile input: each index read from it is bounds-checked, each sum saturates, and every
  * value of the lock word is legal (it names an attachment whose liveness is an
  * open-file-description lock the kernel drops when its process dies), so no value
@@ -82,6 +82,8 @@ static inline uint64_t gpupart__shm_unused(const shm_part *p) { return gpupart__
 
 /* ECONFIG unless fd is this user's regular file with no group or other permissions; st
  * is filled. The message names path. */
+/* The file of device id's ledger in dir: dir/gpupart-<uid>-<identity>.ledger. */
+void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n);
 /* A new file's header: this version's sizes, the device and budget, a random epoch and
  * member base; the magic is stored last (release), so a reader never trusts a half-made
  * header. */

@@ -3,7 +3,7 @@
  * (identity.h), whichever backend or index opened it; every device handle that uses it is
  * a member, and each account (entry) is named and belongs to the member that added it.
  * It is an internal interface with an implementation per kind of sharing (in-process:
- * ledger_local.c; across processes: ledger_shm.c), so that sharing changes no policy
+ * local.c; across processes: shm.c), so that sharing changes no policy
  * code: names, members, lookup by name, enumeration and the consistency check are all
  * behind it. Every ledger call is thread-safe and takes only the ledger's own lock, which
  * is the innermost lock of the library: callers may hold partition and device locks, and
@@ -73,7 +73,7 @@ static inline void gpupart__ledger_publish(uint64_t *field, uint64_t v) {
 /* A reader's load of such a field. */
 static inline uint64_t gpupart__ledger_read(const uint64_t *field) { return __atomic_load_n(field, __ATOMIC_RELAXED); }
 
-/* ledger_publish.c. What a publisher writes before it has an entry (a failed creation's
+/* publish.c. What a publisher writes before it has an entry (a failed creation's
  * preallocation), or in a child forked after it was set up: a sink nothing reads. */
 extern gpupart__ledger_counters gpupart__unpublished;
 /* How many forks this process's line took since the first publisher was set up: a
@@ -159,7 +159,7 @@ typedef struct gpupart__ledger_ops {
 struct gpupart__ledger {
   const gpupart__ledger_ops *ops;
   gpupart__identity id; /* the device it accounts */
-  int shared;           /* across processes (ledger_shm.c) */
+  int shared;           /* across processes (shm.c) */
   /* Shared ledgers: told of dead members' reclaims (events.c);
    * verbose: some device of it logs to stderr without a log callback. Set at creation. */
   gpupart__ledger_reaped_fn on_reaped;

@@ -1,4 +1,4 @@
-/* What guards a process from its shared ledgers' files (ledger_shm_impl.h):
+/* What guards a process from its shared ledgers' files (shm_impl.h):
  *  - A file truncated under a live member (by another process, or by hand) would kill it
  *    with SIGBUS at its next touch of a page past the new end, and the counters are
  *    written without the lock, so no check at locking can prevent that. While a shared
@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "ledger_shm_impl.h"
+#include "shm_impl.h"
 
 #define GUARDS 256u /* ledger mappings one process may have at once */
 
