@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "identity.h"
-#include "context.h" /* gpupart__backend_named */
+#include "introspect.h" /* gpupart__introspect_backend_named */
 #include "registry.h"
 
 static const char help[] =
@@ -138,7 +138,7 @@ static void say_skipped(gpupart_context *ctx, int all) {
   for (size_t i = 0; i < sizeof every / sizeof every[0]; i++) {
     uint32_t n = 0;
     char why[GPUPART__MSG_MAX];
-    if (every[i] == GPUPART_BACKEND_SIM || (!all && !gpupart__backend_named(ctx, every[i]))) continue;
+    if (every[i] == GPUPART_BACKEND_SIM || (!all && !gpupart__introspect_backend_named(ctx, every[i]))) continue;
     if (gpupart_enumerate(ctx, every[i], NULL, &n) == GPUPART_OK) continue;
     reason(gpupart_backend_name(every[i]), gpupart_last_error(), why, sizeof why);
     fprintf(stderr, "gpupart: skipped %s: %s\n", gpupart_backend_name(every[i]), why);

@@ -8,27 +8,19 @@
 
 #include "cli.h"
 #include "identity.h"
+#include "introspect.h"
 #include "observe.h"
-#include "internal.h"
 #include "options.h"
 
 /* The ledger_dir a device opened with this configuration would use (GPUPART_LEDGER_DIR,
- * else the configuration file, else /dev/shm), copied to out; "" when the configuration
- * cannot be read (its error was printed). */
+ * else the configuration file, else the option's default), copied to out; "" when the
+ * configuration cannot be read (its error was printed). */
 static void configured_dir(char *out, size_t n) {
   gpupart_context *ctx = NULL;
-  gpupart__settings st;
-  gpupart_device_desc d = {0};
   gpupart_result rc = cli_context(&ctx);
   out[0] = '\0';
-  gpupart__settings_in in = {.desc = &d, .exact = 1, .backend = GPUPART_BACKEND_SIM};
-  if (rc == GPUPART_OK) {
-    in.config_path = ctx->config_path, in.ledger_dir = ctx->ledger_dir;
-    in.ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0;
-  }
-  if (rc == GPUPART_OK && (rc = gpupart__settings_compute(ctx->cfg, &in, &st)) == GPUPART_OK)
-    snprintf(out, n, "%s", gpupart__settings_ledger_dir(&st));
-  if (rc) cli_failure("configuration", rc);
+  if (rc == GPUPART_OK) gpupart__introspect_ledger_dir(ctx, out, n);
+  else cli_failure("configuration", rc);
   gpupart_context_destroy(ctx);
 }
 
