@@ -287,15 +287,6 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
-/* Bytes a fresh block needs to hold the request: block bases are aligned to the device,
- * so only an alignment stricter than the device's needs slack. Nonzero on overflow. */
-static int block_fit(const gpupart_device *dev, uint64_t size, uint64_t align, uint64_t *fit) {
-  uint64_t a = dev->alignment;
-  if (__builtin_add_overflow(size, a - 1, fit)) return -1;
-  *fit &= ~(a - 1);
-  return __builtin_add_overflow(*fit, align - a, fit);
-}
-
 static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_desc *d, request *q) {
   if (!p) return gpupart__fail(GPUPART_EINVAL, "alloc: the partition is NULL (did its gpupart_partition_create fail?)");
   if (!d) return gpupart__fail(GPUPART_EINVAL, "alloc: desc is NULL");
@@ -306,8 +297,8 @@ static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_d
     return gpupart__fail(GPUPART_EINVAL, "alloc: alignment %" PRIu64 " is not a power of two", d->alignment);
   const gpupart_device *dev = p->dev;
   uint64_t align = d->alignment > dev->alignment ? d->alignment : dev->alignment;
-  uint64_t max = dev->info.max_block_bytes & ~(dev->alignment - 1), need;
-  if (block_fit(dev, d->size, align, &need) || need > max)
+  uint64_t max = gpupart__largest_block(dev), need;
+  if (gpupart__block_need(dev, d->size, align, &need) || need > max)
     return gpupart__fail(GPUPART_EINVAL,
                          "alloc: %" PRIu64 " bytes at alignment %" PRIu64
                          " exceed the largest driver allocation of %" PRIu64,

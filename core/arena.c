@@ -40,15 +40,6 @@ gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t
   return r;
 }
 
-/* Bytes a new block must have so that size fits at the given alignment: block bases are
- * aligned to the device's alignment, so only a stricter alignment needs slack. */
-static uint64_t block_need(const gpupart_device *dev, uint64_t size, uint64_t align, int *overflow) {
-  uint64_t need = round_up(size, dev->alignment, overflow);
-  if (align > dev->alignment && __builtin_add_overflow(need, align - dev->alignment, &need))
-    *overflow = 1;
-  return need;
-}
-
 /* The geometric, held-bounded growth size (before caps). */
 static uint64_t growth_size(const gpupart_partition *p) {
   const gpupart__growth *g = &p->growth;
@@ -194,17 +185,12 @@ static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpup
   return rc;
 }
 
-/* The driver's largest allocation in whole driver granules (backends take only those). */
-static uint64_t largest_block(const gpupart_device *dev) {
-  return dev->info.max_block_bytes & ~(dev->alignment - 1);
-}
-
 /* Caps a chosen block by what the ledger can grant and the backend's largest block. */
 static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t need,
                           gpupart__refusal *bound) {
   gpupart__ledger *l = p->dev->ledger;
   uint64_t grant = l->ops->grantable(l, p->account, bound) & ~(p->dev->granularity - 1);
-  uint64_t max = largest_block(p->dev);
+  uint64_t max = gpupart__largest_block(p->dev);
   if (block > max) block = max;
   if (block > grant) block = grant;
   return block < need ? 0 : block;
@@ -220,8 +206,8 @@ typedef struct growth_plan {
 /* Partition lock held. Nonzero on overflow. */
 static int plan_growth(const gpupart_partition *p, uint64_t size, uint64_t align, growth_plan *g) {
   int overflow = 0;
-  uint64_t gran = p->dev->granularity, max = largest_block(p->dev);
-  g->exact = block_need(p->dev, size, align, &overflow);
+  uint64_t gran = p->dev->granularity, max = gpupart__largest_block(p->dev);
+  if (gpupart__block_need(p->dev, size, align, &g->exact)) overflow = 1;
   g->need = round_up(g->exact, gran, &overflow);
   if (g->need > max) g->need = max; /* rounding never asks past the driver's largest (exact <= max) */
   g->step = round_up(growth_size(p), gran, &overflow);

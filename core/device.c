@@ -58,7 +58,7 @@ static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpup
 }
 
 static int check_desc(const gpupart_device_desc *d) {
-  if ((unsigned)d->backend > GPUPART_BACKEND_CUDA)
+  if ((unsigned)d->backend >= GPUPART__BACKEND_COUNT)
     return gpupart__fail(GPUPART_EINVAL, "device_open: unknown backend %d (use a GPUPART_BACKEND_*)",
                          (int)d->backend);
   if (d->memory_fraction < 0 || d->memory_fraction > 1 || isnan(d->memory_fraction))

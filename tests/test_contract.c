@@ -198,4 +198,14 @@ Test(contract, names_and_the_auto_order_come_from_the_registry) {
   cr_expect_eq(order[2], GPUPART_BACKEND_OPENCL);
   cr_expect_eq(order[3], GPUPART_BACKEND_SIM, "sim is the last resort");
   cr_expect_eq(gpupart__backend_auto_order(order, 0), n - 1, "AUTO enumeration leaves sim out");
+  char names[96];
+  gpupart__backend_names(names, sizeof names);
+  cr_expect_str_eq(names, "cuda, vulkan, opencl or sim", "messages list them in AUTO's order");
+  gpupart__backend_names(names, 8);
+  cr_expect_str_eq(names, "cuda, v", "a short buffer is cut, terminated");
+  static const gpupart_backend all[] = {GPUPART__BACKEND_IDS};
+  cr_expect_eq(sizeof all / sizeof all[0], GPUPART__BACKEND_COUNT - 1);
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    cr_expect_eq(gpupart__backend_from_name(gpupart_backend_name(all[i])), (int)all[i], "each name maps back");
+  cr_expect_eq(gpupart__backend_from_name("auto"), -1);
 }

@@ -130,11 +130,7 @@ static void reason(const char *name, const char *why, char *out, size_t n) {
  * device was found, or -v asks: a machine without an NVIDIA driver is not told so at
  * every run. sim is never listed without being named, so it is never "skipped". */
 static void say_skipped(gpupart_context *ctx, int all) {
-  static const gpupart_backend every[] = {
-#define GPUPART__ID(ID, name, rank) GPUPART_BACKEND_##ID,
-      GPUPART__BACKENDS(GPUPART__ID)
-#undef GPUPART__ID
-  };
+  static const gpupart_backend every[] = {GPUPART__BACKEND_IDS};
   for (size_t i = 0; i < sizeof every / sizeof every[0]; i++) {
     uint32_t n = 0;
     char why[GPUPART__MSG_MAX];

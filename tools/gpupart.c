@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "cli.h"
+#include "registry.h"
 
 static const char usage[] =
     "usage: gpupart [--help] [--version] COMMAND [ARGS]\n"
@@ -133,8 +134,9 @@ void human_bytes(uint64_t bytes, char *buf, size_t n) {
 
 static int version(void) {
   printf("gpupart %s (library %s)\nbackends built:", GPUPART_TOOL_VERSION, gpupart_version_string());
-  for (int b = GPUPART_BACKEND_SIM; b <= GPUPART_BACKEND_CUDA; b++)
-    if (gpupart__backend_ops((gpupart_backend)b)) printf(" %s", gpupart_backend_name((gpupart_backend)b));
+  static const gpupart_backend every[] = {GPUPART__BACKEND_IDS};
+  for (size_t b = 0; b < sizeof every / sizeof every[0]; b++)
+    if (gpupart__backend_ops(every[b])) printf(" %s", gpupart_backend_name(every[b]));
   printf("\n");
   return EXIT_OK;
 }

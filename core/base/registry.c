@@ -4,6 +4,7 @@
  * (context.c): nothing here refers to a backend's code. */
 #include "registry.h"
 
+#include <stdio.h>
 #include <strings.h>
 
 #define GPUPART__STR2(x) #x
@@ -46,4 +47,15 @@ unsigned gpupart__backend_auto_order(gpupart_backend *out, int last_resort) {
     for (int b = 1; b < GPUPART__BACKEND_COUNT; b++)
       if (ranks[b] == r) out[n++] = (gpupart_backend)b;
   return n;
+}
+
+void gpupart__backend_names(char *buf, size_t n) {
+  gpupart_backend order[GPUPART__BACKEND_COUNT];
+  unsigned count = gpupart__backend_auto_order(order, 1);
+  size_t used = 0;
+  if (n) buf[0] = '\0';
+  for (unsigned i = 0; i < count && used < n; i++) {
+    const char *sep = i == 0 ? "" : i + 1 == count ? " or " : ", ";
+    used += (size_t)snprintf(buf + used, n - used, "%s%s", sep, names[order[i]]);
+  }
 }

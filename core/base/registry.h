@@ -7,6 +7,8 @@
 #ifndef GPUPART_CORE_REGISTRY_H
 #define GPUPART_CORE_REGISTRY_H
 
+#include <stddef.h>
+
 #include "gpupart.h"
 
 /* X(ID, name, rank): ID is the suffix of GPUPART_BACKEND_<ID> and of GPUPART_HAVE_<ID>;
@@ -41,8 +43,17 @@
 #define GPUPART__BACKEND_X_COUNT(ID, name, rank) +1
 #define GPUPART__BACKEND_COUNT (1 GPUPART__BACKENDS(GPUPART__BACKEND_X_COUNT))
 
+/* Every backend, in enum order, as an array's initialiser: a walk over the backends is
+ * `static const gpupart_backend all[] = {GPUPART__BACKEND_IDS};`, never a loop to a
+ * named last one. */
+#define GPUPART__BACKEND_X_ID(ID, name, rank) GPUPART_BACKEND_##ID,
+#define GPUPART__BACKEND_IDS GPUPART__BACKENDS(GPUPART__BACKEND_X_ID)
+
 /* The backend named s ("sim", "opencl", ...: case-insensitive; never auto), or -1. */
 int gpupart__backend_from_name(const char *s);
+
+/* "cuda, vulkan, opencl or sim": every backend in AUTO's order, for messages. */
+void gpupart__backend_names(char *buf, size_t n);
 
 /* The backends in the order AUTO tries them (highest rank first); returns how many were
  * written to out (room for GPUPART__BACKEND_COUNT). last_resort: include rank 0 (sim). */

@@ -94,13 +94,14 @@ static void check_device_sums(file_view *f, gpupart_backend b, uint32_t index) {
 
 /* Every device the file can name: each backend, at each index it mentions. */
 static void check_sums(file_view *f) {
+  static const gpupart_backend every[] = {GPUPART__BACKEND_IDS};
   uint32_t idx[2 * GPUPART__MAX_PARTS + GPUPART__MAX_DEVICE_VALUES + 1], n = 0;
   const gpupart__value *d = &f->l->global[GPUPART__OPT_DEVICE];
   idx[n++] = d->set && d->nvisible ? d->visible[0] : 0;
   for (uint32_t i = 0; i < f->l->nparts; i++)
     if (f->l->parts[i].dev.set) idx[n++] = f->l->parts[i].dev.index;
   for (uint32_t i = 0; i < n; i++)
-    for (int b = GPUPART_BACKEND_SIM; b <= GPUPART_BACKEND_CUDA; b++) check_device_sums(f, (gpupart_backend)b, idx[i]);
+    for (size_t b = 0; b < sizeof every / sizeof every[0]; b++) check_device_sums(f, every[b], idx[i]);
 }
 
 int gpupart__config_check_file(const char *path, gpupart__report_fn report, void *user) {

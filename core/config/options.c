@@ -275,7 +275,9 @@ static int backend_item(const char *s, int *b, char *err, size_t n) {
   if (*b >= 0) return 0;
   if (strcasecmp(s, "auto") == 0) return say(err, n, "'auto' cannot be part of a list");
   if (!*s) return say(err, n, "the backend list has an empty entry");
-  return say(err, n, "unknown backend '%s' (use auto, cuda, vulkan, opencl or sim)", GPUPART__ECHO(s));
+  char names[96];
+  gpupart__backend_names(names, sizeof names);
+  return say(err, n, "unknown backend '%s' (use auto, %s)", GPUPART__ECHO(s), names);
 }
 
 static int add_backend(gpupart__value *v, int b, const char *s, char *err, size_t n) {
