@@ -6,8 +6,9 @@
             read with nm from the built library's objects, and every strongly connected
             component of more than one file is reported with the names that tie it;
   rooms     each room uses the names (objects) and includes the headers (sources) only of
-            the rooms it may see, and code outside core/ includes only the headers it is
-            allowed; a quoted include never names a path (so no -I can be bypassed);
+            the rooms it may see (and so do its tests, tests/core/ROOM/), and code outside
+            core/ includes only the headers it is allowed; a quoted include never names a
+            path (so no -I can be bypassed);
   meson     each room's sources are compiled with exactly its rooms' include directories
             (from compile_commands.json), so a wrong include fails to compile;
   sizes     no .c file over 800 lines in core/, backends/, tools/, bench/, interpose/,
@@ -55,8 +56,11 @@ SIZED = ("core", "backends", "tools", "bench", "interpose", "python", "tests")
 
 
 def room_of(path):
-    """The room of a path relative to the source root, or None."""
+    """The room of a path relative to the source root, or None. A room's tests
+    (tests/core/ROOM/) see what the room sees; the top's (tests/core/) every room."""
     parts = path.split("/")
+    if parts[:2] == ["tests", "core"] and len(parts) > 2:
+        parts = parts[1:]
     if parts[0] == "core":
         if len(parts) == 2:
             return "top"

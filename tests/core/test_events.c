@@ -2,7 +2,7 @@
  * its caller gets, an OOM-sequence step that freed bytes says which step and how many, a
  * reclaim callback call says what it was asked and what it gave, and loops of refusals
  * or reclaim calls are rate-limited (the limiter is also tested alone, on a clock the
- * test sets). Dead members and budget mismatches: tests/test_ledger_shm.c. */
+ * test sets). Dead members and budget mismatches: tests/core/ledger/test_ledger_shm.c. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>

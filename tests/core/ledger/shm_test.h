@@ -1,7 +1,7 @@
 /* What the shared-ledger suites (test_ledger_shm.c, test_ledger_faults.c) share: each
  * test's own ledger folder (a scratch folder under /tmp, never /dev/shm), contexts and
  * devices on it, children forked (reporting through their exit status and a pipe) or
- * exec'd (tests/shm_member.c, scripted by its arguments), and snapshots read as gpupart
+ * exec'd (tests/core/ledger/shm_member.c, scripted by its arguments), and snapshots read as gpupart
  * top reads them. */
 #ifndef GPUPART_TESTS_SHM_TEST_H
 #define GPUPART_TESTS_SHM_TEST_H

@@ -8,8 +8,8 @@
  * 200 forked and 30 exec'd cycles; a trim asked by one process's OOM sequence is honoured
  * by another; a snapshot shows each member's bytes in use and counters; dead members
  * reclaimed and a budget other than the ledger's are logged. Hostile files and faults:
- * tests/test_ledger_faults.c. Helpers (each test's own scratch ledger folder, forked and
- * exec'd members): tests/shm_test.h. */
+ * tests/core/ledger/test_ledger_faults.c. Helpers (each test's own scratch ledger folder, forked and
+ * exec'd members): tests/core/ledger/shm_test.h. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -177,7 +177,7 @@ Test(ledger_shm, members_killed_at_random_points_leave_no_drift, .timeout = 120)
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
-/* ---- exec'd members (tests/shm_member.c) ---- */
+/* ---- exec'd members (tests/core/ledger/shm_member.c) ---- */
 
 Test(ledger_shm, two_processes_join_one_partition_and_share_its_limit) {
   shared_env e = open_shared_env();
