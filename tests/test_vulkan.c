@@ -448,29 +448,9 @@ Test(vulkan, a_device_index_past_the_last_is_enodev) {
   cr_expect_neq(strstr(gpupart_last_error(), "no device 1000"), NULL, "%s", gpupart_last_error());
 }
 
-/* ---- the backend contract: host allocator, device info ---------------------------- */
-
-typedef struct counting {
-  long calls, live;
-} counting;
-
-static void *count_alloc(size_t n, void *user) {
-  counting *c = user;
-  void *p = malloc(n);
-  c->calls++, c->live += p != NULL;
-  return p;
-}
-
-static void count_free(void *p, void *user) {
-  counting *c = user;
-  c->live -= p != NULL;
-  free(p);
-}
-
 Test(vulkan, the_backend_takes_host_memory_from_the_contexts_allocator) {
-  counting c = {0};
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = count_alloc, .host_free = count_free,
-                             .host_user = &c};
+  test_counting c = {0};
+  gpupart_context_desc cd = test_counting_desc(&c);
   gpupart_context *own;
   cr_assert_eq(gpupart_context_create(&cd, &own), GPUPART_OK);
   long before = c.calls;

@@ -16,7 +16,6 @@
 #include "config_env.h"
 #include "internal.h"
 
-static char log_text[16384];
 static char tree[64]; /* the fake cgroup tree of this test */
 
 static void clear_env(void) {
@@ -34,19 +33,6 @@ static void cleanup(void) {
 
 TestSuite(config_operator, .init = clear_env, .fini = cleanup);
 
-static void capture(gpupart_log_level level, const char *message, void *user) {
-  (void)level, (void)user;
-  strncat(log_text, message, sizeof log_text - strlen(log_text) - 2);
-  strcat(log_text, "\n");
-}
-
-static gpupart_context *env_context(void) {
-  gpupart_context_desc d = {.log = capture};
-  gpupart_context *ctx = NULL;
-  cr_assert_eq(gpupart_context_create(&d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
-  return ctx;
-}
-
 static gpupart_device *open_with(gpupart_context *ctx, gpupart_device_desc d) {
   gpupart_device *dev = NULL;
   d.backend = GPUPART_BACKEND_SIM;
@@ -56,7 +42,7 @@ static gpupart_device *open_with(gpupart_context *ctx, gpupart_device_desc d) {
 
 /* The budget and the memory_limit source of sim:index opened with descriptor d. */
 static uint64_t budget_of(gpupart_device_desc d, char *src, size_t n) {
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_with(ctx, d);
   uint64_t b = gpupart_device_budget(dev);
   if (src) gpupart__source_format(dev->settings.v[GPUPART__OPT_MEMORY_LIMIT].src, src, n);
@@ -111,7 +97,7 @@ Test(config_operator, a_ceiling_is_per_device_in_the_variable_and_the_file) {
 
 Test(config_operator, a_partition_the_code_asks_above_the_ceiling_is_refused) {
   setenv("GPUPART_MEMORY_LIMIT_MAX", "1GiB", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_with(ctx, (gpupart_device_desc){.memory_limit = 8 * GiB});
   gpupart_partition_desc pd = {.name = "big", .limit = 4 * GiB};
   gpupart_partition *p = NULL;
@@ -124,10 +110,10 @@ Test(config_operator, a_partition_the_code_asks_above_the_ceiling_is_refused) {
 Test(config_operator, verbose_output_says_what_the_ceiling_clipped) {
   setenv("GPUPART_MEMORY_LIMIT_MAX", "4GiB", 1);
   setenv("GPUPART_VERBOSE", "1", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_with(ctx, (gpupart_device_desc){.memory_limit = 8 * GiB});
-  cr_expect(strstr(log_text, "memory_limit       = 4294967296 (GPUPART_MEMORY_LIMIT_MAX; clipped by the ceiling: "
-                             "descriptor asked 8589934592)"), "%s", log_text);
+  cr_expect(strstr(test_log_text, "memory_limit       = 4294967296 (GPUPART_MEMORY_LIMIT_MAX; clipped by the ceiling: "
+                             "descriptor asked 8589934592)"), "%s", test_log_text);
   cr_expect_eq(dev->settings.clipped[GPUPART__CLIP_LIMIT], 1);
   cr_expect_eq(dev->settings.clipped[GPUPART__CLIP_FRACTION], 0);
   gpupart_device_close(dev);
@@ -136,7 +122,7 @@ Test(config_operator, verbose_output_says_what_the_ceiling_clipped) {
 
 Test(config_operator, a_ceiling_below_the_granularity_is_a_config_error_naming_it) {
   setenv("GPUPART_MEMORY_LIMIT_MAX", "1MiB", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .memory_limit = 8 * GiB};
   gpupart_device *dev = NULL;
   cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ECONFIG);
@@ -204,14 +190,14 @@ Test(config_operator, garbage_hami_values_are_warnings_and_ignored) {
   static const char *const bad[] = {"4096x", "-1", "0x10", "4096 m", "1.5g", "99999999999999999999g", "m", "4096mb"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     clear_env();
-    log_text[0] = 0;
+    test_log_text[0] = 0;
     setenv("CUDA_DEVICE_MEMORY_LIMIT", bad[i], 1);
     setenv("CUDA_DEVICE_MEMORY_LIMIT_x", "1g", 1);
     char src[64];
     cr_expect_eq(budget_of((gpupart_device_desc){0}, src, sizeof src), 16 * GiB, "%s", bad[i]);
     cr_expect_str_eq(src, "default");
-    cr_expect(strstr(log_text, "is not an amount (4096m, 4g, bytes): ignored"), "%s: %s", bad[i], log_text);
-    cr_expect(strstr(log_text, "CUDA_DEVICE_MEMORY_LIMIT_x: not a device index"), "%s", log_text);
+    cr_expect(strstr(test_log_text, "is not an amount (4096m, 4g, bytes): ignored"), "%s: %s", bad[i], test_log_text);
+    cr_expect(strstr(test_log_text, "CUDA_DEVICE_MEMORY_LIMIT_x: not a device index"), "%s", test_log_text);
   }
 }
 
@@ -219,7 +205,7 @@ Test(config_operator, orchestrator_names_are_not_unknown_gpupart_variables) {
   setenv("CUDA_DEVICE_MEMORY_LIMIT_0", "1g", 1);
   setenv("SLURM_SHARD_MEM_PER_GPU", "garbage", 1);
   setenv("CUDA_DEVICE_MEMORY_LIMIT_junk", "garbage", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   cr_expect_eq(ctx->cfg->nshares, 1);
   cr_expect_eq(ctx->cfg->nshare_warnings, 2);
   cr_expect_eq(ctx->cfg->nforeign, 0); /* read by gpupart, so not an other framework's */

@@ -373,22 +373,9 @@ Test(dump, bad_arguments_are_einval_with_a_message) {
 
 /* ---- the host allocator ---- */
 
-static atomic_long live_blocks, calls;
-
-static void *count_alloc(size_t n, void *user) {
-  (void)user;
-  atomic_fetch_add(&live_blocks, 1), atomic_fetch_add(&calls, 1);
-  return malloc(n);
-}
-
-static void count_free(void *p, void *user) {
-  (void)user;
-  if (p) atomic_fetch_sub(&live_blocks, 1);
-  free(p);
-}
-
 Test(dump_host, the_text_and_the_snapshot_use_the_host_allocator_and_balance) {
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = count_alloc, .host_free = count_free};
+  test_counting n = {0};
+  gpupart_context_desc cd = test_counting_desc(&n);
   gpupart_context *c;
   cr_assert_eq(gpupart_context_create(&cd, &c), GPUPART_OK);
   gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
@@ -396,17 +383,17 @@ Test(dump_host, the_text_and_the_snapshot_use_the_host_allocator_and_balance) {
   gpupart_partition *p = test_partition(d, "p", 64 * MiB, 0);
   gpupart_allocation *x;
   cr_assert_eq(gpupart_alloc(p, 100, 0, &x), GPUPART_OK);
-  long before = atomic_load(&live_blocks), calls_before = atomic_load(&calls);
+  long before = atomic_load(&n.live), calls_before = atomic_load(&n.calls);
   char *json;
   cr_assert_eq(gpupart_device_dump(d, GPUPART_DUMP_ALLOCATIONS, &json, NULL), GPUPART_OK);
-  cr_expect_gt(atomic_load(&calls), calls_before, "the dump allocates through the host allocator");
-  cr_expect_eq(atomic_load(&live_blocks), before + 1, "only the text is left");
+  cr_expect_gt(atomic_load(&n.calls), calls_before, "the dump allocates through the host allocator");
+  cr_expect_eq(atomic_load(&n.live), before + 1, "only the text is left");
   gpupart_free(x);
   cr_assert_eq(gpupart_device_close(d), GPUPART_OK);
   cr_assert_eq(gpupart_context_destroy(c), GPUPART_OK);
-  cr_expect_eq(atomic_load(&live_blocks), 1, "the text outlives its context");
+  cr_expect_eq(atomic_load(&n.live), 1, "the text outlives its context");
   gpupart_dump_free(json);
-  cr_expect_eq(atomic_load(&live_blocks), 0);
+  cr_expect_eq(atomic_load(&n.live), 0);
 }
 
 /* ---- threads ---- */

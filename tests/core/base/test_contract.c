@@ -103,29 +103,9 @@ Test(contract, an_extra_the_budget_cannot_grant_gives_the_block_back) {
   close_env(&e);
 }
 
-/* ---- host memory ------------------------------------------------------------------- */
-
-typedef struct counting {
-  long calls, live;
-} counting;
-
-static void *count_alloc(size_t n, void *user) {
-  counting *c = user;
-  void *p = malloc(n);
-  c->calls++, c->live += p != NULL;
-  return p;
-}
-
-static void count_free(void *p, void *user) {
-  counting *c = user;
-  c->live -= p != NULL;
-  free(p);
-}
-
 Test(contract, backends_allocate_host_memory_through_the_context_allocator) {
-  counting c = {0};
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = count_alloc, .host_free = count_free,
-                             .host_user = &c};
+  test_counting c = {0};
+  gpupart_context_desc cd = test_counting_desc(&c);
   gpupart_context *ctx;
   cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK);
   long before = c.live;

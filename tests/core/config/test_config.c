@@ -11,48 +11,12 @@
 #include "config_env.h"
 #include "config.h"
 
-static char file_path[64];
-static char log_text[16384];
-
-static void clear_env(void) {
-  static const char *const prefixes[] = {"GPUPART_"};
-  test_unset_env(prefixes, 1);
-}
-
-static void cleanup(void) {
-  if (file_path[0]) unlink(file_path);
-}
-
-TestSuite(config, .init = clear_env, .fini = cleanup);
-
-static const char *write_file(const char *text) {
-  return test_write_ini(file_path, sizeof file_path, "config", text);
-}
-
-static void capture(gpupart_log_level level, const char *message, void *user) {
-  (void)level, (void)user;
-  strncat(log_text, message, sizeof log_text - strlen(log_text) - 2);
-  strcat(log_text, "\n");
-}
+TestSuite(config, .init = test_clear_gpupart_env, .fini = test_remove_config);
 
 static gpupart_context *context_with(const gpupart_context_desc *d) {
   gpupart_context *ctx = NULL;
   cr_assert_eq(gpupart_context_create(d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
   return ctx;
-}
-
-static gpupart_context *env_context(void) {
-  gpupart_context_desc d = {.log = capture};
-  return context_with(&d);
-}
-
-/* Expects context creation to fail with ECONFIG and a message holding each of the texts. */
-static void context_fails(const gpupart_context_desc *d, const char *a, const char *b) {
-  gpupart_context *ctx = (gpupart_context *)1;
-  cr_assert_eq(gpupart_context_create(d, &ctx), GPUPART_ECONFIG, "%s", gpupart_last_error());
-  cr_expect_null(ctx);
-  cr_expect(strstr(gpupart_last_error(), a), "'%s' lacks '%s'", gpupart_last_error(), a);
-  if (b) cr_expect(strstr(gpupart_last_error(), b), "'%s' lacks '%s'", gpupart_last_error(), b);
 }
 
 static gpupart_device *open_dev(gpupart_context *ctx, gpupart_backend b, uint32_t index) {
@@ -71,7 +35,7 @@ static void close_all(gpupart_device *dev, gpupart_context *ctx) {
 
 static uint64_t budget_with(const char *var, const char *value) {
   setenv(var, value, 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   uint64_t b = gpupart_device_budget(dev);
   close_all(dev, ctx);
@@ -91,8 +55,8 @@ static uint64_t share(uint64_t budget, double f, uint64_t granularity) {
 /* ---- every row of docs/configuration.md ------------------------------------------------ */
 
 Test(config, gpupart_config_names_the_file) {
-  setenv("GPUPART_CONFIG", write_file("[gpupart]\nbackend = sim\nmemory_fraction = 25%\n"), 1);
-  gpupart_context *ctx = env_context();
+  setenv("GPUPART_CONFIG", test_write_config("config", "[gpupart]\nbackend = sim\nmemory_fraction = 25%\n"), 1);
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = NULL;
   cr_assert_eq(gpupart_device_open(ctx, NULL, &dev), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_device_info info;
@@ -104,7 +68,7 @@ Test(config, gpupart_config_names_the_file) {
 
 Test(config, a_missing_file_is_an_error_naming_the_variable) {
   setenv("GPUPART_CONFIG", "/nonexistent/gpupart.ini", 1);
-  context_fails(NULL, "GPUPART_CONFIG", "/nonexistent/gpupart.ini");
+  test_context_fails(NULL, "GPUPART_CONFIG", "/nonexistent/gpupart.ini");
 }
 
 static gpupart_backend first_present(const gpupart_backend *order, int n) {
@@ -119,7 +83,7 @@ static gpupart_backend first_present(const gpupart_backend *order, int n) {
 }
 
 static gpupart_backend opened_backend(void) {
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = NULL;
   cr_assert_eq(gpupart_device_open(ctx, NULL, &dev), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_device_info info;
@@ -151,7 +115,7 @@ Test(config, a_single_missing_backend_reports_its_own_error) {
   gpupart_context_destroy(probe);
   if (rc != GPUPART_ENOBACKEND) cr_skip_test("a CUDA driver is present");
   setenv("GPUPART_BACKEND", "cuda", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev;
   cr_expect_eq(gpupart_device_open(ctx, NULL, &dev), GPUPART_ENOBACKEND);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
@@ -167,7 +131,7 @@ static uint32_t physical_index(gpupart_device *dev) {
  * there is no program index 1, so opening 0 then 1 never gives device 1 twice. */
 Test(config, gpupart_device_is_a_visible_list_that_maps_program_indexes) {
   setenv("GPUPART_DEVICE", "1", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *a = open_sim(ctx, 0), *b = NULL;
   cr_expect_eq(physical_index(a), 1);
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .index = 1};
@@ -179,7 +143,7 @@ Test(config, gpupart_device_is_a_visible_list_that_maps_program_indexes) {
 
 Test(config, a_visible_list_of_several_devices_keeps_their_order) {
   setenv("GPUPART_DEVICE", "2,0", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *a = open_sim(ctx, 0), *b = open_sim(ctx, 1), *c = NULL;
   cr_expect_eq(physical_index(a), 2);
   cr_expect_eq(physical_index(b), 0);
@@ -190,7 +154,7 @@ Test(config, a_visible_list_of_several_devices_keeps_their_order) {
 }
 
 Test(config, without_a_visible_list_indexes_are_physical) {
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *a = open_sim(ctx, 0), *b = open_sim(ctx, 3);
   cr_expect_eq(physical_index(a), 0);
   cr_expect_eq(physical_index(b), 3);
@@ -200,7 +164,7 @@ Test(config, without_a_visible_list_indexes_are_physical) {
 
 Test(config, allow_growth_false_preallocates_each_partition) {
   setenv("GPUPART_ALLOW_GROWTH", "false", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   gpupart_partition *p = test_partition(dev, "a", 64 * MiB, 0);
   gpupart_stats s = test_stats(p);
@@ -213,7 +177,7 @@ Test(config, memory_fraction_and_its_per_device_form) {
   cr_expect_eq(budget_with("GPUPART_MEMORY_FRACTION", "50%"), 8 * GiB);
   cr_expect_eq(budget_with("GPUPART_MEMORY_FRACTION", "0.25"), 4 * GiB);
   setenv("GPUPART_MEMORY_FRACTION", "0=50%,1=0.25", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *d0 = open_sim(ctx, 0), *d1 = open_sim(ctx, 1), *d2 = open_sim(ctx, 2);
   cr_expect_eq(gpupart_device_budget(d0), 8 * GiB);
   cr_expect_eq(gpupart_device_budget(d1), 4 * GiB);
@@ -225,7 +189,7 @@ Test(config, memory_fraction_and_its_per_device_form) {
 
 Test(config, a_backend_specific_entry_beats_an_index_and_a_bare_value) {
   setenv("GPUPART_MEMORY_FRACTION", "75%,1=50%,sim:1=25%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *d0 = open_sim(ctx, 0), *d1 = open_sim(ctx, 1);
   cr_expect_eq(gpupart_device_budget(d0), 12 * GiB);
   cr_expect_eq(gpupart_device_budget(d1), 4 * GiB);
@@ -246,7 +210,7 @@ Test(config, headroom_is_left_out_of_the_budget) {
 
 Test(config, too_much_headroom_is_a_config_error_naming_the_variable) {
   setenv("GPUPART_HEADROOM", "20GiB", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM};
   gpupart_device *dev = (gpupart_device *)1;
   cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ECONFIG);
@@ -259,7 +223,7 @@ Test(config, granularity_rounds_budget_and_limits) {
   setenv("GPUPART_MEMORY_FRACTION", "0.3", 1);
   setenv("GPUPART_GRANULARITY", "1GiB", 1);
   setenv("GPUPART_PARTITIONS", "a:1.5GiB", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   cr_expect_eq(gpupart_device_budget(dev), 4 * GiB);
   cr_expect_eq(stats_of(dev, 0).limit, 1 * GiB);
@@ -267,7 +231,7 @@ Test(config, granularity_rounds_budget_and_limits) {
 }
 
 static gpupart_stats after_alloc_and_free(void) {
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   gpupart_partition *p = test_partition(dev, "a", 0, 0);
   gpupart_allocation *a;
@@ -289,7 +253,7 @@ Test(config, release_threshold_one_releases_every_emptied_block) {
 
 Test(config, partitions_are_created_in_order_when_the_device_opens) {
   setenv("GPUPART_PARTITIONS", "train:60%:40%,eval:30%,scratch:256MiB", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = NULL;
   cr_assert_eq(gpupart_device_open(ctx, NULL, &dev), GPUPART_OK, "%s", gpupart_last_error());
   uint64_t b = gpupart_device_budget(dev);
@@ -308,7 +272,7 @@ Test(config, partitions_are_created_in_order_when_the_device_opens) {
 
 Test(config, partitions_for_several_devices) {
   setenv("GPUPART_PARTITIONS", "sim:0=train:60%:60%,eval:30%;sim:1=serve:8GiB", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *d0 = open_sim(ctx, 0), *d1 = open_sim(ctx, 1), *d2 = open_sim(ctx, 2);
   cr_expect_eq(gpupart_partition_count(d0), 2);
   cr_expect_eq(gpupart_partition_count(d1), 1);
@@ -322,13 +286,13 @@ Test(config, partitions_for_several_devices) {
 
 Test(config, unprefixed_partitions_belong_to_the_default_device) {
   setenv("GPUPART_PARTITIONS", "a:50%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *d1 = open_sim(ctx, 1);
   cr_expect_eq(gpupart_partition_count(d1), 0);
   gpupart_device_close(d1);
   gpupart_context_destroy(ctx);
   setenv("GPUPART_DEVICE", "1", 1); /* program index 0 is now physical device 1 */
-  ctx = env_context();
+  ctx = test_env_context();
   d1 = open_sim(ctx, 0);
   cr_expect_eq(physical_index(d1), 1);
   cr_expect_eq(gpupart_partition_count(d1), 1);
@@ -338,7 +302,7 @@ Test(config, unprefixed_partitions_belong_to_the_default_device) {
 Test(config, unprefixed_partitions_skip_a_backend_the_list_excludes) {
   setenv("GPUPART_BACKEND", "cuda", 1);
   setenv("GPUPART_PARTITIONS", "a:50%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   cr_expect_eq(gpupart_partition_count(dev), 0);
   close_all(dev, ctx);
@@ -349,7 +313,7 @@ Test(config, shared_opens_the_ledger_in_the_ledger_dir) {
   cr_assert_not_null(mkdtemp(dir));
   setenv("GPUPART_SHARED", "1", 1);
   setenv("GPUPART_LEDGER_DIR", "/nonexistent-gpupart-dir", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM};
   gpupart_device *dev;
   cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ECONFIG);
@@ -357,7 +321,7 @@ Test(config, shared_opens_the_ledger_in_the_ledger_dir) {
             "%s", gpupart_last_error());
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
   setenv("GPUPART_LEDGER_DIR", dir, 1);
-  ctx = env_context();
+  ctx = test_env_context();
   dev = open_sim(ctx, 0);
   close_all(dev, ctx);
   char cmd[64];
@@ -367,18 +331,18 @@ Test(config, shared_opens_the_ledger_in_the_ledger_dir) {
 
 Test(config, ledger_dir_is_validated) {
   setenv("GPUPART_LEDGER_DIR", "shm", 1);
-  context_fails(NULL, "GPUPART_LEDGER_DIR", "absolute");
+  test_context_fails(NULL, "GPUPART_LEDGER_DIR", "absolute");
   setenv("GPUPART_LEDGER_DIR", " /run/user/gpupart\n", 1); /* white space around a path is trimmed */
   setenv("GPUPART_VERBOSE", "1", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
-  cr_expect(strstr(log_text, "ledger_dir         = /run/user/gpupart (GPUPART_LEDGER_DIR)"), "%s", log_text);
+  cr_expect(strstr(test_log_text, "ledger_dir         = /run/user/gpupart (GPUPART_LEDGER_DIR)"), "%s", test_log_text);
   close_all(dev, ctx);
 }
 
 Test(config, sim_total_sizes_a_sim_device_whose_descriptor_leaves_it_0) {
   setenv("GPUPART_SIM_TOTAL", "4GiB", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *a = open_sim(ctx, 0);
   gpupart_sim_desc sim = {.total_bytes = GiB};
   gpupart_device *b = test_sim_device(ctx, &sim, NULL);
@@ -394,55 +358,55 @@ Test(config, sim_total_sizes_a_sim_device_whose_descriptor_leaves_it_0) {
 Test(config, verbose_prints_every_option_with_its_source) {
   setenv("GPUPART_VERBOSE", "1", 1);
   setenv("GPUPART_MEMORY_FRACTION", "50%", 1);
-  setenv("GPUPART_CONFIG", write_file("[gpupart]\n\ngranularity = 4MiB\n"), 1);
+  setenv("GPUPART_CONFIG", test_write_config("config", "[gpupart]\n\ngranularity = 4MiB\n"), 1);
   setenv("GPUPART_PARTITIONS", "train:50%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   char expect[256];
-  snprintf(expect, sizeof expect, "granularity        = 4194304 (%s:3)", file_path);
-  cr_expect(strstr(log_text, "memory_fraction    = 0.5 (GPUPART_MEMORY_FRACTION)"), "%s", log_text);
-  cr_expect(strstr(log_text, expect), "%s", log_text);
-  cr_expect(strstr(log_text, "headroom           = 0 (default)"), "%s", log_text);
-  cr_expect(strstr(log_text, "backend            = sim (descriptor)"), "%s", log_text);
-  cr_expect(strstr(log_text, "partition train: limit 4294967296, guarantee 0 bytes (GPUPART_PARTITIONS)"), "%s", log_text);
+  snprintf(expect, sizeof expect, "granularity        = 4194304 (%s:3)", test_config_path);
+  cr_expect(strstr(test_log_text, "memory_fraction    = 0.5 (GPUPART_MEMORY_FRACTION)"), "%s", test_log_text);
+  cr_expect(strstr(test_log_text, expect), "%s", test_log_text);
+  cr_expect(strstr(test_log_text, "headroom           = 0 (default)"), "%s", test_log_text);
+  cr_expect(strstr(test_log_text, "backend            = sim (descriptor)"), "%s", test_log_text);
+  cr_expect(strstr(test_log_text, "partition train: limit 4294967296, guarantee 0 bytes (GPUPART_PARTITIONS)"), "%s", test_log_text);
   for (int o = 0; o < GPUPART__OPT_COUNT; o++)
-    if (o != GPUPART__OPT_PARTITIONS) cr_expect(strstr(log_text, gpupart__options[o].key), "%s missing", gpupart__options[o].key);
+    if (o != GPUPART__OPT_PARTITIONS) cr_expect(strstr(test_log_text, gpupart__options[o].key), "%s missing", gpupart__options[o].key);
   close_all(dev, ctx);
 }
 
 Test(config, quiet_without_verbose) {
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
-  cr_expect_str_eq(log_text, "");
+  cr_expect_str_eq(test_log_text, "");
   close_all(dev, ctx);
 }
 
 Test(config, a_library_variable_reaches_the_backend_loader) {
   setenv("GPUPART_OPENCL_LIBRARY", "/nonexistent/libOpenCL.so.1", 1);
   setenv("GPUPART_VERBOSE", "1", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   uint32_t n = 0;
   cr_expect_eq(gpupart_enumerate(ctx, GPUPART_BACKEND_OPENCL, NULL, &n), GPUPART_ENOBACKEND);
 #ifdef GPUPART_HAVE_OPENCL
   cr_expect(strstr(gpupart_last_error(), "/nonexistent/libOpenCL.so.1"), "%s", gpupart_last_error());
 #endif
   gpupart_device *dev = open_sim(ctx, 0);
-  cr_expect(strstr(log_text, "opencl_library     = /nonexistent/libOpenCL.so.1 (GPUPART_OPENCL_LIBRARY)"), "%s", log_text);
+  cr_expect(strstr(test_log_text, "opencl_library     = /nonexistent/libOpenCL.so.1 (GPUPART_OPENCL_LIBRARY)"), "%s", test_log_text);
   close_all(dev, ctx);
 }
 
 Test(config, unknown_variables_are_errors_but_script_prefixes_are_not) {
   setenv("GPUPART_MEMROY_FRACTION", "50%", 1);
-  context_fails(NULL, "GPUPART_MEMROY_FRACTION", "unknown variable");
+  test_context_fails(NULL, "GPUPART_MEMROY_FRACTION", "unknown variable");
   unsetenv("GPUPART_MEMROY_FRACTION");
   setenv("GPUPART_TEST_SEED", "1", 1);
   setenv("GPUPART_BENCH_QUICK", "1", 1);
-  gpupart_context_destroy(env_context());
+  gpupart_context_destroy(test_env_context());
 }
 
 Test(config, the_python_packages_variables_are_not_errors) {
   setenv("GPUPART_PYTHON_LIBRARY", "/opt/gpupart/lib/libgpupart.so", 1);
-  gpupart_context_destroy(env_context());
+  gpupart_context_destroy(test_env_context());
 }
 
 /* GPUPART_PARTITION and GPUPART_PRELOAD_ARENA are the interposers' (interpose/): the
@@ -450,9 +414,9 @@ Test(config, the_python_packages_variables_are_not_errors) {
 Test(config, the_interposers_variable_is_not_unknown) {
   setenv("GPUPART_PARTITION", "job", 1);
   setenv("GPUPART_PRELOAD_ARENA", "1", 1);
-  gpupart_context_destroy(env_context());
+  gpupart_context_destroy(test_env_context());
   setenv("GPUPART_PARTITIONX", "job", 1);
-  context_fails(NULL, "GPUPART_PARTITIONX", "unknown variable");
+  test_context_fails(NULL, "GPUPART_PARTITIONX", "unknown variable");
 }
 
 Test(config, an_empty_variable_is_unset) {
@@ -461,23 +425,23 @@ Test(config, an_empty_variable_is_unset) {
 
 Test(config, a_bad_variable_names_itself_and_what_is_wrong) {
   setenv("GPUPART_MEMORY_FRACTION", "150%", 1);
-  context_fails(NULL, "GPUPART_MEMORY_FRACTION", "'150%' is above 100%");
+  test_context_fails(NULL, "GPUPART_MEMORY_FRACTION", "'150%' is above 100%");
   setenv("GPUPART_MEMORY_FRACTION", "0=50%,0=60%", 1);
-  context_fails(NULL, "GPUPART_MEMORY_FRACTION: device '0'", "set twice");
+  test_context_fails(NULL, "GPUPART_MEMORY_FRACTION: device '0'", "set twice");
   setenv("GPUPART_MEMORY_FRACTION", "gpu:0=50%", 1);
-  context_fails(NULL, "GPUPART_MEMORY_FRACTION", "not a device");
+  test_context_fails(NULL, "GPUPART_MEMORY_FRACTION", "not a device");
   unsetenv("GPUPART_MEMORY_FRACTION");
   setenv("GPUPART_PARTITIONS", "a:60%:70%", 1);
-  context_fails(NULL, "GPUPART_PARTITIONS", "guarantee is above the size");
+  test_context_fails(NULL, "GPUPART_PARTITIONS", "guarantee is above the size");
   setenv("GPUPART_PARTITIONS", "a:1GiB", 1);
   setenv("GPUPART_GRANULARITY", "3MiB", 1);
-  context_fails(NULL, "GPUPART_GRANULARITY", "not a power of two");
+  test_context_fails(NULL, "GPUPART_GRANULARITY", "not a power of two");
 }
 
 /* ---- precedence ----------------------------------------------------------------- */
 
 Test(config, descriptor_beats_environment_beats_file_beats_default) {
-  const char *file = write_file("[gpupart]\nmemory_fraction = 50%\n");
+  const char *file = test_write_config("config", "[gpupart]\nmemory_fraction = 50%\n");
   gpupart_context_desc cd = {.config_path = file};
   gpupart_context *ctx = context_with(&cd);
   gpupart_device *dev = open_sim(ctx, 0);
@@ -497,7 +461,7 @@ Test(config, descriptor_beats_environment_beats_file_beats_default) {
 
 Test(config, descriptor_growth_beats_the_environment) {
   setenv("GPUPART_ALLOW_GROWTH", "false", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device_desc dd = {.growth = GPUPART_GROWTH_ON};
   gpupart_device *dev = test_sim_device(ctx, NULL, &dd);
   gpupart_partition *p = test_partition(dev, "a", 64 * MiB, 0);
@@ -506,22 +470,22 @@ Test(config, descriptor_growth_beats_the_environment) {
 }
 
 Test(config, a_device_section_beats_the_global_one_but_not_the_environment) {
-  setenv("GPUPART_CONFIG", write_file("[gpupart]\nmemory_fraction = 50%\n[device sim:1]\nmemory_fraction = 25%\n"), 1);
-  gpupart_context *ctx = env_context();
+  setenv("GPUPART_CONFIG", test_write_config("config", "[gpupart]\nmemory_fraction = 50%\n[device sim:1]\nmemory_fraction = 25%\n"), 1);
+  gpupart_context *ctx = test_env_context();
   gpupart_device *d0 = open_sim(ctx, 0), *d1 = open_sim(ctx, 1);
   cr_expect_eq(gpupart_device_budget(d0), 8 * GiB);
   cr_expect_eq(gpupart_device_budget(d1), 4 * GiB);
   gpupart_device_close(d1);
   close_all(d0, ctx);
   setenv("GPUPART_MEMORY_FRACTION", "75%", 1);
-  ctx = env_context();
+  ctx = test_env_context();
   d1 = open_sim(ctx, 1);
   cr_expect_eq(gpupart_device_budget(d1), 12 * GiB);
   close_all(d1, ctx);
 }
 
 Test(config, config_text_replaces_the_file_key_by_key_and_partition_by_name) {
-  const char *file = write_file("[gpupart]\nmemory_fraction = 50%\nheadroom = 1GiB\n"
+  const char *file = test_write_config("config", "[gpupart]\nmemory_fraction = 50%\nheadroom = 1GiB\n"
                                 "[partition a]\nsize = 10%\n[partition b]\nsize = 20%\n");
   gpupart_context_desc cd = {.config_path = file,
                              .config_text = "[gpupart]\nmemory_fraction = 100%\n[partition b]\nsize = 1GiB\n"
@@ -537,9 +501,9 @@ Test(config, config_text_replaces_the_file_key_by_key_and_partition_by_name) {
 }
 
 Test(config, environment_partitions_replace_the_files_for_that_device) {
-  setenv("GPUPART_CONFIG", write_file("[partition a]\nsize = 10%\n[partition z]\nsize = 10%\ndevice = sim:1\n"), 1);
+  setenv("GPUPART_CONFIG", test_write_config("config", "[partition a]\nsize = 10%\n[partition z]\nsize = 10%\ndevice = sim:1\n"), 1);
   setenv("GPUPART_PARTITIONS", "b:20%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *d0 = open_sim(ctx, 0), *d1 = open_sim(ctx, 1);
   cr_assert_eq(gpupart_partition_count(d0), 1);
   cr_expect_str_eq(gpupart_partition_name(gpupart_partition_at(d0, 0)), "b");
@@ -563,7 +527,7 @@ Test(config, ignore_env_ignores_variables_and_files_but_not_config_text) {
 }
 
 Test(config, the_file_partition_section_of_config_md) {
-  const char *file = write_file("[gpupart]\nbackend = vulkan, opencl, sim\nallow_growth = true\n"
+  const char *file = test_write_config("config", "[gpupart]\nbackend = vulkan, opencl, sim\nallow_growth = true\n"
                                 "memory_fraction = 90%\ngranularity = 2MiB\n\n"
                                 "[device sim:0]\nmemory_fraction = 50%\nallow_growth = false\n\n"
                                 "[partition train]\ndevice = sim:0          ; default: the default device\n"
@@ -592,7 +556,7 @@ static void collect(const char *message, void *user) {
 
 /* Checks the file and expects exactly the lines given (each prefixed with FILE:). */
 static void check_reports(const char *text, int count, const char *const *lines) {
-  const char *path = write_file(text);
+  const char *path = test_write_config("config", text);
   reported[0] = 0;
   cr_expect_eq(gpupart__config_check_file(path, collect, NULL), count, "reported:\n%s", reported);
   for (int i = 0; i < count; i++) {
@@ -603,11 +567,11 @@ static void check_reports(const char *text, int count, const char *const *lines)
 }
 
 Test(config, a_typo_in_a_key_names_file_line_and_key) {
-  const char *path = write_file("[gpupart]\nbackend = sim\nmemroy_fraction = 50%\n");
+  const char *path = test_write_config("config", "[gpupart]\nbackend = sim\nmemroy_fraction = 50%\n");
   gpupart_context_desc cd = {.config_path = path};
   char want[128];
   snprintf(want, sizeof want, "%s:3: unknown key 'memroy_fraction' in [gpupart]", path);
-  context_fails(&cd, want, NULL);
+  test_context_fails(&cd, want, NULL);
 }
 
 Test(config, a_bad_value_names_file_line_key_and_what_is_wrong) {
@@ -653,7 +617,7 @@ Test(config, lines_inih_would_pass_over_are_errors) {
 }
 
 Test(config, a_partition_whose_bytes_and_share_disagree_fails_at_open_naming_the_line) {
-  const char *path = write_file("[gpupart]\nbackend = sim\n\n[partition a]\nsize = 1GiB\nguarantee = 50%\n");
+  const char *path = test_write_config("config", "[gpupart]\nbackend = sim\n\n[partition a]\nsize = 1GiB\nguarantee = 50%\n");
   gpupart_context_desc cd = {.config_path = path};
   gpupart_context *ctx = context_with(&cd);
   gpupart_device *dev = (gpupart_device *)1;
@@ -666,34 +630,34 @@ Test(config, a_partition_whose_bytes_and_share_disagree_fails_at_open_naming_the
 }
 
 Test(config, a_file_with_several_errors_fails_context_creation_with_the_first) {
-  const char *path = write_file("[gpupart]\nheadroom = x\nverbose = maybe\n");
+  const char *path = test_write_config("config", "[gpupart]\nheadroom = x\nverbose = maybe\n");
   gpupart_context_desc cd = {.config_path = path};
-  context_fails(&cd, ":2: headroom:", "(and 1 more error)");
+  test_context_fails(&cd, ":2: headroom:", "(and 1 more error)");
 }
 
 Test(config, a_nul_byte_in_the_file_is_an_error) {
-  const char *path = write_file("[gpupart]\n");
+  const char *path = test_write_config("config", "[gpupart]\n");
   FILE *f = fopen(path, "ab");
   fputc(0, f);
   fputs("x = 1\n", f);
   fclose(f);
   gpupart_context_desc cd = {.config_path = path};
-  context_fails(&cd, "config_path", "NUL byte");
+  test_context_fails(&cd, "config_path", "NUL byte");
 }
 
 /* ---- nothing half-applied ------------------------------------------------------- */
 
 Test(config, a_bad_last_line_leaves_no_context) {
   setenv("GPUPART_MEMORY_FRACTION", "50%", 1);
-  const char *path = write_file("[gpupart]\nbackend = sim\nheadroom = 1GiB\n[partition a]\nsize = 50%\n"
+  const char *path = test_write_config("config", "[gpupart]\nbackend = sim\nheadroom = 1GiB\n[partition a]\nsize = 50%\n"
                                 "[partition b]\nsize = 50%\nguarantee = 60%\n");
   gpupart_context_desc cd = {.config_path = path};
-  context_fails(&cd, ":6: partition 'b': the guarantee is above the size", NULL);
+  test_context_fails(&cd, ":6: partition 'b': the guarantee is above the size", NULL);
 }
 
 Test(config, a_partition_that_does_not_fit_closes_the_device_and_names_its_source) {
   setenv("GPUPART_PARTITIONS", "a:50%:50%,b:40%:40%,c:20%:20%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM};
   gpupart_device *dev = (gpupart_device *)1;
   cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ECONFIG);
@@ -709,7 +673,7 @@ Test(config, a_preallocation_the_driver_refuses_releases_what_was_taken) {
   setenv("GPUPART_ALLOW_GROWTH", "false", 1);
   setenv("GPUPART_SIM_TOTAL", "64MiB", 1);
   setenv("GPUPART_PARTITIONS", "a:25%,b:50%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_sim_desc sim = {.fail_block_alloc_at = 2, .host_backed = 1};
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim};
   gpupart_device *dev = (gpupart_device *)1;
@@ -723,7 +687,7 @@ Test(config, a_preallocation_the_driver_refuses_releases_what_was_taken) {
  * open already shares its ledger, where they exist, and does not make them again. */
 Test(config, a_second_open_of_a_device_leaves_its_configured_partitions_to_the_first) {
   setenv("GPUPART_PARTITIONS", "a:25%,b:50%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *first = open_sim(ctx, 0), *second = open_sim(ctx, 0);
   cr_expect_eq(gpupart_partition_count(first), 2);
   cr_expect_eq(gpupart_partition_count(second), 0, "a and b are the first handle's");

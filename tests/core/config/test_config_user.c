@@ -14,50 +14,16 @@
 #include "config_env.h"
 #include "config.h"
 
-static char file_path[64];
-static char log_text[16384];
-static int log_warnings;
-
 static void clear_env(void) {
   static const char *const prefixes[] = {"GPUPART_", "XLA_", "TF_", "PYTORCH_"};
   test_unset_env(prefixes, 4);
 }
 
-static void cleanup(void) {
-  if (file_path[0]) unlink(file_path);
-}
-
-TestSuite(config_user, .init = clear_env, .fini = cleanup);
-
-static const char *write_file(const char *text) {
-  return test_write_ini(file_path, sizeof file_path, "user", text);
-}
-
-static void capture(gpupart_log_level level, const char *message, void *user) {
-  (void)user;
-  if (level == GPUPART_LOG_WARN) log_warnings++;
-  strncat(log_text, message, sizeof log_text - strlen(log_text) - 2);
-  strcat(log_text, "\n");
-}
-
-static gpupart_context *env_context(void) {
-  gpupart_context_desc d = {.log = capture};
-  gpupart_context *ctx = NULL;
-  cr_assert_eq(gpupart_context_create(&d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
-  return ctx;
-}
-
-static void context_fails(const gpupart_context_desc *d, const char *a, const char *b) {
-  gpupart_context *ctx = (gpupart_context *)1;
-  cr_assert_eq(gpupart_context_create(d, &ctx), GPUPART_ECONFIG, "%s", gpupart_last_error());
-  cr_expect_null(ctx);
-  cr_expect(strstr(gpupart_last_error(), a), "'%s' lacks '%s'", gpupart_last_error(), a);
-  if (b) cr_expect(strstr(gpupart_last_error(), b), "'%s' lacks '%s'", gpupart_last_error(), b);
-}
+TestSuite(config_user, .init = clear_env, .fini = test_remove_config);
 
 static void env_fails(const char *a, const char *b) {
   gpupart_context_desc d = {0};
-  context_fails(&d, a, b);
+  test_context_fails(&d, a, b);
 }
 
 static gpupart_device *open_sim(gpupart_context *ctx, uint32_t index) {
@@ -74,7 +40,7 @@ static void close_all(gpupart_device *dev, gpupart_context *ctx) {
 
 /* The result of opening a sim device with this descriptor in an environment context. */
 static int open_result(const gpupart_device_desc *base) {
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device_desc d = base ? *base : (gpupart_device_desc){0};
   d.backend = GPUPART_BACKEND_SIM;
   gpupart_device *dev = NULL;
@@ -91,7 +57,7 @@ static int has(const char *text) { return strstr(gpupart_last_error(), text) != 
 /* README: GPUPART_PARTITIONS="train:60%:40%,eval:30%" and a program that creates "train". */
 Test(config_user, a_program_creating_a_configured_partition_gets_the_configured_one) {
   setenv("GPUPART_PARTITIONS", "train:60%:40%,eval:30%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   gpupart_partition *configured = gpupart_partition_find(dev, "train"), *train = NULL;
   cr_assert_not_null(configured);
@@ -99,7 +65,7 @@ Test(config_user, a_program_creating_a_configured_partition_gets_the_configured_
   cr_assert_eq(gpupart_partition_create(dev, &d, &train), GPUPART_OK, "%s", gpupart_last_error());
   cr_expect_eq(train, configured);
   cr_expect_eq(gpupart_partition_count(dev), 2);
-  cr_expect(strstr(log_text, "'train' is declared by the configuration (GPUPART_PARTITIONS)"), "%s", log_text);
+  cr_expect(strstr(test_log_text, "'train' is declared by the configuration (GPUPART_PARTITIONS)"), "%s", test_log_text);
   gpupart_allocation *a = NULL;
   cr_expect_eq(gpupart_alloc(train, 256 << 20, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_free(a);
@@ -108,20 +74,20 @@ Test(config_user, a_program_creating_a_configured_partition_gets_the_configured_
 
 Test(config_user, the_configuration_values_win_and_a_difference_is_a_warning) {
   setenv("GPUPART_PARTITIONS", "train:25%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   gpupart_partition *train = NULL;
   gpupart_partition_desc d = {.name = "train", .fraction = 0.6};
   cr_assert_eq(gpupart_partition_create(dev, &d, &train), GPUPART_OK, "%s", gpupart_last_error());
   cr_expect_eq(test_stats(train).limit, 4 * GiB, "the configured 25%% of 16 GiB, not the descriptor's 60%%");
-  cr_expect_eq(log_warnings, 1);
-  cr_expect(strstr(log_text, "the descriptor's values are not used"), "%s", log_text);
+  cr_expect_eq(test_log_warnings, 1);
+  cr_expect(strstr(test_log_text, "the descriptor's values are not used"), "%s", test_log_text);
   close_all(dev, ctx);
 }
 
 Test(config_user, a_configured_partition_is_handed_over_once) {
   setenv("GPUPART_PARTITIONS", "train:25%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   gpupart_partition *a = NULL, *b = NULL;
   gpupart_partition_desc d = {.name = "train"};
@@ -132,7 +98,7 @@ Test(config_user, a_configured_partition_is_handed_over_once) {
 }
 
 Test(config_user, a_program_partition_of_a_taken_name_is_still_eexist) {
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   gpupart_partition *a = test_partition(dev, "x", 64 * MiB, 0), *b = NULL;
   gpupart_partition_desc d = {.name = "x"};
@@ -150,7 +116,7 @@ static int reclaim(gpupart_partition *p, uint64_t bytes, void *user) {
 
 Test(config_user, the_program_reclaim_callback_is_installed_on_the_configured_partition) {
   setenv("GPUPART_PARTITIONS", "cache:4MiB", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   int calls = 0;
   gpupart_partition *p = NULL;
@@ -168,50 +134,50 @@ Test(config_user, the_program_reclaim_callback_is_installed_on_the_configured_pa
 
 Test(config_user, a_variable_changed_after_context_creation_is_warned_about) {
   setenv("GPUPART_MEMORY_FRACTION", "50%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   setenv("GPUPART_MEMORY_FRACTION", "25%", 1);
   setenv("GPUPART_HEADROOM", "1GiB", 1);
   gpupart_device *dev = open_sim(ctx, 0);
   cr_expect_eq(gpupart_device_budget(dev), 8 * GiB, "the context keeps what it read");
-  cr_expect_eq(log_warnings, 1);
-  cr_expect(strstr(log_text, "GPUPART_MEMORY_FRACTION, GPUPART_HEADROOM changed after gpupart_context_create"),
-            "%s", log_text);
+  cr_expect_eq(test_log_warnings, 1);
+  cr_expect(strstr(test_log_text, "GPUPART_MEMORY_FRACTION, GPUPART_HEADROOM changed after gpupart_context_create"),
+            "%s", test_log_text);
   close_all(dev, ctx);
 }
 
 Test(config_user, unchanged_variables_give_no_warning) {
   setenv("GPUPART_MEMORY_FRACTION", "50%", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   setenv("GPUPART_MEMORY_FRACTION", "50%", 1);
   gpupart_device *dev = open_sim(ctx, 0);
-  cr_expect_eq(log_warnings, 0, "%s", log_text);
+  cr_expect_eq(test_log_warnings, 0, "%s", test_log_text);
   close_all(dev, ctx);
 }
 
 Test(config_user, a_context_that_ignores_the_environment_never_warns) {
-  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .log = capture};
+  gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .log = test_log_capture};
   gpupart_context *ctx = NULL;
   cr_assert_eq(gpupart_context_create(&d, &ctx), GPUPART_OK);
   setenv("GPUPART_HEADROOM", "1GiB", 1);
   gpupart_device *dev = open_sim(ctx, 0);
-  cr_expect_eq(log_warnings, 0, "%s", log_text);
+  cr_expect_eq(test_log_warnings, 0, "%s", test_log_text);
   close_all(dev, ctx);
 }
 
 /* ---- text that would change nothing, silently -------------------------------------- */
 
 Test(config_user, text_after_a_section_bracket_is_an_error) {
-  const char *path = write_file("[gpupart] headroom = 1GiB\n");
+  const char *path = test_write_config("user", "[gpupart] headroom = 1GiB\n");
   gpupart_context_desc d = {.config_path = path};
-  context_fails(&d, ":1: text after ']' on a section line: 'headroom = 1GiB'", NULL);
-  path = write_file("[gpupart]   ; a comment\nheadroom = 1GiB\n[device 0] # another\nheadroom = 0\n");
+  test_context_fails(&d, ":1: text after ']' on a section line: 'headroom = 1GiB'", NULL);
+  path = test_write_config("user", "[gpupart]   ; a comment\nheadroom = 1GiB\n[device 0] # another\nheadroom = 0\n");
   gpupart_context *ctx = NULL;
   cr_expect_eq(gpupart_context_create(&d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_context_destroy(ctx);
 }
 
 Test(config_user, cr_only_line_endings_are_lines) {
-  const char *path = write_file("[gpupart]\rbackend = sim\rmemory_fraction = 25%\r");
+  const char *path = test_write_config("user", "[gpupart]\rbackend = sim\rmemory_fraction = 25%\r");
   gpupart_context_desc d = {.config_path = path};
   gpupart_context *ctx = NULL;
   cr_assert_eq(gpupart_context_create(&d, &ctx), GPUPART_OK, "%s", gpupart_last_error());
@@ -219,8 +185,8 @@ Test(config_user, cr_only_line_endings_are_lines) {
   cr_assert_eq(gpupart_device_open(ctx, NULL, &dev), GPUPART_OK, "%s", gpupart_last_error());
   cr_expect_eq(gpupart_device_budget(dev), 4 * GiB);
   close_all(dev, ctx);
-  path = write_file("[gpupart]\rmemroy = 1\r");
-  context_fails(&d, ":2: unknown key 'memroy'", NULL);
+  path = test_write_config("user", "[gpupart]\rmemroy = 1\r");
+  test_context_fails(&d, ":2: unknown key 'memroy'", NULL);
 }
 
 Test(config_user, ini_partition_names_take_63_characters) {
@@ -235,7 +201,7 @@ Test(config_user, ini_partition_names_take_63_characters) {
   cr_expect_not_null(gpupart_partition_find(dev, name));
   close_all(dev, ctx);
   snprintf(text, sizeof text, "[partition %sn]\nsize = 10%%\n", name);
-  context_fails(&d, "config_text:1:", "longer than 63 characters");
+  test_context_fails(&d, "config_text:1:", "longer than 63 characters");
 }
 
 Test(config_user, an_unknown_variable_with_a_long_name_is_reported) {
@@ -252,20 +218,20 @@ Test(config_user, other_frameworks_variables_are_reported_in_the_verbose_log_not
   setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", ".50", 1);
   setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
   setenv("GPUPART_VERBOSE", "1", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   cr_expect_eq(gpupart_device_budget(dev), 16 * GiB, "not applied");
-  cr_expect(strstr(log_text, "TF_FORCE_GPU_ALLOW_GROWTH=false is not read by gpupart (not applied); the "
-                             "equivalent: GPUPART_ALLOW_GROWTH=false"), "%s", log_text);
-  cr_expect(strstr(log_text, "XLA_PYTHON_CLIENT_MEM_FRACTION=.50 is not read by gpupart (not applied); the "
-                             "equivalent: GPUPART_MEMORY_FRACTION=.50"), "%s", log_text);
-  cr_expect(strstr(log_text, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), "%s", log_text);
+  cr_expect(strstr(test_log_text, "TF_FORCE_GPU_ALLOW_GROWTH=false is not read by gpupart (not applied); the "
+                             "equivalent: GPUPART_ALLOW_GROWTH=false"), "%s", test_log_text);
+  cr_expect(strstr(test_log_text, "XLA_PYTHON_CLIENT_MEM_FRACTION=.50 is not read by gpupart (not applied); the "
+                             "equivalent: GPUPART_MEMORY_FRACTION=.50"), "%s", test_log_text);
+  cr_expect(strstr(test_log_text, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), "%s", test_log_text);
   close_all(dev, ctx);
 }
 
 Test(config_user, a_jax_style_fraction_is_accepted) {
   setenv("GPUPART_MEMORY_FRACTION", ".50", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   cr_expect_eq(gpupart_device_budget(dev), 8 * GiB);
   close_all(dev, ctx);
@@ -274,11 +240,11 @@ Test(config_user, a_jax_style_fraction_is_accepted) {
 /* ---- hangs ------------------------------------------------------------------------- */
 
 Test(config_user, a_fifo_is_refused_without_blocking, .timeout = 20) {
-  snprintf(file_path, sizeof file_path, "/tmp/gpupart-fifo-%d", (int)getpid());
-  cr_assert_eq(mkfifo(file_path, 0600), 0);
-  setenv("GPUPART_CONFIG", file_path, 1);
+  snprintf(test_config_path, sizeof test_config_path, "/tmp/gpupart-fifo-%d", (int)getpid());
+  cr_assert_eq(mkfifo(test_config_path, 0600), 0);
+  setenv("GPUPART_CONFIG", test_config_path, 1);
   env_fails("it is a FIFO, not a regular file", "GPUPART_CONFIG");
-  cr_expect_eq(gpupart__config_check_file(file_path, NULL, NULL), 1);
+  cr_expect_eq(gpupart__config_check_file(test_config_path, NULL, NULL), 1);
 }
 
 Test(config_user, a_directory_is_refused) {
@@ -314,7 +280,7 @@ Test(config_user, a_tiny_descriptor_fraction_is_einval) {
 }
 
 Test(config_user, a_descriptor_backend_out_of_range_is_named) {
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device_desc d = {.backend = (gpupart_backend)256};
   gpupart_device *dev = NULL;
   cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_EINVAL);
@@ -326,7 +292,7 @@ Test(config_user, a_backend_list_says_why_each_backend_was_skipped) {
   setenv("GPUPART_BACKEND", "vulkan,opencl", 1);
   setenv("GPUPART_VULKAN_LIBRARY", "/nonexistent/libvulkan.so", 1);
   setenv("GPUPART_OPENCL_LIBRARY", "/nonexistent/libOpenCL.so", 1);
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = NULL;
   cr_expect_eq(gpupart_device_open(ctx, NULL, &dev), GPUPART_ENODEV);
   cr_expect(has("vulkan: GPUPART_VULKAN_LIBRARY=/nonexistent/libvulkan.so: "), "%s", gpupart_last_error());
@@ -347,7 +313,7 @@ Test(config_user, a_long_config_path_keeps_the_line_and_the_reason) {
   fputs("[gpupart]\n\nmemroy_fraction = 50%\n", f);
   fclose(f);
   gpupart_context_desc d = {.config_path = path};
-  context_fails(&d, ":3: unknown key 'memroy_fraction'", "...");
+  test_context_fails(&d, ":3: unknown key 'memroy_fraction'", "...");
   unlink(path);
   rmdir(sub);
   rmdir(dir);
@@ -361,7 +327,7 @@ Test(config_user, a_long_partition_name_keeps_the_reason) {
   env_fails("GPUPART_PARTITIONS:", "longer than 63 characters");
   unsetenv("GPUPART_PARTITIONS");
   spec[2000] = 0; /* a program's own name has no such limit, but its messages stay whole */
-  gpupart_context *ctx = env_context();
+  gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   gpupart_partition *a = test_partition(dev, spec, 64 * MiB, 0), *b = NULL;
   gpupart_partition_desc d = {.name = spec};
@@ -383,9 +349,9 @@ Test(config_user, a_decimal_comma_in_a_variable_says_so) {
 }
 
 Test(config_user, one_more_error_is_singular) {
-  const char *path = write_file("[gpupart]\nheadroom = x\ngranularity = 3\n");
+  const char *path = test_write_config("user", "[gpupart]\nheadroom = x\ngranularity = 3\n");
   gpupart_context_desc d = {.config_path = path};
-  context_fails(&d, "(and 1 more error)", NULL);
+  test_context_fails(&d, "(and 1 more error)", NULL);
 }
 
 /* ---- check-config judges the file as a whole --------------------------------------- */
@@ -400,7 +366,7 @@ static void collect(const char *message, void *user) {
 
 static int check_text(const char *text) {
   reported[0] = 0;
-  return gpupart__config_check_file(write_file(text), collect, NULL);
+  return gpupart__config_check_file(test_write_config("user", text), collect, NULL);
 }
 
 Test(config_user, check_config_refuses_sections_for_an_excluded_backend) {
