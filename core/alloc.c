@@ -72,10 +72,14 @@ static refusal attempt(gpupart_partition *p, const request *q, gpupart__range **
     gpupart__lock_release(&p->lock);
     gpupart__refusal bound = GPUPART__GRANTED;
     int rc = gpupart__arena_grow(p, q->size, q->align, &bound); /* OK: the lock is held again */
-    if (rc) return *out = NULL, refusal_of(rc, bound);
+    if (rc) {
+      *out = NULL;
+      return refusal_of(rc, bound);
+    }
     if (!(r = gpupart__arena_try(p, q->size, q->align))) {
       gpupart__lock_release(&p->lock);
-      return *out = NULL, refusal_of(gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name), bound);
+      *out = NULL;
+      return refusal_of(gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name), bound);
     }
   }
   *out = account_alloc(p, r, q);
@@ -128,7 +132,10 @@ static gpupart_partition *claim_reclaimer(gpupart_device *dev, gpupart_partition
     gpupart__ledger_figures f;
     dev->ledger->ops->get(dev->ledger, c->account, &f);
     if (!own && f.reserved <= f.guarantee) continue;
-    if (!atomic_flag_test_and_set(&c->reclaim_busy)) return (*i)++, c;
+    if (!atomic_flag_test_and_set(&c->reclaim_busy)) {
+      (*i)++;
+      return c;
+    }
   }
   return NULL;
 }
@@ -271,7 +278,8 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
  * allocation still needs them (partition.c, device.c refuse with EBUSY). */
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
   gpupart_device *dev = p->dev;
-  atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&dev->allocating, 1);
+  atomic_fetch_add(&p->allocating, 1);
+  atomic_fetch_add(&dev->allocating, 1);
   pthread_mutex_lock(&dev->slow);
   gpupart__device_honour_trim_locked(dev); /* shared ledger: other processes' requests */
   refusal why = attempt(p, q, out);
@@ -281,7 +289,8 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   report_steps(p, q);
   if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
   gpupart_result rc = why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);
-  atomic_fetch_sub(&p->allocating, 1), atomic_fetch_sub(&dev->allocating, 1);
+  atomic_fetch_sub(&p->allocating, 1);
+  atomic_fetch_sub(&dev->allocating, 1);
   return rc;
 }
 
@@ -398,7 +407,8 @@ static void free_outside(gpupart_partition *p, void *view, gpupart__block *gone)
     gpupart__arena_release_detached(p, gone);
     pthread_mutex_unlock(&dev->slow);
   }
-  atomic_fetch_sub(&p->allocating, 1), atomic_fetch_sub(&dev->allocating, 1);
+  atomic_fetch_sub(&p->allocating, 1);
+  atomic_fetch_sub(&dev->allocating, 1);
 }
 
 /* The bookkeeping runs under the partition lock; the view's release and a block's
@@ -423,7 +433,10 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   account_free(p, size);
   gpupart__block *gone = gpupart__arena_on_free(p, b);
   int outside = view || gone;
-  if (outside) atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&p->dev->allocating, 1);
+  if (outside) {
+    atomic_fetch_add(&p->allocating, 1);
+    atomic_fetch_add(&p->dev->allocating, 1);
+  }
   gpupart__lock_release(&p->lock);
   if (__builtin_expect(trace_id != 0, 0)) gpupart__trace_free(p->trace, trace_id);
   if (outside) free_outside(p, view, gone);

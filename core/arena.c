@@ -19,7 +19,10 @@
 
 static uint64_t round_up(uint64_t v, uint64_t pow2, int *overflow) {
   uint64_t r;
-  if (__builtin_add_overflow(v, pow2 - 1, &r)) return *overflow = 1, 0;
+  if (__builtin_add_overflow(v, pow2 - 1, &r)) {
+    *overflow = 1;
+    return 0;
+  }
   return r & ~(pow2 - 1);
 }
 
@@ -107,7 +110,10 @@ static int new_block(gpupart_partition *p, uint64_t size, uint64_t prepaid, gpup
   if (!b) return gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
   int rc = dev->ops->block_alloc(dev->bdev, size, &b->drv);
   if (rc == GPUPART_OK) rc = account_actual(p, size, prepaid, &b->drv);
-  if (rc) return gpupart__host_free(&dev->ctx->mem, b), rc;
+  if (rc) {
+    gpupart__host_free(&dev->ctx->mem, b);
+    return rc;
+  }
   b->size = b->drv.size;
   *out = b;
   return GPUPART_OK;
@@ -118,7 +124,8 @@ static int new_block(gpupart_partition *p, uint64_t size, uint64_t prepaid, gpup
 static void drop_block(gpupart_partition *p, gpupart__block *b) {
   p->dev->ops->block_free(p->dev->bdev, &b->drv);
   gpupart__lock_acquire(&p->lock);
-  p->c.driver_allocs++, p->c.driver_frees++;
+  p->c.driver_allocs++;
+  p->c.driver_frees++;
   gpupart__ledger_publish(&gpupart__published(p)->driver_allocs, p->c.driver_allocs);
   gpupart__ledger_publish(&gpupart__published(p)->driver_frees, p->c.driver_frees);
   gpupart__lock_release(&p->lock);
@@ -175,7 +182,10 @@ static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpup
   if (*why != GPUPART__GRANTED) return *why < 0 ? *why : GPUPART_ELIMIT; /* < 0: the ledger's own code */
   gpupart__block *b = NULL;
   int rc = new_block(p, size, size, &b);
-  if (rc) return l->ops->release(l, p->account, size), rc;
+  if (rc) {
+    l->ops->release(l, p->account, size);
+    return rc;
+  }
   gpupart__lock_acquire(&p->lock);
   rc = insert_block(p, b, prealloc);
   if (rc == GPUPART_OK) return rc;
@@ -254,8 +264,14 @@ int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpu
 static void undo_reserve(gpupart_partition *p, gpupart__block *list, uint32_t inserted) {
   for (gpupart__block *b = list, *next; b; b = next) {
     next = b->chain;
-    if (inserted) inserted--, gpupart__arena_release_detached(p, b);
-    else p->dev->ledger->ops->release(p->dev->ledger, p->account, b->size), drop_block(p, b);
+    if (inserted) {
+      inserted--;
+      gpupart__arena_release_detached(p, b);
+    }
+    else {
+      p->dev->ledger->ops->release(p->dev->ledger, p->account, b->size);
+      drop_block(p, b);
+    }
   }
 }
 
@@ -295,7 +311,8 @@ int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int preal
     uint64_t chunk = left < max ? left : max;
     rc = new_block(p, chunk, left, &b); /* all of left is reserved already */
     if (rc) break;
-    *tail = b, tail = &b->chain;
+    *tail = b;
+    tail = &b->chain;
     left -= b->size < left ? b->size : left; /* a block larger than asked covers more */
   }
   if (rc == GPUPART_OK) return insert_all(p, list, prealloc);
@@ -327,7 +344,8 @@ uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
     next = b->next;
     if (b->live || b->prealloc) continue;
     detach_block(p, b);
-    b->chain = list, list = b;
+    b->chain = list;
+    list = b;
     released += b->size;
   }
   gpupart__lock_release(&p->lock);
@@ -352,8 +370,7 @@ gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b) 
 }
 
 static int fail_check(char *why, uint64_t n, const gpupart_partition *p, const char *what) {
-  snprintf(why, n, "partition '%s': %s", p->name, what);
-  return -1;
+  return gpupart__say(why, n, "partition '%s': %s", p->name, what);
 }
 
 int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
@@ -361,7 +378,8 @@ int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
   if (gpupart__tlsf_check(a->tlsf, why, n)) return -1;
   uint64_t reserved = 0, empty = 0, live = 0, blocks = 0;
   for (const gpupart__block *b = a->blocks; b; b = b->next, blocks++) {
-    reserved += b->size, live += b->live;
+    reserved += b->size;
+    live += b->live;
     if (!b->live) empty += b->size;
     const gpupart__range *first = gpupart__tlsf_block_first(b->home);
     if (first->offset != 0 || gpupart__range_block(first) != b) return fail_check(why, n, p, "block lost its first range");

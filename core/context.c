@@ -86,7 +86,10 @@ gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, si
     return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");
   }
   rc = gpupart__config_load(&mem, &d, &ctx->cfg);
-  if (rc || (rc = open_trace(ctx))) return context_free(ctx), rc;
+  if (rc || (rc = open_trace(ctx))) {
+    context_free(ctx);
+    return rc;
+  }
   ctx->env.sim_total = sim_total(ctx->cfg);
   *out = ctx;
   return GPUPART_OK;
@@ -192,6 +195,9 @@ int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_
   gpupart__loaded_backend *lb = &ctx->backends[b];
   int rc = load_locked(ctx, lb, b);
   pthread_mutex_unlock(&ctx->lock);
-  if (rc == GPUPART_OK) *ops = lb->ops, *state = lb->state;
+  if (rc == GPUPART_OK) {
+    *ops = lb->ops;
+    *state = lb->state;
+  }
   return rc;
 }

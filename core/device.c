@@ -41,12 +41,18 @@ static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpup
   gpupart_backend order[GPUPART__BACKEND_COUNT];
   _Static_assert(GPUPART__MAX_BACKENDS <= GPUPART__BACKEND_COUNT, "a configured list fits the order");
   uint32_t n = backend_order(s, order);
-  if (n == 1) return *out = order[0], GPUPART_OK;
+  if (n == 1) {
+    *out = order[0];
+    return GPUPART_OK;
+  }
   char why[GPUPART__BACKEND_COUNT][160];
   for (uint32_t i = 0; i < n; i++) {
     uint32_t found = 0;
     int rc = gpupart__enumerate_one(ctx, order[i], NULL, 0, &found);
-    if (rc == GPUPART_OK && found > s->index) return *out = order[i], GPUPART_OK;
+    if (rc == GPUPART_OK && found > s->index) {
+      *out = order[i];
+      return GPUPART_OK;
+    }
     skip_reason(order[i], rc, found, why[i], sizeof why[i]);
   }
   char list[64], where[GPUPART__PATH_MAX + 16];
@@ -227,7 +233,10 @@ static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc
   dev->ctx = ctx;
   pthread_mutex_init(&dev->slow, NULL);
   rc = device_setup(dev, &d, how);
-  if (rc) return device_free(dev), rc;
+  if (rc) {
+    device_free(dev);
+    return rc;
+  }
   pthread_mutex_lock(&ctx->lock);
   ctx->open_devices++;
   pthread_mutex_unlock(&ctx->lock);

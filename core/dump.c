@@ -135,7 +135,8 @@ static void copy_block(snapshot *s, const gpupart__block *b, uint32_t index) {
   for (const gpupart__range *r = gpupart__tlsf_block_first(b->home); r; r = r->next_phys) {
     if (r->state == GPUPART__RANGE_FREE && r->size > sb->largest_free) sb->largest_free = r->size;
     if (r->state != GPUPART__RANGE_USED) continue;
-    sb->in_use += gpupart__range_user_size(r), sb->allocations++;
+    sb->in_use += gpupart__range_user_size(r);
+    sb->allocations++;
     if (s->with_allocs) copy_alloc(s, b, r, index);
   }
 }
@@ -144,14 +145,20 @@ static void copy_block(snapshot *s, const gpupart__block *b, uint32_t index) {
 static void copy_partition_locked(gpupart_partition *p, snapshot *s, snap_part *sp) {
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &sp->f);
   sp->c = p->c;
-  sp->reserved = p->arena.reserved, sp->peak_reserved = p->arena.peak_reserved;
-  if (p->dev->ledger->shared) sp->reserved = sp->f.reserved, sp->peak_reserved = sp->f.peak_reserved;
+  sp->reserved = p->arena.reserved;
+  sp->peak_reserved = p->arena.peak_reserved;
+  if (p->dev->ledger->shared) {
+    sp->reserved = sp->f.reserved;
+    sp->peak_reserved = sp->f.peak_reserved;
+  }
   sp->largest_free = gpupart__tlsf_largest_free(p->arena.tlsf);
   sp->prealloc = p->growth.prealloc;
-  sp->first_block = s->nblocks, sp->first_alloc = s->nallocs;
+  sp->first_block = s->nblocks;
+  sp->first_alloc = s->nallocs;
   uint32_t index = 0;
   for (const gpupart__block *b = p->arena.blocks; b && !s->overflow; b = b->next) copy_block(s, b, index++);
-  sp->nblocks = s->nblocks - sp->first_block, sp->nallocs = s->nallocs - sp->first_alloc;
+  sp->nblocks = s->nblocks - sp->first_block;
+  sp->nallocs = s->nallocs - sp->first_alloc;
 }
 
 /* Slow lock held. */
@@ -218,10 +225,17 @@ static int jb_reserve(jbuf *b, size_t more) {
   size_t cap = b->cap ? b->cap : 4096;
   while (cap < b->n + more + 1) cap *= 2;
   dump_head *h = gpupart__host_calloc(b->m, 1, sizeof *h + cap);
-  if (!h) return b->oom = 1, -1;
+  if (!h) {
+    b->oom = 1;
+    return -1;
+  }
   h->mem = *b->m;
-  if (b->head) memcpy(h + 1, jb_text(b), b->n), gpupart__host_free(b->m, b->head);
-  b->head = h, b->cap = cap;
+  if (b->head) {
+    memcpy(h + 1, jb_text(b), b->n);
+    gpupart__host_free(b->m, b->head);
+  }
+  b->head = h;
+  b->cap = cap;
   return 0;
 }
 
@@ -327,7 +341,10 @@ static void json_device(jbuf *b, const gpupart_device *dev, const snapshot *s) {
             i->index);
   jb_string(b, i->name);
   if (gpupart__uuid_is_zero(i->uuid)) JB_LIT(b, ", \"uuid\": null");
-  else gpupart__uuid_format(i->uuid, uuid), jb_printf(b, ", \"uuid\": \"%s\"", uuid);
+  else {
+    gpupart__uuid_format(i->uuid, uuid);
+    jb_printf(b, ", \"uuid\": \"%s\"", uuid);
+  }
   jb_printf(b, ", \"total\": %" PRIu64 ", \"budget\": %" PRIu64 ", \"guarantees\": %" PRIu64 ", \"reserved\": %" PRIu64
                ", \"in_use\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"peak_in_use\": %" PRIu64
                ", \"granularity\": %" PRIu64 ", \"shared\": %s, \"partitions\": [",

@@ -29,7 +29,10 @@ static int create(gpupart_context *ctx, const gpupart__identity *id, uint64_t bu
                   gpupart__ledger **out) {
   if (shared_dir) {
     int rc = gpupart__ledger_shm_create(&ctx->mem, id, budget, shared_dir, out);
-    if (rc == GPUPART_OK) (*out)->on_reaped = gpupart__event_reaped, (*out)->event_user = ctx;
+    if (rc == GPUPART_OK) {
+      (*out)->on_reaped = gpupart__event_reaped;
+      (*out)->event_user = ctx;
+    }
     return rc;
   }
   *out = gpupart__ledger_local_create(&ctx->mem, id, budget);
@@ -48,9 +51,13 @@ static int get_locked(gpupart_context *ctx, const gpupart__identity *id, uint64_
   r = gpupart__host_calloc(&ctx->mem, 1, sizeof *r);
   if (!r) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   int rc = create(ctx, id, budget, shared_dir, &r->ledger);
-  if (rc) return gpupart__host_free(&ctx->mem, r), rc;
+  if (rc) {
+    gpupart__host_free(&ctx->mem, r);
+    return rc;
+  }
   r->shared = !!shared_dir;
-  r->next = ctx->ledgers, ctx->ledgers = r;
+  r->next = ctx->ledgers;
+  ctx->ledgers = r;
   *out = r;
   return GPUPART_OK;
 }

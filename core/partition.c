@@ -75,7 +75,8 @@ static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, r
   if (guarantee > limit)
     return gpupart__fail(GPUPART_EINVAL, "partition_create: guarantee %llu exceeds the limit %llu",
                          (unsigned long long)guarantee, (unsigned long long)limit);
-  out->limit = limit, out->guarantee = guarantee;
+  out->limit = limit;
+  out->guarantee = guarantee;
   return resolve_growth(dev, d, &out->growth);
 }
 
@@ -113,7 +114,8 @@ static int append_locked(gpupart_device *dev, gpupart_partition *p) {
     if (!parts) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
     if (dev->nparts) memcpy(parts, dev->parts, dev->nparts * sizeof *parts);
     gpupart__host_free(&dev->ctx->mem, dev->parts);
-    dev->parts = parts, dev->cap = cap;
+    dev->parts = parts;
+    dev->cap = cap;
   }
   dev->parts[dev->nparts++] = p;
   dev->created++;
@@ -244,7 +246,10 @@ static gpupart_partition *take_configured(gpupart_device *dev, const gpupart_par
   if (p && !p->configured) p = NULL;
   if (p) {
     p->configured = 0;
-    if (!p->reclaim) p->reclaim = d->reclaim, p->reclaim_user = d->reclaim_user;
+    if (!p->reclaim) {
+      p->reclaim = d->reclaim;
+      p->reclaim_user = d->reclaim_user;
+    }
   }
   pthread_mutex_unlock(&dev->slow);
   return p;
@@ -382,7 +387,10 @@ static int destroy_locked(gpupart_device *dev, gpupart_partition *p) {
   if (atomic_flag_test_and_set(&p->reclaim_busy))
     return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' is running its reclaim callback", p->name);
   int rc = remove_locked(dev, p);
-  if (rc) return atomic_flag_clear(&p->reclaim_busy), rc;
+  if (rc) {
+    atomic_flag_clear(&p->reclaim_busy);
+    return rc;
+  }
   gpupart__arena_fini(&p->arena, p); /* counts the final driver frees */
   retire_counters(&dev->retired, &p->c);
   gpupart__partition_free(p);

@@ -28,7 +28,10 @@ static void partition_stats_locked(const gpupart_partition *p, gpupart_stats *s)
   *s = (gpupart_stats){.limit = f.limit, .guarantee = f.guarantee, .peak_in_use = p->c.peak_in_use,
                        .reserved = p->arena.reserved, .peak_reserved = p->arena.peak_reserved,
                        .largest_free = gpupart__tlsf_largest_free(p->arena.tlsf)};
-  if (p->dev->ledger->shared) s->reserved = f.reserved, s->peak_reserved = f.peak_reserved; /* partition-wide */
+  if (p->dev->ledger->shared) { /* partition-wide */
+    s->reserved = f.reserved;
+    s->peak_reserved = f.peak_reserved;
+  }
   add_counters(s, &p->c);
 }
 
@@ -82,10 +85,15 @@ gpupart_result gpupart_device_reset_peak(gpupart_device *dev) {
 
 /* Adds a partition's current figures and counts into device figures. */
 static void add_stats(gpupart_stats *s, const gpupart_stats *ps) {
-  s->in_use += ps->in_use, s->reserved += ps->reserved, s->live_allocations += ps->live_allocations;
-  s->total_allocations += ps->total_allocations, s->total_frees += ps->total_frees;
-  s->driver_allocs += ps->driver_allocs, s->driver_frees += ps->driver_frees;
-  s->failed_allocations += ps->failed_allocations, s->double_frees += ps->double_frees;
+  s->in_use += ps->in_use;
+  s->reserved += ps->reserved;
+  s->live_allocations += ps->live_allocations;
+  s->total_allocations += ps->total_allocations;
+  s->total_frees += ps->total_frees;
+  s->driver_allocs += ps->driver_allocs;
+  s->driver_frees += ps->driver_frees;
+  s->failed_allocations += ps->failed_allocations;
+  s->double_frees += ps->double_frees;
   if (ps->largest_free > s->largest_free) s->largest_free = ps->largest_free;
 }
 
@@ -105,7 +113,9 @@ gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart
   d->ledger->ops->totals(d->ledger, &t);
   pthread_mutex_unlock(&d->slow);
   gpupart__ledger_report(d->ledger); /* the dead members totals reaped, now that no lock is held */
-  s.limit = t.limit, s.guarantee = t.guarantee, s.peak_reserved = t.peak_reserved;
+  s.limit = t.limit;
+  s.guarantee = t.guarantee;
+  s.peak_reserved = t.peak_reserved;
   if (d->ledger->shared) s.reserved = t.reserved; /* device-wide, across processes */
   s.peak_in_use = gpupart__peak_in_use(d);
   return gpupart__copy_out(out, out_size, &s, sizeof s, GPUPART__STATS_SIZE_0_2, "device_get_stats: gpupart_stats");
@@ -116,15 +126,10 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   if (gpupart__arena_check(p, why, n)) return -1;
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  if (f.own_reserved != p->arena.reserved + p->arena.releasing)
-    return snprintf(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
-                    (unsigned long long)f.own_reserved, (unsigned long long)(p->arena.reserved + p->arena.releasing)), -1;
-  if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
-    return snprintf(why, n, "partition '%s': a figure exceeds its peak", p->name), -1;
-  if (p->charge < p->c.in_use)
-    return snprintf(why, n, "partition '%s': in_use exceeds its charge in the device's peak", p->name), -1;
-  if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations)
-    return snprintf(why, n, "partition '%s': allocations minus frees differ from live", p->name), -1;
+  if (f.own_reserved != p->arena.reserved + p->arena.releasing) return gpupart__say(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name, (unsigned long long)f.own_reserved, (unsigned long long)(p->arena.reserved + p->arena.releasing));
+  if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved) return gpupart__say(why, n, "partition '%s': a figure exceeds its peak", p->name);
+  if (p->charge < p->c.in_use) return gpupart__say(why, n, "partition '%s': in_use exceeds its charge in the device's peak", p->name);
+  if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations) return gpupart__say(why, n, "partition '%s': allocations minus frees differ from live", p->name);
   return 0;
 }
 
@@ -142,12 +147,10 @@ static int is_ledger_entry(gpupart_device *d, const gpupart_partition *p) {
  * ledger may hold other handles' entries of the same physical device). */
 static int members_entries(gpupart_device *d, char *why, uint64_t n) {
   uint32_t entries = d->ledger->ops->list(d->ledger, d->member, NULL, 0);
-  if (entries != d->nparts)
-    return snprintf(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries,
-                    d->nparts), -1;
+  if (entries != d->nparts) return gpupart__say(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries, d->nparts);
   for (uint32_t i = 0; i < d->nparts; i++)
     if (!is_ledger_entry(d, d->parts[i]))
-      return snprintf(why, n, "partition '%s' is not the ledger's entry of that name", d->parts[i]->name), -1;
+      return gpupart__say(why, n, "partition '%s' is not the ledger's entry of that name", d->parts[i]->name);
   return 0;
 }
 
@@ -158,12 +161,11 @@ static int check_locked(gpupart_device *d, char *why, uint64_t n) {
   for (; locked < d->nparts; locked++) gpupart__lock_acquire(&d->parts[locked]->lock);
   for (uint32_t i = 0; i < d->nparts && !rc; i++) {
     rc = check_partition(d->parts[i], why, n);
-    in_use += d->parts[i]->c.in_use, charged += d->parts[i]->charge;
+    in_use += d->parts[i]->c.in_use;
+    charged += d->parts[i]->charge;
   }
-  if (!rc && charged != atomic_load(&d->charged))
-    rc = -1, snprintf(why, n, "the partitions' charges differ from the device's sum of them");
-  if (!rc && in_use > gpupart__peak_in_use(d))
-    rc = -1, snprintf(why, n, "the partitions' in-use bytes exceed the device's peak");
+  if (!rc && charged != atomic_load(&d->charged)) rc = gpupart__say(why, n, "the partitions' charges differ from the device's sum of them");
+  if (!rc && in_use > gpupart__peak_in_use(d)) rc = gpupart__say(why, n, "the partitions' in-use bytes exceed the device's peak");
   while (locked) gpupart__lock_release(&d->parts[--locked]->lock);
   if (!rc) rc = members_entries(d, why, n);
   return rc ? rc : d->ledger->ops->check(d->ledger, why, n);

@@ -59,6 +59,14 @@ gpupart_result gpupart__fail_native(gpupart_result code, int64_t native, const c
   return code;
 }
 
+int gpupart__say(char *buf, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (n) vsnprintf(buf, n, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
 void gpupart__error_set(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -3,6 +3,7 @@
 #ifndef GPUPART_CORE_ERROR_H
 #define GPUPART_CORE_ERROR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gpupart.h"
@@ -22,6 +23,10 @@ gpupart_result gpupart__fail(gpupart_result code, const char *fmt, ...) GPUPART_
  * resets the code to 0, so a failure that restates a driver's failure passes it on with
  * gpupart__fail_native(code, gpupart_last_native_error(), ...). */
 gpupart_result gpupart__fail_native(gpupart_result code, int64_t native, const char *fmt, ...) GPUPART__PRINTF(3, 4);
+/* Writes a message into buf (n bytes; nothing when n is 0) and returns -1, for the calls
+ * that say what is wrong into the caller's buffer instead of the thread's message (value
+ * parsers, consistency checks): `return gpupart__say(why, n, "...");`. */
+int gpupart__say(char *buf, size_t n, const char *fmt, ...) GPUPART__PRINTF(3, 4);
 /* Appends to the calling thread's message (used to add context on the way up). */
 void gpupart__error_append(const char *fmt, ...) GPUPART__PRINTF(1, 2);
 /* Sets the message without a code (for calls that return void, such as gpupart_free). */

@@ -5,11 +5,17 @@
 
 int gpupart__ratelimit_allow(gpupart__ratelimit *r, uint64_t now_ns, uint64_t *dropped) {
   gpupart__lock_acquire(&r->lock);
-  if (now_ns - r->window_start_ns >= GPUPART__EVENT_WINDOW_NS || now_ns < r->window_start_ns)
-    r->window_start_ns = now_ns, r->in_window = 0;
+  if (now_ns - r->window_start_ns >= GPUPART__EVENT_WINDOW_NS || now_ns < r->window_start_ns) {
+    r->window_start_ns = now_ns;
+    r->in_window = 0;
+  }
   int allow = r->in_window < GPUPART__EVENTS_PER_WINDOW;
   *dropped = 0;
-  if (allow) r->in_window++, *dropped = r->suppressed, r->suppressed = 0;
+  if (allow) {
+    r->in_window++;
+    *dropped = r->suppressed;
+    r->suppressed = 0;
+  }
   else r->suppressed++;
   gpupart__lock_release(&r->lock);
   return allow;

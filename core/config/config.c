@@ -28,15 +28,12 @@ static int env_entry(gpupart__layer *l, gpupart__opt o, const char *entry, gpupa
   char err[GPUPART__ERR_MAX], sel_text[64];
   const char *eq = strchr(entry, '=');
   if (!eq) {
-    if (gpupart__layer_set(l, o, NULL, entry, src, err, sizeof err))
-      return gpupart__errors_add(e, 0, "%s: %s", src.name, err), -1;
+    if (gpupart__layer_set(l, o, NULL, entry, src, err, sizeof err)) return gpupart__errors_add(e, 0, "%s: %s", src.name, err);
     return 0;
   }
   gpupart__selector sel;
   snprintf(sel_text, sizeof sel_text, "%.*s", (int)(eq - entry), entry);
-  if (gpupart__parse_selector(sel_text, &sel, err, sizeof err) ||
-      gpupart__layer_set(l, o, &sel, eq + 1, src, err, sizeof err))
-    return gpupart__errors_add(e, 0, "%s: device '%s': %s", src.name, GPUPART__ECHO(sel_text), err), -1;
+  if (gpupart__parse_selector(sel_text, &sel, err, sizeof err) || gpupart__layer_set(l, o, &sel, eq + 1, src, err, sizeof err)) return gpupart__errors_add(e, 0, "%s: device '%s': %s", src.name, GPUPART__ECHO(sel_text), err);
   return 0;
 }
 
@@ -51,13 +48,11 @@ static int env_per_device(gpupart__layer *l, gpupart__opt o, const char *text, g
   gpupart__source src = {gpupart__options[o].env, 0};
   char entry[GPUPART__PATH_MAX];
   const char *p = text;
-  if (decimal_comma(text) && gpupart__options[o].type != GPUPART__T_BOOL)
-    return gpupart__errors_add(e, 0, "%s: '%s' has a decimal comma: write a decimal point "
-                               "(',' separates per-device entries)", src.name, GPUPART__ECHO(text)), -1;
+  if (decimal_comma(text) && gpupart__options[o].type != GPUPART__T_BOOL) return gpupart__errors_add(e, 0, "%s: '%s' has a decimal comma: write a decimal point (',' separates per-device entries)", src.name, GPUPART__ECHO(text));
   for (;;) {
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
-    if (len >= sizeof entry) return gpupart__errors_add(e, 0, "%s: an entry is too long", src.name), -1;
+    if (len >= sizeof entry) return gpupart__errors_add(e, 0, "%s: an entry is too long", src.name);
     snprintf(entry, sizeof entry, "%.*s", (int)len, p);
     if (env_entry(l, o, entry, src, e)) return -1;
     if (!comma) return 0;
@@ -68,8 +63,7 @@ static int env_per_device(gpupart__layer *l, gpupart__opt o, const char *text, g
 static int env_partitions(gpupart__layer *l, const char *text, gpupart__errors *e) {
   char err[GPUPART__ERR_MAX];
   uint32_t before = l->nparts;
-  if (gpupart__parse_partitions(text, l->parts, GPUPART__MAX_PARTS, &l->nparts, err, sizeof err))
-    return gpupart__errors_add(e, 0, "GPUPART_PARTITIONS: %s", err), -1;
+  if (gpupart__parse_partitions(text, l->parts, GPUPART__MAX_PARTS, &l->nparts, err, sizeof err)) return gpupart__errors_add(e, 0, "GPUPART_PARTITIONS: %s", err);
   for (uint32_t i = before; i < l->nparts; i++) l->parts[i].src = (gpupart__source){"GPUPART_PARTITIONS", 0};
   return 0;
 }
@@ -81,8 +75,7 @@ static int env_option(gpupart__layer *l, gpupart__opt o, gpupart__errors *e) {
   if (opt->type == GPUPART__T_PARTITIONS) return env_partitions(l, text, e);
   if (opt->where & GPUPART__IN_DEVICE) return env_per_device(l, o, text, e);
   char err[GPUPART__ERR_MAX];
-  if (gpupart__layer_set(l, o, NULL, text, (gpupart__source){opt->env, 0}, err, sizeof err))
-    return gpupart__errors_add(e, 0, "%s: %s", opt->env, err), -1;
+  if (gpupart__layer_set(l, o, NULL, text, (gpupart__source){opt->env, 0}, err, sizeof err)) return gpupart__errors_add(e, 0, "%s: %s", opt->env, err);
   return 0;
 }
 
@@ -234,13 +227,23 @@ static FILE *open_regular(const char *what, const char *path, gpupart__errors *e
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   struct stat st;
   char why[96];
-  if (fd < 0) return read_error(what, path, strerror(errno), e), NULL;
+  if (fd < 0) {
+    read_error(what, path, strerror(errno), e);
+    return NULL;
+  }
   if (fstat(fd, &st)) snprintf(why, sizeof why, "%s", strerror(errno));
   else if (!S_ISREG(st.st_mode)) snprintf(why, sizeof why, "it is %s, not a regular file", file_kind(st.st_mode));
   else why[0] = 0;
-  if (why[0]) return close(fd), read_error(what, path, why, e), NULL;
+  if (why[0]) {
+    close(fd);
+    read_error(what, path, why, e);
+    return NULL;
+  }
   FILE *f = fdopen(fd, "rb");
-  if (!f) close(fd), read_error(what, path, strerror(errno), e);
+  if (!f) {
+    close(fd);
+    read_error(what, path, strerror(errno), e);
+  }
   return f;
 }
 
@@ -278,8 +281,10 @@ static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart
   if (load_env(c, e)) return -1;
   load_shares(c);
   const char *path = d->config_path, *what = "config_path";
-  if (!path && c->env.global[GPUPART__OPT_CONFIG].set)
-    path = c->env.global[GPUPART__OPT_CONFIG].str, what = "GPUPART_CONFIG";
+  if (!path && c->env.global[GPUPART__OPT_CONFIG].set) {
+    path = c->env.global[GPUPART__OPT_CONFIG].str;
+    what = "GPUPART_CONFIG";
+  }
   if (path && gpupart__config_read_file(m, c, what, path, e)) return -1;
   if (d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e)) return -1;
   return 0;

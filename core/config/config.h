@@ -98,7 +98,9 @@ typedef struct gpupart__errors {
   char first[GPUPART__MSG_MAX];
 } gpupart__errors;
 
-void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) GPUPART__PRINTF(3, 4);
+/* Adds an error at line (0: none) and returns -1, so a parser's failure reads
+ * `return gpupart__errors_add(e, ...)`. */
+int gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) GPUPART__PRINTF(3, 4);
 
 /* Loads the environment, the file (desc->config_path, else $GPUPART_CONFIG), then
  * desc->config_text; with GPUPART_CONTEXT_IGNORE_ENV only config_text. ECONFIG naming the source, the key and what is

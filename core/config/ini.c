@@ -76,7 +76,10 @@ static enum section_kind classify(const char *section, const char **rest) {
 }
 
 static void trim_copy(const char *s, size_t len, char *out, size_t cap) {
-  while (len && isspace((unsigned char)*s)) s++, len--;
+  while (len && isspace((unsigned char)*s)) {
+    s++;
+    len--;
+  }
   while (len && isspace((unsigned char)s[len - 1])) len--;
   snprintf(out, cap, "%.*s", (int)len, s);
 }
@@ -101,12 +104,16 @@ static gpupart__pspec *partition_slot(ini_state *st, const char *name) {
 
 static enum section_kind begin_partition(ini_state *st, const char *name) {
   char err[GPUPART__ERR_MAX];
-  if (gpupart__check_name(name, err, sizeof err)) return error_at(st, st->header_line, "%s", err), SEC_BAD;
+  if (gpupart__check_name(name, err, sizeof err)) {
+    error_at(st, st->header_line, "%s", err);
+    return SEC_BAD;
+  }
   gpupart__pspec *p = partition_slot(st, name);
   if (!p) return SEC_BAD;
   *p = (gpupart__pspec){.src = {st->name, st->header_line}};
   snprintf(p->name, sizeof p->name, "%s", name);
-  st->part = p, st->part_seen = 0;
+  st->part = p;
+  st->part_seen = 0;
   return SEC_PARTITION;
 }
 
@@ -123,9 +130,14 @@ static enum section_kind begin_section(ini_state *st) {
   if (!st->header_line) return SEC_NONE;
   if (st->header_bad) return SEC_BAD;
   enum section_kind k = classify(st->section, &rest);
-  if (k == SEC_BAD) return unknown_section(st, st->section), SEC_BAD;
-  if (k == SEC_DEVICE && gpupart__parse_selector(rest, &st->sel, err, sizeof err))
-    return error_at(st, st->header_line, "[%s]: %s", st->section, err), SEC_BAD;
+  if (k == SEC_BAD) {
+    unknown_section(st, st->section);
+    return SEC_BAD;
+  }
+  if (k == SEC_DEVICE && gpupart__parse_selector(rest, &st->sel, err, sizeof err)) {
+    error_at(st, st->header_line, "[%s]: %s", st->section, err);
+    return SEC_BAD;
+  }
   return k == SEC_PARTITION ? begin_partition(st, rest) : k;
 }
 
@@ -134,11 +146,14 @@ static enum section_kind begin_section(ini_state *st) {
 static int set_option(ini_state *st, const char *key, const char *value, unsigned where, const gpupart__selector *sel) {
   int o = gpupart__option_by_key(key);
   char err[GPUPART__ERR_MAX];
-  if (o == GPUPART__OPT_PARTITIONS)
-    return error_at(st, st->line, "unknown key '%s' in [%s] (declare partitions as [partition NAME] sections)",
-                    key, st->section), 0;
-  if (o < 0 || !(gpupart__options[o].where & where))
-    return error_at(st, st->line, "unknown key '%s' in [%s]", key, st->section), 0;
+  if (o == GPUPART__OPT_PARTITIONS) {
+    error_at(st, st->line, "unknown key '%s' in [%s] (declare partitions as [partition NAME] sections)", key, st->section);
+    return 0;
+  }
+  if (o < 0 || !(gpupart__options[o].where & where)) {
+    error_at(st, st->line, "unknown key '%s' in [%s]", key, st->section);
+    return 0;
+  }
   gpupart__source src = {st->name, st->line};
   if (gpupart__layer_set(st->layer, (gpupart__opt)o, sel, value, src, err, sizeof err) == 0) return 1;
   error_at(st, st->line, "%s: %s", gpupart__options[o].key, err);
@@ -151,15 +166,18 @@ static int set_part_value(gpupart__pspec *p, int k, const char *value, char *err
   gpupart__value v;
   switch (k) {
   case PK_SIZE: /* a bad size was reported here: -1 keeps check_partitions quiet about it */
-    return p->has_size = gpupart__parse_amount(value, both, &p->size, err, n) ? -1 : 1, p->has_size < 0 ? -1 : 0;
+    p->has_size = gpupart__parse_amount(value, both, &p->size, err, n) ? -1 : 1;
+    return p->has_size < 0 ? -1 : 0;
   case PK_GUARANTEE: return gpupart__parse_amount(value, both, &p->guarantee, err, n);
   case PK_DEVICE: return gpupart__parse_selector(value, &p->dev, err, n);
   case PK_GROWTH:
     if (gpupart__option_parse(GPUPART__OPT_ALLOW_GROWTH, value, &v, err, n)) return -1;
-    return p->growth = v.u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF, 0;
+    p->growth = v.u ? GPUPART_GROWTH_ON : GPUPART_GROWTH_OFF;
+    return 0;
   default:
     if (gpupart__option_parse(GPUPART__OPT_RELEASE_THRESHOLD, value, &v, err, n)) return -1;
-    return p->release_threshold = v.u, 0;
+    p->release_threshold = v.u;
+    return 0;
   }
 }
 
@@ -172,7 +190,10 @@ static int set_partition_key(ini_state *st, const char *key, const char *value) 
              key, st->section);
     return 0;
   }
-  if (st->part_seen & (1u << k)) return error_at(st, st->line, "%s: set twice in [%s]", part_keys[k], st->section), 0;
+  if (st->part_seen & (1u << k)) {
+    error_at(st, st->line, "%s: set twice in [%s]", part_keys[k], st->section);
+    return 0;
+  }
   st->part_seen |= 1u << k;
   if (set_part_value(st->part, k, value, err, sizeof err) == 0) return 1;
   error_at(st, st->line, "%s: %s", part_keys[k], err);
@@ -184,7 +205,9 @@ static int set_key(ini_state *st, const char *key, const char *value) {
   case SEC_GLOBAL: return set_option(st, key, value, GPUPART__IN_FILE, NULL);
   case SEC_DEVICE: return set_option(st, key, value, GPUPART__IN_DEVICE, &st->sel);
   case SEC_PARTITION: return set_partition_key(st, key, value);
-  case SEC_NONE: return error_at(st, st->line, "key '%s' is outside a section (start with [gpupart])", key), 0;
+  case SEC_NONE:
+    error_at(st, st->line, "key '%s' is outside a section (start with [gpupart])", key);
+    return 0;
   default: return 0; /* the section's error was reported at its header */
   }
 }
@@ -194,8 +217,10 @@ static int on_key(void *user, const char *section, const char *key, const char *
   (void)section; /* always "s": see begin_section */
   st->handled = 1;
   st->header_keys++;
-  if (st->continuation)
-    return error_at(st, st->line, "%s: continuation lines are not supported; write the value on one line", key), 0;
+  if (st->continuation) {
+    error_at(st, st->line, "%s: continuation lines are not supported; write the value on one line", key);
+    return 0;
+  }
   st->in_key = 1;
   if (st->section_line != st->header_line || st->kind == SEC_NONE) {
     st->section_line = st->header_line;
@@ -239,7 +264,9 @@ static int header_tail_bad(ini_state *st, const char *tail) {
 /* A header line, as inih reads it: the name runs to ']' (or to an inline comment). */
 static void begin_header(ini_state *st, const char *p) {
   check_empty_header(st);
-  st->header_line = st->line, st->header_keys = 0, st->in_key = 0;
+  st->header_line = st->line;
+  st->header_keys = 0;
+  st->in_key = 0;
   size_t len = strcspn(p + 1, "]\n");
   const char *comment = strstr(p + 1, " ;");
   if (comment && (size_t)(comment - p - 1) < len) len = (size_t)(comment - p - 1);

@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "config.h"
+#include "error.h"
 
-void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) {
+int gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) {
   char msg[GPUPART__MSG_MAX];
   va_list ap;
   va_start(ap, fmt);
@@ -20,6 +21,7 @@ void gpupart__errors_add(gpupart__errors *e, int line, const char *fmt, ...) {
   if (line > 0 && (!e->first_line || line < e->first_line)) e->first_line = line;
   e->count++;
   if (e->report) e->report(msg, e->user);
+  return -1;
 }
 
 int gpupart__value_from_user(const gpupart__value *v) {
@@ -70,17 +72,15 @@ int gpupart__layer_set(gpupart__layer *l, gpupart__opt o, const gpupart__selecto
   gpupart__value v;
   if (gpupart__option_parse(o, text, &v, err, n)) return -1;
   gpupart__value *s = slot(l, o, dev);
-  if (!s) return snprintf(err, n, "more than %d per-device values", GPUPART__MAX_DEVICE_VALUES), -1;
+  if (!s) return gpupart__say(err, n, "more than %d per-device values", GPUPART__MAX_DEVICE_VALUES);
   if (s->set && same_source(s->src, src)) {
     char where[GPUPART__PATH_MAX + 16];
     gpupart__source_format(s->src, where, sizeof where);
-    return snprintf(err, n, "set twice (first at %s)", where), -1;
+    return gpupart__say(err, n, "set twice (first at %s)", where);
   }
   gpupart__type t = gpupart__options[o].type;
   char path[GPUPART__PATH_MAX];
-  if ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) &&
-      !(v.str = gpupart__layer_strdup(l, trim_copy(text, path, sizeof path))))
-    return snprintf(err, n, "the configuration holds more than %d bytes of paths", GPUPART__POOL_SIZE), -1;
+  if ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) && !(v.str = gpupart__layer_strdup(l, trim_copy(text, path, sizeof path)))) return gpupart__say(err, n, "the configuration holds more than %d bytes of paths", GPUPART__POOL_SIZE);
   v.src = src;
   *s = v;
   return 0;
@@ -92,7 +92,10 @@ const gpupart__value *gpupart__layer_get(const gpupart__layer *l, gpupart__opt o
   for (uint32_t i = 0; b != GPUPART_BACKEND_AUTO && i < l->ndev; i++) {
     const gpupart__device_value *dv = &l->dev[i];
     int r = gpupart__selector_rank(&dv->sel);
-    if (dv->opt == o && r > rank && gpupart__selector_matches(&dv->sel, b, index)) best = &dv->v, rank = r;
+    if (dv->opt == o && r > rank && gpupart__selector_matches(&dv->sel, b, index)) {
+      best = &dv->v;
+      rank = r;
+    }
   }
   if (best) return best;
   return l->global[o].set ? &l->global[o] : NULL;

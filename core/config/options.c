@@ -5,7 +5,7 @@
  * the text as written. Errors are written with snprintf into the caller's buffer. */
 #include "options.h"
 
-#include "error.h" /* GPUPART__PRINTF */
+#include "error.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -83,17 +83,6 @@ int gpupart__option_by_env(const char *env) {
   return -1;
 }
 
-static int say(char *err, size_t n, const char *fmt, ...) GPUPART__PRINTF(3, 4);
-
-/* Writes the message and returns -1, so parsers read `return say(err, n, "...")`. */
-static int say(char *err, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (n) vsnprintf(err, n, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
 /* ---- text helpers --------------------------------------------------------------- */
 
 /* Appends byte c to buf[*at], escaped when it is a control character. */
@@ -107,7 +96,10 @@ const char *gpupart__echo(const char *s, char *buf, size_t n) {
   size_t len = strlen(s), at = 0;
   for (size_t i = 0; i < len; i++) {
     if (len > 64 && i == 40) {
-      if (at + 4 < n) memcpy(buf + at, "...", 3), at += 3;
+      if (at + 4 < n) {
+        memcpy(buf + at, "...", 3);
+        at += 3;
+      }
       i = len - 20;
     }
     echo_byte((unsigned char)s[i], buf, n, &at);
@@ -118,7 +110,10 @@ const char *gpupart__echo(const char *s, char *buf, size_t n) {
 
 /* Copies s[0, len) without surrounding blanks into out; -1 when it does not fit. */
 static int trimmed(const char *s, size_t len, char *out, size_t cap) {
-  while (len && isspace((unsigned char)*s)) s++, len--;
+  while (len && isspace((unsigned char)*s)) {
+    s++;
+    len--;
+  }
   while (len && isspace((unsigned char)s[len - 1])) len--;
   if (len >= cap) return -1;
   memcpy(out, s, len);
@@ -153,24 +148,29 @@ static int parse_whole(const char **s, uint64_t *v) {
 
 /* Digits past 18 decimals are below any precision that matters and are ignored. */
 static void parse_frac(const char **s, decimal *d) {
-  d->frac = 0, d->scale = 1;
+  d->frac = 0;
+  d->scale = 1;
   for (; isdigit((unsigned char)**s); (*s)++)
-    if (d->scale < 1000000000000000000ull) d->frac = d->frac * 10 + (uint64_t)(**s - '0'), d->scale *= 10;
+    if (d->scale < 1000000000000000000ull) {
+      d->frac = d->frac * 10 + (uint64_t)(**s - '0');
+      d->scale *= 10;
+    }
 }
 
 /* Digits with an optional decimal point; ".50" (as JAX's variables are often written)
  * is 0.50, "5." is refused. */
 static int parse_decimal(const char **s, const char *text, decimal *d, char *err, size_t n) {
-  if (**s == '-') return say(err, n, "'%s' is negative", GPUPART__ECHO(text));
+  if (**s == '-') return gpupart__say(err, n, "'%s' is negative", GPUPART__ECHO(text));
   int lead = **s == '.' && isdigit((unsigned char)(*s)[1]);
-  if (!lead && !isdigit((unsigned char)**s)) return say(err, n, "'%s' is not a number", GPUPART__ECHO(text));
-  if (parse_whole(s, &d->whole)) return say(err, n, "'%s' is too large", GPUPART__ECHO(text));
+  if (!lead && !isdigit((unsigned char)**s)) return gpupart__say(err, n, "'%s' is not a number", GPUPART__ECHO(text));
+  if (parse_whole(s, &d->whole)) return gpupart__say(err, n, "'%s' is too large", GPUPART__ECHO(text));
   d->dot = **s == '.';
-  d->frac = 0, d->scale = 1;
+  d->frac = 0;
+  d->scale = 1;
   if (!d->dot) return 0;
   (*s)++;
   if (!isdigit((unsigned char)**s))
-    return say(err, n, "'%s' has no digits after the decimal point", GPUPART__ECHO(text));
+    return gpupart__say(err, n, "'%s' has no digits after the decimal point", GPUPART__ECHO(text));
   parse_frac(s, d);
   return 0;
 }
@@ -203,7 +203,7 @@ static int scale_bytes(const decimal *d, uint64_t mult, uint64_t *out) {
 static int to_share(const decimal *d, double divisor, const char *text, double *out, char *err, size_t n) {
   long double v = ((long double)d->whole + (long double)d->frac / (long double)d->scale) / divisor;
   if (v > 1.0L)
-    return say(err, n, "'%s' is above %s", GPUPART__ECHO(text),
+    return gpupart__say(err, n, "'%s' is above %s", GPUPART__ECHO(text),
                divisor > 1 ? "100%" : "1 (a share is at most 1.0 or 100%)");
   *out = (double)v;
   return 0;
@@ -213,12 +213,12 @@ static int amount_bytes(const decimal *d, const char *unit_text, const char *tex
                         gpupart__amount *out, char *err, size_t n) {
   const unit *u = *unit_text ? find_unit(unit_text) : &units[0];
   if (!u)
-    return say(err, n, "'%s' has an unknown unit '%s' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)",
+    return gpupart__say(err, n, "'%s' has an unknown unit '%s' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)",
                GPUPART__ECHO(text),
                unit_text);
   if (!(accept & GPUPART__ACCEPT_BYTES))
-    return say(err, n, "'%s' is bytes, but a share is expected (0.6 or 60%%)", GPUPART__ECHO(text));
-  if (scale_bytes(d, u->mult, &out->bytes)) return say(err, n, "'%s' overflows 64 bits of bytes", GPUPART__ECHO(text));
+    return gpupart__say(err, n, "'%s' is bytes, but a share is expected (0.6 or 60%%)", GPUPART__ECHO(text));
+  if (scale_bytes(d, u->mult, &out->bytes)) return gpupart__say(err, n, "'%s' overflows 64 bits of bytes", GPUPART__ECHO(text));
   out->is_share = 0;
   return 0;
 }
@@ -226,20 +226,20 @@ static int amount_bytes(const decimal *d, const char *unit_text, const char *tex
 static int amount_share(const decimal *d, double divisor, const char *text, unsigned accept,
                         gpupart__amount *out, char *err, size_t n) {
   if (!(accept & GPUPART__ACCEPT_SHARE))
-    return say(err, n, "'%s' is a share, but bytes are expected (e.g. 512MiB)", GPUPART__ECHO(text));
+    return gpupart__say(err, n, "'%s' is a share, but bytes are expected (e.g. 512MiB)", GPUPART__ECHO(text));
   out->is_share = 1;
   return to_share(d, divisor, text, &out->share, err, n);
 }
 
 int gpupart__parse_amount(const char *s, unsigned accept, gpupart__amount *out, char *err, size_t n) {
   char text[64];
-  if (trimmed(s, strlen(s), text, sizeof text)) return say(err, n, "'%s' is too long", GPUPART__ECHO(s));
-  if (!*text) return say(err, n, "the value is empty");
+  if (trimmed(s, strlen(s), text, sizeof text)) return gpupart__say(err, n, "'%s' is too long", GPUPART__ECHO(s));
+  if (!*text) return gpupart__say(err, n, "the value is empty");
   const char *p = text;
   decimal d;
   if (parse_decimal(&p, text, &d, err, n)) return -1;
   if (*p == ',' && isdigit((unsigned char)p[1]))
-    return say(err, n, "'%s' has a decimal comma: write a decimal point (%llu.%s)", GPUPART__ECHO(text),
+    return gpupart__say(err, n, "'%s' has a decimal comma: write a decimal point (%llu.%s)", GPUPART__ECHO(text),
                (unsigned long long)d.whole, p + 1);
   while (*p == ' ') p++;
   *out = (gpupart__amount){0};
@@ -254,18 +254,24 @@ int gpupart__parse_amount(const char *s, unsigned accept, gpupart__amount *out, 
 static int parse_bool(const char *s, uint64_t *out, char *err, size_t n) {
   static const char *const yes[] = {"true", "1", "yes", "on"}, *const no[] = {"false", "0", "no", "off"};
   for (size_t i = 0; i < 4; i++) {
-    if (strcasecmp(s, yes[i]) == 0) return *out = 1, 0;
-    if (strcasecmp(s, no[i]) == 0) return *out = 0, 0;
+    if (strcasecmp(s, yes[i]) == 0) {
+      *out = 1;
+      return 0;
+    }
+    if (strcasecmp(s, no[i]) == 0) {
+      *out = 0;
+      return 0;
+    }
   }
-  return say(err, n, "'%s' is not a boolean (true/false, 1/0, yes/no, on/off)", GPUPART__ECHO(s));
+  return gpupart__say(err, n, "'%s' is not a boolean (true/false, 1/0, yes/no, on/off)", GPUPART__ECHO(s));
 }
 
 static int parse_index(const char *s, uint32_t *out, char *err, size_t n) {
   uint64_t v;
   const char *p = s;
-  if (*p == '-') return say(err, n, "device index '%s' is negative", GPUPART__ECHO(s));
+  if (*p == '-') return gpupart__say(err, n, "device index '%s' is negative", GPUPART__ECHO(s));
   if (!isdigit((unsigned char)*p) || parse_whole(&p, &v) || *p || v > UINT32_MAX)
-    return say(err, n, "'%s' is not a device index (0, 1, ...)", GPUPART__ECHO(s));
+    return gpupart__say(err, n, "'%s' is not a device index (0, 1, ...)", GPUPART__ECHO(s));
   *out = (uint32_t)v;
   return 0;
 }
@@ -273,16 +279,16 @@ static int parse_index(const char *s, uint32_t *out, char *err, size_t n) {
 static int backend_item(const char *s, int *b, char *err, size_t n) {
   *b = gpupart__backend_from_name(s);
   if (*b >= 0) return 0;
-  if (strcasecmp(s, "auto") == 0) return say(err, n, "'auto' cannot be part of a list");
-  if (!*s) return say(err, n, "the backend list has an empty entry");
+  if (strcasecmp(s, "auto") == 0) return gpupart__say(err, n, "'auto' cannot be part of a list");
+  if (!*s) return gpupart__say(err, n, "the backend list has an empty entry");
   char names[96];
   gpupart__backend_names(names, sizeof names);
-  return say(err, n, "unknown backend '%s' (use auto, %s)", GPUPART__ECHO(s), names);
+  return gpupart__say(err, n, "unknown backend '%s' (use auto, %s)", GPUPART__ECHO(s), names);
 }
 
 static int add_backend(gpupart__value *v, int b, const char *s, char *err, size_t n) {
   for (uint32_t i = 0; i < v->nbackends; i++)
-    if (v->backends[i] == b) return say(err, n, "backend '%s' is listed twice", GPUPART__ECHO(s));
+    if (v->backends[i] == b) return gpupart__say(err, n, "backend '%s' is listed twice", GPUPART__ECHO(s));
   v->backends[v->nbackends++] = (uint8_t)b;
   return 0;
 }
@@ -296,7 +302,7 @@ static int parse_backends(const char *s, gpupart__value *v, char *err, size_t n)
     char item[16];
     int b;
     next_piece(&p, end, ',', &piece, &len);
-    if (trimmed(piece, len, item, sizeof item)) return say(err, n, "unknown backend in '%s'", GPUPART__ECHO(s));
+    if (trimmed(piece, len, item, sizeof item)) return gpupart__say(err, n, "unknown backend in '%s'", GPUPART__ECHO(s));
     if (backend_item(item, &b, err, n) || add_backend(v, b, item, err, n)) return -1;
   } while (piece + len < end);
   return 0;
@@ -308,11 +314,11 @@ int gpupart__parse_selector(const char *s, gpupart__selector *out, char *err, si
   if (!colon) return parse_index(s, &out->index, err, n);
   char name[16];
   if (trimmed(s, (size_t)(colon - s), name, sizeof name) || gpupart__backend_from_name(name) < 0)
-    return say(err, n, "'%s' is not a device (use backend:index, e.g. cuda:0, or an index)", GPUPART__ECHO(s));
+    return gpupart__say(err, n, "'%s' is not a device (use backend:index, e.g. cuda:0, or an index)", GPUPART__ECHO(s));
   out->backend = (gpupart_backend)gpupart__backend_from_name(name);
   char idx[16];
   if (trimmed(colon + 1, strlen(colon + 1), idx, sizeof idx))
-    return say(err, n, "'%s' is not a device index", GPUPART__ECHO(colon + 1));
+    return gpupart__say(err, n, "'%s' is not a device index", GPUPART__ECHO(colon + 1));
   return parse_index(idx, &out->index, err, n);
 }
 
@@ -332,9 +338,9 @@ int gpupart__selector_rank(const gpupart__selector *sel) {
 /* ---- option values -------------------------------------------------------------- */
 
 static int parse_path(const gpupart__option *o, const char *s, char *err, size_t n) {
-  if (!*s) return say(err, n, "the path is empty");
-  if (strlen(s) >= GPUPART__PATH_MAX) return say(err, n, "the path is longer than %d bytes", GPUPART__PATH_MAX - 1);
-  if (o->type == GPUPART__T_DIR && *s != '/') return say(err, n, "'%s' is not an absolute path", GPUPART__ECHO(s));
+  if (!*s) return gpupart__say(err, n, "the path is empty");
+  if (strlen(s) >= GPUPART__PATH_MAX) return gpupart__say(err, n, "the path is longer than %d bytes", GPUPART__PATH_MAX - 1);
+  if (o->type == GPUPART__T_DIR && *s != '/') return gpupart__say(err, n, "'%s' is not an absolute path", GPUPART__ECHO(s));
   return 0;
 }
 
@@ -348,12 +354,12 @@ static int parse_visible(const char *s, gpupart__value *v, char *err, size_t n) 
     uint32_t idx;
     next_piece(&p, end, ',', &piece, &len);
     if (trimmed(piece, len, item, sizeof item))
-      return say(err, n, "'%s' is not a list of device indexes (0, 1, ... or 1,0)", GPUPART__ECHO(s));
-    if (!*item) return say(err, n, "the device list '%s' has an empty entry", GPUPART__ECHO(s));
+      return gpupart__say(err, n, "'%s' is not a list of device indexes (0, 1, ... or 1,0)", GPUPART__ECHO(s));
+    if (!*item) return gpupart__say(err, n, "the device list '%s' has an empty entry", GPUPART__ECHO(s));
     if (parse_index(item, &idx, err, n)) return -1;
     for (uint32_t i = 0; i < v->nvisible; i++)
-      if (v->visible[i] == idx) return say(err, n, "device %u is listed twice in '%s'", idx, GPUPART__ECHO(s));
-    if (v->nvisible == GPUPART__MAX_VISIBLE) return say(err, n, "more than %d devices listed", GPUPART__MAX_VISIBLE);
+      if (v->visible[i] == idx) return gpupart__say(err, n, "device %u is listed twice in '%s'", idx, GPUPART__ECHO(s));
+    if (v->nvisible == GPUPART__MAX_VISIBLE) return gpupart__say(err, n, "more than %d devices listed", GPUPART__MAX_VISIBLE);
     v->visible[v->nvisible++] = idx;
   } while (piece + len < end);
   v->u = v->visible[0];
@@ -362,11 +368,14 @@ static int parse_visible(const char *s, gpupart__value *v, char *err, size_t n) 
 
 static int parse_bytes(gpupart__type t, const char *s, uint64_t *out, char *err, size_t n) {
   gpupart__amount a;
-  if (t == GPUPART__T_LIMIT && strcasecmp(s, "none") == 0) return *out = 0, 0;
+  if (t == GPUPART__T_LIMIT && strcasecmp(s, "none") == 0) {
+    *out = 0;
+    return 0;
+  }
   if (gpupart__parse_amount(s, GPUPART__ACCEPT_BYTES, &a, err, n)) return -1;
-  if (t != GPUPART__T_BYTES && a.bytes == 0) return say(err, n, "'%s' must be above 0", GPUPART__ECHO(s));
+  if (t != GPUPART__T_BYTES && a.bytes == 0) return gpupart__say(err, n, "'%s' must be above 0", GPUPART__ECHO(s));
   if (t == GPUPART__T_POW2 && (a.bytes & (a.bytes - 1)))
-    return say(err, n, "'%s' (%llu bytes) is not a power of two", GPUPART__ECHO(s), (unsigned long long)a.bytes);
+    return gpupart__say(err, n, "'%s' (%llu bytes) is not a power of two", GPUPART__ECHO(s), (unsigned long long)a.bytes);
   *out = a.bytes;
   return 0;
 }
@@ -374,7 +383,7 @@ static int parse_bytes(gpupart__type t, const char *s, uint64_t *out, char *err,
 static int parse_share(const char *s, double *out, char *err, size_t n) {
   gpupart__amount a;
   if (gpupart__parse_amount(s, GPUPART__ACCEPT_SHARE, &a, err, n)) return -1;
-  if (!(a.share > 0)) return say(err, n, "'%s' must be above 0", GPUPART__ECHO(s));
+  if (!(a.share > 0)) return gpupart__say(err, n, "'%s' must be above 0", GPUPART__ECHO(s));
   *out = a.share;
   return 0;
 }
@@ -384,9 +393,9 @@ static int parse_factor(const char *s, double *out, char *err, size_t n) {
   const char *p = s;
   decimal d;
   if (parse_decimal(&p, s, &d, err, n)) return -1;
-  if (*p) return say(err, n, "'%s' is not a number (a growth factor: 1.5, 2 or 4)", GPUPART__ECHO(s));
+  if (*p) return gpupart__say(err, n, "'%s' is not a number (a growth factor: 1.5, 2 or 4)", GPUPART__ECHO(s));
   long double v = (long double)d.whole + (long double)d.frac / (long double)d.scale;
-  if (v < 1.0L) return say(err, n, "'%s' is below 1: each block would be smaller than the last", GPUPART__ECHO(s));
+  if (v < 1.0L) return gpupart__say(err, n, "'%s' is below 1: each block would be smaller than the last", GPUPART__ECHO(s));
   *out = (double)v;
   return 0;
 }
@@ -395,7 +404,7 @@ int gpupart__option_parse(gpupart__opt o, const char *text, gpupart__value *out,
   const gpupart__option *opt = &gpupart__options[o];
   char s[GPUPART__PATH_MAX];
   if (trimmed(text, strlen(text), s, sizeof s))
-    return say(err, n, "the value is longer than %d bytes", GPUPART__PATH_MAX - 1);
+    return gpupart__say(err, n, "the value is longer than %d bytes", GPUPART__PATH_MAX - 1);
   *out = (gpupart__value){.set = 1};
   switch (opt->type) {
   case GPUPART__T_PATH:
@@ -405,7 +414,7 @@ int gpupart__option_parse(gpupart__opt o, const char *text, gpupart__value *out,
   case GPUPART__T_BOOL: return parse_bool(s, &out->u, err, n);
   case GPUPART__T_SHARE: return parse_share(s, &out->share, err, n);
   case GPUPART__T_FACTOR: return parse_factor(s, &out->factor, err, n);
-  case GPUPART__T_PARTITIONS: return say(err, n, "partitions are parsed by gpupart__parse_partitions");
+  case GPUPART__T_PARTITIONS: return gpupart__say(err, n, "partitions are parsed by gpupart__parse_partitions");
   default: return parse_bytes(opt->type, s, &out->u, err, n);
   }
 }
@@ -441,31 +450,31 @@ void gpupart__option_format(gpupart__opt o, const gpupart__value *v, char *buf, 
 
 int gpupart__check_name(const char *name, char *err, size_t n) {
   size_t len = strlen(name);
-  if (!len) return say(err, n, "a partition name is empty");
+  if (!len) return gpupart__say(err, n, "a partition name is empty");
   if (len >= GPUPART__NAME_MAX)
-    return say(err, n, "partition name '%s' is longer than %d characters", GPUPART__ECHO(name), GPUPART__NAME_MAX - 1);
+    return gpupart__say(err, n, "partition name '%s' is longer than %d characters", GPUPART__ECHO(name), GPUPART__NAME_MAX - 1);
   for (const char *p = name; *p; p++)
     if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
-      return say(err, n, "partition name '%s' may hold only letters, digits, '_', '.' and '-'", GPUPART__ECHO(name));
+      return gpupart__say(err, n, "partition name '%s' may hold only letters, digits, '_', '.' and '-'", GPUPART__ECHO(name));
   return 0;
 }
 
 int gpupart__check_pspec(const gpupart__pspec *p, char *err, size_t n) {
   const gpupart__amount *s = &p->size, *g = &p->guarantee;
   if (s->is_share ? !(s->share > 0) : !s->bytes)
-    return say(err, n, "partition '%s': the size must be above 0", p->name);
+    return gpupart__say(err, n, "partition '%s': the size must be above 0", p->name);
   if (s->is_share != g->is_share) return 0; /* compared once the budget is known */
   if (s->is_share ? g->share > s->share : g->bytes > s->bytes)
-    return say(err, n, "partition '%s': the guarantee is above the size", p->name);
+    return gpupart__say(err, n, "partition '%s': the guarantee is above the size", p->name);
   return 0;
 }
 
 static int parse_item_amount(const char *s, size_t len, const gpupart__pspec *p, gpupart__amount *a,
                              const char *what, char *err, size_t n) {
   char text[64], why[GPUPART__ERR_MAX];
-  if (trimmed(s, len, text, sizeof text)) return say(err, n, "partition '%s': the %s is too long", p->name, what);
+  if (trimmed(s, len, text, sizeof text)) return gpupart__say(err, n, "partition '%s': the %s is too long", p->name, what);
   if (gpupart__parse_amount(text, GPUPART__ACCEPT_BYTES | GPUPART__ACCEPT_SHARE, a, why, sizeof why) == 0) return 0;
-  return say(err, n, "partition '%s': %s: %s", p->name, what, why);
+  return gpupart__say(err, n, "partition '%s': %s: %s", p->name, what, why);
 }
 
 /* name:size[:guarantee] */
@@ -474,15 +483,15 @@ static int parse_item(const char *s, size_t len, gpupart__pspec *p, char *err, s
   size_t plen;
   next_piece(&s, end, ':', &piece, &plen);
   if (trimmed(piece, plen, p->name, sizeof p->name))
-    return say(err, n, "a partition name is longer than %d characters", GPUPART__NAME_MAX - 1);
+    return gpupart__say(err, n, "a partition name is longer than %d characters", GPUPART__NAME_MAX - 1);
   if (gpupart__check_name(p->name, err, n)) return -1;
-  if (piece + plen == end) return say(err, n, "partition '%s' has no size (name:size[:guarantee])", p->name);
+  if (piece + plen == end) return gpupart__say(err, n, "partition '%s' has no size (name:size[:guarantee])", p->name);
   next_piece(&s, end, ':', &piece, &plen);
   if (parse_item_amount(piece, plen, p, &p->size, "size", err, n)) return -1;
   p->has_size = 1;
   if (piece + plen < end) {
     next_piece(&s, end, ':', &piece, &plen);
-    if (piece + plen < end) return say(err, n, "partition '%s' has more than name:size:guarantee", p->name);
+    if (piece + plen < end) return gpupart__say(err, n, "partition '%s' has more than name:size:guarantee", p->name);
     if (parse_item_amount(piece, plen, p, &p->guarantee, "guarantee", err, n)) return -1;
   }
   return gpupart__check_pspec(p, err, n);
@@ -496,8 +505,8 @@ static int append_spec(const gpupart__pspec *p, gpupart__pspec *out, uint32_t ca
                        char *err, size_t n) {
   for (uint32_t i = 0; i < *count; i++)
     if (strcmp(out[i].name, p->name) == 0 && same_device(&out[i].dev, &p->dev))
-      return say(err, n, "partition '%s' is declared twice for the same device", p->name);
-  if (*count >= cap) return say(err, n, "more than %u partitions", cap);
+      return gpupart__say(err, n, "partition '%s' is declared twice for the same device", p->name);
+  if (*count >= cap) return gpupart__say(err, n, "more than %u partitions", cap);
   out[(*count)++] = *p;
   return 0;
 }
@@ -509,7 +518,7 @@ static int parse_group(const char *s, size_t len, gpupart__pspec *out, uint32_t 
   gpupart__selector sel = {0};
   if (eq) {
     char text[32];
-    if (trimmed(s, (size_t)(eq - s), text, sizeof text)) return say(err, n, "a device prefix is too long");
+    if (trimmed(s, (size_t)(eq - s), text, sizeof text)) return gpupart__say(err, n, "a device prefix is too long");
     if (gpupart__parse_selector(text, &sel, err, n)) return -1;
     s = eq + 1;
   }
@@ -529,7 +538,10 @@ int gpupart__parse_partitions(const char *s, gpupart__pspec *out, uint32_t cap, 
   size_t len;
   do {
     next_piece(&s, end, ';', &piece, &len);
-    if (parse_group(piece, len, out, cap, count, err, n)) return *count = start, -1;
+    if (parse_group(piece, len, out, cap, count, err, n)) {
+      *count = start;
+      return -1;
+    }
   } while (piece + len < end);
   return 0;
 }

@@ -34,7 +34,10 @@ static void warn(gpupart__config *c, const char *fmt, ...) {
 }
 
 static gpupart__share *add(gpupart__config *c, gpupart__share_kind kind, const char *source) {
-  if (c->nshares == GPUPART__MAX_SHARES) return warn(c, "%s: more than %d shares: ignored", source, GPUPART__MAX_SHARES), NULL;
+  if (c->nshares == GPUPART__MAX_SHARES) {
+    warn(c, "%s: more than %d shares: ignored", source, GPUPART__MAX_SHARES);
+    return NULL;
+  }
   gpupart__share *s = &c->shares[c->nshares++];
   *s = (gpupart__share){.kind = kind};
   snprintf(s->source, sizeof s->source, "%s", source);
@@ -74,7 +77,11 @@ void gpupart__share_hami(gpupart__config *c, const char *name, const char *value
     return;
   }
   gpupart__share *s = add(c, *suffix ? GPUPART__SHARE_HAMI_DEVICE : GPUPART__SHARE_HAMI, name);
-  if (s) s->all = !*suffix, s->index = (uint32_t)index, s->bytes = bytes;
+  if (s) {
+    s->all = !*suffix;
+    s->index = (uint32_t)index;
+    s->bytes = bytes;
+  }
 }
 
 /* ---- Slurm ---------------------------------------------------------------------- */
@@ -97,7 +104,11 @@ static void slurm_entry(gpupart__config *c, const char *entry) {
     return;
   }
   gpupart__share *s = add(c, GPUPART__SHARE_SLURM, "SLURM_SHARD_MEM_PER_GPU");
-  if (s) s->all = !eq, s->bytes = bytes, snprintf(s->key, sizeof s->key, "%s", addr);
+  if (s) {
+    s->all = !eq;
+    s->bytes = bytes;
+    snprintf(s->key, sizeof s->key, "%s", addr);
+  }
 }
 
 /* "0000:3b:00.0=3072M,0000:af:00.0=3072M": comma-separated entries. */
@@ -106,7 +117,10 @@ void gpupart__share_slurm(gpupart__config *c, const char *value) {
   for (const char *p = value;;) {
     size_t len = strcspn(p, ",");
     if (len >= sizeof entry) warn(c, "SLURM_SHARD_MEM_PER_GPU: an entry is too long: ignored");
-    else snprintf(entry, sizeof entry, "%.*s", (int)len, p), slurm_entry(c, entry);
+    else {
+      snprintf(entry, sizeof entry, "%.*s", (int)len, p);
+      slurm_entry(c, entry);
+    }
     if (!p[len]) return;
     p += len + 1;
   }
@@ -121,12 +135,18 @@ static int read_small(const char *path, char *buf, size_t cap) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   struct stat st;
   if (fd < 0) return -1;
-  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) return close(fd), -1;
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return -1;
+  }
   size_t len = 0;
   ssize_t r;
   while (len < cap - 1 && (r = read(fd, buf + len, cap - 1 - len)) != 0) {
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return close(fd), -2;
+    if (r < 0) {
+      close(fd);
+      return -2;
+    }
     len += (size_t)r;
   }
   close(fd);
@@ -155,11 +175,17 @@ static void dmem_limit(gpupart__config *c, const char *region, uint64_t bytes, c
   for (uint32_t i = 0; i < c->nshares; i++) {
     gpupart__share *s = &c->shares[i];
     if (s->kind != GPUPART__SHARE_DMEM || strcmp(s->key, region)) continue;
-    if (bytes < s->bytes) s->bytes = bytes, snprintf(s->source, sizeof s->source, "%s", source);
+    if (bytes < s->bytes) {
+      s->bytes = bytes;
+      snprintf(s->source, sizeof s->source, "%s", source);
+    }
     return;
   }
   gpupart__share *s = add(c, GPUPART__SHARE_DMEM, source);
-  if (s) s->bytes = bytes, snprintf(s->key, sizeof s->key, "%s", region);
+  if (s) {
+    s->bytes = bytes;
+    snprintf(s->key, sizeof s->key, "%s", region);
+  }
 }
 
 /* One "<region> <bytes|max>" line; "max" is no limit and is skipped. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error.h"
 #include "gpupart.h"
 #include "ledger.h"
 
@@ -102,18 +103,23 @@ static void local_leave(gpupart__ledger *l, gpupart__ledger_member id) {
   pthread_mutex_lock(&L->lock);
   for (local_member **m = &L->members; *m; m = &(*m)->next)
     if ((*m)->id == id) {
-      gone = *m, *m = gone->next;
+      gone = *m;
+      *m = gone->next;
       break;
     }
   for (gpupart__ledger_entry *e = L->entries, *next; e; e = next) {
     next = e->next;
     if (e->member != id) continue;
     unlink_locked(L, e);
-    e->next = left, left = e;
+    e->next = left;
+    left = e;
   }
   pthread_mutex_unlock(&L->lock);
   gpupart__host_free(L->mem, gone);
-  for (gpupart__ledger_entry *next; left; left = next) next = left->next, free_entry(L, left);
+  for (gpupart__ledger_entry *next; left; left = next) {
+    next = left->next;
+    free_entry(L, left);
+  }
 }
 
 /* Lock held. */
@@ -135,7 +141,11 @@ static gpupart__ledger_entry *new_entry(local_ledger *L, const char *name) {
   size_t n = strlen(name) + 1;
   gpupart__ledger_entry *e = gpupart__host_calloc(L->mem, 1, sizeof *e);
   char *copy = gpupart__host_calloc(L->mem, 1, n);
-  if (!e || !copy) return gpupart__host_free(L->mem, e), gpupart__host_free(L->mem, copy), NULL;
+  if (!e || !copy) {
+    gpupart__host_free(L->mem, e);
+    gpupart__host_free(L->mem, copy);
+    return NULL;
+  }
   memcpy(copy, name, n);
   e->name = copy;
   return e;
@@ -150,7 +160,10 @@ static int local_add(gpupart__ledger *l, gpupart__ledger_member m, const char *n
   pthread_mutex_lock(&L->lock);
   int rc = admit_locked(L, m, name, limit, guarantee);
   if (rc == GPUPART_OK) {
-    e->next = L->entries, e->member = m, e->limit = limit, e->guarantee = guarantee;
+    e->next = L->entries;
+    e->member = m;
+    e->limit = limit;
+    e->guarantee = guarantee;
     if (L->entries) L->entries->prev = e;
     L->entries = e;
     L->guarantees += guarantee;
@@ -286,14 +299,10 @@ static void local_reset_peak(gpupart__ledger *l, gpupart__ledger_entry *e) {
 
 /* Lock held: one entry's own invariants. */
 static int check_entry_locked(const local_ledger *L, const gpupart__ledger_entry *e, char *why, uint64_t n) {
-  if (e->reserved > e->limit)
-    return snprintf(why, n, "partition '%s' holds %llu bytes above its limit %llu", e->name,
-                    (unsigned long long)e->reserved, (unsigned long long)e->limit), -1;
-  if (e->guarantee > e->limit) return snprintf(why, n, "the guarantee of '%s' exceeds its limit", e->name), -1;
-  if (e->peak_reserved < e->reserved) return snprintf(why, n, "'%s' holds more than its peak", e->name), -1;
-  if (!is_member_locked(L, e->member))
-    return snprintf(why, n, "'%s' belongs to member %llu, which left the ledger", e->name,
-                    (unsigned long long)e->member), -1;
+  if (e->reserved > e->limit) return gpupart__say(why, n, "partition '%s' holds %llu bytes above its limit %llu", e->name, (unsigned long long)e->reserved, (unsigned long long)e->limit);
+  if (e->guarantee > e->limit) return gpupart__say(why, n, "the guarantee of '%s' exceeds its limit", e->name);
+  if (e->peak_reserved < e->reserved) return gpupart__say(why, n, "'%s' holds more than its peak", e->name);
+  if (!is_member_locked(L, e->member)) return gpupart__say(why, n, "'%s' belongs to member %llu, which left the ledger", e->name, (unsigned long long)e->member);
   return 0;
 }
 
@@ -301,13 +310,14 @@ static int check_locked(const local_ledger *L, char *why, uint64_t n) {
   uint64_t g = 0, r = 0, u = 0;
   for (const gpupart__ledger_entry *e = L->entries; e; e = e->next) {
     if (check_entry_locked(L, e, why, n)) return -1;
-    g += e->guarantee, r += e->reserved, u += unused_of(e);
+    g += e->guarantee;
+    r += e->reserved;
+    u += unused_of(e);
   }
-  if (g != L->guarantees || r != L->reserved || u != L->unused)
-    return snprintf(why, n, "ledger sums differ from its entries"), -1;
-  if (g > L->budget) return snprintf(why, n, "guarantees sum past the budget"), -1;
-  if (r > L->budget) return snprintf(why, n, "reserved bytes exceed the budget"), -1;
-  if (L->peak_reserved < r) return snprintf(why, n, "the ledger holds more than its peak"), -1;
+  if (g != L->guarantees || r != L->reserved || u != L->unused) return gpupart__say(why, n, "ledger sums differ from its entries");
+  if (g > L->budget) return gpupart__say(why, n, "guarantees sum past the budget");
+  if (r > L->budget) return gpupart__say(why, n, "reserved bytes exceed the budget");
+  if (L->peak_reserved < r) return gpupart__say(why, n, "the ledger holds more than its peak");
   return 0;
 }
 

@@ -430,7 +430,7 @@ static gpupart__ledger_counters *shm_counters(gpupart__ledger *l, gpupart__ledge
 
 static int shm_check(gpupart__ledger *l, char *why, uint64_t why_len) {
   shm_ledger *L = shm(l);
-  if (read_begin(L)) return snprintf(why, why_len, "%s", gpupart_last_error()), -1;
+  if (read_begin(L)) return gpupart__say(why, why_len, "%s", gpupart_last_error());
   if (!L->inherited) gpupart__shm_reap(L);
   int rc = gpupart__shm_check(L->h, why, why_len);
   read_end(L);

@@ -245,18 +245,16 @@ static int check_part(const shm_header *h, uint32_t i, char *why, uint64_t n) {
       members++;
       r = gpupart__shm_add(r, h->share[k].reserved);
     }
-  if (strnlen(p->name, SHM_NAME) == SHM_NAME) return snprintf(why, n, "a shared partition's name is unterminated"), -1;
-  if (p->reserved > p->limit || p->guarantee > p->limit)
-    return snprintf(why, n, "shared partition '%s' exceeds its limit", p->name), -1;
-  if (members != p->members || r != p->reserved)
-    return snprintf(why, n, "shared partition '%s' differs from its members' shares", p->name), -1;
+  if (strnlen(p->name, SHM_NAME) == SHM_NAME) return gpupart__say(why, n, "a shared partition's name is unterminated");
+  if (p->reserved > p->limit || p->guarantee > p->limit) return gpupart__say(why, n, "shared partition '%s' exceeds its limit", p->name);
+  if (members != p->members || r != p->reserved) return gpupart__say(why, n, "shared partition '%s' differs from its members' shares", p->name);
   return 0;
 }
 
 static int check_shares(const shm_header *h, char *why, uint64_t n) {
   for (uint32_t k = 0; k < SHM_SHARES; k++)
     if (h->share[k].member && (!gpupart__shm_share_valid(h, &h->share[k]) || !h->part[h->share[k].part].members))
-      return snprintf(why, n, "a share of the shared ledger belongs to no member or partition"), -1;
+      return gpupart__say(why, n, "a share of the shared ledger belongs to no member or partition");
   return 0;
 }
 
@@ -265,15 +263,15 @@ static int check_unique(const shm_header *h, char *why, uint64_t n) {
   for (uint32_t i = 0; i < SHM_PARTS; i++)
     for (uint32_t k = i + 1; k < SHM_PARTS && h->part[i].members; k++)
       if (h->part[k].members && strncmp(h->part[i].name, h->part[k].name, SHM_NAME) == 0)
-        return snprintf(why, n, "two shared partitions have one name"), -1;
+        return gpupart__say(why, n, "two shared partitions have one name");
   for (uint32_t i = 0; i < SHM_MEMBERS; i++)
     for (uint32_t k = i + 1; k < SHM_MEMBERS && h->member[i].id; k++)
       if (h->member[k].id == h->member[i].id)
-        return snprintf(why, n, "two members of the shared ledger have one id"), -1;
+        return gpupart__say(why, n, "two members of the shared ledger have one id");
   for (uint32_t i = 0; i < SHM_SHARES; i++)
     for (uint32_t k = i + 1; k < SHM_SHARES && h->share[i].member; k++)
       if (h->share[k].member == h->share[i].member && h->share[k].part == h->share[i].part)
-        return snprintf(why, n, "a member has two shares of one shared partition"), -1;
+        return gpupart__say(why, n, "a member has two shares of one shared partition");
   return 0;
 }
 
@@ -288,9 +286,8 @@ int gpupart__shm_check(const shm_header *h, char *why, uint64_t n) {
     r = gpupart__shm_add(r, p->reserved);
     u = gpupart__shm_add(u, gpupart__shm_unused(p));
   }
-  if (g != h->guarantees || r != h->reserved || u != h->unused)
-    return snprintf(why, n, "shared ledger sums differ from its partitions"), -1;
-  if (g > h->budget || r > h->budget) return snprintf(why, n, "the shared ledger is past its budget"), -1;
+  if (g != h->guarantees || r != h->reserved || u != h->unused) return gpupart__say(why, n, "shared ledger sums differ from its partitions");
+  if (g > h->budget || r > h->budget) return gpupart__say(why, n, "the shared ledger is past its budget");
   return 0;
 }
 

@@ -318,10 +318,18 @@ gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r) {
   int p_free = p && p->state == GPUPART__RANGE_FREE, n_free = n && n->state == GPUPART__RANGE_FREE;
   if (p_free) {
     absorb(t, p, r);
-    if (n_free) remove_free(t, n), absorb(t, p, n);
-    return relist(t, p), p;
+    if (n_free) {
+      remove_free(t, n);
+      absorb(t, p, n);
+    }
+    relist(t, p);
+    return p;
   }
-  if (n_free) return absorb_below(t, n, r), relist(t, n), n;
+  if (n_free) {
+    absorb_below(t, n, r);
+    relist(t, n);
+    return n;
+  }
   insert_free(t, r);
   return r;
 }
