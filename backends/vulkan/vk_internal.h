@@ -20,6 +20,8 @@
 /* gpupart_allocation_info.native_block carries the VkDeviceMemory handle. */
 _Static_assert(sizeof(VkDeviceMemory) == sizeof(void *), "the Vulkan backend needs 64-bit handles");
 
+/* Lists of macro calls, which clang-format cannot lay out: */
+/* clang-format off */
 #define GPUPART_VK_INSTANCE_FNS(X)                                                               \
   X(DestroyInstance) X(EnumeratePhysicalDevices) X(GetPhysicalDeviceProperties)                  \
   X(GetPhysicalDeviceProperties2) X(GetPhysicalDeviceMemoryProperties)                           \
@@ -30,6 +32,7 @@ _Static_assert(sizeof(VkDeviceMemory) == sizeof(void *), "the Vulkan backend nee
 #define GPUPART_VK_DEVICE_FNS(X)                                                                 \
   X(DestroyDevice) X(AllocateMemory) X(FreeMemory) X(MapMemory) X(UnmapMemory) X(CreateBuffer)  \
   X(DestroyBuffer) X(GetBufferMemoryRequirements) X(BindBufferMemory)
+/* clang-format on */
 
 #define GPUPART_VK_FN_FIELD(n) PFN_vk##n n;
 typedef struct gpupart__vk_ifns {

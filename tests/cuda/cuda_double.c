@@ -591,6 +591,8 @@ typedef void (*any_fn)(void);
 
 /* Each variant of a base name, oldest first, with the CUDA version that introduced it
  * (cuda_double__vmm_symbols() has the virtual memory management calls'). */
+/* A list of macro calls, which clang-format cannot lay out: */
+/* clang-format off */
 static const cuda_double_symbol symbols[] = {
 #define SYM(name, since, fn) {name, since, (any_fn)fn},
     SYM("cuInit", 2000, cuInit) SYM("cuDriverGetVersion", 2020, cuDriverGetVersion)
@@ -626,6 +628,7 @@ static const cuda_double_symbol symbols[] = {
     SYM("cuMemsetD8", 3020, cuMemsetD8_v2)
 #undef SYM
 };
+/* clang-format on */
 
 /* Scans one table for lookup(): known is set when a variant the driver offers exists,
  * best to the newest one at or before limit. */

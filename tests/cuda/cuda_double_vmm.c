@@ -607,6 +607,8 @@ CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice
 
 /* ---- cuGetProcAddress_v2's entries --------------------------------------------------- */
 
+/* A list of macro calls, which clang-format cannot lay out: */
+/* clang-format off */
 #define SYM(name, since, fn) {name, since, (void (*)(void))fn},
 static const cuda_double_symbol vmm_symbols[] = {
     SYM("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute)
@@ -623,6 +625,7 @@ static const cuda_double_symbol vmm_symbols[] = {
 #endif
 };
 #undef SYM
+/* clang-format on */
 
 const cuda_double_symbol *cuda_double__vmm_symbols(size_t *count) {
   *count = sizeof vmm_symbols / sizeof vmm_symbols[0];
