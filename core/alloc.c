@@ -51,7 +51,7 @@ static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, co
   c->live_allocations++;
   c->total_allocations++;
   gpupart__ledger_publish(&gpupart__published(p)->in_use, c->in_use); /* one relaxed store, for gpupart top */
-  if (c->in_use > p->charge) gpupart__peak_crossed(p); /* O(1), rare: see peak.c */
+  if (c->in_use > p->charge) gpupart__peak_crossed(p);                /* O(1), rare: see peak.c */
   return r;
 }
 
@@ -206,8 +206,8 @@ static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, 
  * bytes its other members hold (named); otherwise the bytes are there but not in one
  * piece (the block size of a preallocated partition, or fragmentation of the held
  * blocks). */
-static void limit_cause(const gpupart_partition *p, const request *q, const gpupart__ledger_figures *f,
-                        uint64_t in_use, char *out, size_t n) {
+static void limit_cause(const gpupart_partition *p, const request *q, const gpupart__ledger_figures *f, uint64_t in_use,
+                        char *out, size_t n) {
   uint64_t pre = p->growth.prealloc_block, others = f->reserved > f->own_reserved ? f->reserved - f->own_reserved : 0;
   gpupart__ledger *l = p->dev->ledger;
   char who[640];
@@ -219,10 +219,12 @@ static void limit_cause(const gpupart_partition *p, const request *q, const gpup
   } else if (p->growth.prealloc && q->size > pre) {
     snprintf(out, n,
              "the request is larger than the preallocation block size %" PRIu64
-             " (set GPUPART_PREALLOC_BLOCK / prealloc_block, or the partition's max_block)", pre);
+             " (set GPUPART_PREALLOC_BLOCK / prealloc_block, or the partition's max_block)",
+             pre);
   } else {
-    snprintf(out, n, "the limit leaves room for the bytes but no held block has them in one piece "
-                     "(fragmentation) and no new block fits under the limit");
+    snprintf(out, n,
+             "the limit leaves room for the bytes but no held block has them in one piece "
+             "(fragmentation) and no new block fits under the limit");
   }
 }
 
@@ -234,8 +236,10 @@ static void budget_cause(const gpupart_partition *p, const gpupart__ledger_figur
   l->ops->holders(l, p->account, GPUPART__REFUSED_BUDGET, who, sizeof who);
   int len = snprintf(out, n, "the device budget (less other partitions' guarantees) is reached: %s", who);
   if (f->guarantee > f->reserved && len > 0 && (size_t)len < n)
-    snprintf(out + len, n - (size_t)len, "; this partition's guarantee of %" PRIu64 " bytes keeps others from taking "
-             "more, but what they held before stays theirs until they free it", f->guarantee);
+    snprintf(out + len, n - (size_t)len,
+             "; this partition's guarantee of %" PRIu64 " bytes keeps others from taking "
+             "more, but what they held before stays theirs until they free it",
+             f->guarantee);
 }
 
 static void refusal_text(const gpupart_partition *p, const request *q, refusal why, const gpupart__ledger_figures *f,
@@ -255,8 +259,9 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   int64_t native = why == REFUSED_DRIVER || why < 0 ? gpupart_last_native_error() : 0; /* passed on */
   if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   if (why < 0)
-    return gpupart__fail_native(why, native, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s",
-                                p->name, q->size, q->tag, gpupart_result_str(why), driver);
+    return gpupart__fail_native(why, native,
+                                "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s", p->name,
+                                q->size, q->tag, gpupart_result_str(why), driver);
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   gpupart__lock_acquire(&p->lock);
@@ -265,12 +270,12 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   uint64_t in_use = p->c.in_use, largest = gpupart__tlsf_largest_free(p->arena.tlsf);
   gpupart__lock_release(&p->lock);
   refusal_text(p, q, why, &f, in_use, cause, sizeof cause);
-  gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
-                        : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
-  code = gpupart__fail_native(code, native,
-                              "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
-                              ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
-                              p->name, q->size, q->tag, cause, driver, f.limit, in_use, f.reserved, largest);
+  gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
+  code =
+      gpupart__fail_native(code, native,
+                           "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
+                           ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
+                           p->name, q->size, q->tag, cause, driver, f.limit, in_use, f.reserved, largest);
   return why == REFUSED_HOST ? code : gpupart__event_refused(p->dev, code);
 }
 
@@ -299,8 +304,7 @@ static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_desc *d, request *q) {
   if (!p) return gpupart__fail(GPUPART_EINVAL, "alloc: the partition is NULL (did its gpupart_partition_create fail?)");
   if (!d) return gpupart__fail(GPUPART_EINVAL, "alloc: desc is NULL");
-  if (d->flags & ~GPUPART_ALLOC_NO_RECLAIM)
-    return gpupart__fail(GPUPART_EINVAL, "alloc: unknown flags 0x%x", d->flags);
+  if (d->flags & ~GPUPART_ALLOC_NO_RECLAIM) return gpupart__fail(GPUPART_EINVAL, "alloc: unknown flags 0x%x", d->flags);
   if (!d->size) return gpupart__fail(GPUPART_EINVAL, "alloc: size is 0");
   if (d->alignment && !is_pow2(d->alignment))
     return gpupart__fail(GPUPART_EINVAL, "alloc: alignment %" PRIu64 " is not a power of two", d->alignment);
@@ -421,8 +425,7 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   if (!gpupart__handle_live(a)) {
     p->c.double_frees++;
     gpupart__lock_release(&p->lock);
-    return gpupart__fail(GPUPART_EINVAL, "free: allocation %p of partition '%s' was already freed", (void *)a,
-                         p->name);
+    return gpupart__fail(GPUPART_EINVAL, "free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
   }
   gpupart__block *b = gpupart__range_block(r);
   uint64_t size = gpupart__range_user_size(r);
@@ -445,8 +448,12 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
 
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out) {
   const gpupart__block *b = gpupart__range_block(r);
-  *out = (gpupart_allocation_info){(gpupart_partition *)p, gpupart__range_user_size(r), r->offset, b->size,
-                                   b->drv.device_address ? b->drv.device_address + r->offset : 0, b->drv.native};
+  *out = (gpupart_allocation_info){(gpupart_partition *)p,
+                                   gpupart__range_user_size(r),
+                                   r->offset,
+                                   b->size,
+                                   b->drv.device_address ? b->drv.device_address + r->offset : 0,
+                                   b->drv.native};
 }
 
 gpupart_result gpupart_allocation_get_info_sized(const gpupart_allocation *a, gpupart_allocation_info *out,

@@ -93,9 +93,12 @@ static int account_actual(gpupart_partition *p, uint64_t asked, uint64_t prepaid
                        p->name, dev->ops->name, (unsigned long long)drv->size, (unsigned long long)asked);
   else if (drv->size > prepaid &&
            (rc = dev->ledger->ops->reserve(dev->ledger, p->account, drv->size - prepaid)) != GPUPART__GRANTED)
-    rc = rc < 0 ? rc : gpupart__fail(GPUPART_ELIMIT, "partition '%s': the driver allocated %llu bytes for %llu and the budget "
-                       "cannot grant the %llu more", p->name, (unsigned long long)drv->size,
-                       (unsigned long long)asked, (unsigned long long)(drv->size - prepaid));
+    rc = rc < 0 ? rc
+                : gpupart__fail(GPUPART_ELIMIT,
+                                "partition '%s': the driver allocated %llu bytes for %llu and the budget "
+                                "cannot grant the %llu more",
+                                p->name, (unsigned long long)drv->size, (unsigned long long)asked,
+                                (unsigned long long)(drv->size - prepaid));
   if (rc) dev->ops->block_free(dev->bdev, drv);
   return rc;
 }
@@ -196,8 +199,7 @@ static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpup
 }
 
 /* Caps a chosen block by what the ledger can grant and the backend's largest block. */
-static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t need,
-                          gpupart__refusal *bound) {
+static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t need, gpupart__refusal *bound) {
   gpupart__ledger *l = p->dev->ledger;
   uint64_t grant = l->ops->grantable(l, p->account, bound) & ~(p->dev->granularity - 1);
   uint64_t max = gpupart__largest_block(p->dev);
@@ -267,8 +269,7 @@ static void undo_reserve(gpupart_partition *p, gpupart__block *list, uint32_t in
     if (inserted) {
       inserted--;
       gpupart__arena_release_detached(p, b);
-    }
-    else {
+    } else {
       p->dev->ledger->ops->release(p->dev->ledger, p->account, b->size);
       drop_block(p, b);
     }
@@ -382,7 +383,8 @@ int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
     live += b->live;
     if (!b->live) empty += b->size;
     const gpupart__range *first = gpupart__tlsf_block_first(b->home);
-    if (first->offset != 0 || gpupart__range_block(first) != b) return fail_check(why, n, p, "block lost its first range");
+    if (first->offset != 0 || gpupart__range_block(first) != b)
+      return fail_check(why, n, p, "block lost its first range");
   }
   gpupart__tlsf_totals t;
   gpupart__tlsf_get_totals(a->tlsf, &t);

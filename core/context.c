@@ -36,8 +36,7 @@ static void context_free(gpupart_context *ctx) {
 static int hostmem_from(const gpupart_context_desc *d, gpupart__hostmem *out) {
   if (!d->host_alloc != !d->host_free)
     return gpupart__fail(GPUPART_EINVAL, "context: set both host_alloc and host_free, or neither");
-  *out = d->host_alloc ? (gpupart__hostmem){d->host_alloc, d->host_free, d->host_user}
-                       : *gpupart__hostmem_default();
+  *out = d->host_alloc ? (gpupart__hostmem){d->host_alloc, d->host_free, d->host_user} : *gpupart__hostmem_default();
   return GPUPART_OK;
 }
 
@@ -59,8 +58,7 @@ static uint64_t sim_total(const gpupart__config *cfg) {
   return v.u;
 }
 
-gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size,
-                                           gpupart_context **out) {
+gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size, gpupart_context **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "context_create: out is NULL");
   *out = NULL;
   gpupart_context_desc d;
@@ -100,8 +98,7 @@ gpupart_result gpupart_context_destroy(gpupart_context *ctx) {
   pthread_mutex_lock(&ctx->lock);
   uint32_t open = ctx->open_devices;
   pthread_mutex_unlock(&ctx->lock);
-  if (open)
-    return gpupart__fail(GPUPART_EBUSY, "context_destroy: %u device(s) still open", open);
+  if (open) return gpupart__fail(GPUPART_EBUSY, "context_destroy: %u device(s) still open", open);
   context_free(ctx);
   return GPUPART_OK;
 }
@@ -163,8 +160,7 @@ static int load_one(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_b
 
 static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
   if (!lb->ops)
-    return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' is not built into this library",
-                         gpupart_backend_name(b));
+    return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' is not built into this library", gpupart_backend_name(b));
   if (!lb->tried) {
     lb->tried = 1;
     lb->result = check_table(lb->ops, b);
@@ -187,8 +183,7 @@ int gpupart__backend_known(gpupart_context *ctx, gpupart_backend b) {
 
 /* Loads backend b on first use. Later calls return the first load's result, so a missing
  * driver costs one dlopen per context, not one per call. */
-int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
-                         void **state) {
+int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops, void **state) {
   if ((unsigned)b >= GPUPART__BACKEND_COUNT || b == GPUPART_BACKEND_AUTO)
     return gpupart__fail(GPUPART_EINVAL, "unknown backend %d (use a GPUPART_BACKEND_*)", (int)b);
   pthread_mutex_lock(&ctx->lock);

@@ -65,11 +65,9 @@ static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpup
 
 static int check_desc(const gpupart_device_desc *d) {
   if ((unsigned)d->backend >= GPUPART__BACKEND_COUNT)
-    return gpupart__fail(GPUPART_EINVAL, "device_open: unknown backend %d (use a GPUPART_BACKEND_*)",
-                         (int)d->backend);
+    return gpupart__fail(GPUPART_EINVAL, "device_open: unknown backend %d (use a GPUPART_BACKEND_*)", (int)d->backend);
   if (d->memory_fraction < 0 || d->memory_fraction > 1 || isnan(d->memory_fraction))
-    return gpupart__fail(GPUPART_EINVAL, "device_open: memory_fraction %g is outside (0, 1]",
-                         d->memory_fraction);
+    return gpupart__fail(GPUPART_EINVAL, "device_open: memory_fraction %g is outside (0, 1]", d->memory_fraction);
   if (d->granularity && !is_pow2(d->granularity))
     return gpupart__fail(GPUPART_EINVAL, "device_open: granularity %llu is not a power of two",
                          (unsigned long long)d->granularity);
@@ -100,8 +98,10 @@ static int check_desc_backend(const gpupart_device *dev, const gpupart_device_de
   if (rc || !d->backend_desc || t == b) return rc;
   char where[GPUPART__PATH_MAX + 16];
   gpupart__source_format(dev->settings.v[GPUPART__OPT_BACKEND].src, where, sizeof where);
-  return gpupart__fail(GPUPART_EINVAL, "device_open: backend_desc is a %s descriptor, but the device opens through "
-                       "%s (backend chosen by %s)", gpupart_backend_name(t), gpupart_backend_name(b), where);
+  return gpupart__fail(GPUPART_EINVAL,
+                       "device_open: backend_desc is a %s descriptor, but the device opens through "
+                       "%s (backend chosen by %s)",
+                       gpupart_backend_name(t), gpupart_backend_name(b), where);
 }
 
 /* How a device is opened (open_sized's how). */
@@ -151,8 +151,11 @@ static void device_free(gpupart_device *dev) {
 
 /* What an open brings to its settings (settings.h): the descriptor, and the context's. */
 static gpupart__settings_in settings_in(const gpupart_context *ctx, const gpupart_device_desc *d, int exact) {
-  return (gpupart__settings_in){.desc = d, .exact = exact, .config_path = ctx->config_path,
-                                .ledger_dir = ctx->ledger_dir, .ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0};
+  return (gpupart__settings_in){.desc = d,
+                                .exact = exact,
+                                .config_path = ctx->config_path,
+                                .ledger_dir = ctx->ledger_dir,
+                                .ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0};
 }
 
 /* The device's index and the backend that has it (in->backend). */
@@ -174,8 +177,8 @@ static int join_ledger(gpupart_device *dev) {
   gpupart__ledger_figures t;
   dev->ledger->ops->totals(dev->ledger, &t);
   if (dev->settings.v[GPUPART__OPT_VERBOSE].u) dev->ledger->verbose = 1; /* its events go to stderr too */
-  if (t.limit && t.limit != dev->budget) { /* 0: the ledger could not be read just now */
-    gpupart__event_budget(dev, dev->budget, t.limit); /* says which budget applies */
+  if (t.limit && t.limit != dev->budget) {                               /* 0: the ledger could not be read just now */
+    gpupart__event_budget(dev, dev->budget, t.limit);                    /* says which budget applies */
     dev->budget = t.limit;
   }
   return GPUPART_OK;
@@ -216,8 +219,8 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsig
   return rc;
 }
 
-static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size,
-                                 unsigned how, gpupart_device **out) {
+static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size, unsigned how,
+                                 gpupart_device **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "device_open: out is NULL");
   *out = NULL;
   if (!ctx) return gpupart__fail(GPUPART_EINVAL, "device_open: ctx is NULL");
@@ -279,8 +282,7 @@ gpupart_result gpupart_device_close(gpupart_device *dev) {
   uint64_t live = live_allocations(dev);
   if (live) {
     pthread_mutex_unlock(&dev->slow);
-    return gpupart__fail(GPUPART_EBUSY, "device_close: %llu allocation(s) still live",
-                         (unsigned long long)live);
+    return gpupart__fail(GPUPART_EBUSY, "device_close: %llu allocation(s) still live", (unsigned long long)live);
   }
   while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]);
   pthread_mutex_unlock(&dev->slow);

@@ -120,8 +120,8 @@ static void copy_alloc(snapshot *s, const gpupart__block *b, const gpupart__rang
     return;
   }
   uint64_t address = b->drv.device_address ? b->drv.device_address + r->offset : 0;
-  s->allocs[s->nallocs++] = (snap_alloc){.size = gpupart__range_user_size(r), .offset = r->offset,
-                                         .address = address, .tag = r->user_tag, .block = block};
+  s->allocs[s->nallocs++] = (snap_alloc){
+      .size = gpupart__range_user_size(r), .offset = r->offset, .address = address, .tag = r->user_tag, .block = block};
 }
 
 /* Partition lock held: one block's ranges, walked by offset. */
@@ -296,23 +296,26 @@ static void jb_string(jbuf *b, const char *s) {
 }
 
 static void json_block(jbuf *b, const snap_block *k, int first) {
-  jb_printf(b, "%s\n        {\"size\": %" PRIu64 ", \"in_use\": %" PRIu64 ", \"allocations\": %" PRIu64
-               ", \"largest_free\": %" PRIu64 ", \"preallocated\": %s}",
+  jb_printf(b,
+            "%s\n        {\"size\": %" PRIu64 ", \"in_use\": %" PRIu64 ", \"allocations\": %" PRIu64
+            ", \"largest_free\": %" PRIu64 ", \"preallocated\": %s}",
             first ? "" : ",", k->size, k->in_use, k->allocations, k->largest_free, k->prealloc ? "true" : "false");
 }
 
 static void json_alloc(jbuf *b, const snap_alloc *a, int first) {
-  jb_printf(b, "%s\n        {\"size\": %" PRIu64 ", \"alignment\": %" PRIu64 ", \"offset\": %" PRIu64
-               ", \"block\": %u, \"device_address\": %" PRIu64 ", \"tag\": %" PRIu64 "}",
+  jb_printf(b,
+            "%s\n        {\"size\": %" PRIu64 ", \"alignment\": %" PRIu64 ", \"offset\": %" PRIu64
+            ", \"block\": %u, \"device_address\": %" PRIu64 ", \"tag\": %" PRIu64 "}",
             first ? "" : ",", a->size, alignment_of(a->address ? a->address : a->offset), a->offset, a->block,
             a->address, a->tag);
 }
 
 static void json_figures(jbuf *b, const snap_part *p, int shared) {
-  jb_printf(b, ", \"limit\": %" PRIu64 ", \"guarantee\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"own_reserved\": %"
-               PRIu64 ", \"in_use\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"peak_in_use\": %" PRIu64,
-            p->f.limit, p->f.guarantee, p->reserved, p->f.own_reserved, p->c.in_use, p->peak_reserved,
-            p->c.peak_in_use);
+  jb_printf(
+      b,
+      ", \"limit\": %" PRIu64 ", \"guarantee\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"own_reserved\": %" PRIu64
+      ", \"in_use\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"peak_in_use\": %" PRIu64,
+      p->f.limit, p->f.guarantee, p->reserved, p->f.own_reserved, p->c.in_use, p->peak_reserved, p->c.peak_in_use);
   jb_printf(b, ", \"live_allocations\": %" PRIu64 ", \"largest_free\": %" PRIu64 ", \"growth\": \"%s\", \"shared\": %s",
             p->c.live_allocations, p->largest_free, p->prealloc ? "off" : "on", shared ? "true" : "false");
 }
@@ -345,9 +348,10 @@ static void json_device(jbuf *b, const gpupart_device *dev, const snapshot *s) {
     gpupart__uuid_format(i->uuid, uuid);
     jb_printf(b, ", \"uuid\": \"%s\"", uuid);
   }
-  jb_printf(b, ", \"total\": %" PRIu64 ", \"budget\": %" PRIu64 ", \"guarantees\": %" PRIu64 ", \"reserved\": %" PRIu64
-               ", \"in_use\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"peak_in_use\": %" PRIu64
-               ", \"granularity\": %" PRIu64 ", \"shared\": %s, \"partitions\": [",
+  jb_printf(b,
+            ", \"total\": %" PRIu64 ", \"budget\": %" PRIu64 ", \"guarantees\": %" PRIu64 ", \"reserved\": %" PRIu64
+            ", \"in_use\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"peak_in_use\": %" PRIu64
+            ", \"granularity\": %" PRIu64 ", \"shared\": %s, \"partitions\": [",
             i->total_bytes, s->totals.limit, s->totals.guarantee, s->totals.reserved, in_use, s->totals.peak_reserved,
             s->peak_in_use, dev->granularity, dev->ledger->shared ? "true" : "false");
   for (uint32_t k = 0; k < s->nparts; k++) json_partition(b, s, &s->parts[k], dev->ledger->shared, k == 0);

@@ -37,8 +37,7 @@ static int enumerate_auto(gpupart_context *ctx, gpupart_device_info *infos, uint
   return GPUPART_OK;
 }
 
-static int enumerate_into(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
-                          uint32_t *count) {
+static int enumerate_into(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos, uint32_t *count) {
   if (backend == GPUPART_BACKEND_AUTO) return enumerate_auto(ctx, infos, count);
   uint32_t found = 0;
   int rc = gpupart__enumerate_one(ctx, backend, infos, infos ? *count : 0, &found);
@@ -64,8 +63,11 @@ gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart_backend bac
                                        size_t info_size, uint32_t *count) {
   if (!ctx || !count) return gpupart__fail(GPUPART_EINVAL, "enumerate: ctx or count is NULL");
   if (info_size < GPUPART__DEVICE_INFO_SIZE_0_2)
-    return gpupart__fail(GPUPART_EINVAL, "enumerate: gpupart_device_info has %zu bytes; the smallest layout "
-                         "(gpupart 0.2) has %zu", info_size, (size_t)GPUPART__DEVICE_INFO_SIZE_0_2);
-  if (infos && info_size != sizeof *infos) return enumerate_strided(ctx, backend, (unsigned char *)infos, info_size, count);
+    return gpupart__fail(GPUPART_EINVAL,
+                         "enumerate: gpupart_device_info has %zu bytes; the smallest layout "
+                         "(gpupart 0.2) has %zu",
+                         info_size, (size_t)GPUPART__DEVICE_INFO_SIZE_0_2);
+  if (infos && info_size != sizeof *infos)
+    return enumerate_strided(ctx, backend, (unsigned char *)infos, info_size, count);
   return enumerate_into(ctx, backend, infos, count);
 }

@@ -66,8 +66,10 @@ void gpupart__event_reclaim(gpupart_device *dev, const char *partition, const ch
   if (!may_log(dev->ctx, dev_verbose(dev), &dev->oom_events, "OOM steps or reclaim calls on this device", more,
                sizeof more))
     return;
-  snprintf(line, sizeof line, "OOM sequence, step 3: reclaim callback of partition '%s' (for '%s') asked for %" PRIu64
-           " bytes, returned %" PRIu64 "%s", partition, requester, asked, returned, more);
+  snprintf(line, sizeof line,
+           "OOM sequence, step 3: reclaim callback of partition '%s' (for '%s') asked for %" PRIu64
+           " bytes, returned %" PRIu64 "%s",
+           partition, requester, asked, returned, more);
   gpupart__log(dev->ctx, GPUPART_LOG_INFO, dev_verbose(dev), line);
 }
 
@@ -75,8 +77,10 @@ void gpupart__event_reaped(gpupart__ledger *l, uint32_t members, uint64_t bytes)
   char line[512], more[128];
   gpupart_context *ctx = l->event_user;
   if (!ctx || !may_log(ctx, l->verbose, &l->events, "ledger events", more, sizeof more)) return;
-  snprintf(line, sizeof line, "shared ledger of %s: %" PRIu32 " dead member%s found (its process is gone); %" PRIu64
-           " bytes they held returned to the budget%s", l->id.key, members, members == 1 ? "" : "s", bytes, more);
+  snprintf(line, sizeof line,
+           "shared ledger of %s: %" PRIu32 " dead member%s found (its process is gone); %" PRIu64
+           " bytes they held returned to the budget%s",
+           l->id.key, members, members == 1 ? "" : "s", bytes, more);
   gpupart__log(ctx, GPUPART_LOG_WARN, l->verbose, line);
 }
 
@@ -85,11 +89,13 @@ void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies
   gpupart__ledger *l = dev->ledger;
   if (!may_log(dev->ctx, dev_verbose(dev), &l->events, "ledger events", more, sizeof more)) return;
   if (l->shared)
-    snprintf(line, sizeof line, "device_open: budget mismatch on %s: this process asked for %" PRIu64 " bytes; the "
+    snprintf(line, sizeof line,
+             "device_open: budget mismatch on %s: this process asked for %" PRIu64 " bytes; the "
              "shared ledger's budget of %" PRIu64 " (set by the process that made it) applies%s",
              dev->id.key, asked, applies, more);
   else
-    snprintf(line, sizeof line, "device_open: %s is already open in this context with a budget of %" PRIu64
+    snprintf(line, sizeof line,
+             "device_open: %s is already open in this context with a budget of %" PRIu64
              " bytes; this open asked for %" PRIu64 " and shares the first one's %" PRIu64 "%s",
              dev->id.key, applies, asked, applies, more);
   gpupart__log(dev->ctx, GPUPART_LOG_WARN, dev_verbose(dev), line);

@@ -32,8 +32,8 @@ typedef struct gpupart__ledger_ref gpupart__ledger_ref; /* ledgers.c */
 typedef struct gpupart__loaded_backend {
   const gpupart_backend_ops *ops; /* NULL when not built */
   void *state;
-  int tried;  /* load attempted */
-  int result; /* load's result */
+  int tried;      /* load attempted */
+  int result;     /* load's result */
   int64_t native; /* and its driver code */
   char error[256];
 } gpupart__loaded_backend;
@@ -97,7 +97,7 @@ struct gpupart_partition {
   gpupart_device *dev;
   char *name;
   gpupart__trace *trace; /* its context's trace or NULL: read by the allocation paths (trace.h) */
-  gpupart__lock lock; /* guards arena and counters */
+  gpupart__lock lock;    /* guards arena and counters */
   gpupart__arena arena;
   gpupart__counters c;
   gpupart__growth growth;
@@ -111,7 +111,7 @@ struct gpupart_partition {
    * or block outside the lock: destroy is EBUSY */
   atomic_uint allocating;
   uint64_t charge; /* >= c.in_use, a multiple of the granularity: its share of the device's peak (peak.c) */
-  int configured; /* made by configuration at device open, not yet handed to a program's create (slow lock) */
+  int configured;  /* made by configuration at device open, not yet handed to a program's create (slow lock) */
   char pad_tail[64];
 };
 
@@ -122,28 +122,28 @@ struct gpupart_device {
   gpupart_device_info info;
   uint64_t budget, granularity, alignment;
   int growth;
-  uint64_t release_threshold; /* default of partitions that leave theirs 0 */
-  uint64_t prealloc_block;    /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
+  uint64_t release_threshold;        /* default of partitions that leave theirs 0 */
+  uint64_t prealloc_block;           /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
   uint64_t initial_block, max_block; /* GPUPART_INITIAL_BLOCK, GPUPART_MAX_BLOCK: defaults of partitions */
   double growth_factor;              /* GPUPART_GROWTH_FACTOR: the same */
-  gpupart__settings settings; /* what the device was opened with, and where each value came from */
-  pthread_mutex_t slow; /* growth, OOM sequence, the partition list */
-  gpupart__identity id;          /* the physical device (identity.c) */
-  gpupart__ledger *ledger;       /* shared by every handle of the device in the context */
-  gpupart__ledger_member member; /* this handle's membership of the ledger */
+  gpupart__settings settings;        /* what the device was opened with, and where each value came from */
+  pthread_mutex_t slow;              /* growth, OOM sequence, the partition list */
+  gpupart__identity id;              /* the physical device (identity.c) */
+  gpupart__ledger *ledger;           /* shared by every handle of the device in the context */
+  gpupart__ledger_member member;     /* this handle's membership of the ledger */
   gpupart_partition **parts;
   uint32_t nparts, cap, created;
-  gpupart__counters retired; /* counts of destroyed partitions */
-  atomic_uint allocating;           /* the partitions' allocating, summed: close is EBUSY */
-  atomic_uint_fast64_t charged;     /* sum of the partitions' charges (peak.c) */
-  atomic_uint_fast64_t peak_in_use; /* highest value of charged since open or the last reset */
+  gpupart__counters retired;                        /* counts of destroyed partitions */
+  atomic_uint allocating;                           /* the partitions' allocating, summed: close is EBUSY */
+  atomic_uint_fast64_t charged;                     /* sum of the partitions' charges (peak.c) */
+  atomic_uint_fast64_t peak_in_use;                 /* highest value of charged since open or the last reset */
   atomic_uint_fast64_t peak_crossings, peak_visits; /* charge raises, and partitions each one read */
   /* Shared ledgers: the last trim request of other processes this handle honoured, and
    * whether gpupart_partition_find joins their partitions (not while the device opens, so
    * configured partitions another process made stay its own). Guarded by slow. */
   uint64_t trim_seen;
   int find_joins;
-  gpupart__ratelimit refusals; /* events.c: how often refused allocations are logged */
+  gpupart__ratelimit refusals;   /* events.c: how often refused allocations are logged */
   gpupart__ratelimit oom_events; /* events.c: and OOM-sequence steps and reclaim calls */
 };
 

@@ -12,7 +12,8 @@ void *gpupart__device_native(const gpupart_device *dev, gpupart_backend b) {
     return NULL;
   }
   if (dev->info.backend != b) {
-    gpupart__fail(GPUPART_EINVAL, "device is a %s device, not %s", gpupart_backend_name(dev->info.backend), gpupart_backend_name(b));
+    gpupart__fail(GPUPART_EINVAL, "device is a %s device, not %s", gpupart_backend_name(dev->info.backend),
+                  gpupart_backend_name(b));
     return NULL;
   }
   return dev->bdev;

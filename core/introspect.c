@@ -31,8 +31,11 @@ int gpupart__introspect_configured(gpupart_device *dev, uint32_t i, gpupart__int
 void gpupart__introspect_ledger_dir(const gpupart_context *ctx, char *out, size_t n) {
   gpupart_device_desc d = {0};
   gpupart__settings s;
-  gpupart__settings_in in = {.desc = &d, .exact = 1, .backend = GPUPART_BACKEND_SIM,
-                             .config_path = ctx->config_path, .ledger_dir = ctx->ledger_dir,
+  gpupart__settings_in in = {.desc = &d,
+                             .exact = 1,
+                             .backend = GPUPART_BACKEND_SIM,
+                             .config_path = ctx->config_path,
+                             .ledger_dir = ctx->ledger_dir,
                              .ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0};
   gpupart__settings_compute(ctx->cfg, &in, &s); /* no device: only the options, which cannot fail */
   snprintf(out, n, "%s", gpupart__settings_ledger_dir(&s));

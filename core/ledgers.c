@@ -74,8 +74,8 @@ static void put_locked(gpupart_context *ctx, gpupart__ledger_ref *r) {
   gpupart__host_free(&ctx->mem, r);
 }
 
-int gpupart__ledger_acquire(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget,
-                            const char *shared_dir, gpupart__ledger **out, gpupart__ledger_member *member) {
+int gpupart__ledger_acquire(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget, const char *shared_dir,
+                            gpupart__ledger **out, gpupart__ledger_member *member) {
   gpupart__ledger_ref *r = NULL;
   pthread_mutex_lock(&ctx->lock);
   int rc = get_locked(ctx, id, budget, shared_dir, &r);

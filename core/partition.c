@@ -1,8 +1,8 @@
 /* Partitions: named shares of a device's budget. Creation turns a descriptor (fractions
  * or bytes, defaults applied in one place) into a ledger account and an arena, for a
  * program or for the configuration's declared partitions at device open (which a
- * program's creation of the same name then gets); resize, trim and destroy change them. All of it runs under the device's slow lock, so the
- * partition list and the ledger's view of limits change one partition at a time. */
+ * program's creation of the same name then gets); resize, trim and destroy change them. All of it runs under the
+ * device's slow lock, so the partition list and the ledger's view of limits change one partition at a time. */
 #include "partition.h"
 
 #include <math.h>
@@ -182,12 +182,16 @@ static int join_shared(gpupart_partition *p, const gpupart_partition_desc *d, in
 
 static int eexist(const gpupart_partition *p) {
   if (p->dev->ledger->shared)
-    return gpupart__fail(GPUPART_EEXIST, "partition_create: the shared partition '%s' has another limit or guarantee "
+    return gpupart__fail(GPUPART_EEXIST,
+                         "partition_create: the shared partition '%s' has another limit or guarantee "
                          "(another process or handle made it): pass the same ones, or leave limit and guarantee 0, "
-                         "to join it", p->name);
+                         "to join it",
+                         p->name);
   /* names are unique per physical device, across its handles */
-  return gpupart__fail(GPUPART_EEXIST, "partition_create: '%s' exists on this device (made through another handle "
-                       "of it)", p->name);
+  return gpupart__fail(GPUPART_EEXIST,
+                       "partition_create: '%s' exists on this device (made through another handle "
+                       "of it)",
+                       p->name);
 }
 
 /* Once p has its account: where its counters go for gpupart top (ledger.h), when its
@@ -273,9 +277,10 @@ static void adopted(gpupart_partition *p, const gpupart_partition_desc *d, uint6
   configured_source(p, where, sizeof where);
   int same_growth = d->growth == GPUPART_GROWTH_DEFAULT || (d->growth == GPUPART_GROWTH_OFF) == p->growth.prealloc;
   int same = st.limit == limit && st.guarantee == guarantee && same_growth;
-  snprintf(line, sizeof line, "partition_create: '%s' is declared by the configuration (%s): the configured partition "
-           "is returned, with its limit %llu and guarantee %llu bytes%s", p->name, GPUPART__ECHO(where),
-           (unsigned long long)st.limit, (unsigned long long)st.guarantee,
+  snprintf(line, sizeof line,
+           "partition_create: '%s' is declared by the configuration (%s): the configured partition "
+           "is returned, with its limit %llu and guarantee %llu bytes%s",
+           p->name, GPUPART__ECHO(where), (unsigned long long)st.limit, (unsigned long long)st.guarantee,
            same ? "" : " (the descriptor's values are not used)");
   gpupart__log(p->dev->ctx, same ? GPUPART_LOG_INFO : GPUPART_LOG_WARN, (int)p->dev->settings.v[GPUPART__OPT_VERBOSE].u,
                line);
@@ -295,8 +300,12 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   }
   p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
   if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
-  *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user,
-                           .trace = dev->ctx->trace, .pub = &gpupart__unpublished};
+  *p = (gpupart_partition){.dev = dev,
+                           .growth = r.growth,
+                           .reclaim = d->reclaim,
+                           .reclaim_user = d->reclaim_user,
+                           .trace = dev->ctx->trace,
+                           .pub = &gpupart__unpublished};
   gpupart__lock_init(&p->lock);
   atomic_flag_clear(&p->reclaim_busy);
   pthread_mutex_lock(&dev->slow);
@@ -308,8 +317,8 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   return rc;
 }
 
-gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
-                                              size_t desc_size, gpupart_partition **out) {
+gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc, size_t desc_size,
+                                              gpupart_partition **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
   *out = NULL;
   if (!dev) return gpupart__fail(GPUPART_EINVAL, "partition_create: dev is NULL");
@@ -383,7 +392,8 @@ static int destroy_locked(gpupart_device *dev, gpupart_partition *p) {
   if (atomic_load(&p->allocating))
     return gpupart__fail(GPUPART_EBUSY,
                          "partition_destroy: '%s' has an allocation in progress (a reclaim callback may not "
-                         "destroy the partition whose allocation called it)", p->name);
+                         "destroy the partition whose allocation called it)",
+                         p->name);
   if (atomic_flag_test_and_set(&p->reclaim_busy))
     return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' is running its reclaim callback", p->name);
   int rc = remove_locked(dev, p);
@@ -474,8 +484,9 @@ gpupart_result gpupart_partition_trim(gpupart_partition *p) {
 static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_limit) {
   gpupart__ledger *l = p->dev->ledger;
   int rc = l->ops->set_limit(l, p->account, new_limit);
-  if (rc) return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu",
-                               p->name, (unsigned long long)new_limit, (unsigned long long)p->dev->budget);
+  if (rc)
+    return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu", p->name,
+                         (unsigned long long)new_limit, (unsigned long long)p->dev->budget);
   if (!p->growth.prealloc) return GPUPART_OK;
   rc = gpupart__arena_reserve_exact(p, new_limit - old_limit, 1);
   if (rc) l->ops->set_limit(l, p->account, old_limit);
@@ -489,8 +500,8 @@ static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
   if (rc == GPUPART_EBUSY) {
     gpupart__ledger_figures f;
     l->ops->get(l, p->account, &f);
-    return gpupart__fail(rc, "partition_resize: '%s' still holds %llu bytes, above the new limit %llu",
-                         p->name, (unsigned long long)f.reserved, (unsigned long long)new_limit);
+    return gpupart__fail(rc, "partition_resize: '%s' still holds %llu bytes, above the new limit %llu", p->name,
+                         (unsigned long long)f.reserved, (unsigned long long)new_limit);
   }
   return rc;
 }
@@ -505,8 +516,7 @@ gpupart_result gpupart_partition_resize(gpupart_partition *p, uint64_t new_limit
   pthread_mutex_lock(&dev->slow);
   gpupart__ledger_figures f;
   dev->ledger->ops->get(dev->ledger, p->account, &f);
-  int rc = limit > f.limit ? grow_locked(p, f.limit, limit)
-           : limit < f.limit ? shrink_locked(p, limit) : GPUPART_OK;
+  int rc = limit > f.limit ? grow_locked(p, f.limit, limit) : limit < f.limit ? shrink_locked(p, limit) : GPUPART_OK;
   pthread_mutex_unlock(&dev->slow);
   return rc;
 }

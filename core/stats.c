@@ -25,8 +25,11 @@ static void add_counters(gpupart_stats *s, const gpupart__counters *c) {
 static void partition_stats_locked(const gpupart_partition *p, gpupart_stats *s) {
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  *s = (gpupart_stats){.limit = f.limit, .guarantee = f.guarantee, .peak_in_use = p->c.peak_in_use,
-                       .reserved = p->arena.reserved, .peak_reserved = p->arena.peak_reserved,
+  *s = (gpupart_stats){.limit = f.limit,
+                       .guarantee = f.guarantee,
+                       .peak_in_use = p->c.peak_in_use,
+                       .reserved = p->arena.reserved,
+                       .peak_reserved = p->arena.peak_reserved,
                        .largest_free = gpupart__tlsf_largest_free(p->arena.tlsf)};
   if (p->dev->ledger->shared) { /* partition-wide */
     s->reserved = f.reserved;
@@ -60,7 +63,7 @@ gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t 
   uint64_t spare = p->arena.reserved > p->c.in_use ? p->arena.reserved - p->c.in_use : 0;
   uint64_t grant = l->ops->grantable(l, p->account, &bound) & ~(p->dev->granularity - 1);
   gpupart__lock_release(&m->lock);
-  gpupart__ledger_report(l); /* dead members the grant reaped, no lock held */
+  gpupart__ledger_report(l);   /* dead members the grant reaped, no lock held */
   if (bound < 0) return bound; /* the ledger could not be used: its message says why */
   *out = spare + grant < spare ? UINT64_MAX : spare + grant;
   return GPUPART_OK;
@@ -126,10 +129,16 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   if (gpupart__arena_check(p, why, n)) return -1;
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  if (f.own_reserved != p->arena.reserved + p->arena.releasing) return gpupart__say(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name, (unsigned long long)f.own_reserved, (unsigned long long)(p->arena.reserved + p->arena.releasing));
-  if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved) return gpupart__say(why, n, "partition '%s': a figure exceeds its peak", p->name);
-  if (p->charge < p->c.in_use) return gpupart__say(why, n, "partition '%s': in_use exceeds its charge in the device's peak", p->name);
-  if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations) return gpupart__say(why, n, "partition '%s': allocations minus frees differ from live", p->name);
+  if (f.own_reserved != p->arena.reserved + p->arena.releasing)
+    return gpupart__say(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
+                        (unsigned long long)f.own_reserved,
+                        (unsigned long long)(p->arena.reserved + p->arena.releasing));
+  if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
+    return gpupart__say(why, n, "partition '%s': a figure exceeds its peak", p->name);
+  if (p->charge < p->c.in_use)
+    return gpupart__say(why, n, "partition '%s': in_use exceeds its charge in the device's peak", p->name);
+  if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations)
+    return gpupart__say(why, n, "partition '%s': allocations minus frees differ from live", p->name);
   return 0;
 }
 
@@ -147,7 +156,9 @@ static int is_ledger_entry(gpupart_device *d, const gpupart_partition *p) {
  * ledger may hold other handles' entries of the same physical device). */
 static int members_entries(gpupart_device *d, char *why, uint64_t n) {
   uint32_t entries = d->ledger->ops->list(d->ledger, d->member, NULL, 0);
-  if (entries != d->nparts) return gpupart__say(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries, d->nparts);
+  if (entries != d->nparts)
+    return gpupart__say(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries,
+                        d->nparts);
   for (uint32_t i = 0; i < d->nparts; i++)
     if (!is_ledger_entry(d, d->parts[i]))
       return gpupart__say(why, n, "partition '%s' is not the ledger's entry of that name", d->parts[i]->name);
@@ -164,8 +175,10 @@ static int check_locked(gpupart_device *d, char *why, uint64_t n) {
     in_use += d->parts[i]->c.in_use;
     charged += d->parts[i]->charge;
   }
-  if (!rc && charged != atomic_load(&d->charged)) rc = gpupart__say(why, n, "the partitions' charges differ from the device's sum of them");
-  if (!rc && in_use > gpupart__peak_in_use(d)) rc = gpupart__say(why, n, "the partitions' in-use bytes exceed the device's peak");
+  if (!rc && charged != atomic_load(&d->charged))
+    rc = gpupart__say(why, n, "the partitions' charges differ from the device's sum of them");
+  if (!rc && in_use > gpupart__peak_in_use(d))
+    rc = gpupart__say(why, n, "the partitions' in-use bytes exceed the device's peak");
   while (locked) gpupart__lock_release(&d->parts[--locked]->lock);
   if (!rc) rc = members_entries(d, why, n);
   return rc ? rc : d->ledger->ops->check(d->ledger, why, n);

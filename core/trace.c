@@ -43,12 +43,12 @@ struct gpupart__trace {
   gpupart__hostmem mem;
   int fd, failed;
   unsigned refs; /* contexts using it (guarded by open_lock) */
-  pid_t pid; /* the process that opened fd: the only one that writes */
+  pid_t pid;     /* the process that opened fd: the only one that writes */
   uint64_t next_id;
-  uint64_t dropped; /* lines the file could not take (said once on stderr) */
+  uint64_t dropped;               /* lines the file could not take (said once on stderr) */
   const gpupart_device *last_dev; /* the device of the last line */
   size_t n;
-  gpupart__trace *next; /* the list of open traces that exit_flush walks */
+  gpupart__trace *next;          /* the list of open traces that exit_flush walks */
   char asked[GPUPART__PATH_MAX]; /* the expanded name contexts give (find_open) */
   char path[GPUPART__PATH_MAX];  /* the file: asked, or asked.<pid> (open_file) */
   char buf[TRACE_BUF];
@@ -105,8 +105,10 @@ static uint64_t lines_in(const char *s, size_t n) {
 static void drop(gpupart__trace *t, uint64_t n) {
   if (!n) return;
   if (!t->dropped)
-    fprintf(stderr, "gpupart: trace %s: its reader is not keeping up or has gone; lines it cannot take are "
-                    "dropped and counted (the trace ends with their number)\n", t->path);
+    fprintf(stderr,
+            "gpupart: trace %s: its reader is not keeping up or has gone; lines it cannot take are "
+            "dropped and counted (the trace ends with their number)\n",
+            t->path);
   t->dropped += n;
 }
 
@@ -157,8 +159,7 @@ static int expand_path(const char *path, char *out, size_t cap) {
  * at context creation (what a FIFO cannot take at once waits in the buffer). */
 static int write_header(gpupart__trace *t) {
   char line[128];
-  int n = snprintf(line, sizeof line, "# gpupart-trace 1 pid %ld version %s\n", (long)t->pid,
-                   gpupart_version_string());
+  int n = snprintf(line, sizeof line, "# gpupart-trace 1 pid %ld version %s\n", (long)t->pid, gpupart_version_string());
   ssize_t w = write_quiet(t->fd, line, (size_t)n);
   if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) w = 0;
   if (w < 0) return -1;
@@ -231,8 +232,10 @@ static int open_file(gpupart__trace *t) {
     errno = 0;
     t->fd = open_locked(t->path, &next_id);
     if (t->fd >= 0)
-      fprintf(stderr, "gpupart: trace %s is being recorded by another process (or under another name of it); "
-              "this one records to %s\n", t->asked, t->path);
+      fprintf(stderr,
+              "gpupart: trace %s is being recorded by another process (or under another name of it); "
+              "this one records to %s\n",
+              t->asked, t->path);
   }
   t->pid = getpid();
   t->next_id = next_id ? next_id : 1;
@@ -251,7 +254,8 @@ int gpupart__trace_open(const gpupart__hostmem *m, const char *path, const char 
   if (!t) return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory for the trace buffer");
   if (expand_path(path, t->path, sizeof t->path)) {
     gpupart__host_free(m, t);
-    return gpupart__fail(GPUPART_ECONFIG, "%s: trace file '%s': too long once %%p is expanded", src, GPUPART__ECHO(path));
+    return gpupart__fail(GPUPART_ECONFIG, "%s: trace file '%s': too long once %%p is expanded", src,
+                         GPUPART__ECHO(path));
   }
   t->mem = *m;
   pthread_mutex_lock(&open_lock);

@@ -17,8 +17,7 @@ static void emit(gpupart_context *ctx, const char *line) { gpupart__log(ctx, GPU
 static void warn_shares(gpupart_device *dev) {
   const gpupart__config *c = dev->ctx->cfg;
   for (uint32_t i = 0; i < c->nshare_warnings; i++)
-    gpupart__log(dev->ctx, GPUPART_LOG_WARN, (int)dev->settings.v[GPUPART__OPT_VERBOSE].u,
-                          c->share_warnings[i]);
+    gpupart__log(dev->ctx, GPUPART_LOG_WARN, (int)dev->settings.v[GPUPART__OPT_VERBOSE].u, c->share_warnings[i]);
 }
 
 void gpupart__verbose_warn_env(gpupart_device *dev) {
@@ -26,8 +25,10 @@ void gpupart__verbose_warn_env(gpupart_device *dev) {
   warn_shares(dev);
   int n = gpupart__config_env_changed(dev->ctx->cfg, names, sizeof names);
   if (!n) return;
-  snprintf(line, sizeof line, "%s changed after gpupart_context_create read %s; this context keeps the value%s it "
-           "read (create a new context to apply the change)", names, n == 1 ? "it" : "them", n == 1 ? "" : "s");
+  snprintf(line, sizeof line,
+           "%s changed after gpupart_context_create read %s; this context keeps the value%s it "
+           "read (create a new context to apply the change)",
+           names, n == 1 ? "it" : "them", n == 1 ? "" : "s");
   gpupart__log(dev->ctx, GPUPART_LOG_WARN, (int)dev->settings.v[GPUPART__OPT_VERBOSE].u, line);
 }
 
@@ -49,10 +50,11 @@ void gpupart__verbose_notes(gpupart_device *dev) {
   const gpupart__value *g = &s->v[GPUPART__OPT_ALLOW_GROWTH];
   if (g->u || !gpupart__value_from_user(g) || s->nparts) return;
   gpupart__source_format(g->src, a, sizeof a);
-  snprintf(line, sizeof line, "allow_growth = false (%s) and no partition is configured for %s:%u: nothing is "
+  snprintf(line, sizeof line,
+           "allow_growth = false (%s) and no partition is configured for %s:%u: nothing is "
            "preallocated until the program creates a partition, which then takes its whole limit; to take the budget "
-           "when the device opens, declare one (GPUPART_PARTITIONS=\"name:100%%\")", a,
-           gpupart_backend_name(dev->info.backend), dev->info.index);
+           "when the device opens, declare one (GPUPART_PARTITIONS=\"name:100%%\")",
+           a, gpupart_backend_name(dev->info.backend), dev->info.index);
   gpupart__log(dev->ctx, GPUPART_LOG_INFO, verbose, line);
 }
 
@@ -61,8 +63,8 @@ static void print_foreign(gpupart_device *dev) {
   char line[3 * GPUPART__ECHO_MAX];
   for (uint32_t i = 0; i < c->nforeign; i++) {
     const gpupart__foreign *f = &c->foreign[i];
-    snprintf(line, sizeof line, "  %s=%s is not read by gpupart (not applied); the equivalent: %s", f->name,
-             f->value, f->hint);
+    snprintf(line, sizeof line, "  %s=%s is not read by gpupart (not applied); the equivalent: %s", f->name, f->value,
+             f->hint);
     emit(dev->ctx, line);
   }
 }
@@ -111,14 +113,15 @@ static void append_unreachable(const gpupart__unreachable *u, void *user) {
   size_t used = strlen(line);
   gpupart__source_format(u->src, where, sizeof where);
   if (used < UNREACHABLE_LINE)
-    snprintf(line + used, UNREACHABLE_LINE - used, "%s%s (%s): %s", line[used - 1] == ':' ? " " : "; ", u->what,
-             where, u->why);
+    snprintf(line + used, UNREACHABLE_LINE - used, "%s%s (%s): %s", line[used - 1] == ':' ? " " : "; ", u->what, where,
+             u->why);
 }
 
 void gpupart__verbose_unreachable(gpupart_device *dev) {
   gpupart_context *ctx = dev->ctx;
   char line[UNREACHABLE_LINE] = "configuration that can never apply on this machine:";
-  if ((!ctx->log && !(int)dev->settings.v[GPUPART__OPT_VERBOSE].u) || atomic_exchange(&ctx->unreachable_said, 1)) return;
+  if ((!ctx->log && !(int)dev->settings.v[GPUPART__OPT_VERBOSE].u) || atomic_exchange(&ctx->unreachable_said, 1))
+    return;
   if (!gpupart__config_unreachable(ctx, 1, append_unreachable, line)) return;
   gpupart__log(ctx, GPUPART_LOG_WARN, (int)dev->settings.v[GPUPART__OPT_VERBOSE].u, line);
 }

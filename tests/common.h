@@ -71,8 +71,10 @@ static inline void test_count_free(void *p, void *user) {
 
 /* A context descriptor that ignores the environment and allocates through c. */
 static inline gpupart_context_desc test_counting_desc(test_counting *c) {
-  return (gpupart_context_desc){.flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = test_count_alloc,
-                                .host_free = test_count_free, .host_user = c};
+  return (gpupart_context_desc){.flags = GPUPART_CONTEXT_IGNORE_ENV,
+                                .host_alloc = test_count_alloc,
+                                .host_free = test_count_free,
+                                .host_user = c};
 }
 
 #endif

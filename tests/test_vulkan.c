@@ -144,7 +144,8 @@ Test(vulkan, create_buffer_reuses_covering_usages_and_rejects_bad_ones) {
   cr_expect_neq(transfer, both);
   cr_expect_eq(gpupart_vulkan_create_buffer(a, 0, &bad), GPUPART_EINVAL);
   cr_expect_eq(bad, VK_NULL_HANDLE);
-  cr_expect_eq(gpupart_vulkan_create_buffer(a, VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT, &bad), GPUPART_ENOTSUP);
+  cr_expect_eq(gpupart_vulkan_create_buffer(a, VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT, &bad),
+               GPUPART_ENOTSUP);
   cr_expect_neq(strstr(gpupart_last_error(), "not supported"), NULL, "%s", gpupart_last_error());
   cr_expect_eq(gpupart_vulkan_create_buffer(NULL, two, &bad), GPUPART_EINVAL);
   cr_expect_eq(gpupart_vulkan_create_buffer(a, two, NULL), GPUPART_EINVAL);
@@ -168,9 +169,9 @@ Test(vulkan, device_address_is_the_buffer_device_address) {
   for (int i = 0; i < 8; i++) {
     uint64_t align = 256ull << i;
     cr_assert_eq(gpupart_alloc(p, 3000 + 777 * i, align, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
-    cr_assert_eq(gpupart_vulkan_create_buffer(a[i], VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
-                                                        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, &b), GPUPART_OK, "%s",
-                 gpupart_last_error());
+    cr_assert_eq(gpupart_vulkan_create_buffer(
+                     a[i], VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT | VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, &b),
+                 GPUPART_OK, "%s", gpupart_last_error());
     VkBufferDeviceAddressInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = b};
     gpupart_allocation_info info;
     gpupart_allocation_get_info(a[i], &info);

@@ -10,28 +10,27 @@
 #include "cli.h"
 #include "registry.h"
 
-static const char usage[] =
-    "usage: gpupart [--help] [--version] COMMAND [ARGS]\n"
-    "\n"
-    "Shows the GPUs gpupart sees and the memory policy it applies to them.\n"
-    "\n"
-    "commands:\n"
-    "  devices [--json] [--backend NAME] [-v]\n"
-    "                                      every device of every backend present\n"
-    "  config [--json] [--device B:I]      the effective policy for a device, and where\n"
-    "                                      each value came from\n"
-    "  check-config FILE                   validate a configuration file\n"
-    "  top [--once] [--json]               the shared devices' partitions and processes,\n"
-    "                                      live\n"
-    "  metrics [--output FILE]             the same as Prometheus text\n"
-    "  exporter [--listen ADDR:PORT]       the same over HTTP: /metrics and a status page\n"
-    "\n"
-    "'gpupart COMMAND --help' describes one command. The policy comes from the GPUPART_*\n"
-    "environment variables and the INI file that GPUPART_CONFIG names (see gpupart(1) and\n"
-    "docs/configuration.md).\n"
-    "\n"
-    "exit status: 0 success, 1 a checked failure (bad configuration, no device),\n"
-    "             2 bad usage\n";
+static const char usage[] = "usage: gpupart [--help] [--version] COMMAND [ARGS]\n"
+                            "\n"
+                            "Shows the GPUs gpupart sees and the memory policy it applies to them.\n"
+                            "\n"
+                            "commands:\n"
+                            "  devices [--json] [--backend NAME] [-v]\n"
+                            "                                      every device of every backend present\n"
+                            "  config [--json] [--device B:I]      the effective policy for a device, and where\n"
+                            "                                      each value came from\n"
+                            "  check-config FILE                   validate a configuration file\n"
+                            "  top [--once] [--json]               the shared devices' partitions and processes,\n"
+                            "                                      live\n"
+                            "  metrics [--output FILE]             the same as Prometheus text\n"
+                            "  exporter [--listen ADDR:PORT]       the same over HTTP: /metrics and a status page\n"
+                            "\n"
+                            "'gpupart COMMAND --help' describes one command. The policy comes from the GPUPART_*\n"
+                            "environment variables and the INI file that GPUPART_CONFIG names (see gpupart(1) and\n"
+                            "docs/configuration.md).\n"
+                            "\n"
+                            "exit status: 0 success, 1 a checked failure (bad configuration, no device),\n"
+                            "             2 bad usage\n";
 
 int cli_wants_help(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
@@ -145,8 +144,8 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
-  } commands[] = {{"devices", cmd_devices}, {"config", cmd_config}, {"check-config", cmd_check_config}, {"top", cmd_top},
-                  {"metrics", cmd_metrics}, {"exporter", cmd_exporter}};
+  } commands[] = {{"devices", cmd_devices}, {"config", cmd_config},   {"check-config", cmd_check_config},
+                  {"top", cmd_top},         {"metrics", cmd_metrics}, {"exporter", cmd_exporter}};
   if (argc < 2) return fputs(usage, stderr), EXIT_USAGE;
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(usage, stdout), EXIT_OK;
   if (strcmp(argv[1], "--version") == 0) return version();

@@ -101,9 +101,7 @@ void observe_free(observation *o) {
   o->snaps = NULL, o->dev = NULL, o->n = 0;
 }
 
-void observe_comm(const gpupart__ledger_snapshot_member *m, char *out, size_t n) {
-  snprintf(out, n, "%s", m->command);
-}
+void observe_comm(const gpupart__ledger_snapshot_member *m, char *out, size_t n) { snprintf(out, n, "%s", m->command); }
 
 const char *observe_status(const gpupart__ledger_snapshot *s) {
   return s->status == GPUPART_OK ? "ok" : s->status == GPUPART_EBUSY ? "busy" : "refused";
@@ -126,12 +124,12 @@ static void json_partitions(FILE *f, const gpupart__ledger_snapshot *s) {
     const gpupart__ledger_snapshot_entry *e = &s->entry[i];
     fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
     json_string(f, e->name);
-    fprintf(f, ", \"limit\": %llu, \"guarantee\": %llu, \"reserved\": %llu, \"in_use\": %llu, \"peak_reserved\": %llu, "
-               "\"member\": %llu, \"pid\": %lld}",
+    fprintf(f,
+            ", \"limit\": %llu, \"guarantee\": %llu, \"reserved\": %llu, \"in_use\": %llu, \"peak_reserved\": %llu, "
+            "\"member\": %llu, \"pid\": %lld}",
             (unsigned long long)e->figures.limit, (unsigned long long)e->figures.guarantee,
             (unsigned long long)e->figures.reserved, (unsigned long long)e->in_use,
-            (unsigned long long)e->figures.peak_reserved,
-            (unsigned long long)e->member, (long long)e->pid);
+            (unsigned long long)e->figures.peak_reserved, (unsigned long long)e->member, (long long)e->pid);
   }
 }
 
@@ -172,11 +170,13 @@ static void json_figures(FILE *f, const observed_device *d) {
   const gpupart__ledger_snapshot *s = d->s;
   if (s->status != GPUPART_OK) {
     fputs(", \"budget\": null, \"guarantees\": null, \"reserved\": null, \"peak_reserved\": null, "
-          "\"dead_members\": null, \"dead_reserved\": null", f);
+          "\"dead_members\": null, \"dead_reserved\": null",
+          f);
     return;
   }
-  fprintf(f, ", \"budget\": %llu, \"guarantees\": %llu, \"reserved\": %llu, \"peak_reserved\": %llu, "
-             "\"dead_members\": %u, \"dead_reserved\": %llu",
+  fprintf(f,
+          ", \"budget\": %llu, \"guarantees\": %llu, \"reserved\": %llu, \"peak_reserved\": %llu, "
+          "\"dead_members\": %u, \"dead_reserved\": %llu",
           (unsigned long long)s->budget, (unsigned long long)s->guarantees, (unsigned long long)s->reserved,
           (unsigned long long)s->peak_reserved, s->dead_members, (unsigned long long)s->dead_reserved);
 }

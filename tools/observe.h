@@ -15,9 +15,9 @@
 /* One shared device as read. */
 typedef struct observed_device {
   const gpupart__ledger_snapshot *s;
-  char backend[16]; /* "" when the key does not tell and no device present matches */
-  int64_t index;    /* -1 when unknown */
-  char uuid[40];    /* "" when unknown */
+  char backend[16];     /* "" when the key does not tell and no device present matches */
+  int64_t index;        /* -1 when unknown */
+  char uuid[40];        /* "" when unknown */
   uint64_t total, free; /* from the driver, UINT64_MAX when unknown */
 } observed_device;
 

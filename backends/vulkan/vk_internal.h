@@ -75,8 +75,8 @@ typedef struct gpupart__vk_state {
 typedef struct gpupart__vk_block {
   struct gpupart__vk_block *prev, *next; /* the device's list (for host pointers) */
   VkDeviceMemory memory;
-  VkBuffer whole;  /* covers the block, for its device address; VK_NULL_HANDLE without */
-  void *mapped;    /* persistent mapping of a host-visible type; NULL otherwise */
+  VkBuffer whole; /* covers the block, for its device address; VK_NULL_HANDLE without */
+  void *mapped;   /* persistent mapping of a host-visible type; NULL otherwise */
   uint64_t size;
 } gpupart__vk_block;
 
@@ -95,10 +95,10 @@ typedef struct gpupart__vk_device {
   VkMemoryPropertyFlags type_flags;
   VkBufferUsageFlags usages; /* what create_buffer accepts */
   int budget_ext;            /* VK_EXT_memory_budget usable */
-  uint64_t heap_size;  /* of the type's heap */
-  uint64_t alignment;  /* min_alignment reported to the core */
-  uint64_t max_block;  /* max_block_bytes reported to the core */
-  uint32_t max_blocks; /* gpupart's share of maxMemoryAllocationCount on this VkDevice */
+  uint64_t heap_size;        /* of the type's heap */
+  uint64_t alignment;        /* min_alignment reported to the core */
+  uint64_t max_block;        /* max_block_bytes reported to the core */
+  uint32_t max_blocks;       /* gpupart's share of maxMemoryAllocationCount on this VkDevice */
   gpupart__vk_shared *shared;
   gpupart_device_info info;
   pthread_mutex_t lock; /* guards blocks */
@@ -117,11 +117,10 @@ typedef struct gpupart__vk_facts {
 } gpupart__vk_facts;
 
 /* The usages every block's memory must serve (create_buffer's list, less device address). */
-#define GPUPART_VK_BUFFER_USAGES                                                                 \
-  (VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |                         \
-   VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT | VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT |         \
-   VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT | VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |                     \
-   VK_BUFFER_USAGE_INDEX_BUFFER_BIT | VK_BUFFER_USAGE_VERTEX_BUFFER_BIT |                        \
+#define GPUPART_VK_BUFFER_USAGES                                                                                    \
+  (VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT | \
+   VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |                                  \
+   VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_INDEX_BUFFER_BIT | VK_BUFFER_USAGE_VERTEX_BUFFER_BIT |      \
    VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
 
 /* vk_load.c */

@@ -30,11 +30,11 @@ typedef struct gpupart__backend_env {
 } gpupart__backend_env;
 
 /* Capability bits of a backend table (ops->caps). */
-#define GPUPART__CAP_FREE_MEMORY    0x01u /* mem_info reports the driver's free bytes */
+#define GPUPART__CAP_FREE_MEMORY 0x01u    /* mem_info reports the driver's free bytes */
 #define GPUPART__CAP_DEVICE_ADDRESS 0x02u /* blocks carry a device address */
-#define GPUPART__CAP_HOST_POINTER   0x04u /* some blocks are host-mapped (block.host_pointer) */
-#define GPUPART__CAP_VIEWS          0x08u /* per-allocation views; view_release is set */
-#define GPUPART__CAP_IDENTITY       0x10u /* info.uuid (or pci_bus_id) names the physical GPU */
+#define GPUPART__CAP_HOST_POINTER 0x04u   /* some blocks are host-mapped (block.host_pointer) */
+#define GPUPART__CAP_VIEWS 0x08u          /* per-allocation views; view_release is set */
+#define GPUPART__CAP_IDENTITY 0x10u       /* info.uuid (or pci_bus_id) names the physical GPU */
 
 /* One driver allocation. block_alloc fills it; block_free receives it back unchanged. */
 typedef struct gpupart_block {
@@ -59,12 +59,12 @@ typedef struct gpupart_block {
  *                                   unlinked, or for the loser of two concurrent makes)
  * A backend may block in any call; it must not call back into gpupart. */
 typedef struct gpupart_backend_ops {
-  uint32_t abi_version;  /* GPUPART__BACKEND_ABI; checked at registration */
-  uint32_t struct_size;  /* sizeof(gpupart_backend_ops) the backend was built with: entries
-                            past it are treated as NULL (versioned optional operations) */
-  const char *name;      /* "sim", "opencl", "vulkan", "cuda" */
-  gpupart_backend id;    /* GPUPART_BACKEND_* */
-  uint32_t caps;         /* GPUPART__CAP_* */
+  uint32_t abi_version; /* GPUPART__BACKEND_ABI; checked at registration */
+  uint32_t struct_size; /* sizeof(gpupart_backend_ops) the backend was built with: entries
+                           past it are treated as NULL (versioned optional operations) */
+  const char *name;     /* "sim", "opencl", "vulkan", "cuda" */
+  gpupart_backend id;   /* GPUPART_BACKEND_* */
+  uint32_t caps;        /* GPUPART__CAP_* */
   /* --- required --- */
   /* dlopen + symbol lookup. library: the path the user named (GPUPART_<BACKEND>_LIBRARY),
    * or NULL for the system's. ENOBACKEND (message names the library and dlerror()). */
@@ -116,9 +116,8 @@ typedef struct gpupart_backend_ops {
 
 /* Entry `field` of ops, or NULL where the backend leaves it NULL or was built with a
  * table too short to have it. Use it for every optional entry. */
-#define GPUPART__BACKEND_OP(ops, field)                                                         \
-  ((ops)->struct_size >= offsetof(gpupart_backend_ops, field) + sizeof((ops)->field) ? (ops)->field \
-                                                                                     : NULL)
+#define GPUPART__BACKEND_OP(ops, field) \
+  ((ops)->struct_size >= offsetof(gpupart_backend_ops, field) + sizeof((ops)->field) ? (ops)->field : NULL)
 
 /* The table of backend b that this build contains; NULL for one that was not built
  * (backends/built.c, from the GPUPART__BACKENDS list of registry.h). */

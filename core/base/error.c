@@ -13,8 +13,7 @@ static _Thread_local int64_t last_native; /* the driver's code of the last failu
 const char *gpupart_result_name(gpupart_result r) {
   switch (r) {
 #define GPUPART__NAME_CASE(name, value, msg) \
-  case name:                                \
-    return #name;
+  case name: return #name;
     GPUPART_RESULT_TABLE(GPUPART__NAME_CASE)
 #undef GPUPART__NAME_CASE
   }
@@ -24,8 +23,7 @@ const char *gpupart_result_name(gpupart_result r) {
 const char *gpupart_result_str(gpupart_result r) {
   switch (r) {
 #define GPUPART__STR_CASE(name, value, msg) \
-  case name:                               \
-    return msg;
+  case name: return msg;
     GPUPART_RESULT_TABLE(GPUPART__STR_CASE)
 #undef GPUPART__STR_CASE
   }

@@ -18,8 +18,8 @@ gpupart_result gpupart__copy_in(void *dst, size_t dst_size, const void *src, siz
   memset(dst, 0, dst_size);
   if (!src) return GPUPART_OK;
   if (src_size < min_size)
-    return gpupart__fail(GPUPART_EINVAL, "%s has %zu bytes; the smallest layout (gpupart 0.2) has %zu", what,
-                         src_size, min_size);
+    return gpupart__fail(GPUPART_EINVAL, "%s has %zu bytes; the smallest layout (gpupart 0.2) has %zu", what, src_size,
+                         min_size);
   size_t k = first_nonzero(src, dst_size, src_size);
   if (k < src_size)
     return gpupart__fail(GPUPART_EINVAL,
@@ -33,8 +33,8 @@ gpupart_result gpupart__copy_in(void *dst, size_t dst_size, const void *src, siz
 gpupart_result gpupart__copy_out(void *dst, size_t dst_size, const void *src, size_t src_size, size_t min_size,
                                  const char *what) {
   if (dst_size < min_size)
-    return gpupart__fail(GPUPART_EINVAL, "%s has %zu bytes; the smallest layout (gpupart 0.2) has %zu", what,
-                         dst_size, min_size);
+    return gpupart__fail(GPUPART_EINVAL, "%s has %zu bytes; the smallest layout (gpupart 0.2) has %zu", what, dst_size,
+                         min_size);
   size_t n = src_size < dst_size ? src_size : dst_size;
   memcpy(dst, src, n);
   memset((unsigned char *)dst + n, 0, dst_size - n);

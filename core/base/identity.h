@@ -8,8 +8,8 @@
 
 #include "gpupart.h"
 
-#define GPUPART__IDENTITY_MAX 64  /* bytes of a key, its terminating NUL included */
-#define GPUPART__UUID_STRING 37   /* "01234567-89ab-cdef-0123-456789abcdef" and its NUL */
+#define GPUPART__IDENTITY_MAX 64 /* bytes of a key, its terminating NUL included */
+#define GPUPART__UUID_STRING 37  /* "01234567-89ab-cdef-0123-456789abcdef" and its NUL */
 
 typedef struct gpupart__identity {
   char key[GPUPART__IDENTITY_MAX];

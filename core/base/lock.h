@@ -25,8 +25,6 @@ static inline void gpupart__lock_acquire(gpupart__lock *l) {
     if (spins >= 64) sched_yield();
 }
 
-static inline void gpupart__lock_release(gpupart__lock *l) {
-  atomic_store_explicit(&l->held, 0, memory_order_release);
-}
+static inline void gpupart__lock_release(gpupart__lock *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
 
 #endif

@@ -24,10 +24,10 @@
 
 /* One walk over the loaded objects (dl_iterate_phdr, in load order). */
 typedef struct walk {
-  size_t index, start;    /* the object's position; names are taken from start on */
-  char *names;            /* NUL-separated names copied here, cap bytes; NULL: count only */
+  size_t index, start;     /* the object's position; names are taken from start on */
+  char *names;             /* NUL-separated names copied here, cap bytes; NULL: count only */
   size_t len, cap, copied; /* bytes the names take, room, bytes copied (whole names only) */
-  gpupart__pin_mark seen; /* the objects and the unloads the walk saw */
+  gpupart__pin_mark seen;  /* the objects and the unloads the walk saw */
 } walk;
 
 static int visit(struct dl_phdr_info *info, size_t size, void *p) {

@@ -9,8 +9,8 @@
 
 /* The shared objects loaded when a backend call began. */
 typedef struct gpupart__pin_mark {
-  size_t count;             /* objects loaded then */
-  unsigned long long subs;  /* objects unloaded so far (dl_phdr_info.dlpi_subs) */
+  size_t count;            /* objects loaded then */
+  unsigned long long subs; /* objects unloaded so far (dl_phdr_info.dlpi_subs) */
 } gpupart__pin_mark;
 
 /* Marks the shared objects loaded now, before a backend call that may load drivers. */

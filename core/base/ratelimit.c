@@ -15,8 +15,7 @@ int gpupart__ratelimit_allow(gpupart__ratelimit *r, uint64_t now_ns, uint64_t *d
     r->in_window++;
     *dropped = r->suppressed;
     r->suppressed = 0;
-  }
-  else r->suppressed++;
+  } else r->suppressed++;
   gpupart__lock_release(&r->lock);
   return allow;
 }

@@ -16,8 +16,8 @@
 typedef struct gpupart__ratelimit {
   gpupart__lock lock;
   uint64_t window_start_ns;
-  uint32_t in_window;   /* events logged in the current window */
-  uint64_t suppressed;  /* events dropped since the last one logged */
+  uint32_t in_window;  /* events logged in the current window */
+  uint64_t suppressed; /* events dropped since the last one logged */
 } gpupart__ratelimit;
 
 /* Whether an event at now_ns (a monotonic clock) may be logged: at most

@@ -23,17 +23,19 @@ static const char *const interposer_vars[] = {"GPUPART_PARTITION", "GPUPART_PREL
 /* ---- the environment ------------------------------------------------------------ */
 
 /* One B:I=value or value entry of a variable's per-device form. */
-static int env_entry(gpupart__layer *l, gpupart__opt o, const char *entry, gpupart__source src,
-                     gpupart__errors *e) {
+static int env_entry(gpupart__layer *l, gpupart__opt o, const char *entry, gpupart__source src, gpupart__errors *e) {
   char err[GPUPART__ERR_MAX], sel_text[64];
   const char *eq = strchr(entry, '=');
   if (!eq) {
-    if (gpupart__layer_set(l, o, NULL, entry, src, err, sizeof err)) return gpupart__errors_add(e, 0, "%s: %s", src.name, err);
+    if (gpupart__layer_set(l, o, NULL, entry, src, err, sizeof err))
+      return gpupart__errors_add(e, 0, "%s: %s", src.name, err);
     return 0;
   }
   gpupart__selector sel;
   snprintf(sel_text, sizeof sel_text, "%.*s", (int)(eq - entry), entry);
-  if (gpupart__parse_selector(sel_text, &sel, err, sizeof err) || gpupart__layer_set(l, o, &sel, eq + 1, src, err, sizeof err)) return gpupart__errors_add(e, 0, "%s: device '%s': %s", src.name, GPUPART__ECHO(sel_text), err);
+  if (gpupart__parse_selector(sel_text, &sel, err, sizeof err) ||
+      gpupart__layer_set(l, o, &sel, eq + 1, src, err, sizeof err))
+    return gpupart__errors_add(e, 0, "%s: device '%s': %s", src.name, GPUPART__ECHO(sel_text), err);
   return 0;
 }
 
@@ -48,7 +50,10 @@ static int env_per_device(gpupart__layer *l, gpupart__opt o, const char *text, g
   gpupart__source src = {gpupart__options[o].env, 0};
   char entry[GPUPART__PATH_MAX];
   const char *p = text;
-  if (decimal_comma(text) && gpupart__options[o].type != GPUPART__T_BOOL) return gpupart__errors_add(e, 0, "%s: '%s' has a decimal comma: write a decimal point (',' separates per-device entries)", src.name, GPUPART__ECHO(text));
+  if (decimal_comma(text) && gpupart__options[o].type != GPUPART__T_BOOL)
+    return gpupart__errors_add(e, 0,
+                               "%s: '%s' has a decimal comma: write a decimal point (',' separates per-device entries)",
+                               src.name, GPUPART__ECHO(text));
   for (;;) {
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
@@ -63,7 +68,8 @@ static int env_per_device(gpupart__layer *l, gpupart__opt o, const char *text, g
 static int env_partitions(gpupart__layer *l, const char *text, gpupart__errors *e) {
   char err[GPUPART__ERR_MAX];
   uint32_t before = l->nparts;
-  if (gpupart__parse_partitions(text, l->parts, GPUPART__MAX_PARTS, &l->nparts, err, sizeof err)) return gpupart__errors_add(e, 0, "GPUPART_PARTITIONS: %s", err);
+  if (gpupart__parse_partitions(text, l->parts, GPUPART__MAX_PARTS, &l->nparts, err, sizeof err))
+    return gpupart__errors_add(e, 0, "GPUPART_PARTITIONS: %s", err);
   for (uint32_t i = before; i < l->nparts; i++) l->parts[i].src = (gpupart__source){"GPUPART_PARTITIONS", 0};
   return 0;
 }
@@ -75,7 +81,8 @@ static int env_option(gpupart__layer *l, gpupart__opt o, gpupart__errors *e) {
   if (opt->type == GPUPART__T_PARTITIONS) return env_partitions(l, text, e);
   if (opt->where & GPUPART__IN_DEVICE) return env_per_device(l, o, text, e);
   char err[GPUPART__ERR_MAX];
-  if (gpupart__layer_set(l, o, NULL, text, (gpupart__source){opt->env, 0}, err, sizeof err)) return gpupart__errors_add(e, 0, "%s: %s", opt->env, err);
+  if (gpupart__layer_set(l, o, NULL, text, (gpupart__source){opt->env, 0}, err, sizeof err))
+    return gpupart__errors_add(e, 0, "%s: %s", opt->env, err);
   return 0;
 }
 
@@ -124,8 +131,9 @@ static void foreign_hint(const char *name, const char *value, char *hint, size_t
   else if (!strcmp(name, "XLA_PYTHON_CLIENT_ALLOCATOR") && !strcmp(value, "platform"))
     snprintf(hint, n, "GPUPART_RELEASE_THRESHOLD=1");
   else if (!strcmp(name, "PYTORCH_CUDA_ALLOC_CONF"))
-    snprintf(hint, n, "no one-to-one equivalent: GPUPART_RELEASE_THRESHOLD, GPUPART_GRANULARITY, "
-                      "GPUPART_ALLOW_GROWTH (docs/configuration.md)");
+    snprintf(hint, n,
+             "no one-to-one equivalent: GPUPART_RELEASE_THRESHOLD, GPUPART_GRANULARITY, "
+             "GPUPART_ALLOW_GROWTH (docs/configuration.md)");
   else snprintf(hint, n, "no gpupart equivalent");
 }
 
@@ -217,8 +225,12 @@ static int read_error(const char *what, const char *path, const char *why, gpupa
 }
 
 static const char *file_kind(mode_t m) {
-  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "something else";
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "something else";
 }
 
 /* Opens path for reading without ever blocking (a FIFO with no writer would block an
@@ -258,8 +270,12 @@ static char *read_file(const gpupart__hostmem *m, const char *what, const char *
   fclose(f);
   if (!failed && !big && memchr(buf, 0, len) == NULL) return buf;
   gpupart__host_free(m, buf);
-  read_error(what, path, !buf ? "out of host memory" : big ? "larger than 1 MiB" : failed ? "read error"
-                                                                                 : "it contains a NUL byte", e);
+  read_error(what, path,
+             !buf     ? "out of host memory"
+             : big    ? "larger than 1 MiB"
+             : failed ? "read error"
+                      : "it contains a NUL byte",
+             e);
   return NULL;
 }
 
@@ -274,8 +290,7 @@ int gpupart__config_read_file(const gpupart__hostmem *m, gpupart__config *c, con
   return errors ? -1 : 0;
 }
 
-static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart_context_desc *d,
-                    gpupart__errors *e) {
+static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart_context_desc *d, gpupart__errors *e) {
   if (d->flags & GPUPART_CONTEXT_IGNORE_ENV) /* no variable and no file (include/gpupart.h) */
     return d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e) ? -1 : 0;
   if (load_env(c, e)) return -1;

@@ -75,8 +75,8 @@ extern gpupart__cgroup_paths gpupart__cgroup;
 
 typedef struct gpupart__config {
   gpupart__layer env, file;
-  char file_name[GPUPART__PATH_MAX]; /* the file read; file sources point here */
-  int env_read;                       /* the variables were read (no IGNORE_ENV) */
+  char file_name[GPUPART__PATH_MAX];     /* the file read; file sources point here */
+  int env_read;                          /* the variables were read (no IGNORE_ENV) */
   uint64_t env_hash[GPUPART__OPT_COUNT]; /* each known variable as read: 0 unset, else a hash */
   gpupart__foreign foreign[GPUPART__MAX_FOREIGN];
   uint32_t nforeign;

@@ -29,8 +29,8 @@ typedef struct ini_state {
   size_t pos;
   int line, header_line, header_keys;
   char header[128]; /* the section name of the last header line (inih itself is given "[s]") */
-  int header_bad;  /* the last header line has no ']' (reported) */
-  int in_key;      /* a key came after the last header: indented lines now continue it */
+  int header_bad;   /* the last header line has no ']' (reported) */
+  int in_key;       /* a key came after the last header: indented lines now continue it */
   int continuation, expect, handled;
   /* the handler: the section being filled */
   int section_line;
@@ -38,7 +38,7 @@ typedef struct ini_state {
   enum section_kind kind;
   gpupart__selector sel;
   gpupart__pspec *part;
-  unsigned part_seen; /* PK_* bits */
+  unsigned part_seen;  /* PK_* bits */
   uint32_t first_part; /* the first partition this parse declared or replaced */
 } ini_state;
 
@@ -147,7 +147,8 @@ static int set_option(ini_state *st, const char *key, const char *value, unsigne
   int o = gpupart__option_by_key(key);
   char err[GPUPART__ERR_MAX];
   if (o == GPUPART__OPT_PARTITIONS) {
-    error_at(st, st->line, "unknown key '%s' in [%s] (declare partitions as [partition NAME] sections)", key, st->section);
+    error_at(st, st->line, "unknown key '%s' in [%s] (declare partitions as [partition NAME] sections)", key,
+             st->section);
     return 0;
   }
   if (o < 0 || !(gpupart__options[o].where & where)) {
@@ -205,9 +206,7 @@ static int set_key(ini_state *st, const char *key, const char *value) {
   case SEC_GLOBAL: return set_option(st, key, value, GPUPART__IN_FILE, NULL);
   case SEC_DEVICE: return set_option(st, key, value, GPUPART__IN_DEVICE, &st->sel);
   case SEC_PARTITION: return set_partition_key(st, key, value);
-  case SEC_NONE:
-    error_at(st, st->line, "key '%s' is outside a section (start with [gpupart])", key);
-    return 0;
+  case SEC_NONE: error_at(st, st->line, "key '%s' is outside a section (start with [gpupart])", key); return 0;
   default: return 0; /* the section's error was reported at its header */
   }
 }

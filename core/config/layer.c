@@ -80,7 +80,9 @@ int gpupart__layer_set(gpupart__layer *l, gpupart__opt o, const gpupart__selecto
   }
   gpupart__type t = gpupart__options[o].type;
   char path[GPUPART__PATH_MAX];
-  if ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) && !(v.str = gpupart__layer_strdup(l, trim_copy(text, path, sizeof path)))) return gpupart__say(err, n, "the configuration holds more than %d bytes of paths", GPUPART__POOL_SIZE);
+  if ((t == GPUPART__T_PATH || t == GPUPART__T_DIR) &&
+      !(v.str = gpupart__layer_strdup(l, trim_copy(text, path, sizeof path))))
+    return gpupart__say(err, n, "the configuration holds more than %d bytes of paths", GPUPART__POOL_SIZE);
   v.src = src;
   *s = v;
   return 0;
@@ -126,8 +128,8 @@ static int backend_allowed(const gpupart__config *c, gpupart_backend b) {
   return list.nbackends == 0;
 }
 
-static uint32_t layer_partitions(const gpupart__config *c, const gpupart__layer *l, gpupart_backend b,
-                                 uint32_t index, const gpupart__pspec **out, uint32_t cap) {
+static uint32_t layer_partitions(const gpupart__config *c, const gpupart__layer *l, gpupart_backend b, uint32_t index,
+                                 const gpupart__pspec **out, uint32_t cap) {
   gpupart__value def;
   gpupart__config_get(c, GPUPART__OPT_DEVICE, GPUPART_BACKEND_AUTO, 0, &def);
   int is_default = (def.nvisible ? def.visible[0] : 0) == index && backend_allowed(c, b);

@@ -8,7 +8,9 @@
 int gpupart__ini_parse(gpupart__layer *l, const char *text, const char *name, gpupart__errors *e) {
   (void)l;
   (void)text;
-  gpupart__errors_add(e, 0, "%s: this libgpupart was built without INI support (meson -Dini=disabled): "
-                      "configuration files and config_text are refused", name);
+  gpupart__errors_add(e, 0,
+                      "%s: this libgpupart was built without INI support (meson -Dini=disabled): "
+                      "configuration files and config_text are refused",
+                      name);
   return 1;
 }

@@ -24,22 +24,22 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
                               "auto (cuda, vulkan, opencl, then sim: the first present), or a preference list"},
     [GPUPART__OPT_DEVICE] = {"device", "GPUPART_DEVICE", GPUPART__T_VISIBLE, ENV | FILE_, NULL,
                              "the visible devices: program index i opens the i-th listed index"},
-    [GPUPART__OPT_ALLOW_GROWTH] = {"allow_growth", "GPUPART_ALLOW_GROWTH", GPUPART__T_BOOL, ENV | FILE_ | DEV,
-                                   "true", "true: grow on demand; false: preallocate each partition"},
-    [GPUPART__OPT_MEMORY_FRACTION] = {"memory_fraction", "GPUPART_MEMORY_FRACTION", GPUPART__T_SHARE,
-                                      ENV | FILE_ | DEV, "1.0", "share of each device's total this process may use"},
-    [GPUPART__OPT_MEMORY_LIMIT] = {"memory_limit", "GPUPART_MEMORY_LIMIT", GPUPART__T_LIMIT, ENV | FILE_ | DEV,
-                                   "none", "absolute cap on this process's budget per device"},
-    [GPUPART__OPT_MEMORY_FRACTION_MAX] = {"memory_fraction_max", "GPUPART_MEMORY_FRACTION_MAX", GPUPART__T_SHARE,
-                                          ENV | FILE_ | DEV, "1.0",
-                                          "operator's ceiling on memory_fraction, whoever sets it (descriptor included)"},
+    [GPUPART__OPT_ALLOW_GROWTH] = {"allow_growth", "GPUPART_ALLOW_GROWTH", GPUPART__T_BOOL, ENV | FILE_ | DEV, "true",
+                                   "true: grow on demand; false: preallocate each partition"},
+    [GPUPART__OPT_MEMORY_FRACTION] = {"memory_fraction", "GPUPART_MEMORY_FRACTION", GPUPART__T_SHARE, ENV | FILE_ | DEV,
+                                      "1.0", "share of each device's total this process may use"},
+    [GPUPART__OPT_MEMORY_LIMIT] = {"memory_limit", "GPUPART_MEMORY_LIMIT", GPUPART__T_LIMIT, ENV | FILE_ | DEV, "none",
+                                   "absolute cap on this process's budget per device"},
+    [GPUPART__OPT_MEMORY_FRACTION_MAX] =
+        {"memory_fraction_max", "GPUPART_MEMORY_FRACTION_MAX", GPUPART__T_SHARE, ENV | FILE_ | DEV, "1.0",
+         "operator's ceiling on memory_fraction, whoever sets it (descriptor included)"},
     [GPUPART__OPT_MEMORY_LIMIT_MAX] = {"memory_limit_max", "GPUPART_MEMORY_LIMIT_MAX", GPUPART__T_LIMIT,
                                        ENV | FILE_ | DEV, "none",
                                        "operator's ceiling on memory_limit, whoever sets it (descriptor included)"},
     [GPUPART__OPT_HEADROOM] = {"headroom", "GPUPART_HEADROOM", GPUPART__T_BYTES, ENV | FILE_ | DEV, "0",
                                "bytes left to the driver and other libraries"},
-    [GPUPART__OPT_GRANULARITY] = {"granularity", "GPUPART_GRANULARITY", GPUPART__T_POW2, ENV | FILE_ | DEV,
-                                  "2MiB", "limits round down and blocks round up to it (a power of two)"},
+    [GPUPART__OPT_GRANULARITY] = {"granularity", "GPUPART_GRANULARITY", GPUPART__T_POW2, ENV | FILE_ | DEV, "2MiB",
+                                  "limits round down and blocks round up to it (a power of two)"},
     [GPUPART__OPT_RELEASE_THRESHOLD] = {"release_threshold", "GPUPART_RELEASE_THRESHOLD", GPUPART__T_LIMIT,
                                         ENV | FILE_ | DEV, "none",
                                         "cached empty bytes a partition keeps; none = keep all until trim"},
@@ -65,10 +65,10 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
                             "record every allocation as an .ops trace in this file (%p = the process id)"},
     [GPUPART__OPT_CUDA_LIBRARY] = {"cuda_library", "GPUPART_CUDA_LIBRARY", GPUPART__T_PATH, ENV | FILE_, NULL,
                                    "another path for libcuda.so.1"},
-    [GPUPART__OPT_OPENCL_LIBRARY] = {"opencl_library", "GPUPART_OPENCL_LIBRARY", GPUPART__T_PATH, ENV | FILE_,
-                                     NULL, "another path for libOpenCL.so.1"},
-    [GPUPART__OPT_VULKAN_LIBRARY] = {"vulkan_library", "GPUPART_VULKAN_LIBRARY", GPUPART__T_PATH, ENV | FILE_,
-                                     NULL, "another path for libvulkan.so.1"},
+    [GPUPART__OPT_OPENCL_LIBRARY] = {"opencl_library", "GPUPART_OPENCL_LIBRARY", GPUPART__T_PATH, ENV | FILE_, NULL,
+                                     "another path for libOpenCL.so.1"},
+    [GPUPART__OPT_VULKAN_LIBRARY] = {"vulkan_library", "GPUPART_VULKAN_LIBRARY", GPUPART__T_PATH, ENV | FILE_, NULL,
+                                     "another path for libvulkan.so.1"},
 };
 
 int gpupart__option_by_key(const char *key) {
@@ -141,8 +141,7 @@ typedef struct decimal {
 static int parse_whole(const char **s, uint64_t *v) {
   *v = 0;
   for (; isdigit((unsigned char)**s); (*s)++)
-    if (__builtin_mul_overflow(*v, 10, v) || __builtin_add_overflow(*v, (uint64_t)(**s - '0'), v))
-      return -1;
+    if (__builtin_mul_overflow(*v, 10, v) || __builtin_add_overflow(*v, (uint64_t)(**s - '0'), v)) return -1;
   return 0;
 }
 
@@ -181,8 +180,14 @@ typedef struct unit {
 } unit;
 
 static const unit units[] = {
-    {"B", 1},           {"KB", 1000ull},        {"MB", 1000000ull},     {"GB", 1000000000ull},
-    {"TB", 1000000000000ull}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
+    {"B", 1},
+    {"KB", 1000ull},
+    {"MB", 1000000ull},
+    {"GB", 1000000000ull},
+    {"TB", 1000000000000ull},
+    {"KiB", 1ull << 10},
+    {"MiB", 1ull << 20},
+    {"GiB", 1ull << 30},
     {"TiB", 1ull << 40},
 };
 
@@ -204,7 +209,7 @@ static int to_share(const decimal *d, double divisor, const char *text, double *
   long double v = ((long double)d->whole + (long double)d->frac / (long double)d->scale) / divisor;
   if (v > 1.0L)
     return gpupart__say(err, n, "'%s' is above %s", GPUPART__ECHO(text),
-               divisor > 1 ? "100%" : "1 (a share is at most 1.0 or 100%)");
+                        divisor > 1 ? "100%" : "1 (a share is at most 1.0 or 100%)");
   *out = (double)v;
   return 0;
 }
@@ -214,17 +219,17 @@ static int amount_bytes(const decimal *d, const char *unit_text, const char *tex
   const unit *u = *unit_text ? find_unit(unit_text) : &units[0];
   if (!u)
     return gpupart__say(err, n, "'%s' has an unknown unit '%s' (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)",
-               GPUPART__ECHO(text),
-               unit_text);
+                        GPUPART__ECHO(text), unit_text);
   if (!(accept & GPUPART__ACCEPT_BYTES))
     return gpupart__say(err, n, "'%s' is bytes, but a share is expected (0.6 or 60%%)", GPUPART__ECHO(text));
-  if (scale_bytes(d, u->mult, &out->bytes)) return gpupart__say(err, n, "'%s' overflows 64 bits of bytes", GPUPART__ECHO(text));
+  if (scale_bytes(d, u->mult, &out->bytes))
+    return gpupart__say(err, n, "'%s' overflows 64 bits of bytes", GPUPART__ECHO(text));
   out->is_share = 0;
   return 0;
 }
 
-static int amount_share(const decimal *d, double divisor, const char *text, unsigned accept,
-                        gpupart__amount *out, char *err, size_t n) {
+static int amount_share(const decimal *d, double divisor, const char *text, unsigned accept, gpupart__amount *out,
+                        char *err, size_t n) {
   if (!(accept & GPUPART__ACCEPT_SHARE))
     return gpupart__say(err, n, "'%s' is a share, but bytes are expected (e.g. 512MiB)", GPUPART__ECHO(text));
   out->is_share = 1;
@@ -240,7 +245,7 @@ int gpupart__parse_amount(const char *s, unsigned accept, gpupart__amount *out, 
   if (parse_decimal(&p, text, &d, err, n)) return -1;
   if (*p == ',' && isdigit((unsigned char)p[1]))
     return gpupart__say(err, n, "'%s' has a decimal comma: write a decimal point (%llu.%s)", GPUPART__ECHO(text),
-               (unsigned long long)d.whole, p + 1);
+                        (unsigned long long)d.whole, p + 1);
   while (*p == ' ') p++;
   *out = (gpupart__amount){0};
   if (strcmp(p, "%") == 0) return amount_share(&d, 100.0, text, accept, out, err, n);
@@ -302,7 +307,8 @@ static int parse_backends(const char *s, gpupart__value *v, char *err, size_t n)
     char item[16];
     int b;
     next_piece(&p, end, ',', &piece, &len);
-    if (trimmed(piece, len, item, sizeof item)) return gpupart__say(err, n, "unknown backend in '%s'", GPUPART__ECHO(s));
+    if (trimmed(piece, len, item, sizeof item))
+      return gpupart__say(err, n, "unknown backend in '%s'", GPUPART__ECHO(s));
     if (backend_item(item, &b, err, n) || add_backend(v, b, item, err, n)) return -1;
   } while (piece + len < end);
   return 0;
@@ -339,8 +345,10 @@ int gpupart__selector_rank(const gpupart__selector *sel) {
 
 static int parse_path(const gpupart__option *o, const char *s, char *err, size_t n) {
   if (!*s) return gpupart__say(err, n, "the path is empty");
-  if (strlen(s) >= GPUPART__PATH_MAX) return gpupart__say(err, n, "the path is longer than %d bytes", GPUPART__PATH_MAX - 1);
-  if (o->type == GPUPART__T_DIR && *s != '/') return gpupart__say(err, n, "'%s' is not an absolute path", GPUPART__ECHO(s));
+  if (strlen(s) >= GPUPART__PATH_MAX)
+    return gpupart__say(err, n, "the path is longer than %d bytes", GPUPART__PATH_MAX - 1);
+  if (o->type == GPUPART__T_DIR && *s != '/')
+    return gpupart__say(err, n, "'%s' is not an absolute path", GPUPART__ECHO(s));
   return 0;
 }
 
@@ -359,7 +367,8 @@ static int parse_visible(const char *s, gpupart__value *v, char *err, size_t n) 
     if (parse_index(item, &idx, err, n)) return -1;
     for (uint32_t i = 0; i < v->nvisible; i++)
       if (v->visible[i] == idx) return gpupart__say(err, n, "device %u is listed twice in '%s'", idx, GPUPART__ECHO(s));
-    if (v->nvisible == GPUPART__MAX_VISIBLE) return gpupart__say(err, n, "more than %d devices listed", GPUPART__MAX_VISIBLE);
+    if (v->nvisible == GPUPART__MAX_VISIBLE)
+      return gpupart__say(err, n, "more than %d devices listed", GPUPART__MAX_VISIBLE);
     v->visible[v->nvisible++] = idx;
   } while (piece + len < end);
   v->u = v->visible[0];
@@ -375,7 +384,8 @@ static int parse_bytes(gpupart__type t, const char *s, uint64_t *out, char *err,
   if (gpupart__parse_amount(s, GPUPART__ACCEPT_BYTES, &a, err, n)) return -1;
   if (t != GPUPART__T_BYTES && a.bytes == 0) return gpupart__say(err, n, "'%s' must be above 0", GPUPART__ECHO(s));
   if (t == GPUPART__T_POW2 && (a.bytes & (a.bytes - 1)))
-    return gpupart__say(err, n, "'%s' (%llu bytes) is not a power of two", GPUPART__ECHO(s), (unsigned long long)a.bytes);
+    return gpupart__say(err, n, "'%s' (%llu bytes) is not a power of two", GPUPART__ECHO(s),
+                        (unsigned long long)a.bytes);
   *out = a.bytes;
   return 0;
 }
@@ -395,7 +405,8 @@ static int parse_factor(const char *s, double *out, char *err, size_t n) {
   if (parse_decimal(&p, s, &d, err, n)) return -1;
   if (*p) return gpupart__say(err, n, "'%s' is not a number (a growth factor: 1.5, 2 or 4)", GPUPART__ECHO(s));
   long double v = (long double)d.whole + (long double)d.frac / (long double)d.scale;
-  if (v < 1.0L) return gpupart__say(err, n, "'%s' is below 1: each block would be smaller than the last", GPUPART__ECHO(s));
+  if (v < 1.0L)
+    return gpupart__say(err, n, "'%s' is below 1: each block would be smaller than the last", GPUPART__ECHO(s));
   *out = (double)v;
   return 0;
 }
@@ -452,10 +463,12 @@ int gpupart__check_name(const char *name, char *err, size_t n) {
   size_t len = strlen(name);
   if (!len) return gpupart__say(err, n, "a partition name is empty");
   if (len >= GPUPART__NAME_MAX)
-    return gpupart__say(err, n, "partition name '%s' is longer than %d characters", GPUPART__ECHO(name), GPUPART__NAME_MAX - 1);
+    return gpupart__say(err, n, "partition name '%s' is longer than %d characters", GPUPART__ECHO(name),
+                        GPUPART__NAME_MAX - 1);
   for (const char *p = name; *p; p++)
     if (!isalnum((unsigned char)*p) && !strchr("_.-", *p))
-      return gpupart__say(err, n, "partition name '%s' may hold only letters, digits, '_', '.' and '-'", GPUPART__ECHO(name));
+      return gpupart__say(err, n, "partition name '%s' may hold only letters, digits, '_', '.' and '-'",
+                          GPUPART__ECHO(name));
   return 0;
 }
 
@@ -469,10 +482,11 @@ int gpupart__check_pspec(const gpupart__pspec *p, char *err, size_t n) {
   return 0;
 }
 
-static int parse_item_amount(const char *s, size_t len, const gpupart__pspec *p, gpupart__amount *a,
-                             const char *what, char *err, size_t n) {
+static int parse_item_amount(const char *s, size_t len, const gpupart__pspec *p, gpupart__amount *a, const char *what,
+                             char *err, size_t n) {
   char text[64], why[GPUPART__ERR_MAX];
-  if (trimmed(s, len, text, sizeof text)) return gpupart__say(err, n, "partition '%s': the %s is too long", p->name, what);
+  if (trimmed(s, len, text, sizeof text))
+    return gpupart__say(err, n, "partition '%s': the %s is too long", p->name, what);
   if (gpupart__parse_amount(text, GPUPART__ACCEPT_BYTES | GPUPART__ACCEPT_SHARE, a, why, sizeof why) == 0) return 0;
   return gpupart__say(err, n, "partition '%s': %s: %s", p->name, what, why);
 }
@@ -501,8 +515,8 @@ static int same_device(const gpupart__selector *a, const gpupart__selector *b) {
   return a->set == b->set && a->backend == b->backend && a->index == b->index;
 }
 
-static int append_spec(const gpupart__pspec *p, gpupart__pspec *out, uint32_t cap, uint32_t *count,
-                       char *err, size_t n) {
+static int append_spec(const gpupart__pspec *p, gpupart__pspec *out, uint32_t cap, uint32_t *count, char *err,
+                       size_t n) {
   for (uint32_t i = 0; i < *count; i++)
     if (strcmp(out[i].name, p->name) == 0 && same_device(&out[i].dev, &p->dev))
       return gpupart__say(err, n, "partition '%s' is declared twice for the same device", p->name);
@@ -512,8 +526,8 @@ static int append_spec(const gpupart__pspec *p, gpupart__pspec *out, uint32_t ca
 }
 
 /* [selector=]item,item,... */
-static int parse_group(const char *s, size_t len, gpupart__pspec *out, uint32_t cap, uint32_t *count,
-                       char *err, size_t n) {
+static int parse_group(const char *s, size_t len, gpupart__pspec *out, uint32_t cap, uint32_t *count, char *err,
+                       size_t n) {
   const char *end = s + len, *eq = memchr(s, '=', len), *piece;
   gpupart__selector sel = {0};
   if (eq) {
@@ -531,8 +545,7 @@ static int parse_group(const char *s, size_t len, gpupart__pspec *out, uint32_t 
   return 0;
 }
 
-int gpupart__parse_partitions(const char *s, gpupart__pspec *out, uint32_t cap, uint32_t *count,
-                              char *err, size_t n) {
+int gpupart__parse_partitions(const char *s, gpupart__pspec *out, uint32_t cap, uint32_t *count, char *err, size_t n) {
   uint32_t start = *count;
   const char *end = s + strlen(s), *piece;
   size_t len;

@@ -13,10 +13,10 @@
 #include "registry.h"
 
 #define GPUPART__MAX_BACKENDS 4
-#define GPUPART__NAME_MAX 64   /* a partition name, with its NUL */
-#define GPUPART__PATH_MAX 1024 /* a path value, with its NUL */
-#define GPUPART__MAX_PARTS 64  /* partitions declared by one source layer */
-#define GPUPART__ERR_MAX 256   /* what a parser says is wrong */
+#define GPUPART__NAME_MAX 64    /* a partition name, with its NUL */
+#define GPUPART__PATH_MAX 1024  /* a path value, with its NUL */
+#define GPUPART__MAX_PARTS 64   /* partitions declared by one source layer */
+#define GPUPART__ERR_MAX 256    /* what a parser says is wrong */
 #define GPUPART__MAX_VISIBLE 16 /* entries of a visible-device list (GPUPART_DEVICE) */
 #define GPUPART__ECHO_MAX 288   /* a shortened, escaped echo of user text (gpupart__echo) */
 
@@ -69,11 +69,11 @@ typedef enum gpupart__type {
 #define GPUPART__IN_DEVICE 0x4u /* [device B:I] sections and the per-device form B:I=value */
 
 typedef struct gpupart__option {
-  const char *key;  /* INI key */
-  const char *env;  /* environment variable */
+  const char *key; /* INI key */
+  const char *env; /* environment variable */
   gpupart__type type;
-  unsigned where;   /* GPUPART__IN_* */
-  const char *def;  /* default, in the value syntax; NULL = none */
+  unsigned where;  /* GPUPART__IN_* */
+  const char *def; /* default, in the value syntax; NULL = none */
   const char *doc;
 } gpupart__option;
 
@@ -129,8 +129,8 @@ typedef struct gpupart__value {
   double share;  /* SHARE */
   double factor; /* FACTOR */
   uint8_t backends[GPUPART__MAX_BACKENDS];
-  uint32_t nbackends; /* BACKENDS; 0 = auto */
-  const char *str;    /* PATH, DIR: set by the caller, which owns the string */
+  uint32_t nbackends;                     /* BACKENDS; 0 = auto */
+  const char *str;                        /* PATH, DIR: set by the caller, which owns the string */
   uint32_t visible[GPUPART__MAX_VISIBLE]; /* VISIBLE: physical index of program index i */
   uint32_t nvisible;                      /* VISIBLE; 0 = every device, unmapped */
 } gpupart__value;
@@ -149,11 +149,11 @@ void gpupart__option_format(gpupart__opt o, const gpupart__value *v, char *buf, 
 /* One partition declared by configuration. */
 typedef struct gpupart__pspec {
   char name[GPUPART__NAME_MAX];
-  gpupart__selector dev;     /* unset = the default device */
-  gpupart__amount size;      /* share of the budget, or bytes */
-  gpupart__amount guarantee; /* the same; 0 = none */
+  gpupart__selector dev;      /* unset = the default device */
+  gpupart__amount size;       /* share of the budget, or bytes */
+  gpupart__amount guarantee;  /* the same; 0 = none */
   int has_size;               /* 1; 0 while a file section has none; -1 after a bad one */
-  int growth;                /* GPUPART_GROWTH_*; DEFAULT = the device's */
+  int growth;                 /* GPUPART_GROWTH_*; DEFAULT = the device's */
   uint64_t release_threshold; /* 0 = the device's */
   gpupart__source src;
 } gpupart__pspec;
@@ -165,7 +165,6 @@ int gpupart__check_pspec(const gpupart__pspec *p, char *err, size_t n);
 /* Parses "name:size[:guarantee],..." groups separated by ';', each optionally prefixed by
  * "backend:index=". Appends to out (capacity cap, *count in and out); names must be unique
  * per device selector. Returns 0, or -1 with err filled and *count unchanged. */
-int gpupart__parse_partitions(const char *s, gpupart__pspec *out, uint32_t cap, uint32_t *count,
-                              char *err, size_t n);
+int gpupart__parse_partitions(const char *s, gpupart__pspec *out, uint32_t cap, uint32_t *count, char *err, size_t n);
 
 #endif

@@ -23,8 +23,8 @@ int gpupart__settings_target(const gpupart__config *c, const gpupart__settings_i
   gpupart__config_get(c, GPUPART__OPT_DEVICE, GPUPART_BACKEND_AUTO, 0, dv);
   gpupart__config_get(c, GPUPART__OPT_BACKEND, GPUPART_BACKEND_AUTO, 0, &s->v[GPUPART__OPT_BACKEND]);
   if (d->backend != GPUPART_BACKEND_AUTO)
-    s->v[GPUPART__OPT_BACKEND] = (gpupart__value){.set = 1, .src = descriptor, .nbackends = 1,
-                                                  .backends = {(uint8_t)d->backend}};
+    s->v[GPUPART__OPT_BACKEND] =
+        (gpupart__value){.set = 1, .src = descriptor, .nbackends = 1, .backends = {(uint8_t)d->backend}};
   if (in->exact || !dv->nvisible) {
     if (in->exact || d->index) *dv = (gpupart__value){.set = 1, .src = descriptor, .u = d->index};
     s->index = d->index;
@@ -36,8 +36,8 @@ int gpupart__settings_target(const gpupart__config *c, const gpupart__settings_i
   if (dv->src.line) snprintf(shown, sizeof shown, "device = %s at %s", list, GPUPART__ECHO(where));
   else snprintf(shown, sizeof shown, "%s=%s", where, list);
   if (d->index >= dv->nvisible)
-    return gpupart__fail(GPUPART_ENODEV, "device_open: index %u: only %u device%s visible (%s)", d->index,
-                         dv->nvisible, dv->nvisible == 1 ? "" : "s", shown);
+    return gpupart__fail(GPUPART_ENODEV, "device_open: index %u: only %u device%s visible (%s)", d->index, dv->nvisible,
+                         dv->nvisible == 1 ? "" : "s", shown);
   s->index = dv->visible[d->index];
   return GPUPART_OK;
 }

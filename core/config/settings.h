@@ -35,8 +35,8 @@ typedef struct gpupart__settings_in {
    * set GPUPART_CONTEXT_IGNORE_ENV. */
   const char *config_path, *ledger_dir;
   int ignore_env;
-  gpupart_backend backend;          /* the backend chosen (AUTO before one is) */
-  const gpupart_device_info *info;  /* the device as its backend reports it; NULL before it is open */
+  gpupart_backend backend;         /* the backend chosen (AUTO before one is) */
+  const gpupart_device_info *info; /* the device as its backend reports it; NULL before it is open */
 } gpupart__settings_in;
 
 /* The physical device index and the backend preference of a device open, before a backend

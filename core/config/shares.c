@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #define CGROUP_FILE_MAX 8192 /* a larger cgroup file is refused, never read in part */
-#define CGROUP_DEPTH_MAX 32   /* cgroup levels walked up from the process's own */
+#define CGROUP_DEPTH_MAX 32  /* cgroup levels walked up from the process's own */
 
 gpupart__cgroup_paths gpupart__cgroup = {"/proc/self/cgroup", "/sys/fs/cgroup"};
 
@@ -165,8 +165,9 @@ static int cgroup_path(gpupart__config *c, const char *text, char *out, size_t n
   int bad = len >= n || out[0] != '/' || strstr(out, "/../") || strstr(out, "/./") ||
             (len >= 3 && !strcmp(out + len - 3, "/..")) || (len >= 2 && !strcmp(out + len - 2, "/."));
   for (const char *p = out; !bad && *p; p++) bad = (unsigned char)*p < 0x20 || *p == 0x7f;
-  if (bad) warn(c, "%s: the cgroup path '%s' is refused: dmem.max is not read", gpupart__cgroup.proc_cgroup,
-                GPUPART__ECHO(out));
+  if (bad)
+    warn(c, "%s: the cgroup path '%s' is refused: dmem.max is not read", gpupart__cgroup.proc_cgroup,
+         GPUPART__ECHO(out));
   return bad ? -1 : 0;
 }
 
@@ -210,8 +211,9 @@ static void dmem_file(gpupart__config *c, const char *dir, const char *cgroup) {
   char path[GPUPART__PATH_MAX + 32], source[160], buf[CGROUP_FILE_MAX];
   snprintf(path, sizeof path, "%s%s/dmem.max", gpupart__cgroup.root, dir);
   int rc = read_small(path, buf, sizeof buf);
-  if (rc == -2) warn(c, "%s: unreadable, larger than %d bytes or holding a NUL byte: ignored", GPUPART__ECHO(path),
-                     CGROUP_FILE_MAX - 1);
+  if (rc == -2)
+    warn(c, "%s: unreadable, larger than %d bytes or holding a NUL byte: ignored", GPUPART__ECHO(path),
+         CGROUP_FILE_MAX - 1);
   if (rc) return;
   snprintf(source, sizeof source, "dmem.max of cgroup %s", GPUPART__ECHO(cgroup[0] ? cgroup : "/"));
   for (char *line = buf, *next; line; line = next) {

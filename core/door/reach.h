@@ -7,11 +7,11 @@
 
 /* One configured device that no open on this machine can reach, and why. */
 typedef struct gpupart__unreachable {
-  gpupart__source src;                    /* the first value, or the partition, that names it */
-  gpupart__selector sel;                  /* the device as written */
-  char what[GPUPART__NAME_MAX + 96];      /* "[device cuda:0]", "GPUPART_MEMORY_LIMIT's entry 1",
-                                             "partition 'train' on cuda:0" */
-  char why[GPUPART__MSG_MAX];             /* "cuda: cannot load ...", "vulkan: 1 device", ... */
+  gpupart__source src;               /* the first value, or the partition, that names it */
+  gpupart__selector sel;             /* the device as written */
+  char what[GPUPART__NAME_MAX + 96]; /* "[device cuda:0]", "GPUPART_MEMORY_LIMIT's entry 1",
+                                        "partition 'train' on cuda:0" */
+  char why[GPUPART__MSG_MAX];        /* "cuda: cannot load ...", "vulkan: 1 device", ... */
 } gpupart__unreachable;
 
 typedef void (*gpupart__unreachable_fn)(const gpupart__unreachable *u, void *user);

@@ -101,8 +101,8 @@ typedef struct gpupart__ledger_ops {
   /* An entry named name (copied) for member m. EEXIST when the ledger has that name;
    * ELIMIT when the guarantees would sum past the budget, or limit exceeds the budget;
    * EINVAL when m is not a member; ENOMEM. */
-  int (*add)(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
-             uint64_t guarantee, gpupart__ledger_entry **out);
+  int (*add)(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit, uint64_t guarantee,
+             gpupart__ledger_entry **out);
   void (*remove)(gpupart__ledger *l, gpupart__ledger_entry *e); /* e->reserved must be 0 */
   /* The entry named name, of any member, or NULL. In a shared ledger an entry of another
    * process has no handle here: it is reported as a non-NULL handle that every other

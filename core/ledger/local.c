@@ -30,10 +30,10 @@ typedef struct local_ledger {
   const gpupart__hostmem *mem;
   pthread_mutex_t lock;
   uint64_t budget;
-  uint64_t guarantees;    /* sum of guarantees */
-  uint64_t reserved;      /* sum of reserved */
+  uint64_t guarantees; /* sum of guarantees */
+  uint64_t reserved;   /* sum of reserved */
   uint64_t peak_reserved;
-  uint64_t unused;        /* sum over entries of max(0, guarantee - reserved) */
+  uint64_t unused; /* sum over entries of max(0, guarantee - reserved) */
   gpupart__ledger_entry *entries;
   local_member *members;
   gpupart__ledger_member last_member; /* ids are never reused */
@@ -151,8 +151,8 @@ static gpupart__ledger_entry *new_entry(local_ledger *L, const char *name) {
   return e;
 }
 
-static int local_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
-                     uint64_t guarantee, gpupart__ledger_entry **out) {
+static int local_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit, uint64_t guarantee,
+                     gpupart__ledger_entry **out) {
   local_ledger *L = local(l);
   *out = NULL;
   gpupart__ledger_entry *e = new_entry(L, name);
@@ -213,8 +213,7 @@ static uint32_t local_list(gpupart__ledger *l, gpupart__ledger_member m, gpupart
 
 /* What e may still take: its own headroom, and the budget left after everything
  * reserved and the other partitions' unused guarantees. Lock held. */
-static uint64_t grantable_locked(const local_ledger *L, const gpupart__ledger_entry *e,
-                                 gpupart__refusal *bound) {
+static uint64_t grantable_locked(const local_ledger *L, const gpupart__ledger_entry *e, gpupart__refusal *bound) {
   uint64_t own = e->limit > e->reserved ? e->limit - e->reserved : 0;
   uint64_t others_unused = L->unused - unused_of(e);
   uint64_t taken = L->reserved + others_unused;
@@ -261,8 +260,7 @@ static uint64_t local_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gp
 static int local_set_limit(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t new_limit) {
   local_ledger *L = local(l);
   pthread_mutex_lock(&L->lock);
-  int rc = new_limit > L->budget ? GPUPART_ELIMIT
-           : e->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
+  int rc = new_limit > L->budget ? GPUPART_ELIMIT : e->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
   if (rc == GPUPART_OK) {
     e->limit = new_limit;
     if (e->guarantee > new_limit) {
@@ -299,10 +297,14 @@ static void local_reset_peak(gpupart__ledger *l, gpupart__ledger_entry *e) {
 
 /* Lock held: one entry's own invariants. */
 static int check_entry_locked(const local_ledger *L, const gpupart__ledger_entry *e, char *why, uint64_t n) {
-  if (e->reserved > e->limit) return gpupart__say(why, n, "partition '%s' holds %llu bytes above its limit %llu", e->name, (unsigned long long)e->reserved, (unsigned long long)e->limit);
+  if (e->reserved > e->limit)
+    return gpupart__say(why, n, "partition '%s' holds %llu bytes above its limit %llu", e->name,
+                        (unsigned long long)e->reserved, (unsigned long long)e->limit);
   if (e->guarantee > e->limit) return gpupart__say(why, n, "the guarantee of '%s' exceeds its limit", e->name);
   if (e->peak_reserved < e->reserved) return gpupart__say(why, n, "'%s' holds more than its peak", e->name);
-  if (!is_member_locked(L, e->member)) return gpupart__say(why, n, "'%s' belongs to member %llu, which left the ledger", e->name, (unsigned long long)e->member);
+  if (!is_member_locked(L, e->member))
+    return gpupart__say(why, n, "'%s' belongs to member %llu, which left the ledger", e->name,
+                        (unsigned long long)e->member);
   return 0;
 }
 
@@ -314,7 +316,8 @@ static int check_locked(const local_ledger *L, char *why, uint64_t n) {
     r += e->reserved;
     u += unused_of(e);
   }
-  if (g != L->guarantees || r != L->reserved || u != L->unused) return gpupart__say(why, n, "ledger sums differ from its entries");
+  if (g != L->guarantees || r != L->reserved || u != L->unused)
+    return gpupart__say(why, n, "ledger sums differ from its entries");
   if (g > L->budget) return gpupart__say(why, n, "guarantees sum past the budget");
   if (r > L->budget) return gpupart__say(why, n, "reserved bytes exceed the budget");
   if (L->peak_reserved < r) return gpupart__say(why, n, "the ledger holds more than its peak");

@@ -148,7 +148,8 @@ static int shares_full(const shm_ledger *L) {
     if (count[i] > count[top]) top = i;
   char who[160];
   gpupart__shm_describe_holder(L->h->member[top].pid, L->h->member[top].command, who, sizeof who);
-  return gpupart__fail(GPUPART_ENOMEM, "ledger %s: its share table is full: all %u shares (one per member of each "
+  return gpupart__fail(GPUPART_ENOMEM,
+                       "ledger %s: its share table is full: all %u shares (one per member of each "
                        "partition) are taken, %u of them by %s; destroy partitions or close device handles",
                        L->path, SHM_SHARES, count[top], who);
 }
@@ -160,8 +161,8 @@ static int new_part_locked(shm_ledger *L, const char *name, uint64_t limit, uint
   for (*part = 0; *part < SHM_PARTS; (*part)++)
     if (!h->part[*part].members) break;
   if (*part == SHM_PARTS)
-    return gpupart__fail(GPUPART_ENOMEM, "ledger %s: its partition table is full: all %u partitions are taken",
-                         L->path, SHM_PARTS);
+    return gpupart__fail(GPUPART_ENOMEM, "ledger %s: its partition table is full: all %u partitions are taken", L->path,
+                         SHM_PARTS);
   h->part[*part] = (shm_part){.limit = limit, .guarantee = guarantee};
   memcpy(h->part[*part].name, name, strlen(name) + 1);
   h->guarantees += guarantee;
@@ -217,8 +218,8 @@ static int add_or_join(gpupart__ledger *l, gpupart__ledger_member m, const char 
   return rc;
 }
 
-static int shm_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
-                   uint64_t guarantee, gpupart__ledger_entry **out) {
+static int shm_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit, uint64_t guarantee,
+                   gpupart__ledger_entry **out) {
   return add_or_join(l, m, name, limit, guarantee, 0, out);
 }
 
@@ -324,8 +325,10 @@ static gpupart__refusal reserve_locked(shm_ledger *L, shm_share *s, uint64_t byt
 }
 
 static gpupart__refusal gone(const shm_ledger *L) {
-  return gpupart__fail(GPUPART_ECORRUPT, "ledger %s no longer has this partition's share (its file was damaged, "
-                       "or this process was reaped as dead)", L->path);
+  return gpupart__fail(GPUPART_ECORRUPT,
+                       "ledger %s no longer has this partition's share (its file was damaged, "
+                       "or this process was reaped as dead)",
+                       L->path);
 }
 
 static gpupart__refusal shm_reserve(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t bytes) {

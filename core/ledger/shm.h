@@ -12,10 +12,9 @@
 
 /* Attaches to the shared ledger of device id in folder dir (never NULL or empty: the
  * ledger_dir option's default is the configuration's, not the ledger's), creating it
- * with budget when there is none; an existing ledger keeps its budget. ECONFIG (cannot open or create it, owned by another user, permissions other than 0600,
- * the folder full, another version's), ECORRUPT (not a ledger of this library and device,
- * or a damaged one), EBUSY (its lock held past the wait), ENOMEM; the message names the
- * file. */
+ * with budget when there is none; an existing ledger keeps its budget. ECONFIG (cannot open or create it, owned by
+ * another user, permissions other than 0600, the folder full, another version's), ECORRUPT (not a ledger of this
+ * library and device, or a damaged one), EBUSY (its lock held past the wait), ENOMEM; the message names the file. */
 int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
                                const char *dir, gpupart__ledger **out);
 

@@ -57,7 +57,8 @@ int gpupart__shm_other_version(int fd, const char *path) {
   if (pread(fd, &head, sizeof head, 0) != (ssize_t)sizeof head || head.magic != SHM_MAGIC ||
       head.version == SHM_VERSION)
     return GPUPART_OK;
-  return gpupart__fail(GPUPART_ECONFIG, "ledger %s is a version %u ledger; this library reads version %u only: "
+  return gpupart__fail(GPUPART_ECONFIG,
+                       "ledger %s is a version %u ledger; this library reads version %u only: "
                        "stop the processes of the other gpupart version that still use the device, then remove "
                        "the file (or set GPUPART_LEDGER_DIR to another folder): refused",
                        path, head.version, SHM_VERSION);
@@ -246,8 +247,10 @@ static int check_part(const shm_header *h, uint32_t i, char *why, uint64_t n) {
       r = gpupart__shm_add(r, h->share[k].reserved);
     }
   if (strnlen(p->name, SHM_NAME) == SHM_NAME) return gpupart__say(why, n, "a shared partition's name is unterminated");
-  if (p->reserved > p->limit || p->guarantee > p->limit) return gpupart__say(why, n, "shared partition '%s' exceeds its limit", p->name);
-  if (members != p->members || r != p->reserved) return gpupart__say(why, n, "shared partition '%s' differs from its members' shares", p->name);
+  if (p->reserved > p->limit || p->guarantee > p->limit)
+    return gpupart__say(why, n, "shared partition '%s' exceeds its limit", p->name);
+  if (members != p->members || r != p->reserved)
+    return gpupart__say(why, n, "shared partition '%s' differs from its members' shares", p->name);
   return 0;
 }
 
@@ -286,7 +289,8 @@ int gpupart__shm_check(const shm_header *h, char *why, uint64_t n) {
     r = gpupart__shm_add(r, p->reserved);
     u = gpupart__shm_add(u, gpupart__shm_unused(p));
   }
-  if (g != h->guarantees || r != h->reserved || u != h->unused) return gpupart__say(why, n, "shared ledger sums differ from its partitions");
+  if (g != h->guarantees || r != h->reserved || u != h->unused)
+    return gpupart__say(why, n, "shared ledger sums differ from its partitions");
   if (g > h->budget || r > h->budget) return gpupart__say(why, n, "the shared ledger is past its budget");
   return 0;
 }
@@ -312,7 +316,7 @@ size_t gpupart__ledger_shm_field(const char *name) {
     const char *name;
     size_t at;
   } fields[] = {{"identity", offsetof(shm_header, identity)}, {"epoch", offsetof(shm_header, epoch)},
-                {"seq", offsetof(shm_header, seq)},       {"holder_pid", offsetof(shm_header, holder_pid)},
+                {"seq", offsetof(shm_header, seq)},           {"holder_pid", offsetof(shm_header, holder_pid)},
                 {"budget", offsetof(shm_header, budget)},     {"reserved", offsetof(shm_header, reserved)}};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
     if (strcmp(fields[i].name, name) == 0) return fields[i].at;

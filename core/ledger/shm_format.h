@@ -27,14 +27,14 @@
 #define SHM_PARTS 256u
 #define SHM_SHARES 512u
 #define SHM_NAME 64u
-#define SHM_LOCK_BASE ((off_t)1 << 32) /* member i's liveness byte: far past the data */
+#define SHM_LOCK_BASE ((off_t)1 << 32)          /* member i's liveness byte: far past the data */
 #define SHM_ATTACH_BASE (SHM_LOCK_BASE + 65536) /* attachment a's liveness byte */
 #define SHM_READERS (SHM_LOCK_BASE - 1)         /* held for reading by readers asking the members to make way */
 #define SHM_ATTACHMENTS 1024u                   /* attachments (one per context and file) at once */
 
 typedef struct shm_member {
-  uint64_t id; /* 0 = free; unique across files (a random base at creation) */
-  int64_t pid; /* for people reading the file; liveness is the lock */
+  uint64_t id;      /* 0 = free; unique across files (a random base at creation) */
+  int64_t pid;      /* for people reading the file; liveness is the lock */
   char command[16]; /* its process's name (comm) at join, for readers in other PID namespaces; NUL-padded,
                      * not terminated when all 16 bytes are used */
 } shm_member;
@@ -61,10 +61,10 @@ typedef struct shm_header {
   uint64_t magic;
   uint32_t version, size, members, parts, shares, pad;
   char identity[GPUPART__IDENTITY_MAX];
-  uint64_t epoch;   /* random, written at creation: a file made anew under the name has another */
-  uint32_t lock;    /* 0, or the holder's attachment slot + 1 (taken by compare-and-swap) */
+  uint64_t epoch; /* random, written at creation: a file made anew under the name has another */
+  uint32_t lock;  /* 0, or the holder's attachment slot + 1 (taken by compare-and-swap) */
   uint32_t pad2;
-  uint64_t seq;     /* even: as its last holder left it; odd: a holder is changing it (or died doing so) */
+  uint64_t seq;            /* even: as its last holder left it; odd: a holder is changing it (or died doing so) */
   int64_t holder_pid;      /* the lock's holder as it wrote itself (0 = none said), for messages */
   char holder_command[16]; /* and its comm, NUL-padded */
   uint64_t budget, guarantees, reserved, peak_reserved, unused, last_member;

@@ -52,21 +52,21 @@ typedef struct shm_ledger {
   pthread_mutex_t local;
   int fd;
   shm_header *h;
-  uint32_t attach;   /* this attachment's slot in the file (its liveness byte; the lock word names it + 1) */
-  uint64_t epoch;    /* the file's, when attached: another one means the file was made anew */
-  uint64_t looked;   /* when the file's size and links were last looked at (ns, CLOCK_MONOTONIC_COARSE) */
-  uint64_t way_looked; /* and whether a reader asks the members to make way */
+  uint32_t attach;            /* this attachment's slot in the file (its liveness byte; the lock word names it + 1) */
+  uint64_t epoch;             /* the file's, when attached: another one means the file was made anew */
+  uint64_t looked;            /* when the file's size and links were last looked at (ns, CLOCK_MONOTONIC_COARSE) */
+  uint64_t way_looked;        /* and whether a reader asks the members to make way */
   uint64_t way_ignored_until; /* not before this: a reader that asked for longer than SHM_WAY_MS */
   char path[4096];
-  int64_t pid;       /* this process as it names itself when it holds the lock */
+  int64_t pid; /* this process as it names itself when it holds the lock */
   char command[16];
-  int inherited;     /* in a child forked after the attachment was made (shm_guard.c): no member */
-  int lost;          /* atomic: the file was truncated or replaced under this process */
-  int stalled;       /* atomic: the last wait timed out, so the next ones are short */
-  int queued;        /* atomic: a handle or member slot has work queued for the next lock */
+  int inherited; /* in a child forked after the attachment was made (shm_guard.c): no member */
+  int lost;      /* atomic: the file was truncated or replaced under this process */
+  int stalled;   /* atomic: the last wait timed out, so the next ones are short */
+  int queued;    /* atomic: a handle or member slot has work queued for the next lock */
   /* Guarded by local and the file's lock: */
-  uint8_t mine[SHM_MEMBERS];      /* member slots this attachment holds the lock of */
-  uint64_t left[SHM_MEMBERS];     /* atomic: member ids that left while the lock could not be taken */
+  uint8_t mine[SHM_MEMBERS];  /* member slots this attachment holds the lock of */
+  uint64_t left[SHM_MEMBERS]; /* atomic: member ids that left while the lock could not be taken */
   shm_proxy proxy[SHM_MEMBERS];
   shm_retired *retired;
   uint32_t reaped;           /* dead members reaped since the lock was taken */

@@ -25,15 +25,19 @@ static int busy(shm_ledger *L, int waited) {
   for (int i = 0; i < 16; i++) command[i] = __atomic_load_n(&L->h->holder_command[i], __ATOMIC_RELAXED);
   gpupart__shm_describe_holder(__atomic_load_n(&L->h->holder_pid, __ATOMIC_RELAXED), command, who, sizeof who);
   __atomic_store_n(&L->stalled, 1, __ATOMIC_RELAXED);
-  return gpupart__fail(GPUPART_EBUSY, "ledger %s: its lock has been held for more than %d ms by %s, as the file names "
+  return gpupart__fail(GPUPART_EBUSY,
+                       "ledger %s: its lock has been held for more than %d ms by %s, as the file names "
                        "it (a stopped process?): the call fails rather than wait; the ledger works again once the "
-                       "holder runs on or dies", L->path, waited, who);
+                       "holder runs on or dies",
+                       L->path, waited, who);
 }
 
 int gpupart__shm_lost(const shm_ledger *L) {
-  return gpupart__fail(GPUPART_ECORRUPT, "ledger %s was truncated or made anew under this process (by another "
+  return gpupart__fail(GPUPART_ECORRUPT,
+                       "ledger %s was truncated or made anew under this process (by another "
                        "process or by hand): the device's shared accounting is lost here; close the device and open "
-                       "it again", L->path);
+                       "it again",
+                       L->path);
 }
 
 static uint64_t coarse_ns(void) {
@@ -86,9 +90,11 @@ static int settle(shm_ledger *L, uint64_t now) {
 
 int gpupart__shm_lock(shm_ledger *L) {
   if (L->inherited)
-    return gpupart__fail(GPUPART_EINVAL, "ledger %s: this process is a child forked from the one that opened the "
+    return gpupart__fail(GPUPART_EINVAL,
+                         "ledger %s: this process is a child forked from the one that opened the "
                          "device, and no member of its shared ledger: its parent's partitions are not its own to "
-                         "grow or release (open the device in the child)", L->path);
+                         "grow or release (open the device in the child)",
+                         L->path);
   int wait = __atomic_load_n(&L->stalled, __ATOMIC_RELAXED) ? SHM_STALLED_WAIT_MS : SHM_LOCK_WAIT_MS;
   if (pthread_mutex_trylock(&L->local) != 0) {
     struct timespec deadline = gpupart__shm_deadline(wait);
@@ -125,4 +131,3 @@ void gpupart__shm_unlock(shm_ledger *L) {
   L->pending_bytes = gpupart__shm_add(L->pending_bytes, bytes);
   gpupart__lock_release(&L->pending_lock);
 }
-

@@ -50,10 +50,13 @@ static int make_successor(shm_ledger *L, int fd, shm_header **n) {
 }
 
 static int adopt_successor(shm_ledger *L, int fd, const struct stat *st, shm_header **n) {
-  if ((uint64_t)st->st_size != sizeof **n || gpupart__shm_other_version(fd, L->path) || gpupart__shm_map(fd, L->path, n))
+  if ((uint64_t)st->st_size != sizeof **n || gpupart__shm_other_version(fd, L->path) ||
+      gpupart__shm_map(fd, L->path, n))
     return -1;
   return gpupart__shm_header_ok(*n) && (*n)->budget &&
-                 strncmp((*n)->identity, L->base.id.key, sizeof(*n)->identity) == 0 ? 0 : -1;
+                 strncmp((*n)->identity, L->base.id.key, sizeof(*n)->identity) == 0
+             ? 0
+             : -1;
 }
 
 static int lock_successor(move *m) {

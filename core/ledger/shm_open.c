@@ -31,8 +31,10 @@ static int map_guarded(shm_ledger *L) {
 static int create_file(shm_ledger *L, const char *dir, uint64_t budget) {
   int err = posix_fallocate(L->fd, 0, sizeof(shm_header));
   if (err)
-    return gpupart__fail(GPUPART_ECONFIG, "ledger %s: cannot reserve %zu bytes in %s (%s); free space there or set "
-                         "GPUPART_LEDGER_DIR to another folder", L->path, sizeof(shm_header), dir, strerror(err));
+    return gpupart__fail(GPUPART_ECONFIG,
+                         "ledger %s: cannot reserve %zu bytes in %s (%s); free space there or set "
+                         "GPUPART_LEDGER_DIR to another folder",
+                         L->path, sizeof(shm_header), dir, strerror(err));
   int rc = map_guarded(L);
   if (rc == GPUPART_OK) gpupart__shm_init_header(L->h, &L->base.id, budget);
   return rc;
@@ -51,9 +53,10 @@ static int attach_file(shm_ledger *L, const struct stat *st) {
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: not a gpupart %u ledger (bad magic, version or size): refused",
                          L->path, SHM_VERSION);
   if (strncmp(L->h->identity, L->base.id.key, sizeof L->h->identity))
-    return gpupart__fail(GPUPART_ECORRUPT, "ledger %s is not the ledger of %s (its header names device '%.*s'): "
-                         "refused", L->path, L->base.id.key, (int)strnlen(L->h->identity, sizeof L->h->identity),
-                         L->h->identity);
+    return gpupart__fail(GPUPART_ECORRUPT,
+                         "ledger %s is not the ledger of %s (its header names device '%.*s'): "
+                         "refused",
+                         L->path, L->base.id.key, (int)strnlen(L->h->identity, sizeof L->h->identity), L->h->identity);
   L->epoch = L->h->epoch;
   return GPUPART_OK;
 }
@@ -63,8 +66,10 @@ static int open_file(shm_ledger *L, const char *dir, uint64_t budget) {
   gpupart__ledger_shm_path(dir, &L->base.id, L->path, sizeof L->path);
   L->fd = open(L->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (L->fd < 0)
-    return gpupart__fail(GPUPART_ECONFIG, "ledger %s: %s (the folder is ledger_dir: GPUPART_LEDGER_DIR, the file's "
-                         "ledger_dir or /dev/shm)", L->path, strerror(errno));
+    return gpupart__fail(GPUPART_ECONFIG,
+                         "ledger %s: %s (the folder is ledger_dir: GPUPART_LEDGER_DIR, the file's "
+                         "ledger_dir or /dev/shm)",
+                         L->path, strerror(errno));
   flock(L->fd, LOCK_EX); /* one process sets a new file up; the others wait for it */
   int rc = gpupart__shm_check_owner(L->fd, L->path, &st);
   if (rc == GPUPART_OK && st.st_size == 0) {
@@ -96,7 +101,8 @@ static int any_live_locked(shm_ledger *L, uint32_t *live) {
 static int zero_budget(const shm_ledger *L, uint32_t live) {
   char who[160];
   gpupart__shm_describe_holder(L->h->member[live].pid, L->h->member[live].command, who, sizeof who);
-  return gpupart__fail(GPUPART_ECORRUPT, "ledger %s records a budget of 0 bytes, which no gpupart process writes: "
+  return gpupart__fail(GPUPART_ECORRUPT,
+                       "ledger %s records a budget of 0 bytes, which no gpupart process writes: "
                        "the file is damaged; stop the processes that use it (%s among them), then remove it",
                        L->path, who);
 }

@@ -15,7 +15,6 @@ shm_share *gpupart__shm_share_of(shm_ledger *L, const gpupart__ledger_entry *e) 
   return s->member == x->member && gpupart__shm_share_valid(L->h, s) ? s : NULL;
 }
 
-
 void gpupart__shm_set_reserved_locked(shm_header *h, shm_part *p, shm_share *s, uint64_t reserved) {
   h->unused = gpupart__shm_sub0(h->unused, gpupart__shm_unused(p));
   h->reserved = gpupart__shm_add(gpupart__shm_sub0(h->reserved, s->reserved), reserved);

@@ -50,8 +50,8 @@ static int sized(const reading *r) {
   struct stat st;
   int rc = gpupart__shm_other_version(r->fd, r->path);
   if (rc == GPUPART_OK && fstat(r->fd, &st) == 0 && (uint64_t)st.st_size != sizeof(shm_header))
-    rc = gpupart__fail(GPUPART_ECORRUPT, "ledger %s has %lld bytes, not the %zu of a gpupart ledger: refused",
-                       r->path, (long long)st.st_size, sizeof(shm_header));
+    rc = gpupart__fail(GPUPART_ECORRUPT, "ledger %s has %lld bytes, not the %zu of a gpupart ledger: refused", r->path,
+                       (long long)st.st_size, sizeof(shm_header));
   return rc;
 }
 
@@ -113,8 +113,10 @@ static int header_matches(const reading *r, const char *file, gpupart__ledger_sn
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: its header names device '%s', not its file name's: refused",
                          r->path, id.key);
   if (!h->budget)
-    return gpupart__fail(GPUPART_ECORRUPT, "ledger %s records a budget of 0 bytes, which no gpupart process writes: "
-                         "the file is damaged", r->path);
+    return gpupart__fail(GPUPART_ECORRUPT,
+                         "ledger %s records a budget of 0 bytes, which no gpupart process writes: "
+                         "the file is damaged",
+                         r->path);
   memcpy(out->identity, id.key, sizeof out->identity);
   return GPUPART_OK;
 }
@@ -179,8 +181,8 @@ static void copy_entry(const shm_header *h, uint32_t k, snapshot_index *ix, gpup
   ix->entry[k] = out->entries;
   gpupart__ledger_snapshot_entry *o = &out->entry[out->entries++];
   snprintf(o->name, sizeof o->name, "%.*s", (int)strnlen(pt->name, SHM_NAME - 1), pt->name);
-  o->figures = (gpupart__ledger_figures){.limit = pt->limit, .guarantee = pt->guarantee, .reserved = pt->reserved,
-                                         .peak_reserved = pt->peak_reserved};
+  o->figures = (gpupart__ledger_figures){
+      .limit = pt->limit, .guarantee = pt->guarantee, .reserved = pt->reserved, .peak_reserved = pt->peak_reserved};
   first_member(h, k, o);
 }
 

@@ -55,16 +55,16 @@ typedef struct gpupart__ledger_snapshot_entry {
  * counted in dead_members and dead_reserved), so the view is right even when every
  * member was killed and nobody is left to reap. */
 typedef struct gpupart__ledger_snapshot {
-  char file[256];                        /* its name in the folder */
-  char identity[GPUPART__IDENTITY_MAX];  /* the device key (identity.h); "" when unread */
-  int status;       /* GPUPART_OK; EBUSY (its lock was held past the timeout, or it is being set up);
-                     * ECORRUPT (not a ledger, or not the one its name says); ECONFIG (unreadable,
-                     * not this user's, not 0600, or a ledger of another version) */
-  int consistent;   /* status OK and every invariant of the ledger holds (else why says which) */
-  char why[256];    /* the failure or the broken invariant; "" */
+  char file[256];                       /* its name in the folder */
+  char identity[GPUPART__IDENTITY_MAX]; /* the device key (identity.h); "" when unread */
+  int status;     /* GPUPART_OK; EBUSY (its lock was held past the timeout, or it is being set up);
+                   * ECORRUPT (not a ledger, or not the one its name says); ECONFIG (unreadable,
+                   * not this user's, not 0600, or a ledger of another version) */
+  int consistent; /* status OK and every invariant of the ledger holds (else why says which) */
+  char why[256];  /* the failure or the broken invariant; "" */
   uint64_t budget, guarantees, reserved, peak_reserved;
-  uint32_t dead_members;  /* members whose process is gone, not reaped yet */
-  uint64_t dead_reserved; /* the bytes their shares still record, counted nowhere else */
+  uint32_t dead_members;             /* members whose process is gone, not reaped yet */
+  uint64_t dead_reserved;            /* the bytes their shares still record, counted nowhere else */
   uint32_t members, entries, shares; /* how many of member[], entry[] and share[] are filled */
   gpupart__ledger_snapshot_member member[GPUPART__SNAPSHOT_MEMBERS];
   gpupart__ledger_snapshot_entry entry[GPUPART__SNAPSHOT_ENTRIES];

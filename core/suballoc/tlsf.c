@@ -371,10 +371,8 @@ int gpupart__tlsf_block_is_empty(const gpupart__range *r) {
 int gpupart__tlsf_remove_block(gpupart__tlsf *t, gpupart__range *r) {
   if (!r || gpupart__range_owner(r) != t || !gpupart__tlsf_block_is_empty(r)) return -1;
   gpupart__tlsf_block *b = r->home;
-  if (b->prev)
-    b->prev->next = b->next;
-  else
-    t->blocks = b->next;
+  if (b->prev) b->prev->next = b->next;
+  else t->blocks = b->next;
   if (b->next) b->next->prev = b->prev;
   remove_free(t, r);
   put_node(t, r);
@@ -447,15 +445,13 @@ typedef struct walk {
 } walk;
 
 static int fail(walk *w, const char *what, uint64_t value) {
-  if (w->why_len > 0)
-    snprintf(w->why, (size_t)w->why_len, "%s (%llu)", what, (unsigned long long)value);
+  if (w->why_len > 0) snprintf(w->why, (size_t)w->why_len, "%s (%llu)", what, (unsigned long long)value);
   return -1;
 }
 
 /* r is FREE: it must be on the list of its size and linked there both ways. */
 static int check_free_links(walk *w, const gpupart__range *r) {
-  if (r->list != list_of(r->size >> w->t->shift))
-    return fail(w, "free range on the wrong list; offset", r->offset);
+  if (r->list != list_of(r->size >> w->t->shift)) return fail(w, "free range on the wrong list; offset", r->offset);
   if (r->prev_free ? r->prev_free->next_free != r : w->t->heads[r->list] != r)
     return fail(w, "free range not linked from its list; offset", r->offset);
   if (r->next_free && r->next_free->prev_free != r)
@@ -465,11 +461,9 @@ static int check_free_links(walk *w, const gpupart__range *r) {
 
 static int check_range(walk *w, const gpupart__range *r, const gpupart__range *first, uint64_t at) {
   if (gpupart__range_owner(r) != w->t) return fail(w, "range of another allocator in a chain; offset", at);
-  if (r->home != first->home)
-    return fail(w, "range of another block in a chain; offset", at);
+  if (r->home != first->home) return fail(w, "range of another block in a chain; offset", at);
   if (r->offset != at) return fail(w, "gap or overlap in a chain at offset", at);
-  if (r->size == 0 || (r->size & (w->t->granule - 1u)))
-    return fail(w, "range size not a granule multiple; offset", at);
+  if (r->size == 0 || (r->size & (w->t->granule - 1u))) return fail(w, "range size not a granule multiple; offset", at);
   if (r->state == GPUPART__RANGE_USED) {
     w->seen.used += r->size;
     w->seen.used_ranges++;

@@ -26,9 +26,9 @@ typedef struct gpupart__tlsf_block gpupart__tlsf_block;
 
 /* One added block: what its ranges share, kept out of the nodes. */
 struct gpupart__tlsf_block {
-  uint64_t base;  /* address of offset 0, for alignment */
-  uint64_t size;  /* bytes, a multiple of the granule */
-  void *cookie;   /* the caller's block cookie given to add_block */
+  uint64_t base;         /* address of offset 0, for alignment */
+  uint64_t size;         /* bytes, a multiple of the granule */
+  void *cookie;          /* the caller's block cookie given to add_block */
   gpupart__range *first; /* the offset-0 node */
   gpupart__tlsf_block *prev, *next;
 };
@@ -45,7 +45,7 @@ struct gpupart__range {
     struct {
       gpupart__range *prev_free, *next_free; /* free-list links while FREE; next_free links the pool */
     };
-    struct {             /* USED: the allocator's user owns these; zeroed at hand-out */
+    struct { /* USED: the allocator's user owns these; zeroed at hand-out */
       uint64_t user_tag;
       void *user_ext;
     };

@@ -23,8 +23,8 @@ typedef struct conformance_adapter {
    * max_live_blocks blocks are live (0 = never), and driver_bytes works on the device.
    * On failure the reason is in why; ENOTSUP (the test is skipped) where this driver
    * cannot be instrumented. */
-  gpupart_result (*open_instrumented)(gpupart_context **ctx, const gpupart_device_desc *base,
-                                      uint64_t max_live_blocks, gpupart_device **out, char *why, size_t why_len);
+  gpupart_result (*open_instrumented)(gpupart_context **ctx, const gpupart_device_desc *base, uint64_t max_live_blocks,
+                                      gpupart_device **out, char *why, size_t why_len);
   /* Bytes of device memory that gpupart holds on an instrumented device, as the driver
    * itself counts them. 0 = success. */
   int (*driver_bytes)(gpupart_device *dev, uint64_t *bytes);

@@ -113,7 +113,8 @@ Test(config_operator, verbose_output_says_what_the_ceiling_clipped) {
   gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_with(ctx, (gpupart_device_desc){.memory_limit = 8 * GiB});
   cr_expect(strstr(test_log_text, "memory_limit       = 4294967296 (GPUPART_MEMORY_LIMIT_MAX; clipped by the ceiling: "
-                             "descriptor asked 8589934592)"), "%s", test_log_text);
+                                  "descriptor asked 8589934592)"),
+            "%s", test_log_text);
   cr_expect_eq(dev->settings.clipped[GPUPART__CLIP_LIMIT], 1);
   cr_expect_eq(dev->settings.clipped[GPUPART__CLIP_FRACTION], 0);
   gpupart_device_close(dev);
@@ -297,7 +298,7 @@ Test(config_operator, dmem_max_limits_the_device_of_its_region_smallest_on_the_p
   cr_expect_eq(s->bytes, 512 * MiB);
   cr_expect_str_eq(s->source, "dmem.max of cgroup /kubepods");
   cr_expect_null(gpupart__config_share(c, 0, "0000:04:00.0")); /* max: no limit */
-  cr_expect_null(gpupart__config_share(c, 0, "0000:03:00"));    /* a prefix is not the address */
+  cr_expect_null(gpupart__config_share(c, 0, "0000:03:00"));   /* a prefix is not the address */
   cr_expect_eq(c->nshare_warnings, 0);
   gpupart__config_free(gpupart__hostmem_default(), c);
 }

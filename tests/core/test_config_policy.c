@@ -60,7 +60,8 @@ Test(config_policy, initial_block_and_max_block_set_the_blocks_of_partitions_tha
 
 Test(config_policy, growth_factor_per_device_and_from_the_file) {
   setenv("GPUPART_GROWTH_FACTOR", "1.5,sim:1=4", 1);
-  setenv("GPUPART_CONFIG", test_write_config("policy", "[gpupart]\ngrowth_factor = 3\n[device sim:2]\ngrowth_factor = 1.25\n"), 1);
+  setenv("GPUPART_CONFIG",
+         test_write_config("policy", "[gpupart]\ngrowth_factor = 3\n[device sim:2]\ngrowth_factor = 1.25\n"), 1);
   gpupart_context *ctx = test_env_context();
   const double want[3] = {1.5, 4, 1.5}; /* the variable's bare value beats the file's section */
   for (uint32_t i = 0; i < 3; i++) {
@@ -100,8 +101,10 @@ Test(config_policy, allow_growth_false_alone_says_that_nothing_is_taken_until_a_
   setenv("GPUPART_ALLOW_GROWTH", "false", 1);
   gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
-  cr_expect(strstr(test_log_text, "allow_growth = false (GPUPART_ALLOW_GROWTH) and no partition is configured for sim:0: "
-                             "nothing is preallocated until the program creates a partition"), "%s", test_log_text);
+  cr_expect(strstr(test_log_text,
+                   "allow_growth = false (GPUPART_ALLOW_GROWTH) and no partition is configured for sim:0: "
+                   "nothing is preallocated until the program creates a partition"),
+            "%s", test_log_text);
   cr_expect_eq(test_stats(test_partition(dev, "a", 64 * MiB, 0)).reserved, 64 * MiB, "the partition preallocates");
   close_all(dev, ctx);
   test_log_text[0] = '\0';
@@ -121,7 +124,8 @@ Test(config_policy, an_initial_block_above_max_block_is_a_warning_naming_both) {
   gpupart_context *ctx = test_env_context();
   gpupart_device *dev = open_sim(ctx, 0);
   cr_expect(strstr(test_log_text, "initial_block 67108864 (GPUPART_INITIAL_BLOCK) is above max_block 16777216 "
-                             "(GPUPART_MAX_BLOCK): partitions start at max_block"), "%s", test_log_text);
+                                  "(GPUPART_MAX_BLOCK): partitions start at max_block"),
+            "%s", test_log_text);
   cr_expect_eq(first_block(dev, &(gpupart_partition_desc){.name = "p"}), 16 * MiB);
   close_all(dev, ctx);
 }
@@ -131,8 +135,10 @@ static void unreachable_cuda_config(void) {
   setenv("GPUPART_BACKEND", "cuda,sim", 1);
   setenv("GPUPART_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1); /* no machine loads it */
   setenv("GPUPART_MEMORY_FRACTION", "50%,cuda:2=25%", 1);
-  setenv("GPUPART_CONFIG", test_write_config("policy", "[device cuda:0]\nheadroom = 1MiB\n[device sim:3]\nheadroom = 2MiB\n"
-                                      "[partition t]\ndevice = cuda:0\nsize = 10%\n"), 1);
+  setenv("GPUPART_CONFIG",
+         test_write_config("policy", "[device cuda:0]\nheadroom = 1MiB\n[device sim:3]\nheadroom = 2MiB\n"
+                                     "[partition t]\ndevice = cuda:0\nsize = 10%\n"),
+         1);
 }
 
 Test(config_policy, configuration_that_can_never_apply_here_is_logged_once_at_the_first_open) {
@@ -142,7 +148,8 @@ Test(config_policy, configuration_that_can_never_apply_here_is_logged_once_at_th
   gpupart_device *dev = NULL;
   cr_assert_eq(gpupart_device_open(ctx, &auto_choice, &dev), GPUPART_OK, "%s", gpupart_last_error());
   char want[256];
-  snprintf(want, sizeof want, "configuration that can never apply on this machine: GPUPART_MEMORY_FRACTION's entry "
+  snprintf(want, sizeof want,
+           "configuration that can never apply on this machine: GPUPART_MEMORY_FRACTION's entry "
            "cuda:2 (GPUPART_MEMORY_FRACTION): cuda: ");
   cr_expect(strstr(test_log_text, want), "%s", test_log_text);
   snprintf(want, sizeof want, "; [device cuda:0] (%s:2): cuda: ", test_config_path);

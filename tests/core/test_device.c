@@ -323,8 +323,8 @@ static void budget_free(void *p, void *user) {
  * step may fail only with ENOMEM; returns whether all of it succeeded. */
 static int run_with_host_allocations(long n) {
   host_budget m = {.left = n};
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = budget_alloc,
-                             .host_free = budget_free, .host_user = &m};
+  gpupart_context_desc cd = {
+      .flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = budget_alloc, .host_free = budget_free, .host_user = &m};
   gpupart_context *ctx;
   gpupart_result rc = gpupart_context_create(&cd, &ctx);
   int done = 0;
@@ -338,8 +338,8 @@ static int run_with_host_allocations(long n) {
       gpupart_allocation *a[40] = {0};
       rc = gpupart_partition_create(dev, NULL, &p);
       for (int i = 0; i < 40 && rc == GPUPART_OK; i++) rc = gpupart_alloc(p, 4096 + (uint64_t)i * 100000, 0, &a[i]);
-      gpupart_partition_desc pd = {.name = "pre", .limit = 64 * MiB, .max_block = 8 * MiB,
-                                   .growth = GPUPART_GROWTH_OFF};
+      gpupart_partition_desc pd = {
+          .name = "pre", .limit = 64 * MiB, .max_block = 8 * MiB, .growth = GPUPART_GROWTH_OFF};
       if (rc == GPUPART_OK) rc = gpupart_partition_create(dev, &pd, &q);
       done = rc == GPUPART_OK;
       test_check(dev);
@@ -550,8 +550,8 @@ Test(device, distinct_sim_devices_have_their_own_budgets) {
  * device: another sim open of another index and size with the same UUID shares its
  * budget and partition names, as two backends reaching one GPU do. */
 static gpupart_device *open_as(gpupart_context *ctx, gpupart_sim_desc *sim, uint32_t index) {
-  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .index = index, .backend_desc = sim,
-                           .backend_desc_size = sizeof *sim};
+  gpupart_device_desc d = {
+      .backend = GPUPART_BACKEND_SIM, .index = index, .backend_desc = sim, .backend_desc_size = sizeof *sim};
   gpupart_device *dev = NULL;
   cr_assert_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_OK, "%s", gpupart_last_error());
   return dev;

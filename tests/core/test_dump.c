@@ -17,8 +17,8 @@ typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
 
 typedef struct jval {
   jtype t;
-  uint64_t num; /* J_NUM (non-negative integers: all the dump writes) and J_BOOL */
-  char *str;    /* J_STR, decoded */
+  uint64_t num;       /* J_NUM (non-negative integers: all the dump writes) and J_BOOL */
+  char *str;          /* J_STR, decoded */
   struct jval *items; /* J_ARR, J_OBJ (values) */
   char **keys;        /* J_OBJ */
   size_t n;
@@ -37,8 +37,10 @@ static int hex4(const char *s, unsigned *out) {
   *out = 0;
   for (int i = 0; i < 4; i++) {
     char c = s[i];
-    unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                 : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 99u;
+    unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                 : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                 : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                        : 99u;
     if (d == 99u) return -1;
     *out = *out * 16 + d;
   }
@@ -48,7 +50,8 @@ static int hex4(const char *s, unsigned *out) {
 static void put_utf8(char *o, size_t *n, unsigned c) {
   if (c < 0x80) o[(*n)++] = (char)c;
   else if (c < 0x800) o[(*n)++] = (char)(0xc0 | c >> 6), o[(*n)++] = (char)(0x80 | (c & 63));
-  else o[(*n)++] = (char)(0xe0 | c >> 12), o[(*n)++] = (char)(0x80 | ((c >> 6) & 63)), o[(*n)++] = (char)(0x80 | (c & 63));
+  else
+    o[(*n)++] = (char)(0xe0 | c >> 12), o[(*n)++] = (char)(0x80 | ((c >> 6) & 63)), o[(*n)++] = (char)(0x80 | (c & 63));
 }
 
 static char *parse_string(jp *p) {
@@ -67,7 +70,7 @@ static char *parse_string(jp *p) {
     char e = p->s[1];
     const char *simple = strchr("\"\\/bfnrt", e);
     if (e && simple) {
-      o[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"], p->s += 2;
+      o[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"], p -> s += 2;
       continue;
     }
     unsigned u;
@@ -104,7 +107,10 @@ static jval parse_list(jp *p, int object) {
     add_item(&v, parse_value(p), key);
     ws(p);
     if (p->bad) return v;
-    if (*p->s == ',') { p->s++; continue; }
+    if (*p->s == ',') {
+      p->s++;
+      continue;
+    }
     if (*p->s != (object ? '}' : ']')) return p->bad = 1, v;
     p->s++;
     return v;
@@ -202,7 +208,8 @@ static void expect_partition(const jval *j, const gpupart_partition *p) {
   cr_expect_eq(num(j, "largest_free"), s.largest_free);
   const jval *blocks = get(j, "blocks");
   uint64_t size = 0, in_use = 0;
-  for (size_t i = 0; i < blocks->n; i++) size += num(&blocks->items[i], "size"), in_use += num(&blocks->items[i], "in_use");
+  for (size_t i = 0; i < blocks->n; i++)
+    size += num(&blocks->items[i], "size"), in_use += num(&blocks->items[i], "in_use");
   cr_expect_eq(size, s.reserved, "the blocks add up to reserved");
   cr_expect_eq(in_use, s.in_use, "the blocks' in_use adds up to the partition's");
 }
@@ -224,8 +231,9 @@ Test(dump, figures_are_those_of_the_statistics) {
   cr_assert_eq(gpupart_device_get_info(dev, &info), GPUPART_OK);
   char uuid[40];
   snprintf(uuid, sizeof uuid, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", info.uuid[0],
-           info.uuid[1], info.uuid[2], info.uuid[3], info.uuid[4], info.uuid[5], info.uuid[6], info.uuid[7], info.uuid[8],
-           info.uuid[9], info.uuid[10], info.uuid[11], info.uuid[12], info.uuid[13], info.uuid[14], info.uuid[15]);
+           info.uuid[1], info.uuid[2], info.uuid[3], info.uuid[4], info.uuid[5], info.uuid[6], info.uuid[7],
+           info.uuid[8], info.uuid[9], info.uuid[10], info.uuid[11], info.uuid[12], info.uuid[13], info.uuid[14],
+           info.uuid[15]);
   cr_expect_str_eq(get(&doc, "uuid")->str, uuid);
   cr_expect_str_eq(get(&doc, "name")->str, info.name);
   cr_expect_eq(num(&doc, "total"), 1 * GiB);
@@ -285,10 +293,20 @@ Test(dump, each_allocation_has_its_size_offset_block_and_tag) {
 }
 
 Test(dump, names_with_quotes_backslashes_and_control_characters_are_escaped) {
-  const char *names[] = {"say \"hi\"", "back\\slash", "tab\there\nnewline", "bell\x01\x1f\x7f", "caf\xc3\xa9",
-                         ("bad\xff" "byte")};
-  const char *decoded[] = {"say \"hi\"", "back\\slash", "tab\there\nnewline", "bell\x01\x1f\x7f", "caf\xc3\xa9",
-                           ("bad\xef\xbf\xbd" "byte")};
+  const char *names[] = {"say \"hi\"",
+                         "back\\slash",
+                         "tab\there\nnewline",
+                         "bell\x01\x1f\x7f",
+                         "caf\xc3\xa9",
+                         ("bad\xff"
+                          "byte")};
+  const char *decoded[] = {"say \"hi\"",
+                           "back\\slash",
+                           "tab\there\nnewline",
+                           "bell\x01\x1f\x7f",
+                           "caf\xc3\xa9",
+                           ("bad\xef\xbf\xbd"
+                            "byte")};
   for (int i = 0; i < 6; i++) test_partition(dev, names[i], 16 * MiB, 0);
   char *json;
   cr_assert_eq(gpupart_device_dump(dev, 0, &json, NULL), GPUPART_OK);
@@ -303,8 +321,7 @@ Test(dump, names_with_quotes_backslashes_and_control_characters_are_escaped) {
  * check: the length of the sequence at s, 0 when it is not well-formed. */
 static size_t well_formed(const unsigned char *s) {
   unsigned c = s[0];
-  size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-               : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
   unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
   if (len > 1 && (s[1] < lo || s[1] > hi)) return 0;
   for (size_t i = 2; i < len; i++)
@@ -426,7 +443,8 @@ Test(dump, dumps_stay_valid_while_threads_allocate_and_free) {
     for (size_t i = 0; i < parts->n; i++) {
       const jval *e = &parts->items[i], *blocks = get(e, "blocks");
       uint64_t size = 0, in_use = 0;
-      for (size_t b = 0; b < blocks->n; b++) size += num(&blocks->items[b], "size"), in_use += num(&blocks->items[b], "in_use");
+      for (size_t b = 0; b < blocks->n; b++)
+        size += num(&blocks->items[b], "size"), in_use += num(&blocks->items[b], "in_use");
       cr_assert_eq(size, num(e, "reserved"), "one partition's blocks are one moment");
       cr_assert_eq(in_use, num(e, "in_use"));
       if (k % 2) cr_assert_eq(get(e, "allocations")->n, num(e, "live_allocations"));

@@ -140,8 +140,10 @@ Test(events, an_oom_step_that_frees_bytes_is_logged_with_how_many) {
   cr_assert_eq(l.n, 1, "one step freed bytes");
   cr_expect_eq(l.info, 1, "at GPUPART_LOG_INFO");
   char want[256];
-  snprintf(want, sizeof want, "OOM sequence for %llu bytes of partition 'a': step 2, other partitions' empty blocks "
-           "released: %llu bytes", 30ull * MiB, 40ull * MiB);
+  snprintf(want, sizeof want,
+           "OOM sequence for %llu bytes of partition 'a': step 2, other partitions' empty blocks "
+           "released: %llu bytes",
+           30ull * MiB, 40ull * MiB);
   cr_expect_str_eq(l.line[0], want);
   gpupart_free(x); /* past a's threshold: its block goes at once */
   /* a's own empty block, below its reserved peak (so that growth does not release it first) */
@@ -155,8 +157,10 @@ Test(events, an_oom_step_that_frees_bytes_is_logged_with_how_many) {
   cr_assert_eq(gpupart_alloc(a, 12 * MiB, 0, &y), GPUPART_OK, "step 1 gives a's empty block back: %s",
                gpupart_last_error());
   cr_assert_eq(l.n, 2, "%d: %s / %s", l.n, l.line[0], l.line[1]);
-  snprintf(want, sizeof want, "OOM sequence for %llu bytes of partition 'a': step 1, its own empty blocks released: "
-           "%llu bytes", 12ull * MiB, 10ull * MiB);
+  snprintf(want, sizeof want,
+           "OOM sequence for %llu bytes of partition 'a': step 1, its own empty blocks released: "
+           "%llu bytes",
+           12ull * MiB, 10ull * MiB);
   cr_expect_str_eq(l.line[1], want);
   gpupart_free(y), gpupart_free(big), gpupart_free(other);
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
@@ -190,8 +194,10 @@ Test(events, a_reclaim_call_is_logged_with_what_it_was_asked_and_gave) {
   cr_assert_eq(l.n, 1);
   cr_expect_eq(l.info, 1);
   char want[256];
-  snprintf(want, sizeof want, "OOM sequence, step 3: reclaim callback of partition 'cache' (for 'cache') asked for "
-           "%llu bytes, returned %llu", 2ull * MiB, 6ull * MiB);
+  snprintf(want, sizeof want,
+           "OOM sequence, step 3: reclaim callback of partition 'cache' (for 'cache') asked for "
+           "%llu bytes, returned %llu",
+           2ull * MiB, 6ull * MiB);
   cr_expect_str_eq(l.line[0], want);
   gpupart_free(x);
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);

@@ -13,8 +13,8 @@
 
 static gpupart_context *ctx;
 static gpupart_device *dev;
-static gpupart_sim_desc limits = {.total_bytes = 96 * GiB, .max_block_bytes = 4 * GiB, .min_alignment = 64 * 1024,
-                                  .max_blocks = CAP};
+static gpupart_sim_desc limits = {
+    .total_bytes = 96 * GiB, .max_block_bytes = 4 * GiB, .min_alignment = 64 * 1024, .max_blocks = CAP};
 
 static void setup(void) {
   ctx = test_context();
@@ -47,8 +47,8 @@ static void grow(gpupart_partition *p, uint64_t (*size_of)(uint32_t), uint32_t n
     if (held > most) most = held;
   }
   gpupart_stats s = test_stats(p);
-  cr_expect_lt(most, FAR_BELOW, "%llu blocks held for %llu bytes in %u requests",
-               (unsigned long long)most, (unsigned long long)s.in_use, n);
+  cr_expect_lt(most, FAR_BELOW, "%llu blocks held for %llu bytes in %u requests", (unsigned long long)most,
+               (unsigned long long)s.in_use, n);
   if (check_waste)
     cr_expect_leq(s.reserved - s.in_use, s.reserved / 8 + n * 64 * 1024, "%llu bytes held for %llu in use",
                   (unsigned long long)s.reserved, (unsigned long long)s.in_use);
@@ -80,17 +80,11 @@ Test(growth_limits, a_hundred_thousand_granule_sized_requests) {
   grow(test_partition(dev, "w", 0, 0), granule, 100000, 1);
 }
 
-Test(growth_limits, large_requests_up_to_60_gib) {
-  grow(test_partition(dev, "w", 0, 0), hundred_mib, 600, 1);
-}
+Test(growth_limits, large_requests_up_to_60_gib) { grow(test_partition(dev, "w", 0, 0), hundred_mib, 600, 1); }
 
-Test(growth_limits, mixed_small_and_large_requests) {
-  grow(test_partition(dev, "w", 0, 0), mixed, 10000, 1);
-}
+Test(growth_limits, mixed_small_and_large_requests) { grow(test_partition(dev, "w", 0, 0), mixed, 10000, 1); }
 
-Test(growth_limits, growing_request_sizes) {
-  grow(test_partition(dev, "w", 0, 0), creeping, 280, 0);
-}
+Test(growth_limits, growing_request_sizes) { grow(test_partition(dev, "w", 0, 0), creeping, 280, 0); }
 
 Test(growth_limits, preallocating_the_whole_device_stays_within_the_cap) {
   gpupart_partition_desc d = {.name = "all", .growth = GPUPART_GROWTH_OFF};

@@ -19,9 +19,9 @@
 static gpupart_backend_ops gated_ops;
 static const gpupart_backend_ops *real_ops;
 static atomic_int gate_alloc, gate_free; /* arm the gate for the next call */
-static atomic_int inside;               /* a gated call is waiting */
-static atomic_int hits;                 /* allocations completed by the other thread */
-static atomic_int hits_while_inside;    /* hits when the gated call went on */
+static atomic_int inside;                /* a gated call is waiting */
+static atomic_int hits;                  /* allocations completed by the other thread */
+static atomic_int hits_while_inside;     /* hits when the gated call went on */
 static atomic_int views_released;
 
 /* Waits, inside a driver call, until the other thread has done its allocations. */
@@ -165,9 +165,7 @@ static void *gated_make(void *bdev, const gpupart_allocation_info *info, void *u
   return &fake_view;
 }
 
-static void *make_view(void *arg) {
-  return gpupart__allocation_view(arg, GPUPART_BACKEND_SIM, gated_make, NULL);
-}
+static void *make_view(void *arg) { return gpupart__allocation_view(arg, GPUPART_BACKEND_SIM, gated_make, NULL); }
 
 Test(locks, other_threads_allocate_while_a_view_is_built_and_free_releases_it_outside_the_lock) {
   gpupart_context *ctx = test_context();

@@ -186,7 +186,11 @@ static model *model_open(config cfg) {
   gpupart_partition_desc d[NPART] = {
       {.name = "a", .limit = 128 * MiB, .guarantee = 32 * MiB},
       {.name = "b", .limit = 96 * MiB, .release_threshold = 1},
-      {.name = "c", .fraction = 0.5, .guarantee = 16 * MiB, .release_threshold = 8 * MiB, .initial_block = 4 * MiB,
+      {.name = "c",
+       .fraction = 0.5,
+       .guarantee = 16 * MiB,
+       .release_threshold = 8 * MiB,
+       .initial_block = 4 * MiB,
        .growth_factor = 1.5},
       {.name = "pre", .limit = 32 * MiB, .guarantee = 8 * MiB, .max_block = 8 * MiB, .growth = GPUPART_GROWTH_OFF},
   };
@@ -284,8 +288,8 @@ static void step_alloc(model *m) {
   for (int j = 0; j < NPART; j++) before[j] = test_stats(m->part[j].p);
   uint64_t dev_allocs = device_driver_allocs(m);
 
-  gpupart_alloc_desc d = {.size = size, .alignment = align, .flags = no_reclaim ? GPUPART_ALLOC_NO_RECLAIM : 0,
-                          .tag = (uint64_t)m->nlive};
+  gpupart_alloc_desc d = {
+      .size = size, .alignment = align, .flags = no_reclaim ? GPUPART_ALLOC_NO_RECLAIM : 0, .tag = (uint64_t)m->nlive};
   gpupart_allocation *a = (gpupart_allocation *)&d;
   m->requester = i, m->no_reclaim = no_reclaim;
   gpupart_result rc = gpupart_alloc_ex(mp->p, &d, &a);
@@ -347,9 +351,9 @@ static void step_resize(model *m) {
   int reliable = !injections(m);
   uint64_t old_limit = mp->limit;
   gpupart_result rc = gpupart_partition_resize(mp->p, asked);
-  gpupart_result want = !limit                                     ? GPUPART_EINVAL
-                        : limit > m->budget                        ? GPUPART_ELIMIT
-                        : limit < mp->limit && hold > limit        ? GPUPART_EBUSY
+  gpupart_result want = !limit                                                           ? GPUPART_EINVAL
+                        : limit > m->budget                                              ? GPUPART_ELIMIT
+                        : limit < mp->limit && hold > limit                              ? GPUPART_EBUSY
                         : mp->prealloc && limit > mp->limit && grant < limit - mp->limit ? GPUPART_ELIMIT
                                                                                          : GPUPART_OK;
   int grows_prealloc = mp->prealloc && limit > mp->limit && limit <= m->budget;

@@ -57,8 +57,8 @@ static gpupart_partition *cached_partition(gpupart_device *dev, const char *name
                                            cache *c) {
   c->tag = name[0];
   c->rec = &rec;
-  gpupart_partition_desc d = {.name = name, .limit = limit, .guarantee = guarantee, .reclaim = reclaim_cache,
-                              .reclaim_user = c};
+  gpupart_partition_desc d = {
+      .name = name, .limit = limit, .guarantee = guarantee, .reclaim = reclaim_cache, .reclaim_user = c};
   return make_partition(dev, &d);
 }
 
@@ -401,7 +401,7 @@ Test(oom, a_refused_request_changes_only_failed_allocations) {
   gpupart_stats sa = test_stats(a), sb = test_stats(b), sd = dev_stats(env.dev);
   cr_expect_eq(gpupart_alloc(a, 16 * MiB, 0, &z), GPUPART_ELIMIT); /* the limit */
   cr_expect_eq(gpupart_alloc(b, 16 * MiB, 0, &z), GPUPART_ELIMIT); /* the budget */
-  cr_expect_eq(gpupart_alloc(a, 0, 0, &z), GPUPART_EINVAL);       /* not a refusal */
+  cr_expect_eq(gpupart_alloc(a, 0, 0, &z), GPUPART_EINVAL);        /* not a refusal */
   gpupart_stats ta = test_stats(a), tb = test_stats(b), td = dev_stats(env.dev);
   cr_expect(same_except_failed(sa, ta));
   cr_expect(same_except_failed(sb, tb));
@@ -534,7 +534,7 @@ Test(oom, callbacks_are_asked_for_the_shortfall_and_stop_once_the_request_fits) 
   stash(&cb, b, 8 * MiB), stash(&cb, b, 8 * MiB);
   stash(&cc, c, 8 * MiB), stash(&cc, c, 8 * MiB);
   stash(&cd, d, 8 * MiB), stash(&cd, d, 8 * MiB); /* 48 of the 64 MiB budget cached */
-  gpupart_allocation *x = alloc_ok(a, 32 * MiB);   /* 16 MiB short */
+  gpupart_allocation *x = alloc_ok(a, 32 * MiB);  /* 16 MiB short */
   cr_expect_str_eq(rec.log, "b", "b's callback freed enough: c and d are not asked");
   cr_expect_eq(cb.wanted, 16 * MiB, "asked for the shortfall, not the request");
   cr_expect_eq(cc.count + cd.count, 4, "c and d kept their caches");

@@ -43,8 +43,8 @@ Test(partition, created_by_fraction_of_the_budget) {
 }
 
 Test(partition, a_fraction_takes_precedence_over_bytes) {
-  gpupart_partition_desc d = {.name = "f", .fraction = 0.5, .limit = 10 * MiB, .guarantee_fraction = 0.25,
-                              .guarantee = 2 * MiB};
+  gpupart_partition_desc d = {
+      .name = "f", .fraction = 0.5, .limit = 10 * MiB, .guarantee_fraction = 0.25, .guarantee = 2 * MiB};
   gpupart_stats s = test_stats(make_partition(env.dev, &d));
   cr_expect_eq(s.limit, 512 * MiB);
   cr_expect_eq(s.guarantee, 256 * MiB);
@@ -253,8 +253,8 @@ static void expect_nothing_left_behind(const sim_env *e, const char *name) {
 Test(partition, preallocation_the_driver_refuses_is_edevmem_with_nothing_left_behind) {
   gpupart_sim_desc sim = {.total_bytes = 1 * GiB, .fail_block_alloc_at = 2};
   sim_env e = open_env(&sim, NULL);
-  gpupart_partition_desc d = {.name = "pre", .limit = 10 * MiB, .guarantee = 8 * MiB, .max_block = 4 * MiB,
-                              .growth = GPUPART_GROWTH_OFF};
+  gpupart_partition_desc d = {
+      .name = "pre", .limit = 10 * MiB, .guarantee = 8 * MiB, .max_block = 4 * MiB, .growth = GPUPART_GROWTH_OFF};
   gpupart_partition *p = (gpupart_partition *)&p;
   cr_expect_eq(gpupart_partition_create(e.dev, &d, &p), GPUPART_EDEVMEM);
   cr_expect_null(p);
@@ -272,8 +272,7 @@ Test(partition, preallocation_past_max_blocks_is_edevmem_with_nothing_left_behin
   cr_expect_eq(gpupart_partition_create(e.dev, &d, &p), GPUPART_EDEVMEM);
   expect_nothing_left_behind(&e, "pre");
   d.max_block = 8 * MiB;
-  cr_expect_eq(gpupart_partition_create(e.dev, &d, &p), GPUPART_OK, "two blocks are enough: %s",
-               gpupart_last_error());
+  cr_expect_eq(gpupart_partition_create(e.dev, &d, &p), GPUPART_OK, "two blocks are enough: %s", gpupart_last_error());
   close_env(&e);
 }
 

@@ -104,8 +104,8 @@ static double visits_per_crossing(uint32_t idle) {
 
 Test(peak, a_new_high_visits_as_many_partitions_with_5000_idle_ones_as_with_none) {
   double few = visits_per_crossing(0), many = visits_per_crossing(IDLE);
-  cr_expect_leq(many, few, "%.1f partitions visited per new high with %d idle partitions, %.1f with none", many,
-                IDLE, few);
+  cr_expect_leq(many, few, "%.1f partitions visited per new high with %d idle partitions, %.1f with none", many, IDLE,
+                few);
   cr_expect_leq(few, 1.0);
 }
 

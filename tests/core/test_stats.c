@@ -18,8 +18,9 @@ TestSuite(stats, .init = setup, .fini = teardown);
 
 /* Every field of s against the expected values, naming the one that differs. */
 static void expect_stats(gpupart_stats s, gpupart_stats want, int line) {
-#define FIELD(f) cr_expect_eq(s.f, want.f, "line %d: " #f " is %llu, expected %llu", line, (unsigned long long)s.f, \
-                              (unsigned long long)want.f)
+#define FIELD(f)                                                                                     \
+  cr_expect_eq(s.f, want.f, "line %d: " #f " is %llu, expected %llu", line, (unsigned long long)s.f, \
+               (unsigned long long)want.f)
   FIELD(limit);
   FIELD(guarantee);
   FIELD(in_use);
@@ -220,14 +221,14 @@ Test(stats, failed_allocations_count_elimit_and_edevmem_only) {
 }
 
 /* Breaks one figure, expects the check to name it, and puts it back. */
-#define EXPECT_CAUGHT(lvalue, broken, words)                                                            \
-  do {                                                                                                  \
-    __typeof__(lvalue) saved_ = (lvalue);                                                               \
-    (lvalue) = (broken);                                                                                \
-    cr_expect_eq(gpupart_device_check(env.dev), GPUPART_ECORRUPT, "not caught: " #lvalue);              \
-    cr_expect(message_has(words), "%s: %s", #lvalue, gpupart_last_error());                             \
-    (lvalue) = saved_;                                                                                  \
-    cr_expect_eq(gpupart_device_check(env.dev), GPUPART_OK, "%s", gpupart_last_error());                \
+#define EXPECT_CAUGHT(lvalue, broken, words)                                               \
+  do {                                                                                     \
+    __typeof__(lvalue) saved_ = (lvalue);                                                  \
+    (lvalue) = (broken);                                                                   \
+    cr_expect_eq(gpupart_device_check(env.dev), GPUPART_ECORRUPT, "not caught: " #lvalue); \
+    cr_expect(message_has(words), "%s: %s", #lvalue, gpupart_last_error());                \
+    (lvalue) = saved_;                                                                     \
+    cr_expect_eq(gpupart_device_check(env.dev), GPUPART_OK, "%s", gpupart_last_error());   \
   } while (0)
 
 Test(stats, device_check_finds_each_broken_invariant) {

@@ -23,7 +23,7 @@ typedef struct cache {
   gpupart_allocation *items[256];
   uint64_t sizes[256];
   int count;
-  atomic_int inside;            /* threads running this partition's callback now */
+  atomic_int inside;             /* threads running this partition's callback now */
   atomic_uint_fast64_t overlaps; /* times two threads ran it at once: must stay 0 */
   atomic_uint_fast64_t calls, freed_items;
 } cache;
@@ -165,8 +165,12 @@ static void *monitor(void *arg) {
 static gpupart_partition *cached(gpupart_device *dev, const char *name, uint64_t limit, uint64_t guarantee,
                                  uint64_t threshold, cache *c) {
   pthread_mutex_init(&c->lock, NULL);
-  gpupart_partition_desc d = {.name = name, .limit = limit, .guarantee = guarantee, .release_threshold = threshold,
-                              .reclaim = reclaim, .reclaim_user = c};
+  gpupart_partition_desc d = {.name = name,
+                              .limit = limit,
+                              .guarantee = guarantee,
+                              .release_threshold = threshold,
+                              .reclaim = reclaim,
+                              .reclaim_user = c};
   return make_partition(dev, &d);
 }
 

@@ -281,7 +281,8 @@ Test(trace, threads_on_several_partitions_record_a_consistent_trace) {
   cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
   size_t allocs, frees;
   check_trace(read_all(path), &allocs, &frees);
-  cr_expect_eq(allocs, s[0].total_allocations + s[1].total_allocations + s[2].total_allocations + s[3].total_allocations);
+  cr_expect_eq(allocs,
+               s[0].total_allocations + s[1].total_allocations + s[2].total_allocations + s[3].total_allocations);
   cr_expect_eq(frees, allocs, "everything was freed");
 }
 
@@ -292,7 +293,8 @@ static size_t record_two_partitions(int n) {
   gpupart_context *ctx;
   cr_assert_eq(traced_context(path, &ctx), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_device *dev = sim_device(ctx);
-  gpupart_partition *a = test_partition(dev, "weights", 256 * MiB, 0), *b = test_partition(dev, "activations", 256 * MiB, 0);
+  gpupart_partition *a = test_partition(dev, "weights", 256 * MiB, 0),
+                    *b = test_partition(dev, "activations", 256 * MiB, 0);
   for (int i = 0; i < n; i++) {
     gpupart_allocation *x = alloc_ok(a, 4096u + (uint64_t)i), *y = alloc_ok(b, 100u + (uint64_t)i);
     gpupart_free(x), gpupart_free(y);
@@ -329,8 +331,9 @@ Test(trace, gpupart_bench_replays_a_recorded_trace) {
   size_t ops = record_two_partitions(200);
   char json[160], cmd[1024];
   snprintf(json, sizeof json, "%s/out.json", dir);
-  snprintf(cmd, sizeof cmd, "'%s' --backend sim --trace '%s' --policy growth,partitions --repeat 1 --json '%s' >/dev/null",
-           bench, path, json);
+  snprintf(cmd, sizeof cmd,
+           "'%s' --backend sim --trace '%s' --policy growth,partitions --repeat 1 --json '%s' >/dev/null", bench, path,
+           json);
   int status = system(cmd);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: status %d", cmd, status);
   char want[64];
@@ -505,8 +508,8 @@ Test(trace, a_later_context_goes_on_with_the_file_of_an_earlier_one) {
   one_traced_run(11);
   one_traced_run(22);
   const char *text = read_all(path);
-  cr_expect_eq(strstr(text, "# gpupart-trace") == text && !strstr(text + 1, "# gpupart-trace"), 1,
-               "one header: %s", text);
+  cr_expect_eq(strstr(text, "# gpupart-trace") == text && !strstr(text + 1, "# gpupart-trace"), 1, "one header: %s",
+               text);
   cr_expect(strstr(text, "a 1 11 p\nf 1\n# device sim:0"), "%s", text);
   cr_expect(strstr(text, "a 2 22 p\nf 2\n"), "%s", text);
 }

@@ -17,7 +17,6 @@
 #include "common.h"
 #include "gpupart_opencl.h"
 
-
 static gpupart_context *context(uint32_t flags) {
   gpupart_context_desc d = {.flags = flags};
   gpupart_context *ctx = NULL;
@@ -226,8 +225,7 @@ Test(opencl, device_info_is_the_drivers) {
   cr_expect_geq(info.min_alignment, bits / 8, "sub-buffer origins need the base-address alignment");
   if (!strstr(ext, "cl_amd_device_attribute_query"))
     cr_expect_eq(info.free_bytes, UINT64_MAX, "free memory is unknown without AMD's query");
-  else
-    cr_expect_leq(info.free_bytes, total);
+  else cr_expect_leq(info.free_bytes, total);
   finish(ctx, dev);
 }
 

@@ -23,4 +23,4 @@ STUB(gpupart_partition_create_sized) STUB(gpupart_partition_destroy) STUB(gpupar
 STUB(gpupart_partition_get_stats) STUB(gpupart_partition_get_stats_sized) STUB(gpupart_partition_name)
 STUB(gpupart_partition_reset_peak) STUB(gpupart_partition_resize) STUB(gpupart_partition_trim)
 STUB(gpupart_result_name) STUB(gpupart_result_str) STUB(gpupart_version) STUB(gpupart_version_string)
-/* clang-format on */
+    /* clang-format on */

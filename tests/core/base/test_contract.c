@@ -156,8 +156,8 @@ Test(contract, every_built_backend_is_registered_under_its_id_with_a_complete_ta
     cr_expect_eq(o->id, (gpupart_backend)b, "%s", o->name);
     cr_expect_str_eq(o->name, gpupart_backend_name((gpupart_backend)b));
     cr_expect_geq(o->struct_size, GPUPART__BACKEND_OPS_MIN_SIZE, "%s", o->name);
-    cr_expect(o->load && o->unload && o->enumerate && o->open && o->close && o->info && o->block_alloc &&
-                  o->block_free, "%s lacks a required entry", o->name);
+    cr_expect(o->load && o->unload && o->enumerate && o->open && o->close && o->info && o->block_alloc && o->block_free,
+              "%s lacks a required entry", o->name);
     cr_expect(!(o->caps & GPUPART__CAP_VIEWS) || GPUPART__BACKEND_OP(o, view_release), "%s: views need view_release",
               o->name);
   }

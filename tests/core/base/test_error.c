@@ -43,8 +43,8 @@ Test(error, last_error_is_per_thread) {
 }
 
 Test(error, version_matches_the_header) {
-  cr_expect_eq(gpupart_version(), GPUPART_VERSION_MAJOR * 10000u + GPUPART_VERSION_MINOR * 100u +
-                                      GPUPART_VERSION_PATCH);
+  cr_expect_eq(gpupart_version(),
+               GPUPART_VERSION_MAJOR * 10000u + GPUPART_VERSION_MINOR * 100u + GPUPART_VERSION_PATCH);
   cr_expect_not_null(strchr(gpupart_version_string(), '.'));
   cr_expect_str_eq(gpupart_backend_name(GPUPART_BACKEND_VULKAN), "vulkan");
   cr_expect_str_eq(gpupart_backend_name((gpupart_backend)42), "unknown");

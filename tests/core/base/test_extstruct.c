@@ -20,8 +20,8 @@ TestSuite(extstruct, .init = clear_env);
 
 /* Every field set, as a real program's descriptor would be: read as a gpupart_vulkan_desc
  * its words are an instance, a physical device and a device. */
-static const gpupart_sim_desc full_sim = {.total_bytes = 1 * GiB, .max_block_bytes = 256 * MiB,
-                                          .min_alignment = 4096, .max_blocks = 64};
+static const gpupart_sim_desc full_sim = {
+    .total_bytes = 1 * GiB, .max_block_bytes = 256 * MiB, .min_alignment = 4096, .max_blocks = 64};
 
 static gpupart_context *env_context(const char *config_text) {
   gpupart_context_desc cd = {.config_text = config_text};
@@ -66,8 +66,8 @@ Test(extstruct, a_sim_descriptor_is_refused_when_the_configuration_chooses_openc
 Test(extstruct, a_typed_descriptor_opens_when_its_backend_is_the_one_chosen) {
   setenv("GPUPART_BACKEND", "sim", 1);
   gpupart_context *ctx = env_context(NULL);
-  gpupart_device_desc d = {.backend_desc = &full_sim, .backend_desc_type = GPUPART_BACKEND_SIM,
-                           .backend_desc_size = sizeof full_sim};
+  gpupart_device_desc d = {
+      .backend_desc = &full_sim, .backend_desc_type = GPUPART_BACKEND_SIM, .backend_desc_size = sizeof full_sim};
   gpupart_device *dev = NULL;
   cr_assert_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_device_info info;
@@ -80,8 +80,8 @@ Test(extstruct, a_typed_descriptor_opens_when_its_backend_is_the_one_chosen) {
 
 Test(extstruct, backend_and_backend_desc_type_must_agree) {
   gpupart_context *ctx = test_context();
-  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &full_sim,
-                           .backend_desc_type = GPUPART_BACKEND_VULKAN};
+  gpupart_device_desc d = {
+      .backend = GPUPART_BACKEND_SIM, .backend_desc = &full_sim, .backend_desc_type = GPUPART_BACKEND_VULKAN};
   expect_refused(ctx, &d, "a vulkan descriptor", "opens through sim");
   d.backend_desc_type = (gpupart_backend)42;
   expect_refused(ctx, &d, "backend_desc_type 42", "not a gpupart_backend");
@@ -101,8 +101,7 @@ typedef struct newer_sim_desc {
 Test(extstruct, backend_desc_size_follows_the_struct_rule) {
   gpupart_context *ctx = test_context();
   newer_sim_desc newer = {.base = full_sim};
-  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &newer,
-                           .backend_desc_size = sizeof newer};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &newer, .backend_desc_size = sizeof newer};
   gpupart_device *dev = NULL;
   cr_assert_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_OK, "a zero tail is fine: %s", gpupart_last_error());
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);

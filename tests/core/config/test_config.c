@@ -26,7 +26,9 @@ static gpupart_device *open_dev(gpupart_context *ctx, gpupart_backend b, uint32_
   return dev;
 }
 
-static gpupart_device *open_sim(gpupart_context *ctx, uint32_t index) { return open_dev(ctx, GPUPART_BACKEND_SIM, index); }
+static gpupart_device *open_sim(gpupart_context *ctx, uint32_t index) {
+  return open_dev(ctx, GPUPART_BACKEND_SIM, index);
+}
 
 static void close_all(gpupart_device *dev, gpupart_context *ctx) {
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK, "%s", gpupart_last_error());
@@ -204,9 +206,7 @@ Test(config, memory_limit_caps_the_budget) {
   cr_expect_eq(budget_with("GPUPART_MEMORY_LIMIT", "1=1GiB"), share(16 * GiB, 0.1, 2 * MiB));
 }
 
-Test(config, headroom_is_left_out_of_the_budget) {
-  cr_expect_eq(budget_with("GPUPART_HEADROOM", "1GiB"), 15 * GiB);
-}
+Test(config, headroom_is_left_out_of_the_budget) { cr_expect_eq(budget_with("GPUPART_HEADROOM", "1GiB"), 15 * GiB); }
 
 Test(config, too_much_headroom_is_a_config_error_naming_the_variable) {
   setenv("GPUPART_HEADROOM", "20GiB", 1);
@@ -317,7 +317,8 @@ Test(config, shared_opens_the_ledger_in_the_ledger_dir) {
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM};
   gpupart_device *dev;
   cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_ECONFIG);
-  cr_expect(strstr(gpupart_last_error(), "/nonexistent-gpupart-dir") && strstr(gpupart_last_error(), "GPUPART_LEDGER_DIR"),
+  cr_expect(strstr(gpupart_last_error(), "/nonexistent-gpupart-dir") &&
+                strstr(gpupart_last_error(), "GPUPART_LEDGER_DIR"),
             "%s", gpupart_last_error());
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
   setenv("GPUPART_LEDGER_DIR", dir, 1);
@@ -368,9 +369,11 @@ Test(config, verbose_prints_every_option_with_its_source) {
   cr_expect(strstr(test_log_text, expect), "%s", test_log_text);
   cr_expect(strstr(test_log_text, "headroom           = 0 (default)"), "%s", test_log_text);
   cr_expect(strstr(test_log_text, "backend            = sim (descriptor)"), "%s", test_log_text);
-  cr_expect(strstr(test_log_text, "partition train: limit 4294967296, guarantee 0 bytes (GPUPART_PARTITIONS)"), "%s", test_log_text);
+  cr_expect(strstr(test_log_text, "partition train: limit 4294967296, guarantee 0 bytes (GPUPART_PARTITIONS)"), "%s",
+            test_log_text);
   for (int o = 0; o < GPUPART__OPT_COUNT; o++)
-    if (o != GPUPART__OPT_PARTITIONS) cr_expect(strstr(test_log_text, gpupart__options[o].key), "%s missing", gpupart__options[o].key);
+    if (o != GPUPART__OPT_PARTITIONS)
+      cr_expect(strstr(test_log_text, gpupart__options[o].key), "%s missing", gpupart__options[o].key);
   close_all(dev, ctx);
 }
 
@@ -391,7 +394,8 @@ Test(config, a_library_variable_reaches_the_backend_loader) {
   cr_expect(strstr(gpupart_last_error(), "/nonexistent/libOpenCL.so.1"), "%s", gpupart_last_error());
 #endif
   gpupart_device *dev = open_sim(ctx, 0);
-  cr_expect(strstr(test_log_text, "opencl_library     = /nonexistent/libOpenCL.so.1 (GPUPART_OPENCL_LIBRARY)"), "%s", test_log_text);
+  cr_expect(strstr(test_log_text, "opencl_library     = /nonexistent/libOpenCL.so.1 (GPUPART_OPENCL_LIBRARY)"), "%s",
+            test_log_text);
   close_all(dev, ctx);
 }
 
@@ -419,9 +423,7 @@ Test(config, the_interposers_variable_is_not_unknown) {
   test_context_fails(NULL, "GPUPART_PARTITIONX", "unknown variable");
 }
 
-Test(config, an_empty_variable_is_unset) {
-  cr_expect_eq(budget_with("GPUPART_MEMORY_FRACTION", ""), 16 * GiB);
-}
+Test(config, an_empty_variable_is_unset) { cr_expect_eq(budget_with("GPUPART_MEMORY_FRACTION", ""), 16 * GiB); }
 
 Test(config, a_bad_variable_names_itself_and_what_is_wrong) {
   setenv("GPUPART_MEMORY_FRACTION", "150%", 1);
@@ -470,7 +472,8 @@ Test(config, descriptor_growth_beats_the_environment) {
 }
 
 Test(config, a_device_section_beats_the_global_one_but_not_the_environment) {
-  setenv("GPUPART_CONFIG", test_write_config("config", "[gpupart]\nmemory_fraction = 50%\n[device sim:1]\nmemory_fraction = 25%\n"), 1);
+  setenv("GPUPART_CONFIG",
+         test_write_config("config", "[gpupart]\nmemory_fraction = 50%\n[device sim:1]\nmemory_fraction = 25%\n"), 1);
   gpupart_context *ctx = test_env_context();
   gpupart_device *d0 = open_sim(ctx, 0), *d1 = open_sim(ctx, 1);
   cr_expect_eq(gpupart_device_budget(d0), 8 * GiB);
@@ -486,7 +489,7 @@ Test(config, a_device_section_beats_the_global_one_but_not_the_environment) {
 
 Test(config, config_text_replaces_the_file_key_by_key_and_partition_by_name) {
   const char *file = test_write_config("config", "[gpupart]\nmemory_fraction = 50%\nheadroom = 1GiB\n"
-                                "[partition a]\nsize = 10%\n[partition b]\nsize = 20%\n");
+                                                 "[partition a]\nsize = 10%\n[partition b]\nsize = 20%\n");
   gpupart_context_desc cd = {.config_path = file,
                              .config_text = "[gpupart]\nmemory_fraction = 100%\n[partition b]\nsize = 1GiB\n"
                                             "[partition c]\nsize = 2GiB\n"};
@@ -501,7 +504,8 @@ Test(config, config_text_replaces_the_file_key_by_key_and_partition_by_name) {
 }
 
 Test(config, environment_partitions_replace_the_files_for_that_device) {
-  setenv("GPUPART_CONFIG", test_write_config("config", "[partition a]\nsize = 10%\n[partition z]\nsize = 10%\ndevice = sim:1\n"), 1);
+  setenv("GPUPART_CONFIG",
+         test_write_config("config", "[partition a]\nsize = 10%\n[partition z]\nsize = 10%\ndevice = sim:1\n"), 1);
   setenv("GPUPART_PARTITIONS", "b:20%", 1);
   gpupart_context *ctx = test_env_context();
   gpupart_device *d0 = open_sim(ctx, 0), *d1 = open_sim(ctx, 1);
@@ -517,7 +521,8 @@ Test(config, ignore_env_ignores_variables_and_files_but_not_config_text) {
   setenv("GPUPART_MEMORY_FRACTION", "garbage", 1);
   setenv("GPUPART_CONFIG", "/nonexistent.ini", 1);
   setenv("GPUPART_PARTITIONS", "a:50%", 1);
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_path = "/nonexistent/either.ini",
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV,
+                             .config_path = "/nonexistent/either.ini",
                              .config_text = "[gpupart]\nheadroom = 2GiB\n"};
   gpupart_context *ctx = context_with(&cd);
   gpupart_device *dev = open_sim(ctx, 0);
@@ -527,11 +532,12 @@ Test(config, ignore_env_ignores_variables_and_files_but_not_config_text) {
 }
 
 Test(config, the_file_partition_section_of_config_md) {
-  const char *file = test_write_config("config", "[gpupart]\nbackend = vulkan, opencl, sim\nallow_growth = true\n"
-                                "memory_fraction = 90%\ngranularity = 2MiB\n\n"
-                                "[device sim:0]\nmemory_fraction = 50%\nallow_growth = false\n\n"
-                                "[partition train]\ndevice = sim:0          ; default: the default device\n"
-                                "size = 60%\nguarantee = 40%\n");
+  const char *file =
+      test_write_config("config", "[gpupart]\nbackend = vulkan, opencl, sim\nallow_growth = true\n"
+                                  "memory_fraction = 90%\ngranularity = 2MiB\n\n"
+                                  "[device sim:0]\nmemory_fraction = 50%\nallow_growth = false\n\n"
+                                  "[partition train]\ndevice = sim:0          ; default: the default device\n"
+                                  "size = 60%\nguarantee = 40%\n");
   gpupart_context_desc cd = {.config_path = file};
   gpupart_context *ctx = context_with(&cd);
   gpupart_device *dev = open_sim(ctx, 0);
@@ -617,7 +623,8 @@ Test(config, lines_inih_would_pass_over_are_errors) {
 }
 
 Test(config, a_partition_whose_bytes_and_share_disagree_fails_at_open_naming_the_line) {
-  const char *path = test_write_config("config", "[gpupart]\nbackend = sim\n\n[partition a]\nsize = 1GiB\nguarantee = 50%\n");
+  const char *path =
+      test_write_config("config", "[gpupart]\nbackend = sim\n\n[partition a]\nsize = 1GiB\nguarantee = 50%\n");
   gpupart_context_desc cd = {.config_path = path};
   gpupart_context *ctx = context_with(&cd);
   gpupart_device *dev = (gpupart_device *)1;
@@ -649,8 +656,9 @@ Test(config, a_nul_byte_in_the_file_is_an_error) {
 
 Test(config, a_bad_last_line_leaves_no_context) {
   setenv("GPUPART_MEMORY_FRACTION", "50%", 1);
-  const char *path = test_write_config("config", "[gpupart]\nbackend = sim\nheadroom = 1GiB\n[partition a]\nsize = 50%\n"
-                                "[partition b]\nsize = 50%\nguarantee = 60%\n");
+  const char *path =
+      test_write_config("config", "[gpupart]\nbackend = sim\nheadroom = 1GiB\n[partition a]\nsize = 50%\n"
+                                  "[partition b]\nsize = 50%\nguarantee = 60%\n");
   gpupart_context_desc cd = {.config_path = path};
   test_context_fails(&cd, ":6: partition 'b': the guarantee is above the size", NULL);
 }

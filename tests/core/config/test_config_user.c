@@ -65,7 +65,8 @@ Test(config_user, a_program_creating_a_configured_partition_gets_the_configured_
   cr_assert_eq(gpupart_partition_create(dev, &d, &train), GPUPART_OK, "%s", gpupart_last_error());
   cr_expect_eq(train, configured);
   cr_expect_eq(gpupart_partition_count(dev), 2);
-  cr_expect(strstr(test_log_text, "'train' is declared by the configuration (GPUPART_PARTITIONS)"), "%s", test_log_text);
+  cr_expect(strstr(test_log_text, "'train' is declared by the configuration (GPUPART_PARTITIONS)"), "%s",
+            test_log_text);
   gpupart_allocation *a = NULL;
   cr_expect_eq(gpupart_alloc(train, 256 << 20, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_free(a);
@@ -222,9 +223,11 @@ Test(config_user, other_frameworks_variables_are_reported_in_the_verbose_log_not
   gpupart_device *dev = open_sim(ctx, 0);
   cr_expect_eq(gpupart_device_budget(dev), 16 * GiB, "not applied");
   cr_expect(strstr(test_log_text, "TF_FORCE_GPU_ALLOW_GROWTH=false is not read by gpupart (not applied); the "
-                             "equivalent: GPUPART_ALLOW_GROWTH=false"), "%s", test_log_text);
+                                  "equivalent: GPUPART_ALLOW_GROWTH=false"),
+            "%s", test_log_text);
   cr_expect(strstr(test_log_text, "XLA_PYTHON_CLIENT_MEM_FRACTION=.50 is not read by gpupart (not applied); the "
-                             "equivalent: GPUPART_MEMORY_FRACTION=.50"), "%s", test_log_text);
+                                  "equivalent: GPUPART_MEMORY_FRACTION=.50"),
+            "%s", test_log_text);
   cr_expect(strstr(test_log_text, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), "%s", test_log_text);
   close_all(dev, ctx);
 }
@@ -371,19 +374,22 @@ static int check_text(const char *text) {
 
 Test(config_user, check_config_refuses_sections_for_an_excluded_backend) {
   cr_expect_eq(check_text("[gpupart]\nbackend = vulkan, opencl\n\n[device cuda:0]\nmemory_fraction = 50%\n"
-                          "allow_growth = false\n\n[partition train]\ndevice = cuda:0\nsize = 60%\n"), 2, "%s", reported);
+                          "allow_growth = false\n\n[partition train]\ndevice = cuda:0\nsize = 60%\n"),
+               2, "%s", reported);
   cr_expect(strstr(reported, ":5: a [device] section's value on cuda:0 can never apply: this file's backend = "
-                             "vulkan,opencl (line 2) excludes cuda"), "%s", reported);
+                             "vulkan,opencl (line 2) excludes cuda"),
+            "%s", reported);
   cr_expect(strstr(reported, ":8: partition 'train' on cuda:0 can never apply"), "%s", reported);
   cr_expect_eq(check_text("[gpupart]\nbackend = cuda, vulkan\n[device cuda:0]\nheadroom = 1GiB\n"), 0, "%s", reported);
   cr_expect_eq(check_text("[gpupart]\nbackend = sim\n[device cuda:0]\nheadroom = 1GiB\ngranularity = 4MiB\n"
-                          "[device opencl:1]\nheadroom = 1GiB\n"), 2, "one report per section:\n%s", reported);
+                          "[device opencl:1]\nheadroom = 1GiB\n"),
+               2, "one report per section:\n%s", reported);
 }
 
 Test(config_user, check_config_sums_guarantees_however_the_device_is_written) {
   cr_expect_eq(check_text("[partition a]\nsize = 50%\nguarantee = 40%\n[partition b]\ndevice = 0\nsize = 50%\n"
-                          "guarantee = 40%\n[partition c]\ndevice = sim:0\nsize = 50%\nguarantee = 40%\n"), 1, "%s",
-               reported);
+                          "guarantee = 40%\n[partition c]\ndevice = sim:0\nsize = 50%\nguarantee = 40%\n"),
+               1, "%s", reported);
   cr_expect(strstr(reported, ":8: partition 'c': the guarantees on sim:0 add up to more than the budget"), "%s",
             reported);
 }

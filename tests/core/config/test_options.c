@@ -109,7 +109,8 @@ static gpupart__value value_ok(gpupart__opt o, const char *s) {
 
 static void value_fails(gpupart__opt o, const char *s, const char *why) {
   gpupart__value v;
-  cr_assert_eq(gpupart__option_parse(o, s, &v, err, sizeof err), -1, "%s='%s' was accepted", gpupart__options[o].key, s);
+  cr_assert_eq(gpupart__option_parse(o, s, &v, err, sizeof err), -1, "%s='%s' was accepted", gpupart__options[o].key,
+               s);
   cr_expect(strstr(err, why) != NULL, "%s='%s': message '%s' lacks '%s'", gpupart__options[o].key, s, err, why);
 }
 
@@ -291,7 +292,8 @@ Test(options, the_table_is_coherent) {
     const gpupart__option *opt = &gpupart__options[o];
     cr_assert(opt->key && opt->env && opt->doc, "option %d is incomplete", o);
     char env[64] = "GPUPART_";
-    for (size_t i = 0; opt->key[i]; i++) env[8 + i] = (char)(opt->key[i] >= 'a' && opt->key[i] <= 'z' ? opt->key[i] - 32 : opt->key[i]);
+    for (size_t i = 0; opt->key[i]; i++)
+      env[8 + i] = (char)(opt->key[i] >= 'a' && opt->key[i] <= 'z' ? opt->key[i] - 32 : opt->key[i]);
     cr_expect_str_eq(opt->env, env);
     cr_expect_eq(gpupart__option_by_key(opt->key), o);
     cr_expect_eq(gpupart__option_by_env(opt->env), o);

@@ -21,8 +21,11 @@ static gpupart__config *config_of(const char *text) {
 
 /* A sim device of total bytes whose driver takes blocks of block bytes. */
 static gpupart_device_info device(uint64_t total, uint64_t block) {
-  return (gpupart_device_info){.backend = GPUPART_BACKEND_SIM, .total_bytes = total, .min_alignment = 256,
-                               .block_granularity = block, .max_block_bytes = total};
+  return (gpupart_device_info){.backend = GPUPART_BACKEND_SIM,
+                               .total_bytes = total,
+                               .min_alignment = 256,
+                               .block_granularity = block,
+                               .max_block_bytes = total};
 }
 
 static gpupart__settings_in open_of(const gpupart_device_desc *d, const gpupart_device_info *info) {
@@ -82,8 +85,8 @@ Test(settings, an_operators_ceiling_lowers_what_the_descriptor_asked_and_keeps_w
 
 Test(settings, an_orchestrators_share_is_the_limit_nothing_else_set) {
   gpupart__config *c = config_of(NULL);
-  c->shares[0] = (gpupart__share){.kind = GPUPART__SHARE_HAMI, .all = 1, .bytes = 300 * MiB,
-                                  .source = "CUDA_DEVICE_MEMORY_LIMIT"};
+  c->shares[0] =
+      (gpupart__share){.kind = GPUPART__SHARE_HAMI, .all = 1, .bytes = 300 * MiB, .source = "CUDA_DEVICE_MEMORY_LIMIT"};
   c->nshares = 1;
   gpupart_device_desc d = {0};
   gpupart_device_info info = device(1 * GiB, 2 * MiB);

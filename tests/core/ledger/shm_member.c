@@ -67,8 +67,7 @@ static int hammer(unsigned n, unsigned seed) {
 }
 
 static int create(const char *name, uint64_t limit, uint64_t guarantee, gpupart_device *dev) {
-  gpupart_partition_desc d = {.name = name, .limit = limit * MiB, .guarantee = guarantee * MiB,
-                              .release_threshold = 1};
+  gpupart_partition_desc d = {.name = name, .limit = limit * MiB, .guarantee = guarantee * MiB, .release_threshold = 1};
   return gpupart_partition_create(dev, &d, &part) != GPUPART_OK;
 }
 
@@ -81,7 +80,8 @@ static int line_io(int out) {
 /* One step at argv[*i]; 0 when it did what it says. */
 static int step(gpupart_device *dev, char **argv, int *i) {
   const char *w = argv[(*i)++];
-  if (!strcmp(w, "part")) return *i += 3, create(argv[*i - 3], strtoull(argv[*i - 2], 0, 10), strtoull(argv[*i - 1], 0, 10), dev);
+  if (!strcmp(w, "part"))
+    return *i += 3, create(argv[*i - 3], strtoull(argv[*i - 2], 0, 10), strtoull(argv[*i - 1], 0, 10), dev);
   if (!strcmp(w, "find")) return !(part = gpupart_partition_find(dev, argv[(*i)++]));
   if (!strcmp(w, "alloc")) return keep(strtoull(argv[(*i)++], 0, 10) * MiB) != GPUPART_OK;
   if (!strcmp(w, "refuse")) return keep(strtoull(argv[(*i)++], 0, 10) * MiB) != GPUPART_ELIMIT;

@@ -343,9 +343,7 @@ Test(ledger, guarantees_of_all_members_sum_against_one_budget) {
   L->ops->remove(L, a);
 }
 
-Test(ledger, the_ledger_carries_its_device_identity) {
-  cr_expect_str_eq(L->id.key, "test:0");
-}
+Test(ledger, the_ledger_carries_its_device_identity) { cr_expect_str_eq(L->id.key, "test:0"); }
 
 /* ---- device identity ---- */
 

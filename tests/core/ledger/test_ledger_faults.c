@@ -511,8 +511,8 @@ static void delete_ledger(void) {
 }
 
 Test(ledger_faults, a_deleted_ledger_is_made_anew_with_the_survivors_figures) {
-  member m = spawn_member((const char *[]){"part", "p", "256", "0", "alloc", "200", "ready", "wait", "check", "ready",
-                                           "wait", NULL});
+  member m = spawn_member(
+      (const char *[]){"part", "p", "256", "0", "alloc", "200", "ready", "wait", "check", "ready", "wait", NULL});
   await_ready(&m);
   delete_ledger();
   release_member(&m);
@@ -533,8 +533,8 @@ Test(ledger_faults, survivors_that_made_no_call_are_moved_by_the_first_that_did)
   member idle = spawn_member((const char *[]){"part", "idle", "0", "0", "alloc", "300", "ready", "wait", "reserved",
                                               "300", "check", "ready", "wait", NULL});
   await_ready(&idle);
-  member busy = spawn_member((const char *[]){"part", "busy", "0", "0", "alloc", "100", "ready", "wait", "check",
-                                              "ready", "wait", NULL});
+  member busy = spawn_member(
+      (const char *[]){"part", "busy", "0", "0", "alloc", "100", "ready", "wait", "check", "ready", "wait", NULL});
   await_ready(&busy);
   delete_ledger();
   release_member(&busy);

@@ -111,8 +111,8 @@ Test(ledger_shm, a_ledger_no_process_uses_takes_the_next_budget) {
   if (pid == 0) {
     gpupart_context *ctx = shared_context();
     gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
-    gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED,
-                             .memory_fraction = 0.5};
+    gpupart_device_desc d = {
+        .backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED, .memory_fraction = 0.5};
     gpupart_device *dev = NULL;
     if (!ctx || gpupart_device_open(ctx, &d, &dev) || gpupart_device_budget(dev) != 512 * MiB) _exit(2);
     _exit(0); /* exits without closing: the file stays, its member is dead */
@@ -269,8 +269,8 @@ Test(ledger_shm, available_counts_every_processs_bytes_and_guarantees) {
 
 Test(ledger_shm, destroying_a_joined_partition_leaves_it_to_the_others) {
   shared_env e = open_shared_env();
-  member m = spawn_member((const char *[]){"part", "both", "256", "0", "alloc", "50", "ready", "wait",
-                                           "reserved", "50", NULL});
+  member m = spawn_member(
+      (const char *[]){"part", "both", "256", "0", "alloc", "50", "ready", "wait", "reserved", "50", NULL});
   await_ready(&m);
   gpupart_partition *p = test_partition(e.dev, "both", 256 * MiB, 0);
   gpupart_free(alloc_ok(p, 100 * MiB));
@@ -326,8 +326,8 @@ Test(ledger_shm, a_trim_asked_by_another_process_is_honoured) {
   gpupart_partition *idle = test_partition(e.dev, "idle", 0, 0); /* keeps emptied blocks cached */
   gpupart_free(alloc_ok(idle, 800 * MiB));
   cr_expect_eq(part_stats(idle).reserved, 800 * MiB, "cached after the free");
-  member m = spawn_member((const char *[]){"part", "needy", "0", "0", "refuse", "600", "ready", "wait",
-                                           "alloc", "600", NULL});
+  member m =
+      spawn_member((const char *[]){"part", "needy", "0", "0", "refuse", "600", "ready", "wait", "alloc", "600", NULL});
   await_ready(&m); /* its refusal asked this process to trim */
   gpupart_partition *other = test_partition(e.dev, "other", 0, 0);
   gpupart_allocation *a = alloc_ok(other, 2 * MiB); /* a growth: the slow path honours the request */
@@ -349,7 +349,8 @@ Test(ledger_shm, a_hundred_dead_members_are_reclaimed_by_one_call) {
       gpupart_partition *p = NULL;
       gpupart_allocation *a = NULL;
       gpupart_partition_desc pd = {.name = "dead"};
-      _exit(!ctx || open_shared(ctx, &dev) || gpupart_partition_create(dev, &pd, &p) || gpupart_alloc(p, 8 * MiB, 0, &a));
+      _exit(!ctx || open_shared(ctx, &dev) || gpupart_partition_create(dev, &pd, &p) ||
+            gpupart_alloc(p, 8 * MiB, 0, &a));
     }
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
@@ -687,7 +688,7 @@ Test(ledger_shm, the_dead_member_event_runs_with_no_lock_so_it_may_call_the_libr
     wait_child(&k);
     c.stats_rc = -1;
     if (round == 0) cr_expect_eq(dev_stats(dev).reserved, 0, "stats reap it"); /* under the device's lock */
-    gpupart_allocation *a = round == 1 ? alloc_ok(p, 600 * MiB) : NULL; /* growth reaps it: the same lock */
+    gpupart_allocation *a = round == 1 ? alloc_ok(p, 600 * MiB) : NULL;        /* growth reaps it: the same lock */
     cr_expect_eq(c.heard, round + 1, "round %d: the reaping is heard", round);
     cr_expect_eq(c.stats_rc, GPUPART_OK, "round %d: and the callback's call answered", round);
     if (a) gpupart_free(a);
@@ -721,8 +722,8 @@ Test(ledger_shm, a_budget_other_than_the_ledgers_is_logged_saying_which_applies)
   gpupart_context *first = shared_context();
   gpupart_device *one = NULL, *two = NULL;
   static gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
-  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED,
-                           .memory_limit = 512 * MiB};
+  gpupart_device_desc d = {
+      .backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED, .memory_limit = 512 * MiB};
   cr_assert_eq(gpupart_device_open(first, &d, &one), GPUPART_OK, "%s", gpupart_last_error());
   tape t = {0};
   gpupart_context *second = recording_context(&t); /* another attachment, as another process has */

@@ -15,8 +15,8 @@
 #define GiB (1ull << 30)
 
 /* Criterion's asserts do work even when they pass; the random test uses this instead. */
-#define REQUIRE(cond, ...)                  \
-  do {                                      \
+#define REQUIRE(cond, ...)                    \
+  do {                                        \
     if (!(cond)) cr_assert_fail(__VA_ARGS__); \
   } while (0)
 
@@ -483,7 +483,7 @@ Test(tlsf, out_of_host_memory_changes_nothing) {
 #define M_LIVE (M_BLOCKS * M_UNITS)
 
 typedef struct mblock {
-  gpupart__range *first; /* the first range when added; NULL when this slot holds no block */
+  gpupart__range *first;     /* the first range when added; NULL when this slot holds no block */
   gpupart__tlsf_block *home; /* the block's record: its first range now */
   uint64_t base;
   uint32_t units;
