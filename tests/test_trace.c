@@ -308,10 +308,14 @@ Test(trace, the_benchmark_parser_loads_a_recorded_trace_with_its_partitions) {
   cr_assert_eq(bench_trace_load(path, &w), 0);
   cr_expect_eq(w.n, ops);
   cr_expect_eq(w.ops[0].size, 4096);
-  cr_expect_eq(w.ops[0].part, 0, "weights: the first partition named");
+  const bench_stream *weights = &w.streams[w.ops[0].part], *activations = &w.streams[w.ops[1].part];
+  cr_expect_eq(weights->lane, 0, "weights: the first partition named");
+  cr_expect_str_eq(w.names[weights->name], "weights");
   cr_expect_eq(w.ops[1].size, 100);
-  cr_expect_eq(w.ops[1].part, 1, "activations: the second");
-  cr_expect_eq(w.ops[4].part, 0);
+  cr_expect_eq(activations->lane, 1, "activations: the second");
+  cr_expect_str_eq(w.names[activations->name], "activations");
+  cr_expect_eq(w.ops[4].part, w.ops[0].part);
+  cr_expect_eq(w.processes, 1);
   bench_workload_free(&w);
 }
 
