@@ -63,7 +63,10 @@ static long parse_number(const char *flag, const char *v, long min) {
 static int parse_flag(options *o, const char *flag, const char *v) {
   if (!strcmp(flag, "--micro")) return o->micro = 1, 1;
   if (!strcmp(flag, "--shared")) return bench_shared_dir = bench_shared_tmpdir(), 1;
-  if (!strcmp(flag, "--together")) return o->together = 1, 1;
+  if (!strcmp(flag, "--together")) {
+    o->together = 1;
+    return 1;
+  }
   if (!strncmp(flag, "--micro=", 8)) return o->micro = 1, o->micro_only = flag + 8, 1;
   if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) usage(stdout), exit(0);
   if (!v) bench_die("%s needs a value (see --help)", flag);
