@@ -30,7 +30,8 @@ static int fail(char *err, size_t n, const char *what, const char *name) {
 
 static int open_process(bench_replayer *r, const bench_replay_setup *s, uint32_t k, char *err, size_t n) {
   unsigned flags = GPUPART_CONTEXT_NO_TRACE | (s->read_env ? 0u : GPUPART_CONTEXT_IGNORE_ENV);
-  gpupart_context_desc cd = {.flags = flags, .config_text = s->config_text, .ledger_dir = r->ledger_dir};
+  gpupart_context_desc cd = {.flags = flags, .config_text = s->config_text,
+                             .ledger_dir = r->ledger_dir[0] ? r->ledger_dir : NULL};
   if (gpupart_context_create(&cd, &r->ctx[k])) return fail(err, n, "context_create", NULL);
   gpupart_device_desc dd = {.backend = s->backend, .index = s->index,
                             .backend_desc = s->backend == GPUPART_BACKEND_SIM ? &r->sim : NULL,
@@ -48,6 +49,17 @@ static int find_part(bench_replayer *r, uint32_t i, char *err, size_t n) {
   gpupart_partition_desc d = {.name = name};
   if (gpupart_partition_create(dev, &d, &r->parts[i])) return fail(err, n, "partition", name);
   return 0;
+}
+
+/* A fresh folder under $TMPDIR (when it is an absolute path), else /tmp. */
+static int make_ledger_dir(bench_replayer *r, char *err, size_t n) {
+  const char *tmp = getenv("TMPDIR");
+  if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof r->ledger_dir - 32) tmp = "/tmp";
+  snprintf(r->ledger_dir, sizeof r->ledger_dir, "%s/gpupart-replay-XXXXXX", tmp);
+  if (mkdtemp(r->ledger_dir)) return 0;
+  snprintf(err, n, "cannot make a ledger folder in %s", tmp);
+  r->ledger_dir[0] = '\0';
+  return -1;
 }
 
 /* The partitions of the streams some allocation uses: a stream no allocation names (the
@@ -73,12 +85,9 @@ int bench_replayer_open(bench_replayer *r, const bench_workload *w, const bench_
   r->parts = bench_xcalloc(w->nstreams ? w->nstreams : 1, sizeof *r->parts);
   r->handles = bench_xcalloc(w->slots ? w->slots : 1, sizeof *r->handles);
   if (s->backend == GPUPART_BACKEND_SIM) bench_replay_sim(w, &r->sim);
-  snprintf(r->ledger_dir, sizeof r->ledger_dir, "/tmp/gpupart-replay-XXXXXX");
-  if (!mkdtemp(r->ledger_dir)) {
-    r->ledger_dir[0] = '\0';
-    snprintf(err, n, "cannot make a ledger folder under /tmp");
-    return -1;
-  }
+  /* Shared ledgers (several processes, or GPUPART_SHARED in the caller's environment) go
+   * to a private folder: a replay never meets the user's own in /dev/shm. */
+  if ((r->processes > 1 || s->read_env) && make_ledger_dir(r, err, n)) return -1;
   for (uint32_t k = 0; k < r->processes; k++)
     if (open_process(r, s, k, err, n)) return -1;
   return find_parts(r, err, n);

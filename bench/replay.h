@@ -124,7 +124,7 @@ typedef struct bench_replayer {
   gpupart_partition **parts;    /* one per stream: the partition its name has in its process */
   gpupart_allocation **handles; /* one per slot */
   gpupart_sim_desc sim;         /* the device, when the setup's backend is SIM */
-  char ledger_dir[64];          /* a private folder for the ledgers (shared ones included), removed at close */
+  char ledger_dir[256];         /* "", or a private folder for shared ledgers, removed at close */
 } bench_replayer;
 
 /* The simulated device every configured replay of w runs on: 64 GiB, or the power of two
@@ -134,8 +134,9 @@ void bench_replay_sim(const bench_workload *w, gpupart_sim_desc *out);
  * by its name (gpupart_partition_create with the name alone: the configured partition when
  * configuration declares it; "p0", the name gpupart gives a program's first unnamed
  * partition, for allocations without a name). Several processes share a ledger
- * (GPUPART_DEVICE_SHARED), so a name is one partition across them. Ledgers go to a fresh
- * private folder, never the user's shared ones; nothing is recorded (GPUPART_TRACE is not
+ * (GPUPART_DEVICE_SHARED), so a name is one partition across them. A shared ledger
+ * (several processes, or GPUPART_SHARED where the environment is read) goes to a fresh
+ * private folder, never the user's own; nothing is recorded (GPUPART_TRACE is not
  * followed). 0, or -1 with err set (close r either way). */
 int bench_replayer_open(bench_replayer *r, const bench_workload *w, const bench_replay_setup *s, char *err,
                         size_t n);

@@ -153,6 +153,7 @@ void bench_workload_only(const bench_workload *w, uint32_t name, bench_workload 
     if (o->size > out->max_size) out->max_size = o->size;
   }
   out->cap = out->n;
+  out->ops = bench_xrealloc(out->ops, (out->n ? out->n : 1) * sizeof *out->ops); /* kept per name: only its own */
   free(mine);
 }
 
