@@ -128,6 +128,8 @@ static void print_notes(const tune_run *t) {
   else if (!t->s.declarable)
     printf("\nNot searched: preallocation, and limits for partitions whose names configuration cannot\n"
            "declare (1 to 63 of A-Z a-z 0-9 _ . -).\n");
+  else if (!t->s.prealloc_ok)
+    printf("\nNot searched: preallocation (configuration declares at most 64 partitions; limits: the first 64).\n");
 }
 
 void tune_print_text(const tune_run *t) {

@@ -26,6 +26,7 @@
 #define GRANULE TUNE_GRANULE
 #define REFINE_PASSES 2
 #define LIMIT_BASES 3 /* growth configurations given bisected limits, besides the default */
+#define MAX_DECLARED 64 /* partitions configuration may declare (per source, docs/configuration.md) */
 
 /* The settings searched. To search another (GPUPART_EXPANDABLE, say), add its id to
  * tune_dim_id (tune.h) and its row here: the grid crosses it with the others, refinement
@@ -319,10 +320,10 @@ static void refine(tune_search *s) {
 static void limit_candidate(tune_search *s, size_t base) {
   uint64_t v[TUNE_DIMS], *limits = bench_xcalloc(s->w->nnames, sizeof *limits);
   memcpy(v, s->c[base].v, sizeof v);
-  int any = 0;
-  for (uint32_t i = 0; i < s->w->nnames; i++)
-    if (tune_name_declarable(s->w->names[i])) any |= (limits[i] = growth_limit(s, v, i)) != 0;
-  if (any) evaluate(s, v, limits, "limits");
+  int declared = 0;
+  for (uint32_t i = 0; i < s->w->nnames && declared < MAX_DECLARED; i++)
+    if (tune_name_declarable(s->w->names[i])) declared += (limits[i] = growth_limit(s, v, i)) != 0;
+  if (declared) evaluate(s, v, limits, "limits");
   free(limits);
 }
 
@@ -364,7 +365,7 @@ void tune_search_init(tune_search *s, bench_workload *w, uint64_t budget, tune_o
   for (uint32_t i = 0; i < w->nnames; i++) s->declarable &= tune_name_declarable(w->names[i]);
   /* A preallocated partition's memory is its first process's: another process that
    * shares it could allocate nothing, so preallocation is searched for one process. */
-  s->prealloc_ok = s->declarable && w->processes <= 1;
+  s->prealloc_ok = s->declarable && w->processes <= 1 && w->nnames <= MAX_DECLARED;
 }
 
 int tune_search_run(tune_search *s, char *err, size_t n) {

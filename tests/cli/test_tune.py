@@ -308,6 +308,53 @@ def test_budget():
     tune("--budget", "1MiB", trace, rc=3)  # below one granule: holds nothing
 
 
+def synthetic(name, names, rounds=40):
+    """A trace of a few allocations per named partition, freed in waves; sizes vary."""
+    lines, ident = [], 0
+    for r in range(rounds):
+        live = []
+        for k, part in enumerate(names):
+            for j in range(3):
+                ident += 1
+                lines.append(f"a {ident} {((r * 7 + k * 13 + j * 5) % 23 + 1) * 300007} {part}")
+                live.append(ident)
+        lines += [f"f {i}" for i in live[::-1]]
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def test_names_configuration_cannot_declare():
+    """A name outside [A-Za-z0-9_.-] (the recorder escapes it, a space here) is replayed but
+    never declared: no limit for it, no preallocation searched; the rest still is."""
+    trace = synthetic("odd.ops", ["odd%20name", "plain"])
+    d = tune_json(trace)
+    if not d:
+        return
+    check(d["partitions"] == ["odd name", "plain"], "names decoded", d["partitions"])
+    check(not d["prealloc_searched"], "no preallocation with an undeclarable name", d)
+    rec = check_search(d, "odd names")
+    for c in d["candidates"]:
+        check("odd name" not in c["settings"]["partitions"], "an undeclarable name is never declared", c)
+    if rec:
+        reproduce([trace], rec, "odd names")
+        check_config_accepts(rec, "odd names")
+
+
+def test_more_partitions_than_configuration_declares():
+    trace = synthetic("many.ops", [f"p{i}" for i in range(70)], rounds=3)
+    d = tune_json(trace)
+    if not d:
+        return
+    check(len(d["partitions"]) == 70 and not d["prealloc_searched"], "70 names: no preallocation searched", d)
+    check_search(d, "70 partitions")
+    for c in d["candidates"]:
+        check(len(c["settings"]["partitions"]) <= 64, "at most 64 partitions declared", c["description"])
+    if d["recommended"]:
+        check_config_accepts(d["recommended"], "70 partitions")
+
+
 def test_progress_when_asked():
     trace = os.path.join(TRACES, "kineto_resnet50_v100.ops.gz")
     _, err = tune("--progress", trace)
