@@ -1,6 +1,6 @@
 /* The policies compared on every target, and the replay loops that time them.
  *   driver      one driver block per request, through the backend's own block_alloc and
- *               block_free (core/backend.h): what a program does without a pool;
+ *               block_free (core/base/backend.h): what a program does without a pool;
  *   growth      one gpupart partition with the default growth policy;
  *   prealloc    one partition with growth off, preallocated to the workload's peak (each
  *               request rounded up to the device alignment) plus a quarter for
@@ -36,7 +36,7 @@ typedef struct rig {
   gpupart_context *ctx;
   gpupart_device *dev;
   gpupart_partition *own[BENCH_PARTS]; /* single-partition policies repeat the one */
-  gpupart_partition **parts;            /* per stream: own[its lane] */
+  gpupart_partition **parts;           /* per stream: own[its lane] */
   gpupart_allocation **handles;
   /* configured policy */
   bench_replayer rep;
@@ -65,8 +65,8 @@ static int driver_setup(rig *r) {
   gpupart_device_info info;
   r->env.mem = gpupart__hostmem_default(); /* the driver policy runs the backend with no context */
   const char *library = t->backend == GPUPART_BACKEND_CUDA ? bench_cuda_library() : NULL;
-  if (r->ops->load(&r->env, library, &r->state) || r->ops->open(r->state, t->index, bench_target_desc(t), 0, &r->bdev) ||
-      r->ops->info(r->bdev, &info)) {
+  if (r->ops->load(&r->env, library, &r->state) ||
+      r->ops->open(r->state, t->index, bench_target_desc(t), 0, &r->bdev) || r->ops->info(r->bdev, &info)) {
     snprintf(r->err, sizeof r->err, "driver: %s", gpupart_last_error());
     return -1;
   }

@@ -30,10 +30,11 @@ static int fail(char *err, size_t n, const char *what, const char *name) {
 
 static int open_process(bench_replayer *r, const bench_replay_setup *s, uint32_t k, char *err, size_t n) {
   unsigned flags = GPUPART_CONTEXT_NO_TRACE | (s->read_env ? 0u : GPUPART_CONTEXT_IGNORE_ENV);
-  gpupart_context_desc cd = {.flags = flags, .config_text = s->config_text,
-                             .ledger_dir = r->ledger_dir[0] ? r->ledger_dir : NULL};
+  gpupart_context_desc cd = {
+      .flags = flags, .config_text = s->config_text, .ledger_dir = r->ledger_dir[0] ? r->ledger_dir : NULL};
   if (gpupart_context_create(&cd, &r->ctx[k])) return fail(err, n, "context_create", NULL);
-  gpupart_device_desc dd = {.backend = s->backend, .index = s->index,
+  gpupart_device_desc dd = {.backend = s->backend,
+                            .index = s->index,
                             .backend_desc = s->backend == GPUPART_BACKEND_SIM ? &r->sim : NULL,
                             .flags = r->processes > 1 ? GPUPART_DEVICE_SHARED : 0};
   if (gpupart_device_open(r->ctx[k], &dd, &r->dev[k])) return fail(err, n, "device_open", NULL);
@@ -77,8 +78,7 @@ static int find_parts(bench_replayer *r, char *err, size_t n) {
   return rc;
 }
 
-int bench_replayer_open(bench_replayer *r, const bench_workload *w, const bench_replay_setup *s, char *err,
-                        size_t n) {
+int bench_replayer_open(bench_replayer *r, const bench_workload *w, const bench_replay_setup *s, char *err, size_t n) {
   *r = (bench_replayer){.w = w, .processes = w->processes ? w->processes : 1};
   r->ctx = bench_xcalloc(r->processes, sizeof *r->ctx);
   r->dev = bench_xcalloc(r->processes, sizeof *r->dev);
@@ -133,8 +133,7 @@ static void remove_ledgers(const char *dir) {
 void bench_replayer_close(bench_replayer *r) {
   for (uint32_t s = 0; r->handles && s < r->w->slots; s++) gpupart_free(r->handles[s]);
   for (uint32_t k = r->processes; k-- > 0;) {
-    if (r->dev && r->dev[k] && gpupart_device_close(r->dev[k]))
-      bench_die("device_close: %s", gpupart_last_error());
+    if (r->dev && r->dev[k] && gpupart_device_close(r->dev[k])) bench_die("device_close: %s", gpupart_last_error());
     if (r->ctx && r->ctx[k]) gpupart_context_destroy(r->ctx[k]);
   }
   if (r->ledger_dir[0]) remove_ledgers(r->ledger_dir);

@@ -138,8 +138,7 @@ void bench_replay_sim(const bench_workload *w, gpupart_sim_desc *out);
  * (several processes, or GPUPART_SHARED where the environment is read) goes to a fresh
  * private folder, never the user's own; nothing is recorded (GPUPART_TRACE is not
  * followed). 0, or -1 with err set (close r either way). */
-int bench_replayer_open(bench_replayer *r, const bench_workload *w, const bench_replay_setup *s, char *err,
-                        size_t n);
+int bench_replayer_open(bench_replayer *r, const bench_workload *w, const bench_replay_setup *s, char *err, size_t n);
 /* Replays ops; returns how many allocations were refused. */
 uint64_t bench_replayer_run(bench_replayer *r, const bench_op *ops, size_t n);
 /* The figures of the replay so far: driver calls of every process, the (shared) ledger's

@@ -13,47 +13,46 @@
 #include "cli.h"
 #include "tune.h"
 
-#define MAX_TRACES 64 /* processes: each is a member of one shared ledger */
+#define MAX_TRACES 64         /* processes: each is a member of one shared ledger */
 #define MAX_PEAK (1ull << 50) /* live bytes beyond any device's (1 PiB): not a device's trace */
 #define EXIT_NO_FIT 3
 
-static const char help[] =
-    "usage: gpupart tune [--objective memory|calls|balanced] [--budget SIZE] [--json]\n"
-    "                    [--top N] [--progress] TRACE...\n"
-    "\n"
-    "Recommends a configuration for an application from its own allocation trace\n"
-    "(recorded with GPUPART_TRACE=FILE; .ops or .ops.gz). Several TRACE files are the\n"
-    "processes of one run, recorded with GPUPART_TRACE=FILE.%p: a partition name is one\n"
-    "partition shared by them (GPUPART_SHARED=1), and their operations are interleaved\n"
-    "in proportion to their lengths.\n"
-    "\n"
-    "The trace is replayed on a simulated device under a bounded search of growth or\n"
-    "preallocation, initial_block, max_block, growth_factor, release_threshold and each\n"
-    "partition's size; the table shows, best first, each configuration's peak reserved,\n"
-    "fragmentation (1 - peak in use / peak reserved), driver calls, their time at a\n"
-    "real GPU's price (80 us per allocation, 450 us per free) and ns per operation here.\n"
-    "The recommendation follows as GPUPART_* lines and as an INI section.\n"
-    "gpupart-bench --trace TRACE --policy configured, run with those lines, reproduces\n"
-    "its peak reserved, fragmentation and driver calls.\n"
-    "\n"
-    "  --objective O  memory (default): the least peak reserved, ties to the least driver\n"
-    "                 time; calls: the least driver time, ties to the least memory;\n"
-    "                 balanced: the least sum of both, each relative to the default's.\n"
-    "                 Only configurations that serve every allocation and hold no more\n"
-    "                 than the default configuration are recommended.\n"
-    "  --budget SIZE  does the trace fit in SIZE (a number of GiB, or with a unit: 1.5,\n"
-    "                 512MiB, 8GB)? Every configuration is replayed under\n"
-    "                 GPUPART_MEMORY_LIMIT=SIZE; the answer is the best that serves every\n"
-    "                 allocation, or \"does not fit\" with what it would need.\n"
-    "  --json         one JSON object: the trace, default, recommended, candidates\n"
-    "                 [{rank, settings, env, ini, peak_reserved, fragmentation,\n"
-    "                 driver_allocs, driver_frees, modeled_driver_ms, ns_per_op, failed}]\n"
-    "  --top N        configurations shown besides the default's (default 10)\n"
-    "  --progress     a progress line on standard error even when it is not a terminal\n"
-    "                 (on a terminal it is shown once a search takes more than a moment)\n"
-    "\n"
-    "exit status: 0 a recommendation (with --budget: the trace fits), 1 a trace cannot\n"
-    "             be read or replayed, 2 bad usage, 3 with --budget: it does not fit\n";
+static const char help[] = "usage: gpupart tune [--objective memory|calls|balanced] [--budget SIZE] [--json]\n"
+                           "                    [--top N] [--progress] TRACE...\n"
+                           "\n"
+                           "Recommends a configuration for an application from its own allocation trace\n"
+                           "(recorded with GPUPART_TRACE=FILE; .ops or .ops.gz). Several TRACE files are the\n"
+                           "processes of one run, recorded with GPUPART_TRACE=FILE.%p: a partition name is one\n"
+                           "partition shared by them (GPUPART_SHARED=1), and their operations are interleaved\n"
+                           "in proportion to their lengths.\n"
+                           "\n"
+                           "The trace is replayed on a simulated device under a bounded search of growth or\n"
+                           "preallocation, initial_block, max_block, growth_factor, release_threshold and each\n"
+                           "partition's size; the table shows, best first, each configuration's peak reserved,\n"
+                           "fragmentation (1 - peak in use / peak reserved), driver calls, their time at a\n"
+                           "real GPU's price (80 us per allocation, 450 us per free) and ns per operation here.\n"
+                           "The recommendation follows as GPUPART_* lines and as an INI section.\n"
+                           "gpupart-bench --trace TRACE --policy configured, run with those lines, reproduces\n"
+                           "its peak reserved, fragmentation and driver calls.\n"
+                           "\n"
+                           "  --objective O  memory (default): the least peak reserved, ties to the least driver\n"
+                           "                 time; calls: the least driver time, ties to the least memory;\n"
+                           "                 balanced: the least sum of both, each relative to the default's.\n"
+                           "                 Only configurations that serve every allocation and hold no more\n"
+                           "                 than the default configuration are recommended.\n"
+                           "  --budget SIZE  does the trace fit in SIZE (a number of GiB, or with a unit: 1.5,\n"
+                           "                 512MiB, 8GB)? Every configuration is replayed under\n"
+                           "                 GPUPART_MEMORY_LIMIT=SIZE; the answer is the best that serves every\n"
+                           "                 allocation, or \"does not fit\" with what it would need.\n"
+                           "  --json         one JSON object: the trace, default, recommended, candidates\n"
+                           "                 [{rank, settings, env, ini, peak_reserved, fragmentation,\n"
+                           "                 driver_allocs, driver_frees, modeled_driver_ms, ns_per_op, failed}]\n"
+                           "  --top N        configurations shown besides the default's (default 10)\n"
+                           "  --progress     a progress line on standard error even when it is not a terminal\n"
+                           "                 (on a terminal it is shown once a search takes more than a moment)\n"
+                           "\n"
+                           "exit status: 0 a recommendation (with --budget: the trace fits), 1 a trace cannot\n"
+                           "             be read or replayed, 2 bad usage, 3 with --budget: it does not fit\n";
 
 typedef struct options {
   const char *traces[MAX_TRACES];
@@ -70,8 +69,8 @@ static int parse_budget(const char *s, uint64_t *out) {
   static const struct {
     const char *unit;
     double scale;
-  } units[] = {{"", 1073741824.0}, {"b", 1.0},   {"kib", 1024.0}, {"mib", 1048576.0},
-               {"gib", 1073741824.0}, {"tib", 1099511627776.0}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12}};
+  } units[] = {{"", 1073741824.0},       {"b", 1.0},  {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},
+               {"tib", 1099511627776.0}, {"kb", 1e3}, {"mb", 1e6},     {"gb", 1e9},        {"tb", 1e12}};
   size_t digits = strspn(s, "0123456789"), frac = s[digits] == '.' ? strspn(s + digits + 1, "0123456789") : 0;
   if (!digits && !frac) return -1;
   size_t end = digits + (s[digits] == '.' ? 1 + frac : 0);
@@ -114,7 +113,8 @@ static int parse_option(int argc, char **argv, int *i, options *o, int *bad) {
   if ((k = cli_option(argc, argv, i, "--top", 1, &v)) == 1) {
     char *end;
     long n = strtol(v, &end, 10);
-    if (*end || n < 1 || n > 100000 || end == v) *bad = cli_usage_error("tune", "--top: want a number >= 1, not '%s'", v);
+    if (*end || n < 1 || n > 100000 || end == v)
+      *bad = cli_usage_error("tune", "--top: want a number >= 1, not '%s'", v);
     else o->top = (size_t)n;
   }
   return k;
@@ -161,8 +161,7 @@ static void on_progress(const char *stage, size_t done, size_t planned, void *us
 static void progress_done(progress *p, size_t replays) {
   if (p->tty && p->shown) fputs("\r\033[K", stderr);
   else if (p->asked)
-    fprintf(stderr, "gpupart tune: done: %zu replays in %.1f s\n", replays,
-            (double)(bench_now_ns() - p->start) / 1e9);
+    fprintf(stderr, "gpupart tune: done: %zu replays in %.1f s\n", replays, (double)(bench_now_ns() - p->start) / 1e9);
 }
 
 /* ---- the run ---- */

@@ -30,17 +30,17 @@ typedef enum tune_kind {
   TUNE_THRESHOLD, /* bytes; 0 is "none" */
 } tune_kind;
 
-#define TUNE_END UINT64_MAX /* ends a list of values */
+#define TUNE_END UINT64_MAX       /* ends a list of values */
 #define TUNE_GRANULE (2ull << 20) /* the library's default granularity: sizes and limits are whole granules */
 
 typedef struct tune_dim {
   const char *key; /* the INI key, in [gpupart] */
   const char *env; /* the variable */
   tune_kind kind;
-  uint64_t def;         /* the library's default (docs/configuration.md) */
-  uint64_t coarse[8];   /* the first grid, TUNE_END-terminated */
-  uint64_t fine[10];    /* what refinement tries, one setting at a time, TUNE_END-terminated */
-  int growth_only;      /* meaningless when preallocating (left at the default then) */
+  uint64_t def;       /* the library's default (docs/configuration.md) */
+  uint64_t coarse[8]; /* the first grid, TUNE_END-terminated */
+  uint64_t fine[10];  /* what refinement tries, one setting at a time, TUNE_END-terminated */
+  int growth_only;    /* meaningless when preallocating (left at the default then) */
 } tune_dim;
 
 const tune_dim *tune_dim_get(tune_dim_id d);
@@ -52,26 +52,26 @@ typedef enum tune_objective { TUNE_MEMORY, TUNE_CALLS, TUNE_BALANCED } tune_obje
 typedef struct tune_candidate {
   uint64_t v[TUNE_DIMS];
   uint64_t *limits;
-  bench_result r;    /* its replay's figures */
-  int error;         /* the configuration could not be replayed (r.message says why) */
-  int is_default;    /* the library's defaults, nothing declared */
-  uint32_t order;    /* when it was tried: the last tie-break */
+  bench_result r; /* its replay's figures */
+  int error;      /* the configuration could not be replayed (r.message says why) */
+  int is_default; /* the library's defaults, nothing declared */
+  uint32_t order; /* when it was tried: the last tie-break */
 } tune_candidate;
 
 /* Where the search is: called after each configuration replayed. */
 typedef void (*tune_progress_fn)(const char *stage, size_t done, size_t planned, void *user);
 
 typedef struct tune_search {
-  bench_workload *w;     /* every stream named (unnamed allocations: "p0") */
-  uint64_t budget;       /* bytes: memory_limit of every configuration; 0 = none */
+  bench_workload *w; /* every stream named (unnamed allocations: "p0") */
+  uint64_t budget;   /* bytes: memory_limit of every configuration; 0 = none */
   tune_objective objective;
-  int declarable;        /* every partition name can be declared (GPUPART_PARTITIONS syntax) */
-  int prealloc_ok;       /* preallocation is searched (one process, every name declarable) */
+  int declarable;  /* every partition name can be declared (GPUPART_PARTITIONS syntax) */
+  int prealloc_ok; /* preallocation is searched (one process, every name declarable) */
   tune_candidate *c;
   size_t n, cap;
-  size_t replays;        /* replays run, sub-workloads' included */
-  bench_workload *only;  /* per name: its operations alone (made when first needed) */
-  int default_only;      /* replay the default configuration alone (a budget below the live bytes) */
+  size_t replays;       /* replays run, sub-workloads' included */
+  bench_workload *only; /* per name: its operations alone (made when first needed) */
+  int default_only;     /* replay the default configuration alone (a budget below the live bytes) */
   tune_progress_fn progress;
   void *progress_user;
 } tune_search;

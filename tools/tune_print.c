@@ -24,8 +24,8 @@ static void print_header(const tune_run *t) {
   }
   printf("%s)\n", w->nnames > 8 ? " ..." : "");
   printf("peak in use %.1f MiB; %zu configuration%s, %zu replay%s on a simulated device in %.1f s; objective %s",
-         mib(t->peak_in_use), t->s.n, t->s.n == 1 ? "" : "s", t->s.replays, t->s.replays == 1 ? "" : "s",
-         t->seconds, tune_objective_name(t->s.objective));
+         mib(t->peak_in_use), t->s.n, t->s.n == 1 ? "" : "s", t->s.replays, t->s.replays == 1 ? "" : "s", t->seconds,
+         tune_objective_name(t->s.objective));
   if (t->s.budget) printf("; budget %.1f MiB", mib(t->s.budget));
   printf("\n\n");
 }
@@ -59,8 +59,8 @@ static int same_as_earlier(tune_candidate *const *ranked, size_t i) {
 }
 
 static void print_table(const tune_run *t, tune_candidate *const *ranked, size_t n) {
-  printf("%5s %15s %7s %12s %10s %7s  %s\n", "rank", "peak reserved", "frag", "driver calls", "driver ms",
-         "ns/op", "configuration");
+  printf("%5s %15s %7s %12s %10s %7s  %s\n", "rank", "peak reserved", "frag", "driver calls", "driver ms", "ns/op",
+         "configuration");
   size_t shown = 0, hidden = 0, refused = 0;
   int default_shown = 0;
   for (size_t i = 0; i < n; i++) {
@@ -114,7 +114,8 @@ static void print_verdict(const tune_run *t, const tune_candidate *best) {
            (unsigned long long)d->r.failed);
   else
     printf("  peak reserved %.1f MiB (the default %.1f MiB), driver calls %llu costing %.1f ms at a GPU's price "
-           "(the default %llu, %.1f ms)\n", mib(best->r.peak_reserved), mib(d->r.peak_reserved),
+           "(the default %llu, %.1f ms)\n",
+           mib(best->r.peak_reserved), mib(d->r.peak_reserved),
            (unsigned long long)(best->r.driver_allocs + best->r.driver_frees), best->r.modeled_driver_ms,
            (unsigned long long)(d->r.driver_allocs + d->r.driver_frees), d->r.modeled_driver_ms);
   if (tune_limited(&t->s, best))

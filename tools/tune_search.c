@@ -25,12 +25,14 @@
 #define GIB (1ull << 30)
 #define GRANULE TUNE_GRANULE
 #define REFINE_PASSES 2
-#define LIMIT_BASES 3 /* growth configurations given bisected limits, besides the default */
+#define LIMIT_BASES 3   /* growth configurations given bisected limits, besides the default */
 #define MAX_DECLARED 64 /* partitions configuration may declare (per source, docs/configuration.md) */
 
 /* The settings searched. To search another (GPUPART_EXPANDABLE, say), add its id to
  * tune_dim_id (tune.h) and its row here: the grid crosses it with the others, refinement
- * tries its fine values, and the INI, GPUPART_* lines, table and JSON show it. */
+ * tries its fine values, and the INI, GPUPART_* lines, table and JSON show it. The table
+ * is laid out by hand, one row per setting (clang-format would put each field on a line). */
+/* clang-format off */
 static const tune_dim dims[TUNE_DIMS] = {
     [TUNE_ALLOW_GROWTH] = {"allow_growth", "GPUPART_ALLOW_GROWTH", TUNE_BOOL, 1, {1, 0, TUNE_END}, {TUNE_END}, 0},
     [TUNE_INITIAL_BLOCK] = {"initial_block", "GPUPART_INITIAL_BLOCK", TUNE_BYTES, 2 * MIB,
@@ -43,6 +45,7 @@ static const tune_dim dims[TUNE_DIMS] = {
     [TUNE_RELEASE_THRESHOLD] = {"release_threshold", "GPUPART_RELEASE_THRESHOLD", TUNE_THRESHOLD, 0,
                                 {0, 1, TUNE_END}, {0, 1, 32 * MIB, 128 * MIB, 512 * MIB, TUNE_END}, 1},
 };
+/* clang-format on */
 
 const tune_dim *tune_dim_get(tune_dim_id d) { return &dims[d]; }
 
