@@ -69,7 +69,7 @@ def test_version_and_help():
     out, _ = expect_rc(["--help"], 0)
     for word in ("devices", "config", "check-config", "exit status", "GPUPART_CONFIG"):
         check(word in out, f"--help mentions {word}", out)
-    for cmd in ("devices", "config", "check-config", "top", "metrics", "exporter"):
+    for cmd in ("devices", "config", "check-config", "top", "metrics", "exporter", "tune"):
         out, _ = expect_rc([cmd, "--help"], 0)
         check(out.startswith(f"usage: gpupart {cmd}"), f"{cmd} --help", out)
 
