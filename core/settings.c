@@ -109,8 +109,10 @@ static void apply_share(gpupart_device *dev) {
   gpupart__settings *s = &dev->settings;
   gpupart__value *lim = &s->v[GPUPART__OPT_MEMORY_LIMIT];
   if (!is_default(lim)) return;
-  s->share = gpupart__config_share(dev->ctx->cfg, s->index, dev->info.pci_bus_id);
-  if (s->share) *lim = (gpupart__value){.set = 1, .src = {s->share->source, 0}, .u = s->share->bytes};
+  const gpupart_device_info *i = &dev->info;
+  s->share = gpupart__config_share_for(dev->ctx->cfg, s->index, i->pci_bus_id, i->uuid, i->total_bytes);
+  if (s->share)
+    *lim = (gpupart__value){.set = 1, .src = {s->share->source, 0}, .u = gpupart__share_bytes(s->share, i->total_bytes)};
 }
 
 /* Lowers option o to its ceiling max_o when it asks for more, whoever set it. */

@@ -131,10 +131,10 @@ static void json_clipped(const gpupart__settings *s) {
   printf("}");
 }
 
-/* What a share names: "index 1", "every device", or its PCI address or dmem region. */
+/* What a share names: "index 1", "every device", or its UUID, PCI address or dmem region. */
 static void share_device(const gpupart__share *sh, char *buf, size_t n) {
   if (sh->all) snprintf(buf, n, "every device");
-  else if (sh->kind == GPUPART__SHARE_HAMI_DEVICE) snprintf(buf, n, "index %u", sh->index);
+  else if (sh->by_index) snprintf(buf, n, "index %u", sh->index);
   else snprintf(buf, n, "%s", sh->key);
 }
 
@@ -148,7 +148,7 @@ static void json_shares(gpupart_device *dev) {
     json_string(stdout, c->shares[i].source);
     printf(", \"device\": ");
     json_string(stdout, what);
-    printf(", \"bytes\": %llu, \"applied\": %s}", (unsigned long long)c->shares[i].bytes,
+    printf(", \"bytes\": %llu, \"applied\": %s}", (unsigned long long)gpupart__share_bytes(&c->shares[i], dev->info.total_bytes),
            dev->settings.share == &c->shares[i] ? "true" : "false");
   }
   printf("%s], \"ignored\": [", c->nshares ? "\n  " : "");
@@ -166,7 +166,8 @@ static void print_shares(gpupart_device *dev) {
   printf("\norchestrator shares (applied to memory_limit when nothing else sets it):\n");
   for (uint32_t i = 0; i < c->nshares; i++) {
     share_device(&c->shares[i], what, sizeof what);
-    printf("%-40s %-24s %20llu  %s\n", c->shares[i].source, what, (unsigned long long)c->shares[i].bytes,
+    printf("%-40s %-24s %20llu  %s\n", c->shares[i].source, what,
+           (unsigned long long)gpupart__share_bytes(&c->shares[i], dev->info.total_bytes),
            dev->settings.share == &c->shares[i] ? "applied" : "not applied");
   }
   for (uint32_t i = 0; i < c->nshare_warnings; i++) printf("%s\n", c->share_warnings[i]);

@@ -2,7 +2,7 @@
  * the input is fed to: INI text (through gpupart_context_create and a device open, so
  * partitions declared by the text are created too), the amount parser, the partition
  * spec parser, one GPUPART_* variable (the second byte picks which), or the readers of the
- * orchestrators' values (HAMi's variables, Slurm's list). Any crash, sanitizer
+ * orchestrators' values (HAMi's variables, MPS's and Slurm's lists, KAI's portion). Any crash, sanitizer
  * report or leak is a finding; parse errors are expected and ignored. A text that turns
  * shared ledgers on gets them in a scratch folder of the run (the contexts' descriptor
  * names it, which no variable or file can override), removed at exit: never /dev/shm. */
@@ -95,19 +95,29 @@ static void fuzz_variable(uint8_t which, const char *text) {
   unsetenv(o->env);
 }
 
-/* HAMi's and Slurm's values are hostile text: each either parses or is a warning, and a
- * share that applies has a limit. */
+/* The orchestrators' values (HAMi's, its AMD hook's, MPS's, Slurm's, KAI's) are hostile
+ * text: each either parses or is a warning, and a share that applies has a limit (a
+ * portion's never more than the device's total). */
 static void fuzz_shares(const char *text) {
   static gpupart__config c;
+  static const uint8_t uuid[16] = {0x7c, 0xe2, 0x3c, 0xd8};
+  const uint64_t total = 16ull << 30;
   char name[96];
   memset(&c, 0, sizeof c);
   snprintf(name, sizeof name, "CUDA_DEVICE_MEMORY_LIMIT_%s", text);
   gpupart__share_hami(&c, name, "1g");
+  snprintf(name, sizeof name, "HIP_DEVICE_MEMORY_LIMIT_%s", text);
+  gpupart__share_hami(&c, name, "1g");
   gpupart__share_hami(&c, "CUDA_DEVICE_MEMORY_LIMIT", text);
+  gpupart__share_hami(&c, "HIP_DEVICE_MEMORY_LIMIT", text);
+  gpupart__share_mps(&c, text);
   gpupart__share_slurm(&c, text);
+  gpupart__share_kai(&c, text);
   if (c.nshares > GPUPART__MAX_SHARES || c.nshare_warnings > GPUPART__MAX_SHARE_WARNINGS) abort();
   const gpupart__share *s = gpupart__config_share(&c, 0, "0000:3b:00.0");
   if (s && !s->bytes) abort();
+  s = gpupart__config_share_for(&c, 1, "", uuid, total);
+  if (s && (!gpupart__share_bytes(s, total) || (s->portion > 0 && gpupart__share_bytes(s, total) > total))) abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
