@@ -47,7 +47,8 @@ def check(cond, what, detail=""):
 def clean_env(extra):
     """This process's environment without any configuration gpupart reads, plus extra."""
     keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_", "CUDA_VISIBLE_DEVICES"))}
+            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_", "CUDA_VISIBLE_DEVICES",
+                                 "HIP_DEVICE_MEMORY_LIMIT", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPU_PORTION"))}
     return {**keep, **extra}
 
 
@@ -334,6 +335,26 @@ def test_exporter_manifest(doc):
     check(set(c["resources"]["limits"]) == {"cpu", "memory"}, f"exporter: limits {c['resources']}")
 
 
+def test_podmonitor(docs):
+    """(e) The PodMonitor scrapes what the annotations name: the DaemonSet's pods, by their
+    label, on the container's port named metrics, at the annotations' path."""
+    pm = docs["exporter-podmonitor.yaml"][0]
+    ds = docs["exporter-daemonset.yaml"][0]
+    tpl = ds["spec"]["template"]
+    labels, ann = tpl["metadata"]["labels"], tpl["metadata"]["annotations"]
+    want = pm["spec"]["selector"]["matchLabels"]
+    check(pm["kind"] == "PodMonitor" and want and all(labels.get(k) == v for k, v in want.items()),
+          f"podmonitor: selector {want} does not select the DaemonSet's pods {labels}")
+    check(set(pm["spec"]) == {"selector", "podMetricsEndpoints"}, f"podmonitor: spec {pm['spec']}")
+    ports = {p["name"]: p["containerPort"] for c in tpl["spec"]["containers"] for p in c.get("ports", [])}
+    for ep in pm["spec"]["podMetricsEndpoints"]:
+        check(ep.get("port") in ports and ports[ep["port"]] == int(ann["prometheus.io/port"]),
+              f"podmonitor: port {ep.get('port')} is not the annotated one", f"{ports} {ann}")
+        check(ep.get("path") == ann["prometheus.io/path"], f"podmonitor: path {ep.get('path')}")
+    check(pm["metadata"].get("namespace") == ds["metadata"].get("namespace"),
+          "podmonitor: not in the exporter's namespace")
+
+
 def test_node_shared_and_exporter(docs, vols, root):
     """(b) Two pods of a node in one hostPath ledger, with the ConfigMap's file; (c) the
     exporter DaemonSet's container serving them."""
@@ -347,6 +368,7 @@ def test_node_shared_and_exporter(docs, vols, root):
                                "eval": (grain(b * 4 // 10), grain(b * 2 // 10))}, b, "node-shared")
     doc = docs["exporter-daemonset.yaml"][0]
     test_exporter_manifest(doc)
+    test_podmonitor(docs)
     e = Exporter(doc, vols)
     if check(e.port, "exporter: did not start"):
         for path in ("/metrics", "/top.json"):
