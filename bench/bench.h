@@ -95,10 +95,10 @@ const char *bench_trace_dir(void);
 typedef struct bench_target {
   gpupart_backend backend;
   uint32_t index;
-  gpupart_sim_desc sim;      /* used when backend is SIM */
-  gpupart_device_info info;  /* as enumerated */
-  uint64_t mem_cap;          /* workloads are scaled to peak below it; 0 = no scaling */
-  size_t ops_cap;            /* default cap on replayed ops; 0 = none */
+  gpupart_sim_desc sim;     /* used when backend is SIM */
+  gpupart_device_info info; /* as enumerated */
+  uint64_t mem_cap;         /* workloads are scaled to peak below it; 0 = no scaling */
+  size_t ops_cap;           /* default cap on replayed ops; 0 = none */
 } bench_target;
 
 /* Fills up to max targets for which (sim, opencl, vulkan, cuda, or all); returns the
@@ -165,8 +165,7 @@ typedef struct bench_result {
 
 /* Replays the first n ops of w under policy p on target t: one warm-up, repeat timed
  * runs (best kept), one per-operation latency pass; every run on a fresh device. */
-void bench_run(const bench_target *t, bench_policy p, const bench_workload *w, size_t n, int repeat,
-               bench_result *out);
+void bench_run(const bench_target *t, bench_policy p, const bench_workload *w, size_t n, int repeat, bench_result *out);
 
 /* ---- cuda_baseline.c: the driver's stream-ordered pool, loaded with dlopen ---- */
 typedef struct bench_cuda_pool bench_cuda_pool;
@@ -190,8 +189,8 @@ int bench_write_plot(const char *path, const bench_result *rows, size_t n);
 
 /* ---- micro.c ---- */
 typedef struct bench_micro_opts {
-  double scale;    /* 1 = full size; smaller runs fewer operations (smoke tests) */
-  int repeat;      /* best of */
+  double scale;     /* 1 = full size; smaller runs fewer operations (smoke tests) */
+  int repeat;       /* best of */
   const char *json; /* optional: write the figures there */
   const char *only; /* digits of the benchmarks to run ("24"); NULL = all */
 } bench_micro_opts;

@@ -18,26 +18,26 @@
 #ifdef GPUPART_HAVE_CUDA
 #include <cuda.h>
 
-#define CUDA_POOL_FUNCTIONS(X)                                                                     \
-  X(init, "cuInit", (unsigned int))                                                                \
-  X(device_get, "cuDeviceGet", (CUdevice *, int))                                                  \
-  X(primary_retain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))                           \
-  X(primary_release, "cuDevicePrimaryCtxRelease_v2", (CUdevice))                                   \
-  X(ctx_push, "cuCtxPushCurrent_v2", (CUcontext))                                                  \
-  X(ctx_pop, "cuCtxPopCurrent_v2", (CUcontext *))                                                  \
-  X(stream_create, "cuStreamCreate", (CUstream *, unsigned int))                                   \
-  X(stream_destroy, "cuStreamDestroy_v2", (CUstream))                                              \
-  X(stream_sync, "cuStreamSynchronize", (CUstream))                                                \
-  X(pool_create, "cuMemPoolCreate", (CUmemoryPool *, const CUmemPoolProps *))                      \
-  X(pool_destroy, "cuMemPoolDestroy", (CUmemoryPool))                                              \
-  X(pool_set, "cuMemPoolSetAttribute", (CUmemoryPool, CUmemPool_attribute, void *))               \
-  X(pool_get, "cuMemPoolGetAttribute", (CUmemoryPool, CUmemPool_attribute, void *))               \
-  X(alloc_async, "cuMemAllocFromPoolAsync", (CUdeviceptr *, size_t, CUmemoryPool, CUstream))       \
+#define CUDA_POOL_FUNCTIONS(X)                                                               \
+  X(init, "cuInit", (unsigned int))                                                          \
+  X(device_get, "cuDeviceGet", (CUdevice *, int))                                            \
+  X(primary_retain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))                     \
+  X(primary_release, "cuDevicePrimaryCtxRelease_v2", (CUdevice))                             \
+  X(ctx_push, "cuCtxPushCurrent_v2", (CUcontext))                                            \
+  X(ctx_pop, "cuCtxPopCurrent_v2", (CUcontext *))                                            \
+  X(stream_create, "cuStreamCreate", (CUstream *, unsigned int))                             \
+  X(stream_destroy, "cuStreamDestroy_v2", (CUstream))                                        \
+  X(stream_sync, "cuStreamSynchronize", (CUstream))                                          \
+  X(pool_create, "cuMemPoolCreate", (CUmemoryPool *, const CUmemPoolProps *))                \
+  X(pool_destroy, "cuMemPoolDestroy", (CUmemoryPool))                                        \
+  X(pool_set, "cuMemPoolSetAttribute", (CUmemoryPool, CUmemPool_attribute, void *))          \
+  X(pool_get, "cuMemPoolGetAttribute", (CUmemoryPool, CUmemPool_attribute, void *))          \
+  X(alloc_async, "cuMemAllocFromPoolAsync", (CUdeviceptr *, size_t, CUmemoryPool, CUstream)) \
   X(free_async, "cuMemFreeAsync", (CUdeviceptr, CUstream))
 
 struct bench_cuda_pool {
   void *lib;
-#define CUDA_POOL_FIELD(field, name, params) CUresult (*field) params;
+#define CUDA_POOL_FIELD(field, name, params) CUresult(*field) params;
   CUDA_POOL_FUNCTIONS(CUDA_POOL_FIELD)
 #undef CUDA_POOL_FIELD
   CUdevice device;
@@ -52,7 +52,7 @@ static int load(bench_cuda_pool *p, char *err, size_t n) {
   p->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!p->lib) return snprintf(err, n, "cudapool: cannot load %s: %s", path, dlerror()), -1;
   void *sym;
-#define CUDA_POOL_LOAD(field, name, params)                                                       \
+#define CUDA_POOL_LOAD(field, name, params)                                                            \
   if (!(sym = dlsym(p->lib, name))) return snprintf(err, n, "cudapool: %s has no %s", path, name), -1; \
   memcpy(&p->field, &sym, sizeof sym);
   CUDA_POOL_FUNCTIONS(CUDA_POOL_LOAD)

@@ -30,8 +30,8 @@ static void usage(FILE *f) {
         "                     [--plot FILE.png] [--shared]\n"
         "       gpupart-bench --micro[=DIGITS] [--micro-scale F] [--repeat N] [--json FILE]\n"
         "workloads: transformer inference rmm_random vma_algorithms adversarial, or the name of a\n"
-        "bundled trace (" DEFAULT_TRACE ", android_systemui); default: all built-in ones and\n"
-        DEFAULT_TRACE " when it is present.\n",
+        "bundled trace (" DEFAULT_TRACE ", android_systemui); default: all built-in ones and\n" DEFAULT_TRACE
+        " when it is present.\n",
         f);
 }
 
@@ -132,8 +132,8 @@ static int load_workloads(const options *o, workload_list *l) {
 
 /* The workload as this target runs it: capped in operations (--ops, else the target's
  * default cap), and scaled so its peak fits the target's share of memory. */
-static const bench_workload *fit(const bench_target *t, const options *o, const bench_workload *w,
-                                 bench_workload *tmp, size_t *n) {
+static const bench_workload *fit(const bench_target *t, const options *o, const bench_workload *w, bench_workload *tmp,
+                                 size_t *n) {
   size_t cap = o->ops ? o->ops : t->ops_cap;
   uint64_t mem_cap = o->mem_cap ? o->mem_cap : t->mem_cap;
   *n = cap && cap < w->n ? cap : w->n;
@@ -151,8 +151,8 @@ static size_t run_all(const options *o, const bench_target *t, int nt, const wor
   size_t cap = (size_t)nt * (size_t)l->n * BENCH_POLICY_COUNT, nr = 0;
   bench_result *rows = bench_xcalloc(cap, sizeof *rows);
   printf("# %d target(s), %d workload(s), best of %d; per-op latency: %.3f ns per tick, %llu ticks "
-         "subtracted per sample\n", nt, l->n, o->repeat, bench_ns_per_tick(),
-         (unsigned long long)bench_tick_overhead());
+         "subtracted per sample\n",
+         nt, l->n, o->repeat, bench_ns_per_tick(), (unsigned long long)bench_tick_overhead());
   bench_print_header();
   for (int i = 0; i < nt; i++)
     for (int k = 0; k < l->n; k++) {
@@ -188,8 +188,9 @@ int main(int argc, char **argv) {
   options o;
   parse_args(argc, argv, &o);
   bench_ticks_calibrate();
-  if (o.micro) return bench_micro(&(bench_micro_opts){.scale = o.micro_scale, .repeat = o.repeat, .json = o.json,
-                                               .only = o.micro_only});
+  if (o.micro)
+    return bench_micro(
+        &(bench_micro_opts){.scale = o.micro_scale, .repeat = o.repeat, .json = o.json, .only = o.micro_only});
   bench_target targets[MAX_TARGETS];
   int nt = bench_targets_find(o.backend, targets, MAX_TARGETS);
   if (!nt) bench_die("no usable backend for --backend %s", o.backend);

@@ -443,8 +443,9 @@ static int write_json(const micro *m, const char *path) {
   fputs("[\n", f);
   for (int i = 0; i < m->n; i++) {
     const figure *x = &m->f[i];
-    fprintf(f, "  {\"name\": \"%s\", \"value\": %.4f, \"unit\": \"%s\", \"baseline\": %.4f, \"target\": %.4f, "
-               "\"target_is_floor\": %s",
+    fprintf(f,
+            "  {\"name\": \"%s\", \"value\": %.4f, \"unit\": \"%s\", \"baseline\": %.4f, \"target\": %.4f, "
+            "\"target_is_floor\": %s",
             x->name, x->value, x->unit, x->baseline, x->target, x->at_least ? "true" : "false");
     bench_json_machine(f);
     fprintf(f, "}%s\n", i + 1 < m->n ? "," : "");
@@ -583,9 +584,10 @@ int bench_micro(const bench_micro_opts *o) {
   m->o = o;
   bench_targets_find("sim", &m->sim, 1);
   printf("gpupart micro benchmarks (sim device, best of %d, scale %g; per-op latency %.3f ns per tick, "
-         "%llu ticks subtracted)\n", o->repeat, o->scale, bench_ns_per_tick(), (unsigned long long)bench_tick_overhead());
-  static void (*const parts[])(micro *) = {micro_api, micro_scaling, micro_ledger, micro_threads, micro_android,
-                                           micro_shared, micro_trace};
+         "%llu ticks subtracted)\n",
+         o->repeat, o->scale, bench_ns_per_tick(), (unsigned long long)bench_tick_overhead());
+  static void (*const parts[])(micro *) = {micro_api,     micro_scaling, micro_ledger, micro_threads,
+                                           micro_android, micro_shared,  micro_trace};
   for (int i = 0; i < 7; i++)
     if (!o->only || strchr(o->only, '1' + i)) parts[i](m);
   int rc = o->json ? write_json(m, o->json) : 0;

@@ -1,6 +1,6 @@
 /* The policies compared on every target, and the replay loops that time them.
  *   driver      one driver block per request, through the backend's own block_alloc and
- *               block_free (core/backend.h): what a program does without a pool;
+ *               block_free (core/base/backend.h): what a program does without a pool;
  *   growth      one gpupart partition with the default growth policy;
  *   prealloc    one partition with growth off, preallocated to the workload's peak (each
  *               request rounded up to the device alignment) plus a quarter for
@@ -60,8 +60,8 @@ static int driver_setup(rig *r) {
   gpupart_device_info info;
   r->env.mem = gpupart__hostmem_default(); /* the driver policy runs the backend with no context */
   const char *library = t->backend == GPUPART_BACKEND_CUDA ? bench_cuda_library() : NULL;
-  if (r->ops->load(&r->env, library, &r->state) || r->ops->open(r->state, t->index, bench_target_desc(t), 0, &r->bdev) ||
-      r->ops->info(r->bdev, &info)) {
+  if (r->ops->load(&r->env, library, &r->state) ||
+      r->ops->open(r->state, t->index, bench_target_desc(t), 0, &r->bdev) || r->ops->info(r->bdev, &info)) {
     snprintf(r->err, sizeof r->err, "driver: %s", gpupart_last_error());
     return -1;
   }
@@ -292,7 +292,8 @@ static void rig_collect(rig *r, bench_result *out) {
 
 static void derive(bench_result *out) {
   out->fragmentation = out->peak_reserved ? 1.0 - (double)out->peak_in_use / (double)out->peak_reserved : 0;
-  out->modeled_driver_ms = ((double)out->driver_allocs * MODEL_ALLOC_US + (double)out->driver_frees * MODEL_FREE_US) / 1000.0;
+  out->modeled_driver_ms =
+      ((double)out->driver_allocs * MODEL_ALLOC_US + (double)out->driver_frees * MODEL_FREE_US) / 1000.0;
   out->driver_calls_per_10k =
       out->ops ? (double)(out->driver_allocs + out->driver_frees) * 10000.0 / (double)out->ops : 0;
 }

@@ -8,9 +8,9 @@
 #include "bench.h"
 
 void bench_print_header(void) {
-  printf("%-10s %-26s %-10s %7s %6s %8s %7s %7s %8s %7s %7s %9s %10s %10s %6s %6s %10s %6s\n", "backend",
-         "workload", "policy", "ops", "scale", "ns/op", "cpu_ns", "p50_ns", "p99_ns", "drv_alc", "drv_fre",
-         "calls/10k", "peak_use", "peak_rsv", "frag", "floor", "model_ms", "failed");
+  printf("%-10s %-26s %-10s %7s %6s %8s %7s %7s %8s %7s %7s %9s %10s %10s %6s %6s %10s %6s\n", "backend", "workload",
+         "policy", "ops", "scale", "ns/op", "cpu_ns", "p50_ns", "p99_ns", "drv_alc", "drv_fre", "calls/10k", "peak_use",
+         "peak_rsv", "frag", "floor", "model_ms", "failed");
 }
 
 static double mib(uint64_t b) { return (double)b / (double)BENCH_MIB; }
@@ -23,10 +23,9 @@ void bench_print_row(const bench_result *r) {
   printf("%-10s %-26.26s %-10s %7llu %6.3g %8.1f %7.1f %7.0f %8.0f %7llu %7llu %9.1f %8.1fMi %8.1fMi %6.3f %6.3f "
          "%10.1f %6llu\n",
          r->backend, r->workload, r->policy, (unsigned long long)r->ops, r->scale, r->ns_per_op, r->cpu_ns_per_op,
-         r->p50_ns,
-         r->p99_ns, (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k,
-         mib(r->peak_in_use), mib(r->peak_reserved), r->fragmentation, r->floor_fragmentation, r->modeled_driver_ms,
-         (unsigned long long)r->failed);
+         r->p50_ns, r->p99_ns, (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees,
+         r->driver_calls_per_10k, mib(r->peak_in_use), mib(r->peak_reserved), r->fragmentation, r->floor_fragmentation,
+         r->modeled_driver_ms, (unsigned long long)r->failed);
 }
 
 /* ---- JSON ---- */
@@ -106,11 +105,12 @@ int bench_write_csv(const char *path, const bench_result *rows, size_t n) {
         f);
   for (size_t i = 0; i < n; i++) {
     const bench_result *r = &rows[i];
-    fprintf(f, "%s,%s,%s,%llu,%.6g,%.3f,%.3f,%.1f,%.1f,%llu,%llu,%.3f,%llu,%llu,%.6f,%llu,%.6f,%.3f,%llu,\"%s\"\n", r->backend,
-            r->workload, r->policy, (unsigned long long)r->ops, r->scale, r->ns_per_op, r->cpu_ns_per_op, r->p50_ns,
-            r->p99_ns, (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees, r->driver_calls_per_10k,
-            (unsigned long long)r->peak_in_use, (unsigned long long)r->peak_reserved, r->fragmentation,
-            (unsigned long long)r->floor_reserved, r->floor_fragmentation, r->modeled_driver_ms, (unsigned long long)r->failed, r->error ? r->message : "");
+    fprintf(f, "%s,%s,%s,%llu,%.6g,%.3f,%.3f,%.1f,%.1f,%llu,%llu,%.3f,%llu,%llu,%.6f,%llu,%.6f,%.3f,%llu,\"%s\"\n",
+            r->backend, r->workload, r->policy, (unsigned long long)r->ops, r->scale, r->ns_per_op, r->cpu_ns_per_op,
+            r->p50_ns, r->p99_ns, (unsigned long long)r->driver_allocs, (unsigned long long)r->driver_frees,
+            r->driver_calls_per_10k, (unsigned long long)r->peak_in_use, (unsigned long long)r->peak_reserved,
+            r->fragmentation, (unsigned long long)r->floor_reserved, r->floor_fragmentation, r->modeled_driver_ms,
+            (unsigned long long)r->failed, r->error ? r->message : "");
   }
   return close_checked(f, path);
 }
@@ -150,8 +150,10 @@ static void plot_data(FILE *g, const bench_result *rows, size_t n, int metric) {
 
 static void plot_panel(FILE *g, int metric, const char *title, int logscale) {
   fprintf(g, "set title '%s'\n%s\n", title, logscale ? "set logscale y" : "unset logscale y");
-  fprintf(g, "plot $m%d using 2:xtic(1) title 'driver', '' using 3 title 'growth', "
-             "'' using 4 title 'prealloc', '' using 5 title 'partitions'\n", metric);
+  fprintf(g,
+          "plot $m%d using 2:xtic(1) title 'driver', '' using 3 title 'growth', "
+          "'' using 4 title 'prealloc', '' using 5 title 'partitions'\n",
+          metric);
 }
 
 int bench_write_plot(const char *path, const bench_result *rows, size_t n) {
@@ -160,7 +162,8 @@ int bench_write_plot(const char *path, const bench_result *rows, size_t n) {
   if (!g) return perror("gnuplot"), -1;
   fprintf(g, "set terminal pngcairo noenhanced size 1400,1500 font ',9'\nset output '%s'\n", path);
   fputs("set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
-        "set xtics rotate by -30\nset key outside right top\nset grid y\nset multiplot layout 3,1\n", g);
+        "set xtics rotate by -30\nset key outside right top\nset grid y\nset multiplot layout 3,1\n",
+        g);
   for (int m = 0; m < 3; m++) plot_data(g, rows, n, m);
   plot_panel(g, 0, "wall time per operation (ns, log)", 1);
   plot_panel(g, 1, "modeled driver time at GPU prices (ms, log: 80 us per alloc, 450 us per free)", 1);

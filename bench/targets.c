@@ -45,11 +45,12 @@ const char *bench_trace_file;
 gpupart_context *bench_context(void) {
   static char text[1200];
   int n = snprintf(text, sizeof text, "[gpupart]\n");
-  if (bench_cuda_library()) n += snprintf(text + n, sizeof text - (size_t)n, "cuda_library = %s\n", bench_cuda_library());
+  if (bench_cuda_library())
+    n += snprintf(text + n, sizeof text - (size_t)n, "cuda_library = %s\n", bench_cuda_library());
   if (bench_trace_file) snprintf(text + n, sizeof text - (size_t)n, "trace = %s\n", bench_trace_file);
   gpupart_context_desc d = {.flags = GPUPART_CONTEXT_IGNORE_ENV,
-                           .config_text = bench_cuda_library() || bench_trace_file ? text : NULL,
-                           .ledger_dir = bench_shared_dir};
+                            .config_text = bench_cuda_library() || bench_trace_file ? text : NULL,
+                            .ledger_dir = bench_shared_dir};
   gpupart_context *ctx = NULL;
   if (gpupart_context_create(&d, &ctx)) bench_die("context_create: %s", gpupart_last_error());
   return ctx;
@@ -60,7 +61,9 @@ const void *bench_target_desc(const bench_target *t) {
 }
 
 gpupart_device *bench_device_open(gpupart_context *ctx, const bench_target *t, char *err, size_t n) {
-  gpupart_device_desc d = {.backend = t->backend, .index = t->index, .backend_desc = bench_target_desc(t),
+  gpupart_device_desc d = {.backend = t->backend,
+                           .index = t->index,
+                           .backend_desc = bench_target_desc(t),
                            .flags = bench_shared_dir ? GPUPART_DEVICE_SHARED : 0};
   gpupart_device *dev = NULL;
   gpupart_result rc = gpupart_device_open(ctx, &d, &dev);
@@ -110,15 +113,17 @@ static void check_list(const char *list, const gpupart_backend *known, size_t n)
     size_t k = strcspn(p, ","), ok = k == 3 && strncmp(p, "all", 3) == 0;
     for (size_t i = 0; i < n && !ok; i++)
       ok = k == strlen(gpupart_backend_name(known[i])) && strncmp(p, gpupart_backend_name(known[i]), k) == 0;
-    if (!ok) bench_die("--backend: unknown backend '%.*s' in '%s' (want sim, opencl, vulkan, cuda or all, "
-                       "or a comma-separated list of them)", (int)k, p, list);
+    if (!ok)
+      bench_die("--backend: unknown backend '%.*s' in '%s' (want sim, opencl, vulkan, cuda or all, "
+                "or a comma-separated list of them)",
+                (int)k, p, list);
     p += k;
     if (!*p) return;
   }
 }
 
 int bench_targets_find(const char *which, bench_target *out, int max) {
-  /* Every backend of the registry, in registry order (core/registry.h). */
+  /* Every backend of the registry, in registry order (core/base/registry.h). */
 #define BENCH_REAL(ID, name, rank) GPUPART_BACKEND_##ID,
   static const gpupart_backend listed[] = {GPUPART__BACKENDS(BENCH_REAL)};
 #undef BENCH_REAL

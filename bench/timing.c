@@ -45,8 +45,7 @@ static uint64_t measure_overhead(void) {
 void bench_ticks_calibrate(void) {
 #if BENCH_HAVE_TSC
   uint64_t n0 = bench_now_ns(), t0 = bench_tick_begin(), n1;
-  while ((n1 = bench_now_ns()) - n0 < 20000000ull) {
-  }
+  while ((n1 = bench_now_ns()) - n0 < 20000000ull) {}
   uint64_t t1 = bench_tick_end();
   ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);
 #endif

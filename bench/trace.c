@@ -1,8 +1,8 @@
 /* Trace replay: loads an .ops trace (`a <id> <size> [<partition>]` / `f <id>`, one per
- * line, `#` comments, optionally gzip-compressed; bench/traces/README.md) into a workload before anything is timed, mapping each id to a dense
- * slot so the replay indexes an array instead of hashing. Compressed traces are read
- * through `gzip -dc` (spawned directly, no shell): gzip is in every Debian installation
- * (priority required), so the benchmark needs no zlib at build time. */
+ * line, `#` comments, optionally gzip-compressed; bench/traces/README.md) into a workload before anything is timed,
+ * mapping each id to a dense slot so the replay indexes an array instead of hashing. Compressed traces are read through
+ * `gzip -dc` (spawned directly, no shell): gzip is in every Debian installation (priority required), so the benchmark
+ * needs no zlib at build time. */
 #include <errno.h>
 #include <spawn.h>
 #include <stdio.h>

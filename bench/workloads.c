@@ -117,9 +117,7 @@ static void live_free_at(bench_builder *b, live_set *s, size_t i) {
   s->slots[i] = s->slots[--s->n], s->sizes[i] = s->sizes[s->n];
 }
 
-static void live_alloc(bench_builder *b, live_set *s, uint64_t size) {
-  live_add(s, bench_emit_alloc(b, size), size);
-}
+static void live_alloc(bench_builder *b, live_set *s, uint64_t size) { live_add(s, bench_emit_alloc(b, size), size); }
 
 static void live_release(live_set *s) {
   free(s->slots);
@@ -135,18 +133,18 @@ enum { TF_LAYERS = 12, TF_D = 1024, TF_HEADS = 16, TF_VOCAB = 50257, TF_BATCH = 
 
 static void tf_layer_weights(uint64_t *w) {
   const uint64_t d = TF_D, h = 2; /* fp16 */
-  const uint64_t sizes[TF_WEIGHTS_PER_LAYER] = {3 * d * d * h, 3 * d * h, d * d * h, d * h, d * h, d * h,
-                                                d * h,         d * h,     4 * d * d * h, 4 * d * h,
-                                                4 * d * d * h, d * h};
+  const uint64_t sizes[TF_WEIGHTS_PER_LAYER] = {3 * d * d * h, 3 * d * h, d * d * h,     d * h,
+                                                d * h,         d * h,     d * h,         d * h,
+                                                4 * d * d * h, 4 * d * h, 4 * d * d * h, d * h};
   memcpy(w, sizes, sizeof sizes);
 }
 
 /* Activations one layer saves for backward, at seq tokens per sequence. */
 static void tf_saved(uint64_t seq, uint64_t *a) {
   const uint64_t t = TF_BATCH * seq, d = TF_D, h = 2, att = (uint64_t)TF_BATCH * TF_HEADS * seq * seq;
-  const uint64_t sizes[TF_SAVED_PER_LAYER] = {t * d * h, 3 * t * d * h, att * h,     att * h, att,
-                                              t * d * h, t * d * h,     t * d,       t * d * h,
-                                              4 * t * d * h, 4 * t * d * h, t * d * h, t * d};
+  const uint64_t sizes[TF_SAVED_PER_LAYER] = {t * d * h,     3 * t * d * h, att * h, att * h,   att,
+                                              t * d * h,     t * d * h,     t * d,   t * d * h, 4 * t * d * h,
+                                              4 * t * d * h, t * d * h,     t * d};
   memcpy(a, sizes, sizeof sizes);
 }
 
@@ -332,15 +330,13 @@ typedef struct builtin {
 } builtin;
 
 static const builtin builtins[] = {
-    {"transformer", gen_transformer},       {"inference", gen_inference},
-    {"rmm_random", gen_rmm_random},         {"vma_algorithms", gen_vma_algorithms},
-    {"adversarial", gen_adversarial},
+    {"transformer", gen_transformer},       {"inference", gen_inference},     {"rmm_random", gen_rmm_random},
+    {"vma_algorithms", gen_vma_algorithms}, {"adversarial", gen_adversarial},
 };
 #define BUILTIN_COUNT (sizeof builtins / sizeof builtins[0])
 
 const char *const *bench_builtin_names(void) {
-  static const char *const names[] = {"transformer", "inference", "rmm_random", "vma_algorithms",
-                                      "adversarial", NULL};
+  static const char *const names[] = {"transformer", "inference", "rmm_random", "vma_algorithms", "adversarial", NULL};
   return names;
 }
 

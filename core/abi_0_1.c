@@ -10,6 +10,9 @@
  * policy". */
 #include <string.h>
 
+#include "device.h"
+#include "error.h"
+#include "extstruct.h"
 #include "internal.h"
 
 /* Exported only under the versioned name the .symver gives it: the version script keeps
@@ -21,9 +24,9 @@ _Static_assert(GPUPART__DEVICE_INFO_SIZE_0_1 % _Alignof(gpupart_device_info) == 
                "0.1's gpupart_device_info had no tail padding: its size is the stride of enumerate's array");
 
 GPUPART__ABI_0_1 gpupart_result gpupart__v0_1_enumerate(gpupart_context *ctx, gpupart_backend backend,
-                                                         gpupart_device_info *infos, uint32_t *count);
+                                                        gpupart_device_info *infos, uint32_t *count);
 GPUPART__ABI_0_1 gpupart_result gpupart__v0_1_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
-                                                           gpupart_device **out);
+                                                          gpupart_device **out);
 GPUPART__ABI_0_1 gpupart_result gpupart__v0_1_device_get_info(const gpupart_device *dev, gpupart_device_info *out);
 GPUPART__ABI_0_1 gpupart_result gpupart__v0_1_partition_get_stats(const gpupart_partition *p, gpupart_stats *out);
 GPUPART__ABI_0_1 gpupart_result gpupart__v0_1_device_get_stats(const gpupart_device *dev, gpupart_stats *out);

@@ -6,11 +6,20 @@
  *      those of partitions above their guarantee, with no gpupart lock held, each asked
  *      for the shortfall and followed by a retry, until the request fits;
  *   4. fail with ELIMIT or EDEVMEM and a message that says why. */
+#include "alloc.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "arena.h"
+#include "error.h"
+#include "events.h"
+#include "extstruct.h"
 #include "internal.h"
+#include "partition.h"
+#include "peak.h"
+#include "trim.h"
 
 /* Why an attempt failed: one of these, or a negative gpupart_result (EBACKEND, ...) that
  * no step of the OOM sequence can help and that is passed on as it is. */
@@ -42,7 +51,7 @@ static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, co
   c->live_allocations++;
   c->total_allocations++;
   gpupart__ledger_publish(&gpupart__published(p)->in_use, c->in_use); /* one relaxed store, for gpupart top */
-  if (c->in_use > p->charge) gpupart__peak_crossed(p); /* O(1), rare: see peak.c */
+  if (c->in_use > p->charge) gpupart__peak_crossed(p);                /* O(1), rare: see peak.c */
   return r;
 }
 
@@ -63,10 +72,14 @@ static refusal attempt(gpupart_partition *p, const request *q, gpupart__range **
     gpupart__lock_release(&p->lock);
     gpupart__refusal bound = GPUPART__GRANTED;
     int rc = gpupart__arena_grow(p, q->size, q->align, &bound); /* OK: the lock is held again */
-    if (rc) return *out = NULL, refusal_of(rc, bound);
+    if (rc) {
+      *out = NULL;
+      return refusal_of(rc, bound);
+    }
     if (!(r = gpupart__arena_try(p, q->size, q->align))) {
       gpupart__lock_release(&p->lock);
-      return *out = NULL, refusal_of(gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name), bound);
+      *out = NULL;
+      return refusal_of(gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name), bound);
     }
   }
   *out = account_alloc(p, r, q);
@@ -119,7 +132,10 @@ static gpupart_partition *claim_reclaimer(gpupart_device *dev, gpupart_partition
     gpupart__ledger_figures f;
     dev->ledger->ops->get(dev->ledger, c->account, &f);
     if (!own && f.reserved <= f.guarantee) continue;
-    if (!atomic_flag_test_and_set(&c->reclaim_busy)) return (*i)++, c;
+    if (!atomic_flag_test_and_set(&c->reclaim_busy)) {
+      (*i)++;
+      return c;
+    }
   }
   return NULL;
 }
@@ -190,8 +206,8 @@ static refusal oom_reclaim(gpupart_partition *p, const request *q, refusal why, 
  * bytes its other members hold (named); otherwise the bytes are there but not in one
  * piece (the block size of a preallocated partition, or fragmentation of the held
  * blocks). */
-static void limit_cause(const gpupart_partition *p, const request *q, const gpupart__ledger_figures *f,
-                        uint64_t in_use, char *out, size_t n) {
+static void limit_cause(const gpupart_partition *p, const request *q, const gpupart__ledger_figures *f, uint64_t in_use,
+                        char *out, size_t n) {
   uint64_t pre = p->growth.prealloc_block, others = f->reserved > f->own_reserved ? f->reserved - f->own_reserved : 0;
   gpupart__ledger *l = p->dev->ledger;
   char who[640];
@@ -203,10 +219,12 @@ static void limit_cause(const gpupart_partition *p, const request *q, const gpup
   } else if (p->growth.prealloc && q->size > pre) {
     snprintf(out, n,
              "the request is larger than the preallocation block size %" PRIu64
-             " (set GPUPART_PREALLOC_BLOCK / prealloc_block, or the partition's max_block)", pre);
+             " (set GPUPART_PREALLOC_BLOCK / prealloc_block, or the partition's max_block)",
+             pre);
   } else {
-    snprintf(out, n, "the limit leaves room for the bytes but no held block has them in one piece "
-                     "(fragmentation) and no new block fits under the limit");
+    snprintf(out, n,
+             "the limit leaves room for the bytes but no held block has them in one piece "
+             "(fragmentation) and no new block fits under the limit");
   }
 }
 
@@ -218,8 +236,10 @@ static void budget_cause(const gpupart_partition *p, const gpupart__ledger_figur
   l->ops->holders(l, p->account, GPUPART__REFUSED_BUDGET, who, sizeof who);
   int len = snprintf(out, n, "the device budget (less other partitions' guarantees) is reached: %s", who);
   if (f->guarantee > f->reserved && len > 0 && (size_t)len < n)
-    snprintf(out + len, n - (size_t)len, "; this partition's guarantee of %" PRIu64 " bytes keeps others from taking "
-             "more, but what they held before stays theirs until they free it", f->guarantee);
+    snprintf(out + len, n - (size_t)len,
+             "; this partition's guarantee of %" PRIu64 " bytes keeps others from taking "
+             "more, but what they held before stays theirs until they free it",
+             f->guarantee);
 }
 
 static void refusal_text(const gpupart_partition *p, const request *q, refusal why, const gpupart__ledger_figures *f,
@@ -239,8 +259,9 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   int64_t native = why == REFUSED_DRIVER || why < 0 ? gpupart_last_native_error() : 0; /* passed on */
   if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   if (why < 0)
-    return gpupart__fail_native(why, native, "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s",
-                                p->name, q->size, q->tag, gpupart_result_str(why), driver);
+    return gpupart__fail_native(why, native,
+                                "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s", p->name,
+                                q->size, q->tag, gpupart_result_str(why), driver);
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   gpupart__lock_acquire(&p->lock);
@@ -249,12 +270,12 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   uint64_t in_use = p->c.in_use, largest = gpupart__tlsf_largest_free(p->arena.tlsf);
   gpupart__lock_release(&p->lock);
   refusal_text(p, q, why, &f, in_use, cause, sizeof cause);
-  gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM
-                        : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
-  code = gpupart__fail_native(code, native,
-                              "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
-                              ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
-                              p->name, q->size, q->tag, cause, driver, f.limit, in_use, f.reserved, largest);
+  gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
+  code =
+      gpupart__fail_native(code, native,
+                           "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
+                           ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
+                           p->name, q->size, q->tag, cause, driver, f.limit, in_use, f.reserved, largest);
   return why == REFUSED_HOST ? code : gpupart__event_refused(p->dev, code);
 }
 
@@ -262,7 +283,8 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
  * allocation still needs them (partition.c, device.c refuse with EBUSY). */
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
   gpupart_device *dev = p->dev;
-  atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&dev->allocating, 1);
+  atomic_fetch_add(&p->allocating, 1);
+  atomic_fetch_add(&dev->allocating, 1);
   pthread_mutex_lock(&dev->slow);
   gpupart__device_honour_trim_locked(dev); /* shared ledger: other processes' requests */
   refusal why = attempt(p, q, out);
@@ -272,33 +294,24 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   report_steps(p, q);
   if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
   gpupart_result rc = why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);
-  atomic_fetch_sub(&p->allocating, 1), atomic_fetch_sub(&dev->allocating, 1);
+  atomic_fetch_sub(&p->allocating, 1);
+  atomic_fetch_sub(&dev->allocating, 1);
   return rc;
 }
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
-/* Bytes a fresh block needs to hold the request: block bases are aligned to the device,
- * so only an alignment stricter than the device's needs slack. Nonzero on overflow. */
-static int block_fit(const gpupart_device *dev, uint64_t size, uint64_t align, uint64_t *fit) {
-  uint64_t a = dev->alignment;
-  if (__builtin_add_overflow(size, a - 1, fit)) return -1;
-  *fit &= ~(a - 1);
-  return __builtin_add_overflow(*fit, align - a, fit);
-}
-
 static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_desc *d, request *q) {
   if (!p) return gpupart__fail(GPUPART_EINVAL, "alloc: the partition is NULL (did its gpupart_partition_create fail?)");
   if (!d) return gpupart__fail(GPUPART_EINVAL, "alloc: desc is NULL");
-  if (d->flags & ~GPUPART_ALLOC_NO_RECLAIM)
-    return gpupart__fail(GPUPART_EINVAL, "alloc: unknown flags 0x%x", d->flags);
+  if (d->flags & ~GPUPART_ALLOC_NO_RECLAIM) return gpupart__fail(GPUPART_EINVAL, "alloc: unknown flags 0x%x", d->flags);
   if (!d->size) return gpupart__fail(GPUPART_EINVAL, "alloc: size is 0");
   if (d->alignment && !is_pow2(d->alignment))
     return gpupart__fail(GPUPART_EINVAL, "alloc: alignment %" PRIu64 " is not a power of two", d->alignment);
   const gpupart_device *dev = p->dev;
   uint64_t align = d->alignment > dev->alignment ? d->alignment : dev->alignment;
-  uint64_t max = dev->info.max_block_bytes & ~(dev->alignment - 1), need;
-  if (block_fit(dev, d->size, align, &need) || need > max)
+  uint64_t max = gpupart__largest_block(dev), need;
+  if (gpupart__block_need(dev, d->size, align, &need) || need > max)
     return gpupart__fail(GPUPART_EINVAL,
                          "alloc: %" PRIu64 " bytes at alignment %" PRIu64
                          " exceed the largest driver allocation of %" PRIu64,
@@ -398,7 +411,8 @@ static void free_outside(gpupart_partition *p, void *view, gpupart__block *gone)
     gpupart__arena_release_detached(p, gone);
     pthread_mutex_unlock(&dev->slow);
   }
-  atomic_fetch_sub(&p->allocating, 1), atomic_fetch_sub(&dev->allocating, 1);
+  atomic_fetch_sub(&p->allocating, 1);
+  atomic_fetch_sub(&dev->allocating, 1);
 }
 
 /* The bookkeeping runs under the partition lock; the view's release and a block's
@@ -411,8 +425,7 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   if (!gpupart__handle_live(a)) {
     p->c.double_frees++;
     gpupart__lock_release(&p->lock);
-    return gpupart__fail(GPUPART_EINVAL, "free: allocation %p of partition '%s' was already freed", (void *)a,
-                         p->name);
+    return gpupart__fail(GPUPART_EINVAL, "free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
   }
   gpupart__block *b = gpupart__range_block(r);
   uint64_t size = gpupart__range_user_size(r);
@@ -423,7 +436,10 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   account_free(p, size);
   gpupart__block *gone = gpupart__arena_on_free(p, b);
   int outside = view || gone;
-  if (outside) atomic_fetch_add(&p->allocating, 1), atomic_fetch_add(&p->dev->allocating, 1);
+  if (outside) {
+    atomic_fetch_add(&p->allocating, 1);
+    atomic_fetch_add(&p->dev->allocating, 1);
+  }
   gpupart__lock_release(&p->lock);
   if (__builtin_expect(trace_id != 0, 0)) gpupart__trace_free(p->trace, trace_id);
   if (outside) free_outside(p, view, gone);
@@ -432,8 +448,12 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
 
 void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out) {
   const gpupart__block *b = gpupart__range_block(r);
-  *out = (gpupart_allocation_info){(gpupart_partition *)p, gpupart__range_user_size(r), r->offset, b->size,
-                                   b->drv.device_address ? b->drv.device_address + r->offset : 0, b->drv.native};
+  *out = (gpupart_allocation_info){(gpupart_partition *)p,
+                                   gpupart__range_user_size(r),
+                                   r->offset,
+                                   b->size,
+                                   b->drv.device_address ? b->drv.device_address + r->offset : 0,
+                                   b->drv.native};
 }
 
 gpupart_result gpupart_allocation_get_info_sized(const gpupart_allocation *a, gpupart_allocation_info *out,

@@ -7,15 +7,22 @@
  * release run under the device's slow (sleeping) lock, drop the partition lock for the
  * driver call, and take it again to insert a block or after detaching one. Each
  * function says which locks it expects. */
+#include "arena.h"
+
 #include <stdio.h>
 
+#include "error.h"
 #include "internal.h"
+#include "partition.h"
 
 #define HELD_FRACTION_SHIFT 4 /* a growth block is at most held / 16 */
 
 static uint64_t round_up(uint64_t v, uint64_t pow2, int *overflow) {
   uint64_t r;
-  if (__builtin_add_overflow(v, pow2 - 1, &r)) return *overflow = 1, 0;
+  if (__builtin_add_overflow(v, pow2 - 1, &r)) {
+    *overflow = 1;
+    return 0;
+  }
   return r & ~(pow2 - 1);
 }
 
@@ -34,15 +41,6 @@ gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t
   gpupart__range *r = gpupart__tlsf_alloc(p->arena.tlsf, size, align);
   if (r) gpupart__arena_on_alloc(p, r);
   return r;
-}
-
-/* Bytes a new block must have so that size fits at the given alignment: block bases are
- * aligned to the device's alignment, so only a stricter alignment needs slack. */
-static uint64_t block_need(const gpupart_device *dev, uint64_t size, uint64_t align, int *overflow) {
-  uint64_t need = round_up(size, dev->alignment, overflow);
-  if (align > dev->alignment && __builtin_add_overflow(need, align - dev->alignment, &need))
-    *overflow = 1;
-  return need;
 }
 
 /* The geometric, held-bounded growth size (before caps). */
@@ -95,9 +93,12 @@ static int account_actual(gpupart_partition *p, uint64_t asked, uint64_t prepaid
                        p->name, dev->ops->name, (unsigned long long)drv->size, (unsigned long long)asked);
   else if (drv->size > prepaid &&
            (rc = dev->ledger->ops->reserve(dev->ledger, p->account, drv->size - prepaid)) != GPUPART__GRANTED)
-    rc = rc < 0 ? rc : gpupart__fail(GPUPART_ELIMIT, "partition '%s': the driver allocated %llu bytes for %llu and the budget "
-                       "cannot grant the %llu more", p->name, (unsigned long long)drv->size,
-                       (unsigned long long)asked, (unsigned long long)(drv->size - prepaid));
+    rc = rc < 0 ? rc
+                : gpupart__fail(GPUPART_ELIMIT,
+                                "partition '%s': the driver allocated %llu bytes for %llu and the budget "
+                                "cannot grant the %llu more",
+                                p->name, (unsigned long long)drv->size, (unsigned long long)asked,
+                                (unsigned long long)(drv->size - prepaid));
   if (rc) dev->ops->block_free(dev->bdev, drv);
   return rc;
 }
@@ -112,7 +113,10 @@ static int new_block(gpupart_partition *p, uint64_t size, uint64_t prepaid, gpup
   if (!b) return gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
   int rc = dev->ops->block_alloc(dev->bdev, size, &b->drv);
   if (rc == GPUPART_OK) rc = account_actual(p, size, prepaid, &b->drv);
-  if (rc) return gpupart__host_free(&dev->ctx->mem, b), rc;
+  if (rc) {
+    gpupart__host_free(&dev->ctx->mem, b);
+    return rc;
+  }
   b->size = b->drv.size;
   *out = b;
   return GPUPART_OK;
@@ -123,7 +127,8 @@ static int new_block(gpupart_partition *p, uint64_t size, uint64_t prepaid, gpup
 static void drop_block(gpupart_partition *p, gpupart__block *b) {
   p->dev->ops->block_free(p->dev->bdev, &b->drv);
   gpupart__lock_acquire(&p->lock);
-  p->c.driver_allocs++, p->c.driver_frees++;
+  p->c.driver_allocs++;
+  p->c.driver_frees++;
   gpupart__ledger_publish(&gpupart__published(p)->driver_allocs, p->c.driver_allocs);
   gpupart__ledger_publish(&gpupart__published(p)->driver_frees, p->c.driver_frees);
   gpupart__lock_release(&p->lock);
@@ -180,7 +185,10 @@ static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpup
   if (*why != GPUPART__GRANTED) return *why < 0 ? *why : GPUPART_ELIMIT; /* < 0: the ledger's own code */
   gpupart__block *b = NULL;
   int rc = new_block(p, size, size, &b);
-  if (rc) return l->ops->release(l, p->account, size), rc;
+  if (rc) {
+    l->ops->release(l, p->account, size);
+    return rc;
+  }
   gpupart__lock_acquire(&p->lock);
   rc = insert_block(p, b, prealloc);
   if (rc == GPUPART_OK) return rc;
@@ -190,17 +198,11 @@ static int reserve_block(gpupart_partition *p, uint64_t size, int prealloc, gpup
   return rc;
 }
 
-/* The driver's largest allocation in whole driver granules (backends take only those). */
-static uint64_t largest_block(const gpupart_device *dev) {
-  return dev->info.max_block_bytes & ~(dev->alignment - 1);
-}
-
 /* Caps a chosen block by what the ledger can grant and the backend's largest block. */
-static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t need,
-                          gpupart__refusal *bound) {
+static uint64_t cap_block(const gpupart_partition *p, uint64_t block, uint64_t need, gpupart__refusal *bound) {
   gpupart__ledger *l = p->dev->ledger;
   uint64_t grant = l->ops->grantable(l, p->account, bound) & ~(p->dev->granularity - 1);
-  uint64_t max = largest_block(p->dev);
+  uint64_t max = gpupart__largest_block(p->dev);
   if (block > max) block = max;
   if (block > grant) block = grant;
   return block < need ? 0 : block;
@@ -216,8 +218,8 @@ typedef struct growth_plan {
 /* Partition lock held. Nonzero on overflow. */
 static int plan_growth(const gpupart_partition *p, uint64_t size, uint64_t align, growth_plan *g) {
   int overflow = 0;
-  uint64_t gran = p->dev->granularity, max = largest_block(p->dev);
-  g->exact = block_need(p->dev, size, align, &overflow);
+  uint64_t gran = p->dev->granularity, max = gpupart__largest_block(p->dev);
+  if (gpupart__block_need(p->dev, size, align, &g->exact)) overflow = 1;
   g->need = round_up(g->exact, gran, &overflow);
   if (g->need > max) g->need = max; /* rounding never asks past the driver's largest (exact <= max) */
   g->step = round_up(growth_size(p), gran, &overflow);
@@ -264,8 +266,13 @@ int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpu
 static void undo_reserve(gpupart_partition *p, gpupart__block *list, uint32_t inserted) {
   for (gpupart__block *b = list, *next; b; b = next) {
     next = b->chain;
-    if (inserted) inserted--, gpupart__arena_release_detached(p, b);
-    else p->dev->ledger->ops->release(p->dev->ledger, p->account, b->size), drop_block(p, b);
+    if (inserted) {
+      inserted--;
+      gpupart__arena_release_detached(p, b);
+    } else {
+      p->dev->ledger->ops->release(p->dev->ledger, p->account, b->size);
+      drop_block(p, b);
+    }
   }
 }
 
@@ -305,7 +312,8 @@ int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int preal
     uint64_t chunk = left < max ? left : max;
     rc = new_block(p, chunk, left, &b); /* all of left is reserved already */
     if (rc) break;
-    *tail = b, tail = &b->chain;
+    *tail = b;
+    tail = &b->chain;
     left -= b->size < left ? b->size : left; /* a block larger than asked covers more */
   }
   if (rc == GPUPART_OK) return insert_all(p, list, prealloc);
@@ -337,7 +345,8 @@ uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
     next = b->next;
     if (b->live || b->prealloc) continue;
     detach_block(p, b);
-    b->chain = list, list = b;
+    b->chain = list;
+    list = b;
     released += b->size;
   }
   gpupart__lock_release(&p->lock);
@@ -362,8 +371,7 @@ gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b) 
 }
 
 static int fail_check(char *why, uint64_t n, const gpupart_partition *p, const char *what) {
-  snprintf(why, n, "partition '%s': %s", p->name, what);
-  return -1;
+  return gpupart__say(why, n, "partition '%s': %s", p->name, what);
 }
 
 int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
@@ -371,10 +379,12 @@ int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
   if (gpupart__tlsf_check(a->tlsf, why, n)) return -1;
   uint64_t reserved = 0, empty = 0, live = 0, blocks = 0;
   for (const gpupart__block *b = a->blocks; b; b = b->next, blocks++) {
-    reserved += b->size, live += b->live;
+    reserved += b->size;
+    live += b->live;
     if (!b->live) empty += b->size;
     const gpupart__range *first = gpupart__tlsf_block_first(b->home);
-    if (first->offset != 0 || gpupart__range_block(first) != b) return fail_check(why, n, p, "block lost its first range");
+    if (first->offset != 0 || gpupart__range_block(first) != b)
+      return fail_check(why, n, p, "block lost its first range");
   }
   gpupart__tlsf_totals t;
   gpupart__tlsf_get_totals(a->tlsf, &t);

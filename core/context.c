@@ -1,40 +1,16 @@
 /* The context: the library instance that owns the host allocator, the configuration
  * sources and the loaded backends. Backends are loaded on first use and unloaded with the
  * context, so a program that never touches Vulkan never opens libvulkan. */
+#include "context.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
+#include "extstruct.h"
 #include "internal.h"
 #include "pin.h"
-
-#define GPUPART__STR2(x) #x
-#define GPUPART__STR(x) GPUPART__STR2(x)
-
-const char *gpupart_version_string(void) {
-  return GPUPART__STR(GPUPART_VERSION_MAJOR) "." GPUPART__STR(GPUPART_VERSION_MINOR) "." GPUPART__STR(
-      GPUPART_VERSION_PATCH);
-}
-
-uint32_t gpupart_version(void) {
-  return GPUPART_VERSION_MAJOR * 10000u + GPUPART_VERSION_MINOR * 100u + GPUPART_VERSION_PATCH;
-}
-
-const char *gpupart_backend_name(gpupart_backend b) {
-#define GPUPART__NAME(ID, name, rank) [GPUPART_BACKEND_##ID] = #name,
-  static const char *const names[GPUPART__BACKEND_COUNT] = {[GPUPART_BACKEND_AUTO] = "auto",
-                                                            GPUPART__BACKENDS(GPUPART__NAME)};
-#undef GPUPART__NAME
-  return (unsigned)b < GPUPART__BACKEND_COUNT ? names[b] : "unknown";
-}
-
-char *gpupart__strdup(const gpupart__hostmem *m, const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *d = gpupart__host_calloc(m, 1, n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
 
 static int copy_strings(gpupart_context *ctx, const gpupart_context_desc *d) {
   ctx->config_path = gpupart__strdup(&ctx->mem, d->config_path);
@@ -60,8 +36,7 @@ static void context_free(gpupart_context *ctx) {
 static int hostmem_from(const gpupart_context_desc *d, gpupart__hostmem *out) {
   if (!d->host_alloc != !d->host_free)
     return gpupart__fail(GPUPART_EINVAL, "context: set both host_alloc and host_free, or neither");
-  *out = d->host_alloc ? (gpupart__hostmem){d->host_alloc, d->host_free, d->host_user}
-                       : *gpupart__hostmem_default();
+  *out = d->host_alloc ? (gpupart__hostmem){d->host_alloc, d->host_free, d->host_user} : *gpupart__hostmem_default();
   return GPUPART_OK;
 }
 
@@ -83,8 +58,7 @@ static uint64_t sim_total(const gpupart__config *cfg) {
   return v.u;
 }
 
-gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size,
-                                           gpupart_context **out) {
+gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size, gpupart_context **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "context_create: out is NULL");
   *out = NULL;
   gpupart_context_desc d;
@@ -110,7 +84,10 @@ gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, si
     return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory");
   }
   rc = gpupart__config_load(&mem, &d, &ctx->cfg);
-  if (rc || (rc = open_trace(ctx))) return context_free(ctx), rc;
+  if (rc || (rc = open_trace(ctx))) {
+    context_free(ctx);
+    return rc;
+  }
   ctx->env.sim_total = sim_total(ctx->cfg);
   *out = ctx;
   return GPUPART_OK;
@@ -121,8 +98,7 @@ gpupart_result gpupart_context_destroy(gpupart_context *ctx) {
   pthread_mutex_lock(&ctx->lock);
   uint32_t open = ctx->open_devices;
   pthread_mutex_unlock(&ctx->lock);
-  if (open)
-    return gpupart__fail(GPUPART_EBUSY, "context_destroy: %u device(s) still open", open);
+  if (open) return gpupart__fail(GPUPART_EBUSY, "context_destroy: %u device(s) still open", open);
   context_free(ctx);
   return GPUPART_OK;
 }
@@ -173,7 +149,7 @@ static int load_one(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_b
   gpupart__pin_mark mark;
   gpupart__pin_begin(&mark);
   int rc = lb->ops->load(&ctx->env, library, &lb->state);
-  gpupart__pin_end(ctx->env.mem, &mark); /* a loader stays loaded (core/pin.c) */
+  gpupart__pin_end(ctx->env.mem, &mark); /* a loader stays loaded (core/base/pin.c) */
   const char *why = gpupart_last_error();
   int named = library && (strstr(why, "_LIBRARY") || strstr(why, "_library")); /* the backend says it already */
   /* A message longer than error is cut: the reason comes first, so what is cut is its tail. */
@@ -184,8 +160,7 @@ static int load_one(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_b
 
 static int load_locked(gpupart_context *ctx, gpupart__loaded_backend *lb, gpupart_backend b) {
   if (!lb->ops)
-    return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' is not built into this library",
-                         gpupart_backend_name(b));
+    return gpupart__fail(GPUPART_ENOBACKEND, "backend '%s' is not built into this library", gpupart_backend_name(b));
   if (!lb->tried) {
     lb->tried = 1;
     lb->result = check_table(lb->ops, b);
@@ -208,14 +183,16 @@ int gpupart__backend_known(gpupart_context *ctx, gpupart_backend b) {
 
 /* Loads backend b on first use. Later calls return the first load's result, so a missing
  * driver costs one dlopen per context, not one per call. */
-int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
-                         void **state) {
+int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops, void **state) {
   if ((unsigned)b >= GPUPART__BACKEND_COUNT || b == GPUPART_BACKEND_AUTO)
     return gpupart__fail(GPUPART_EINVAL, "unknown backend %d (use a GPUPART_BACKEND_*)", (int)b);
   pthread_mutex_lock(&ctx->lock);
   gpupart__loaded_backend *lb = &ctx->backends[b];
   int rc = load_locked(ctx, lb, b);
   pthread_mutex_unlock(&ctx->lock);
-  if (rc == GPUPART_OK) *ops = lb->ops, *state = lb->state;
+  if (rc == GPUPART_OK) {
+    *ops = lb->ops;
+    *state = lb->state;
+  }
   return rc;
 }

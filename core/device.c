@@ -1,76 +1,24 @@
 /* Devices: opening one physical GPU through its backend, computing this process's
  * budget on it, and the device-wide views (info, stats, the consistency check). The
  * partitions themselves live in partition.c; the accounting in the ledger. */
+#include "device.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "context.h"
+#include "enumerate.h"
+#include "error.h"
+#include "events.h"
+#include "extstruct.h"
 #include "internal.h"
-#include "ledger_shm.h"
+#include "ledgers.h"
+#include "partition.h"
 #include "pin.h"
+#include "verbose.h"
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
-
-static int enumerate_one(gpupart_context *ctx, gpupart_backend b, gpupart_device_info *infos,
-                         uint32_t cap, uint32_t *found) {
-  const gpupart_backend_ops *ops;
-  void *state;
-  int rc = gpupart__backend_get(ctx, b, &ops, &state);
-  if (rc) return rc;
-  uint32_t n = cap;
-  gpupart__pin_mark mark;
-  gpupart__pin_begin(&mark);
-  rc = ops->enumerate(state, infos, &n);
-  gpupart__pin_end(ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/pin.c) */
-  if (rc == GPUPART_OK) *found = n;
-  return rc;
-}
-
-static int enumerate_auto(gpupart_context *ctx, gpupart_device_info *infos, uint32_t *count) {
-  gpupart_backend order[GPUPART__BACKEND_COUNT];
-  unsigned n = gpupart__backend_auto_order(order, 0);
-  uint32_t cap = infos ? *count : 0, total = 0;
-  for (unsigned i = 0; i < n; i++) {
-    uint32_t found = 0, room = cap > total ? cap - total : 0;
-    if (enumerate_one(ctx, order[i], room ? infos + total : NULL, room, &found)) continue;
-    total += found;
-  }
-  *count = total;
-  return GPUPART_OK;
-}
-
-static int enumerate_into(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
-                          uint32_t *count) {
-  if (backend == GPUPART_BACKEND_AUTO) return enumerate_auto(ctx, infos, count);
-  uint32_t found = 0;
-  int rc = enumerate_one(ctx, backend, infos, infos ? *count : 0, &found);
-  if (rc == GPUPART_OK) *count = found;
-  return rc;
-}
-
-/* The backends fill this library's gpupart_device_info; a caller built with another
- * sizeof gets each entry copied out at its own stride. */
-static int enumerate_strided(gpupart_context *ctx, gpupart_backend backend, unsigned char *infos, size_t stride,
-                             uint32_t *count) {
-  uint32_t cap = *count;
-  gpupart_device_info *tmp = cap ? gpupart__host_calloc(&ctx->mem, cap, sizeof *tmp) : NULL;
-  if (cap && !tmp) return gpupart__fail(GPUPART_ENOMEM, "enumerate: out of host memory");
-  int rc = enumerate_into(ctx, backend, tmp, count);
-  for (uint32_t i = 0; rc == GPUPART_OK && i < cap && i < *count; i++)
-    gpupart__copy_out(infos + i * stride, stride, &tmp[i], sizeof *tmp, GPUPART__DEVICE_INFO_SIZE_0_2, "");
-  gpupart__host_free(&ctx->mem, tmp);
-  return rc;
-}
-
-gpupart_result gpupart_enumerate_sized(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
-                                       size_t info_size, uint32_t *count) {
-  if (!ctx || !count) return gpupart__fail(GPUPART_EINVAL, "enumerate: ctx or count is NULL");
-  if (info_size < GPUPART__DEVICE_INFO_SIZE_0_2)
-    return gpupart__fail(GPUPART_EINVAL, "enumerate: gpupart_device_info has %zu bytes; the smallest layout "
-                         "(gpupart 0.2) has %zu", info_size, (size_t)GPUPART__DEVICE_INFO_SIZE_0_2);
-  if (infos && info_size != sizeof *infos) return enumerate_strided(ctx, backend, (unsigned char *)infos, info_size, count);
-  return enumerate_into(ctx, backend, infos, count);
-}
 
 /* The backends to try, in order: the configured list, or the registry's AUTO order
  * (cuda, vulkan, opencl, then sim). order has room for GPUPART__BACKEND_COUNT. */
@@ -93,12 +41,18 @@ static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpup
   gpupart_backend order[GPUPART__BACKEND_COUNT];
   _Static_assert(GPUPART__MAX_BACKENDS <= GPUPART__BACKEND_COUNT, "a configured list fits the order");
   uint32_t n = backend_order(s, order);
-  if (n == 1) return *out = order[0], GPUPART_OK;
+  if (n == 1) {
+    *out = order[0];
+    return GPUPART_OK;
+  }
   char why[GPUPART__BACKEND_COUNT][160];
   for (uint32_t i = 0; i < n; i++) {
     uint32_t found = 0;
-    int rc = enumerate_one(ctx, order[i], NULL, 0, &found);
-    if (rc == GPUPART_OK && found > s->index) return *out = order[i], GPUPART_OK;
+    int rc = gpupart__enumerate_one(ctx, order[i], NULL, 0, &found);
+    if (rc == GPUPART_OK && found > s->index) {
+      *out = order[i];
+      return GPUPART_OK;
+    }
     skip_reason(order[i], rc, found, why[i], sizeof why[i]);
   }
   char list[64], where[GPUPART__PATH_MAX + 16];
@@ -110,12 +64,10 @@ static int choose_backend(gpupart_context *ctx, const gpupart__settings *s, gpup
 }
 
 static int check_desc(const gpupart_device_desc *d) {
-  if ((unsigned)d->backend > GPUPART_BACKEND_CUDA)
-    return gpupart__fail(GPUPART_EINVAL, "device_open: unknown backend %d (use a GPUPART_BACKEND_*)",
-                         (int)d->backend);
+  if ((unsigned)d->backend >= GPUPART__BACKEND_COUNT)
+    return gpupart__fail(GPUPART_EINVAL, "device_open: unknown backend %d (use a GPUPART_BACKEND_*)", (int)d->backend);
   if (d->memory_fraction < 0 || d->memory_fraction > 1 || isnan(d->memory_fraction))
-    return gpupart__fail(GPUPART_EINVAL, "device_open: memory_fraction %g is outside (0, 1]",
-                         d->memory_fraction);
+    return gpupart__fail(GPUPART_EINVAL, "device_open: memory_fraction %g is outside (0, 1]", d->memory_fraction);
   if (d->granularity && !is_pow2(d->granularity))
     return gpupart__fail(GPUPART_EINVAL, "device_open: granularity %llu is not a power of two",
                          (unsigned long long)d->granularity);
@@ -146,8 +98,10 @@ static int check_desc_backend(const gpupart_device *dev, const gpupart_device_de
   if (rc || !d->backend_desc || t == b) return rc;
   char where[GPUPART__PATH_MAX + 16];
   gpupart__source_format(dev->settings.v[GPUPART__OPT_BACKEND].src, where, sizeof where);
-  return gpupart__fail(GPUPART_EINVAL, "device_open: backend_desc is a %s descriptor, but the device opens through "
-                       "%s (backend chosen by %s)", gpupart_backend_name(t), gpupart_backend_name(b), where);
+  return gpupart__fail(GPUPART_EINVAL,
+                       "device_open: backend_desc is a %s descriptor, but the device opens through "
+                       "%s (backend chosen by %s)",
+                       gpupart_backend_name(t), gpupart_backend_name(b), where);
 }
 
 /* How a device is opened (open_sized's how). */
@@ -171,7 +125,7 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
   gpupart__pin_mark mark;
   gpupart__pin_begin(&mark);
   rc = backend_open(dev, state, d, how);
-  gpupart__pin_end(dev->ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/pin.c) */
+  gpupart__pin_end(dev->ctx->env.mem, &mark); /* the drivers it loaded stay loaded (core/base/pin.c) */
   if (rc) return rc;
   rc = dev->ops->info(dev->bdev, &dev->info);
   if (rc == GPUPART_OK && !is_pow2(dev->info.min_alignment))
@@ -195,30 +149,36 @@ static void device_free(gpupart_device *dev) {
   gpupart__host_free(mem, dev);
 }
 
-static int resolve_settings(gpupart_device *dev, const gpupart_device_desc *d, int exact) {
-  gpupart__settings *s = &dev->settings;
-  gpupart_backend b = GPUPART_BACKEND_AUTO;
-  int rc = gpupart__settings_target(dev->ctx, d, exact, s);
-  if (rc == GPUPART_OK) rc = choose_backend(dev->ctx, s, &b);
-  if (rc) return rc;
-  gpupart__settings_resolve(dev->ctx, d, b, s);
-  return GPUPART_OK;
+/* What an open brings to its settings (settings.h): the descriptor, and the context's. */
+static gpupart__settings_in settings_in(const gpupart_context *ctx, const gpupart_device_desc *d, int exact) {
+  return (gpupart__settings_in){.desc = d,
+                                .exact = exact,
+                                .config_path = ctx->config_path,
+                                .ledger_dir = ctx->ledger_dir,
+                                .ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0};
+}
+
+/* The device's index and the backend that has it (in->backend). */
+static int choose(gpupart_device *dev, gpupart__settings_in *in) {
+  int rc = gpupart__settings_target(dev->ctx->cfg, in, &dev->settings);
+  if (rc == GPUPART_OK) rc = choose_backend(dev->ctx, &dev->settings, &in->backend);
+  if (rc == GPUPART_OK) dev->settings.backend = in->backend;
+  return rc;
 }
 
 /* Joins the ledger of this physical device: the context's existing one when the device
  * is already open in it (whose budget this handle then shares), else a new one. */
 static int join_ledger(gpupart_device *dev) {
   const gpupart__value *v = dev->settings.v;
-  const char *dir = v[GPUPART__OPT_LEDGER_DIR].str;
-  const char *shared_dir = !v[GPUPART__OPT_SHARED].u ? NULL : gpupart__ledger_shm_dir(dir);
+  const char *shared_dir = v[GPUPART__OPT_SHARED].u ? gpupart__settings_ledger_dir(&dev->settings) : NULL;
   gpupart__identity_of(&dev->info, &dev->id);
   int rc = gpupart__ledger_acquire(dev->ctx, &dev->id, dev->budget, shared_dir, &dev->ledger, &dev->member);
   if (rc) return rc;
   gpupart__ledger_figures t;
   dev->ledger->ops->totals(dev->ledger, &t);
   if (dev->settings.v[GPUPART__OPT_VERBOSE].u) dev->ledger->verbose = 1; /* its events go to stderr too */
-  if (t.limit && t.limit != dev->budget) { /* 0: the ledger could not be read just now */
-    gpupart__event_budget(dev, dev->budget, t.limit); /* says which budget applies */
+  if (t.limit && t.limit != dev->budget) {                               /* 0: the ledger could not be read just now */
+    gpupart__event_budget(dev, dev->budget, t.limit);                    /* says which budget applies */
     dev->budget = t.limit;
   }
   return GPUPART_OK;
@@ -236,33 +196,31 @@ static void policy_from_settings(gpupart_device *dev) {
 }
 
 static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsigned how) {
-  int rc = resolve_settings(dev, d, (how & OPEN_EXACT) != 0);
+  gpupart__settings_in in = settings_in(dev->ctx, d, (how & OPEN_EXACT) != 0);
+  int rc = choose(dev, &in);
   if (rc == GPUPART_OK) rc = check_desc_backend(dev, d);
-  if (rc == GPUPART_OK) rc = open_backend(dev, dev->settings.backend, d, how);
+  if (rc == GPUPART_OK) rc = open_backend(dev, in.backend, d, how);
+  in.info = &dev->info;
+  if (rc == GPUPART_OK) rc = gpupart__settings_compute(dev->ctx->cfg, &in, &dev->settings);
   if (rc) return rc;
   const gpupart__value *v = dev->settings.v;
-  dev->granularity = v[GPUPART__OPT_GRANULARITY].u;
+  dev->granularity = dev->settings.granularity;
+  dev->budget = dev->settings.budget;
   dev->alignment = dev->info.min_alignment;
-  /* Blocks and limits are whole multiples of the granularity, and the driver hands out
-   * only whole multiples of its block granularity (at least its alignment): a finer
-   * granularity is raised to it. The sub-allocator's granule stays the alignment. */
-  if (dev->granularity < dev->info.block_granularity) dev->granularity = dev->info.block_granularity;
   policy_from_settings(dev);
-  rc = gpupart__settings_budget(dev);
-  if (rc) return rc;
   rc = join_ledger(dev);
-  if (rc == GPUPART_OK) rc = gpupart__settings_create_partitions(dev);
+  if (rc == GPUPART_OK) rc = gpupart__partition_create_configured(dev);
   dev->find_joins = dev->ledger && dev->ledger->shared;
   if (dev->find_joins) dev->ledger->ops->trim_asked(dev->ledger, &dev->trim_seen); /* past requests are not ours */
-  if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__settings_print(dev);
-  if (rc == GPUPART_OK) gpupart__settings_warn_env(dev);
-  if (rc == GPUPART_OK) gpupart__settings_notes(dev);
-  if (rc == GPUPART_OK) gpupart__event_unreachable(dev);
+  if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__verbose_print(dev);
+  if (rc == GPUPART_OK) gpupart__verbose_warn_env(dev);
+  if (rc == GPUPART_OK) gpupart__verbose_notes(dev);
+  if (rc == GPUPART_OK) gpupart__verbose_unreachable(dev);
   return rc;
 }
 
-static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size,
-                                 unsigned how, gpupart_device **out) {
+static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc *desc, size_t desc_size, unsigned how,
+                                 gpupart_device **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "device_open: out is NULL");
   *out = NULL;
   if (!ctx) return gpupart__fail(GPUPART_EINVAL, "device_open: ctx is NULL");
@@ -278,7 +236,10 @@ static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc
   dev->ctx = ctx;
   pthread_mutex_init(&dev->slow, NULL);
   rc = device_setup(dev, &d, how);
-  if (rc) return device_free(dev), rc;
+  if (rc) {
+    device_free(dev);
+    return rc;
+  }
   pthread_mutex_lock(&ctx->lock);
   ctx->open_devices++;
   pthread_mutex_unlock(&ctx->lock);
@@ -321,8 +282,7 @@ gpupart_result gpupart_device_close(gpupart_device *dev) {
   uint64_t live = live_allocations(dev);
   if (live) {
     pthread_mutex_unlock(&dev->slow);
-    return gpupart__fail(GPUPART_EBUSY, "device_close: %llu allocation(s) still live",
-                         (unsigned long long)live);
+    return gpupart__fail(GPUPART_EBUSY, "device_close: %llu allocation(s) still live", (unsigned long long)live);
   }
   while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]);
   pthread_mutex_unlock(&dev->slow);
@@ -348,24 +308,3 @@ gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_
 /* The budget of the physical device: every handle of one device in a context shares the
  * first open's (join_ledger). */
 uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? dev->budget : 0; }
-
-int gpupart__device_trim_locked(gpupart_device *dev) {
-  int (*trim)(void *) = GPUPART__BACKEND_OP(dev->ops, trim);
-  return trim ? trim(dev->bdev) : GPUPART_OK; /* none: the backend keeps no driver-side caches */
-}
-
-/* Shared ledger: when another process asked for a trim (its OOM sequence) since this
- * handle last looked, every partition of the handle releases its empty blocks. One atomic
- * load when nobody asked. Device slow lock held. */
-void gpupart__device_honour_trim_locked(gpupart_device *dev) {
-  gpupart__ledger *l = dev->ledger;
-  if (!l->ops->trim_asked || !l->ops->trim_asked(l, &dev->trim_seen)) return;
-  uint64_t released = 0;
-  for (uint32_t i = 0; i < dev->nparts; i++) released += gpupart__arena_release_empty(dev->parts[i]);
-  if (released) gpupart__device_trim_locked(dev);
-}
-
-/* Shared ledger: asks the other processes of the device to trim at their next call. */
-void gpupart__device_ask_trim(gpupart_device *dev) {
-  if (dev->ledger->ops->ask_trim) dev->ledger->ops->ask_trim(dev->ledger);
-}

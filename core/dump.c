@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error.h"
 #include "internal.h"
+#include "peak.h"
 
 #define DUMP_FLAGS GPUPART_DUMP_ALLOCATIONS
 #define DUMP_TRIES 8
@@ -108,7 +110,7 @@ static int snapshot_alloc(const gpupart__hostmem *m, const snapshot *need, unsig
 
 /* The largest power of two that divides v, at most 1 GiB (v == 0 is 1 GiB). */
 static uint64_t alignment_of(uint64_t v) {
-  uint64_t cap = GPUPART__GIB;
+  uint64_t cap = 1ull << 30;
   return v && (v & (0 - v)) < cap ? v & (0 - v) : cap;
 }
 
@@ -118,8 +120,8 @@ static void copy_alloc(snapshot *s, const gpupart__block *b, const gpupart__rang
     return;
   }
   uint64_t address = b->drv.device_address ? b->drv.device_address + r->offset : 0;
-  s->allocs[s->nallocs++] = (snap_alloc){.size = gpupart__range_user_size(r), .offset = r->offset,
-                                         .address = address, .tag = r->user_tag, .block = block};
+  s->allocs[s->nallocs++] = (snap_alloc){
+      .size = gpupart__range_user_size(r), .offset = r->offset, .address = address, .tag = r->user_tag, .block = block};
 }
 
 /* Partition lock held: one block's ranges, walked by offset. */
@@ -133,7 +135,8 @@ static void copy_block(snapshot *s, const gpupart__block *b, uint32_t index) {
   for (const gpupart__range *r = gpupart__tlsf_block_first(b->home); r; r = r->next_phys) {
     if (r->state == GPUPART__RANGE_FREE && r->size > sb->largest_free) sb->largest_free = r->size;
     if (r->state != GPUPART__RANGE_USED) continue;
-    sb->in_use += gpupart__range_user_size(r), sb->allocations++;
+    sb->in_use += gpupart__range_user_size(r);
+    sb->allocations++;
     if (s->with_allocs) copy_alloc(s, b, r, index);
   }
 }
@@ -142,14 +145,20 @@ static void copy_block(snapshot *s, const gpupart__block *b, uint32_t index) {
 static void copy_partition_locked(gpupart_partition *p, snapshot *s, snap_part *sp) {
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &sp->f);
   sp->c = p->c;
-  sp->reserved = p->arena.reserved, sp->peak_reserved = p->arena.peak_reserved;
-  if (p->dev->ledger->shared) sp->reserved = sp->f.reserved, sp->peak_reserved = sp->f.peak_reserved;
+  sp->reserved = p->arena.reserved;
+  sp->peak_reserved = p->arena.peak_reserved;
+  if (p->dev->ledger->shared) {
+    sp->reserved = sp->f.reserved;
+    sp->peak_reserved = sp->f.peak_reserved;
+  }
   sp->largest_free = gpupart__tlsf_largest_free(p->arena.tlsf);
   sp->prealloc = p->growth.prealloc;
-  sp->first_block = s->nblocks, sp->first_alloc = s->nallocs;
+  sp->first_block = s->nblocks;
+  sp->first_alloc = s->nallocs;
   uint32_t index = 0;
   for (const gpupart__block *b = p->arena.blocks; b && !s->overflow; b = b->next) copy_block(s, b, index++);
-  sp->nblocks = s->nblocks - sp->first_block, sp->nallocs = s->nallocs - sp->first_alloc;
+  sp->nblocks = s->nblocks - sp->first_block;
+  sp->nallocs = s->nallocs - sp->first_alloc;
 }
 
 /* Slow lock held. */
@@ -216,10 +225,17 @@ static int jb_reserve(jbuf *b, size_t more) {
   size_t cap = b->cap ? b->cap : 4096;
   while (cap < b->n + more + 1) cap *= 2;
   dump_head *h = gpupart__host_calloc(b->m, 1, sizeof *h + cap);
-  if (!h) return b->oom = 1, -1;
+  if (!h) {
+    b->oom = 1;
+    return -1;
+  }
   h->mem = *b->m;
-  if (b->head) memcpy(h + 1, jb_text(b), b->n), gpupart__host_free(b->m, b->head);
-  b->head = h, b->cap = cap;
+  if (b->head) {
+    memcpy(h + 1, jb_text(b), b->n);
+    gpupart__host_free(b->m, b->head);
+  }
+  b->head = h;
+  b->cap = cap;
   return 0;
 }
 
@@ -280,23 +296,26 @@ static void jb_string(jbuf *b, const char *s) {
 }
 
 static void json_block(jbuf *b, const snap_block *k, int first) {
-  jb_printf(b, "%s\n        {\"size\": %" PRIu64 ", \"in_use\": %" PRIu64 ", \"allocations\": %" PRIu64
-               ", \"largest_free\": %" PRIu64 ", \"preallocated\": %s}",
+  jb_printf(b,
+            "%s\n        {\"size\": %" PRIu64 ", \"in_use\": %" PRIu64 ", \"allocations\": %" PRIu64
+            ", \"largest_free\": %" PRIu64 ", \"preallocated\": %s}",
             first ? "" : ",", k->size, k->in_use, k->allocations, k->largest_free, k->prealloc ? "true" : "false");
 }
 
 static void json_alloc(jbuf *b, const snap_alloc *a, int first) {
-  jb_printf(b, "%s\n        {\"size\": %" PRIu64 ", \"alignment\": %" PRIu64 ", \"offset\": %" PRIu64
-               ", \"block\": %u, \"device_address\": %" PRIu64 ", \"tag\": %" PRIu64 "}",
+  jb_printf(b,
+            "%s\n        {\"size\": %" PRIu64 ", \"alignment\": %" PRIu64 ", \"offset\": %" PRIu64
+            ", \"block\": %u, \"device_address\": %" PRIu64 ", \"tag\": %" PRIu64 "}",
             first ? "" : ",", a->size, alignment_of(a->address ? a->address : a->offset), a->offset, a->block,
             a->address, a->tag);
 }
 
 static void json_figures(jbuf *b, const snap_part *p, int shared) {
-  jb_printf(b, ", \"limit\": %" PRIu64 ", \"guarantee\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"own_reserved\": %"
-               PRIu64 ", \"in_use\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"peak_in_use\": %" PRIu64,
-            p->f.limit, p->f.guarantee, p->reserved, p->f.own_reserved, p->c.in_use, p->peak_reserved,
-            p->c.peak_in_use);
+  jb_printf(
+      b,
+      ", \"limit\": %" PRIu64 ", \"guarantee\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"own_reserved\": %" PRIu64
+      ", \"in_use\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"peak_in_use\": %" PRIu64,
+      p->f.limit, p->f.guarantee, p->reserved, p->f.own_reserved, p->c.in_use, p->peak_reserved, p->c.peak_in_use);
   jb_printf(b, ", \"live_allocations\": %" PRIu64 ", \"largest_free\": %" PRIu64 ", \"growth\": \"%s\", \"shared\": %s",
             p->c.live_allocations, p->largest_free, p->prealloc ? "off" : "on", shared ? "true" : "false");
 }
@@ -325,10 +344,14 @@ static void json_device(jbuf *b, const gpupart_device *dev, const snapshot *s) {
             i->index);
   jb_string(b, i->name);
   if (gpupart__uuid_is_zero(i->uuid)) JB_LIT(b, ", \"uuid\": null");
-  else gpupart__uuid_format(i->uuid, uuid), jb_printf(b, ", \"uuid\": \"%s\"", uuid);
-  jb_printf(b, ", \"total\": %" PRIu64 ", \"budget\": %" PRIu64 ", \"guarantees\": %" PRIu64 ", \"reserved\": %" PRIu64
-               ", \"in_use\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"peak_in_use\": %" PRIu64
-               ", \"granularity\": %" PRIu64 ", \"shared\": %s, \"partitions\": [",
+  else {
+    gpupart__uuid_format(i->uuid, uuid);
+    jb_printf(b, ", \"uuid\": \"%s\"", uuid);
+  }
+  jb_printf(b,
+            ", \"total\": %" PRIu64 ", \"budget\": %" PRIu64 ", \"guarantees\": %" PRIu64 ", \"reserved\": %" PRIu64
+            ", \"in_use\": %" PRIu64 ", \"peak_reserved\": %" PRIu64 ", \"peak_in_use\": %" PRIu64
+            ", \"granularity\": %" PRIu64 ", \"shared\": %s, \"partitions\": [",
             i->total_bytes, s->totals.limit, s->totals.guarantee, s->totals.reserved, in_use, s->totals.peak_reserved,
             s->peak_in_use, dev->granularity, dev->ledger->shared ? "true" : "false");
   for (uint32_t k = 0; k < s->nparts; k++) json_partition(b, s, &s->parts[k], dev->ledger->shared, k == 0);

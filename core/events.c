@@ -1,11 +1,11 @@
-/* Events (events.h): what the library tells the context's log callback or, without one,
- * stderr under GPUPART_VERBOSE=1, as it happens: a refused allocation (with the message
- * its caller gets), the OOM sequence's steps that freed bytes, reclaim callback calls,
- * dead members whose bytes a shared ledger took back, and a budget asked for that differs
- * from the ledger's. Each kind has a limiter (per device, or per ledger): at most
- * GPUPART__EVENTS_PER_WINDOW a second, the next one logged saying how many were left
- * out. No gpupart lock is held while an event is logged but the limiter's own, which is
- * released before the callback runs. */
+/* The library's log (gpupart__log: the context's log callback or, without one, stderr
+ * under GPUPART_VERBOSE=1) and its events (events.h), told as they happen: a refused
+ * allocation (with the message its caller gets), the OOM sequence's steps that freed
+ * bytes, reclaim callback calls, dead members whose bytes a shared ledger took back, and
+ * a budget asked for that differs from the ledger's. Each kind has a limiter (per device,
+ * or per ledger): at most GPUPART__EVENTS_PER_WINDOW a second, the next one logged saying
+ * how many were left out. No gpupart lock is held while an event is logged but the
+ * limiter's own, which is released before the callback runs. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,16 +14,11 @@
 #include "events.h"
 #include "internal.h"
 
-int gpupart__ratelimit_allow(gpupart__ratelimit *r, uint64_t now_ns, uint64_t *dropped) {
-  gpupart__lock_acquire(&r->lock);
-  if (now_ns - r->window_start_ns >= GPUPART__EVENT_WINDOW_NS || now_ns < r->window_start_ns)
-    r->window_start_ns = now_ns, r->in_window = 0;
-  int allow = r->in_window < GPUPART__EVENTS_PER_WINDOW;
-  *dropped = 0;
-  if (allow) r->in_window++, *dropped = r->suppressed, r->suppressed = 0;
-  else r->suppressed++;
-  gpupart__lock_release(&r->lock);
-  return allow;
+/* The library's one way to say something: the context's log function, else stderr when
+ * verbose (GPUPART_VERBOSE) is set. */
+void gpupart__log(gpupart_context *ctx, gpupart_log_level level, int verbose, const char *line) {
+  if (ctx->log) ctx->log(level, line, ctx->log_user);
+  else if (verbose) fprintf(stderr, "gpupart: %s\n", line);
 }
 
 static uint64_t monotonic_ns(void) {
@@ -48,7 +43,7 @@ gpupart_result gpupart__event_refused(gpupart_device *dev, gpupart_result code) 
   char line[1200], more[96];
   if (!may_log(dev->ctx, dev_verbose(dev), &dev->refusals, "refusals on this device", more, sizeof more)) return code;
   snprintf(line, sizeof line, "allocation refused (%s): %s%s", gpupart_result_name(code), gpupart_last_error(), more);
-  gpupart__settings_log(dev->ctx, GPUPART_LOG_INFO, dev_verbose(dev), line);
+  gpupart__log(dev->ctx, GPUPART_LOG_INFO, dev_verbose(dev), line);
   return code;
 }
 
@@ -62,7 +57,7 @@ void gpupart__event_oom_step(gpupart_device *dev, const char *partition, uint64_
     return;
   snprintf(line, sizeof line, "OOM sequence for %" PRIu64 " bytes of partition '%s': step %d, %s: %" PRIu64 " bytes%s",
            size, partition, step, step_what[step], bytes, more);
-  gpupart__settings_log(dev->ctx, GPUPART_LOG_INFO, dev_verbose(dev), line);
+  gpupart__log(dev->ctx, GPUPART_LOG_INFO, dev_verbose(dev), line);
 }
 
 void gpupart__event_reclaim(gpupart_device *dev, const char *partition, const char *requester, uint64_t asked,
@@ -71,18 +66,22 @@ void gpupart__event_reclaim(gpupart_device *dev, const char *partition, const ch
   if (!may_log(dev->ctx, dev_verbose(dev), &dev->oom_events, "OOM steps or reclaim calls on this device", more,
                sizeof more))
     return;
-  snprintf(line, sizeof line, "OOM sequence, step 3: reclaim callback of partition '%s' (for '%s') asked for %" PRIu64
-           " bytes, returned %" PRIu64 "%s", partition, requester, asked, returned, more);
-  gpupart__settings_log(dev->ctx, GPUPART_LOG_INFO, dev_verbose(dev), line);
+  snprintf(line, sizeof line,
+           "OOM sequence, step 3: reclaim callback of partition '%s' (for '%s') asked for %" PRIu64
+           " bytes, returned %" PRIu64 "%s",
+           partition, requester, asked, returned, more);
+  gpupart__log(dev->ctx, GPUPART_LOG_INFO, dev_verbose(dev), line);
 }
 
 void gpupart__event_reaped(gpupart__ledger *l, uint32_t members, uint64_t bytes) {
   char line[512], more[128];
   gpupart_context *ctx = l->event_user;
   if (!ctx || !may_log(ctx, l->verbose, &l->events, "ledger events", more, sizeof more)) return;
-  snprintf(line, sizeof line, "shared ledger of %s: %" PRIu32 " dead member%s found (its process is gone); %" PRIu64
-           " bytes they held returned to the budget%s", l->id.key, members, members == 1 ? "" : "s", bytes, more);
-  gpupart__settings_log(ctx, GPUPART_LOG_WARN, l->verbose, line);
+  snprintf(line, sizeof line,
+           "shared ledger of %s: %" PRIu32 " dead member%s found (its process is gone); %" PRIu64
+           " bytes they held returned to the budget%s",
+           l->id.key, members, members == 1 ? "" : "s", bytes, more);
+  gpupart__log(ctx, GPUPART_LOG_WARN, l->verbose, line);
 }
 
 void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies) {
@@ -90,31 +89,14 @@ void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies
   gpupart__ledger *l = dev->ledger;
   if (!may_log(dev->ctx, dev_verbose(dev), &l->events, "ledger events", more, sizeof more)) return;
   if (l->shared)
-    snprintf(line, sizeof line, "device_open: budget mismatch on %s: this process asked for %" PRIu64 " bytes; the "
+    snprintf(line, sizeof line,
+             "device_open: budget mismatch on %s: this process asked for %" PRIu64 " bytes; the "
              "shared ledger's budget of %" PRIu64 " (set by the process that made it) applies%s",
              dev->id.key, asked, applies, more);
   else
-    snprintf(line, sizeof line, "device_open: %s is already open in this context with a budget of %" PRIu64
+    snprintf(line, sizeof line,
+             "device_open: %s is already open in this context with a budget of %" PRIu64
              " bytes; this open asked for %" PRIu64 " and shares the first one's %" PRIu64 "%s",
              dev->id.key, applies, asked, applies, more);
-  gpupart__settings_log(dev->ctx, GPUPART_LOG_WARN, dev_verbose(dev), line);
-}
-
-/* Appends one unreachable device to the line (a buffer of GPUPART__EVENT_LINE bytes). */
-#define GPUPART__EVENT_LINE 2048
-static void append_unreachable(const gpupart__unreachable *u, void *user) {
-  char *line = user, where[GPUPART__PATH_MAX + 16];
-  size_t used = strlen(line);
-  gpupart__source_format(u->src, where, sizeof where);
-  if (used < GPUPART__EVENT_LINE)
-    snprintf(line + used, GPUPART__EVENT_LINE - used, "%s%s (%s): %s", line[used - 1] == ':' ? " " : "; ", u->what,
-             where, u->why);
-}
-
-void gpupart__event_unreachable(gpupart_device *dev) {
-  gpupart_context *ctx = dev->ctx;
-  char line[GPUPART__EVENT_LINE] = "configuration that can never apply on this machine:";
-  if ((!ctx->log && !dev_verbose(dev)) || atomic_exchange(&ctx->unreachable_said, 1)) return;
-  if (!gpupart__config_unreachable(ctx, 1, append_unreachable, line)) return;
-  gpupart__settings_log(ctx, GPUPART_LOG_WARN, dev_verbose(dev), line);
+  gpupart__log(dev->ctx, GPUPART_LOG_WARN, dev_verbose(dev), line);
 }

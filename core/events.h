@@ -8,23 +8,11 @@
 #include <stdint.h>
 
 #include "gpupart.h"
-#include "lock.h"
+#include "ratelimit.h"
 
-#define GPUPART__EVENTS_PER_WINDOW 5u          /* events logged per window at most */
-#define GPUPART__EVENT_WINDOW_NS 1000000000ull /* one second */
-
-/* A rate limiter; all zero is a fresh one. */
-typedef struct gpupart__ratelimit {
-  gpupart__lock lock;
-  uint64_t window_start_ns;
-  uint32_t in_window;   /* events logged in the current window */
-  uint64_t suppressed;  /* events dropped since the last one logged */
-} gpupart__ratelimit;
-
-/* Whether an event at now_ns (a monotonic clock) may be logged: at most
- * GPUPART__EVENTS_PER_WINDOW in each window of GPUPART__EVENT_WINDOW_NS. When it may,
- * *dropped is the number of events refused since the last one allowed (0 when none). */
-int gpupart__ratelimit_allow(gpupart__ratelimit *r, uint64_t now_ns, uint64_t *dropped);
+/* One line of the library's log: to the context's log function, else to stderr when
+ * verbose is set. No gpupart lock may be held. */
+void gpupart__log(gpupart_context *ctx, gpupart_log_level level, int verbose, const char *line);
 
 /* Logs that an allocation on dev was refused with code (ELIMIT, EDEVMEM), with the
  * message gpupart_last_error() now holds, at GPUPART_LOG_INFO; returns code, so a
@@ -45,11 +33,5 @@ void gpupart__event_reaped(struct gpupart__ledger *l, uint32_t members, uint64_t
 /* GPUPART_LOG_WARN: dev was opened asking for a budget of asked bytes, and its ledger's
  * (another handle's, or the shared ledger's) of applies bytes applies. */
 void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies);
-
-/* GPUPART_LOG_WARN, once per context (its first device open; a context whose
- * unreachable_said is already set says nothing) and only where someone listens: the
- * configuration that can never apply on this machine (gpupart__config_unreachable),
- * judged by the backends the context has tried, none loaded for it, in one line. */
-void gpupart__event_unreachable(gpupart_device *dev);
 
 #endif

@@ -1,5 +1,5 @@
-/* The core's shared definitions: the structs behind the public handles and the
- * internal calls between core files. Lock order, outermost first (never take an outer
+/* The structs behind the public handles (context, device, partition) and the lock order
+ * between them; each core file's own calls are in its own header. Lock order, outermost first (never take an outer
  * lock while holding an inner one):
  *   1. context lock (backend loading, device count, the registry of ledgers)
  *   2. device slow lock, a sleeping mutex (growth, block release, the OOM sequence, the
@@ -16,30 +16,24 @@
 #include <stdatomic.h>
 
 #include "backend.h"
-#include "error.h"
-#include "events.h"
-#include "extstruct.h"
 #include "gpupart.h"
 #include "hostmem.h"
 #include "identity.h"
 #include "ledger.h"
-#include "registry.h"
 #include "lock.h"
-#include "reach.h"
+#include "ratelimit.h"
+#include "registry.h"
 #include "settings.h"
 #include "tlsf.h"
 #include "trace.h"
 
-#define GPUPART__MIB (1ull << 20)
-#define GPUPART__GIB (1ull << 30)
-
-typedef struct gpupart__ledger_ref gpupart__ledger_ref; /* ledger_registry.c */
+typedef struct gpupart__ledger_ref gpupart__ledger_ref; /* ledgers.c */
 
 typedef struct gpupart__loaded_backend {
   const gpupart_backend_ops *ops; /* NULL when not built */
   void *state;
-  int tried;  /* load attempted */
-  int result; /* load's result */
+  int tried;      /* load attempted */
+  int result;     /* load's result */
   int64_t native; /* and its driver code */
   char error[256];
 } gpupart__loaded_backend;
@@ -57,7 +51,7 @@ struct gpupart_context {
   uint32_t open_devices;
   gpupart__ledger_ref *ledgers; /* one per physical device open in the context */
   gpupart__trace *trace;        /* GPUPART_TRACE: the recording, or NULL (trace.c) */
-  atomic_int unreachable_said;  /* events.c: configuration that cannot apply here was looked for */
+  atomic_int unreachable_said;  /* verbose.c: configuration that cannot apply here was looked for */
 };
 
 /* Counters of a partition (or retired into its device when a partition is destroyed). */
@@ -103,7 +97,7 @@ struct gpupart_partition {
   gpupart_device *dev;
   char *name;
   gpupart__trace *trace; /* its context's trace or NULL: read by the allocation paths (trace.h) */
-  gpupart__lock lock; /* guards arena and counters */
+  gpupart__lock lock;    /* guards arena and counters */
   gpupart__arena arena;
   gpupart__counters c;
   gpupart__growth growth;
@@ -117,7 +111,7 @@ struct gpupart_partition {
    * or block outside the lock: destroy is EBUSY */
   atomic_uint allocating;
   uint64_t charge; /* >= c.in_use, a multiple of the granularity: its share of the device's peak (peak.c) */
-  int configured; /* made by configuration at device open, not yet handed to a program's create (slow lock) */
+  int configured;  /* made by configuration at device open, not yet handed to a program's create (slow lock) */
   char pad_tail[64];
 };
 
@@ -128,124 +122,29 @@ struct gpupart_device {
   gpupart_device_info info;
   uint64_t budget, granularity, alignment;
   int growth;
-  uint64_t release_threshold; /* default of partitions that leave theirs 0 */
-  uint64_t prealloc_block;    /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
+  uint64_t release_threshold;        /* default of partitions that leave theirs 0 */
+  uint64_t prealloc_block;           /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
   uint64_t initial_block, max_block; /* GPUPART_INITIAL_BLOCK, GPUPART_MAX_BLOCK: defaults of partitions */
   double growth_factor;              /* GPUPART_GROWTH_FACTOR: the same */
-  gpupart__settings settings; /* what the device was opened with, and where each value came from */
-  pthread_mutex_t slow; /* growth, OOM sequence, the partition list */
-  gpupart__identity id;          /* the physical device (identity.c) */
-  gpupart__ledger *ledger;       /* shared by every handle of the device in the context */
-  gpupart__ledger_member member; /* this handle's membership of the ledger */
+  gpupart__settings settings;        /* what the device was opened with, and where each value came from */
+  pthread_mutex_t slow;              /* growth, OOM sequence, the partition list */
+  gpupart__identity id;              /* the physical device (identity.c) */
+  gpupart__ledger *ledger;           /* shared by every handle of the device in the context */
+  gpupart__ledger_member member;     /* this handle's membership of the ledger */
   gpupart_partition **parts;
   uint32_t nparts, cap, created;
-  gpupart__counters retired; /* counts of destroyed partitions */
-  atomic_uint allocating;           /* the partitions' allocating, summed: close is EBUSY */
-  atomic_uint_fast64_t charged;     /* sum of the partitions' charges (peak.c) */
-  atomic_uint_fast64_t peak_in_use; /* highest value of charged since open or the last reset */
+  gpupart__counters retired;                        /* counts of destroyed partitions */
+  atomic_uint allocating;                           /* the partitions' allocating, summed: close is EBUSY */
+  atomic_uint_fast64_t charged;                     /* sum of the partitions' charges (peak.c) */
+  atomic_uint_fast64_t peak_in_use;                 /* highest value of charged since open or the last reset */
   atomic_uint_fast64_t peak_crossings, peak_visits; /* charge raises, and partitions each one read */
   /* Shared ledgers: the last trim request of other processes this handle honoured, and
    * whether gpupart_partition_find joins their partitions (not while the device opens, so
    * configured partitions another process made stay its own). Guarded by slow. */
   uint64_t trim_seen;
   int find_joins;
-  gpupart__ratelimit refusals; /* events.c: how often refused allocations are logged */
+  gpupart__ratelimit refusals;   /* events.c: how often refused allocations are logged */
   gpupart__ratelimit oom_events; /* events.c: and OOM-sequence steps and reclaim calls */
 };
-
-/* context.c */
-int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_backend_ops **ops,
-                         void **state);
-/* context.c: whether the load of backend b is already decided in ctx (not built, or
- * tried), so asking for it costs no driver library load. */
-int gpupart__backend_known(gpupart_context *ctx, gpupart_backend b);
-/* context.c: whether the configuration names backend b: its backend list (GPUPART_BACKEND,
- * `backend =`) lists it, or its library path (GPUPART_<B>_LIBRARY) is set. */
-int gpupart__backend_named(const gpupart_context *ctx, gpupart_backend b);
-char *gpupart__strdup(const gpupart__hostmem *m, const char *s);
-
-/* ledger_registry.c: the context's ledger of device id (created with budget when the
- * device is not open in the context yet; its budget stays the first open's), joined as a
- * new member; released by each member, destroyed with the last. shared_dir: NULL for the
- * in-process ledger, else the folder of the shared one. ENOMEM, EINVAL (the device is
- * open in the context with the other kind of ledger), and ledger_shm.c's codes. */
-int gpupart__ledger_acquire(gpupart_context *ctx, const gpupart__identity *id, uint64_t budget,
-                            const char *shared_dir, gpupart__ledger **out, gpupart__ledger_member *member);
-void gpupart__ledger_release(gpupart_context *ctx, gpupart__ledger *l, gpupart__ledger_member member);
-
-/* device.c: gpupart_device_open, with exact = 1 to open desc->index even when it is 0
- * (the gpupart command's --device), where the public call lets configuration choose. */
-gpupart_result gpupart__device_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
-                                    gpupart_device **out);
-/* device.c: gpupart_device_open for a program built against gpupart 0.1 (abi_0_1.c): desc
- * (NULL = defaults) has the 0.1 layout of gpupart_device_desc, without backend_desc_type
- * and backend_desc_size, and its backend_desc the 0.1 layout of that backend's struct. */
-gpupart_result gpupart__device_open_0_1(gpupart_context *ctx, const gpupart_device_desc *desc, gpupart_device **out);
-/* Calls the backend's optional trim (its driver-side caches); OK where the backend has
- * none. Device slow lock held, no partition lock (partition_trim, the OOM sequence). */
-int gpupart__device_trim_locked(gpupart_device *dev);
-/* Shared ledger (device.c): honours the other processes' trim requests (slow lock held),
- * and asks them for one (the OOM sequence, when the budget refused). No-ops in-process. */
-void gpupart__device_honour_trim_locked(gpupart_device *dev);
-void gpupart__device_ask_trim(gpupart_device *dev);
-
-/* arena.c. Partition lock held: try, on_alloc, on_free, check. Device slow lock held and
- * partition lock NOT held (they call the driver): fini, grow (returns GPUPART_OK with the
- * partition lock held and a block in place that fits the request), reserve_exact,
- * release_empty, release_detached. */
-int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
-void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p);
-gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align);
-int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);
-int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc);
-uint64_t gpupart__arena_release_empty(gpupart_partition *p);
-void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r);
-gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b);
-void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b);
-int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n);
-
-/* peak.c. crossed and freed: partition lock held (after in_use rose above the charge, or
- * fell). reset: device slow lock held. leave: the partition is unreachable. */
-void gpupart__peak_crossed(gpupart_partition *p);
-void gpupart__peak_freed(gpupart_partition *p);
-void gpupart__peak_leave(gpupart_partition *p);
-uint64_t gpupart__peak_in_use(gpupart_device *dev);
-void gpupart__peak_reset(gpupart_device *dev);
-
-/* A public handle is the sub-allocator's handle of the allocation's range (tlsf.h). */
-static inline gpupart__range *gpupart__range_of(const gpupart_allocation *a) {
-  return gpupart__tlsf_node((uintptr_t)a);
-}
-/* The partition a handle was allocated from, even when the handle is stale. */
-static inline gpupart_partition *gpupart__partition_of(const gpupart_allocation *a) {
-  return gpupart__tlsf_user(gpupart__range_owner(gpupart__range_of(a)));
-}
-/* Nonzero while a names a live allocation (partition lock held). */
-static inline int gpupart__handle_live(const gpupart_allocation *a) { return gpupart__tlsf_live((uintptr_t)a); }
-
-/* alloc.c: describes a live allocation's range (partition lock held). */
-void gpupart__range_info(const gpupart_partition *p, const gpupart__range *r, gpupart_allocation_info *out);
-
-/* settings.c: a program's partition_create met partition p, which configuration made:
- * logs that the configuration's values hold. */
-void gpupart__settings_adopted(gpupart_partition *p, const gpupart_partition_desc *d, uint64_t limit,
-                               uint64_t guarantee);
-
-/* partition.c */
-void gpupart__partition_free(gpupart_partition *p);
-int gpupart__partition_check(const gpupart_partition *p, char *why, uint64_t n);
-/* How many forks this process's line took since the first partition was set up: a
- * pthread_atfork child handler counts it up (only a child changes it, while it runs
- * alone). A partition inherited across a fork must not publish into the share its
- * parent's member owns (the child maps the parent's ledger). */
-extern unsigned gpupart__forks;
-extern gpupart__ledger_counters gpupart__unpublished; /* a sink nothing reads */
-
-/* Partition lock held: where p publishes its counters now; in a child forked after p was
- * set up, the sink (its parent goes on publishing its own figures in the share). */
-static inline gpupart__ledger_counters *gpupart__published(gpupart_partition *p) {
-  if (p->pub_forks != gpupart__forks) p->pub = &gpupart__unpublished, p->pub_forks = gpupart__forks;
-  return p->pub;
-}
 
 #endif

@@ -2,25 +2,36 @@
  * own objects, and the per-allocation view cache (see interop.h). */
 #include "interop.h"
 
+#include "alloc.h"
+#include "error.h"
 #include "internal.h"
 
 void *gpupart__device_native(const gpupart_device *dev, gpupart_backend b) {
-  if (!dev) return gpupart__fail(GPUPART_EINVAL, "device is NULL"), NULL;
-  if (dev->info.backend != b)
-    return gpupart__fail(GPUPART_EINVAL, "device is a %s device, not %s", gpupart_backend_name(dev->info.backend),
-                         gpupart_backend_name(b)), NULL;
+  if (!dev) {
+    gpupart__fail(GPUPART_EINVAL, "device is NULL");
+    return NULL;
+  }
+  if (dev->info.backend != b) {
+    gpupart__fail(GPUPART_EINVAL, "device is a %s device, not %s", gpupart_backend_name(dev->info.backend),
+                  gpupart_backend_name(b));
+    return NULL;
+  }
   return dev->bdev;
 }
 
 /* The partition of a live allocation of backend b, locked; NULL (message set) otherwise. */
 static gpupart_partition *lock_live(const gpupart_allocation *a, gpupart_backend b) {
-  if (!a) return gpupart__fail(GPUPART_EINVAL, "allocation is NULL"), NULL;
+  if (!a) {
+    gpupart__fail(GPUPART_EINVAL, "allocation is NULL");
+    return NULL;
+  }
   gpupart_partition *p = gpupart__partition_of(a);
   if (!gpupart__device_native(p->dev, b)) return NULL;
   gpupart__lock_acquire(&p->lock);
   if (gpupart__handle_live(a)) return p;
   gpupart__lock_release(&p->lock);
-  return gpupart__fail(GPUPART_EINVAL, "allocation %p was freed", (const void *)a), NULL;
+  gpupart__fail(GPUPART_EINVAL, "allocation %p was freed", (const void *)a);
+  return NULL;
 }
 
 void *gpupart__allocation_device(const gpupart_allocation *a, gpupart_backend b) {
@@ -41,7 +52,10 @@ static void *install_view(gpupart_partition *p, const gpupart_allocation *a, voi
   void *view = live ? r->user_ext : NULL;
   gpupart__lock_release(&p->lock);
   if (view != made) p->dev->ops->view_release(p->dev->bdev, made);
-  if (!live) return gpupart__fail(GPUPART_EINVAL, "allocation %p was freed while its view was made", (const void *)a), NULL;
+  if (!live) {
+    gpupart__fail(GPUPART_EINVAL, "allocation %p was freed while its view was made", (const void *)a);
+    return NULL;
+  }
   return view;
 }
 
@@ -58,8 +72,10 @@ void *gpupart__allocation_view(const gpupart_allocation *a, gpupart_backend b, g
   if (!view) gpupart__range_info(p, r, &info);
   gpupart__lock_release(&p->lock);
   if (view) return view;
-  if (!GPUPART__BACKEND_OP(p->dev->ops, view_release))
-    return gpupart__fail(GPUPART_ENOTSUP, "backend '%s' makes no views (no view_release)", p->dev->ops->name), NULL;
+  if (!GPUPART__BACKEND_OP(p->dev->ops, view_release)) {
+    gpupart__fail(GPUPART_ENOTSUP, "backend '%s' makes no views (no view_release)", p->dev->ops->name);
+    return NULL;
+  }
   void *made = make(p->dev->bdev, &info, user);
   return made ? install_view(p, a, made) : NULL;
 }

@@ -1,12 +1,21 @@
 /* Partitions: named shares of a device's budget. Creation turns a descriptor (fractions
- * or bytes, defaults applied in one place) into a ledger account and an arena; resize,
- * trim and destroy change them. All of it runs under the device's slow lock, so the
- * partition list and the ledger's view of limits change one partition at a time. */
+ * or bytes, defaults applied in one place) into a ledger account and an arena, for a
+ * program or for the configuration's declared partitions at device open (which a
+ * program's creation of the same name then gets); resize, trim and destroy change them. All of it runs under the
+ * device's slow lock, so the partition list and the ledger's view of limits change one partition at a time. */
+#include "partition.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "arena.h"
+#include "error.h"
+#include "events.h"
+#include "extstruct.h"
 #include "internal.h"
+#include "peak.h"
+#include "trim.h"
 
 /* The limits and policy of a descriptor, resolved against the device. */
 typedef struct resolved {
@@ -36,7 +45,7 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
   int growth = d->growth ? d->growth : dev->growth;
   g->prealloc = growth == GPUPART_GROWTH_OFF;
   /* 0 fields take the device's options (initial_block, max_block, growth_factor:
-   * configuration, else the defaults of the options table, core/options.c). */
+   * configuration, else the defaults of the options table, core/config/options.c). */
   g->max_block = round_block(dev, d->max_block, dev->max_block);
   g->initial_block = round_block(dev, d->initial_block, dev->initial_block);
   if (g->initial_block > g->max_block) g->initial_block = g->max_block;
@@ -66,7 +75,8 @@ static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, r
   if (guarantee > limit)
     return gpupart__fail(GPUPART_EINVAL, "partition_create: guarantee %llu exceeds the limit %llu",
                          (unsigned long long)guarantee, (unsigned long long)limit);
-  out->limit = limit, out->guarantee = guarantee;
+  out->limit = limit;
+  out->guarantee = guarantee;
   return resolve_growth(dev, d, &out->growth);
 }
 
@@ -104,7 +114,8 @@ static int append_locked(gpupart_device *dev, gpupart_partition *p) {
     if (!parts) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
     if (dev->nparts) memcpy(parts, dev->parts, dev->nparts * sizeof *parts);
     gpupart__host_free(&dev->ctx->mem, dev->parts);
-    dev->parts = parts, dev->cap = cap;
+    dev->parts = parts;
+    dev->cap = cap;
   }
   dev->parts[dev->nparts++] = p;
   dev->created++;
@@ -171,28 +182,23 @@ static int join_shared(gpupart_partition *p, const gpupart_partition_desc *d, in
 
 static int eexist(const gpupart_partition *p) {
   if (p->dev->ledger->shared)
-    return gpupart__fail(GPUPART_EEXIST, "partition_create: the shared partition '%s' has another limit or guarantee "
+    return gpupart__fail(GPUPART_EEXIST,
+                         "partition_create: the shared partition '%s' has another limit or guarantee "
                          "(another process or handle made it): pass the same ones, or leave limit and guarantee 0, "
-                         "to join it", p->name);
+                         "to join it",
+                         p->name);
   /* names are unique per physical device, across its handles */
-  return gpupart__fail(GPUPART_EEXIST, "partition_create: '%s' exists on this device (made through another handle "
-                       "of it)", p->name);
+  return gpupart__fail(GPUPART_EEXIST,
+                       "partition_create: '%s' exists on this device (made through another handle "
+                       "of it)",
+                       p->name);
 }
-
-/* What p publishes before it has an account (a failed creation's preallocation), or in
- * a forked child (internal.h): nobody reads it. */
-gpupart__ledger_counters gpupart__unpublished;
-unsigned gpupart__forks;
-
-static void forked(void) { gpupart__forks++; }
-static void watch_forks(void) { pthread_atfork(NULL, NULL, forked); }
 
 /* Once p has its account: where its counters go for gpupart top (ledger.h), when its
  * ledger has a place for them. */
 static void publish_to(gpupart_partition *p) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
   gpupart__ledger *l = p->dev->ledger;
-  pthread_once(&once, watch_forks);
+  gpupart__ledger_watch_forks();
   p->pub_forks = gpupart__forks;
   if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
 }
@@ -244,10 +250,40 @@ static gpupart_partition *take_configured(gpupart_device *dev, const gpupart_par
   if (p && !p->configured) p = NULL;
   if (p) {
     p->configured = 0;
-    if (!p->reclaim) p->reclaim = d->reclaim, p->reclaim_user = d->reclaim_user;
+    if (!p->reclaim) {
+      p->reclaim = d->reclaim;
+      p->reclaim_user = d->reclaim_user;
+    }
   }
   pthread_mutex_unlock(&dev->slow);
   return p;
+}
+
+/* The partition's source in configuration, for the message. */
+static void configured_source(gpupart_partition *p, char *buf, size_t n) {
+  const gpupart__settings *s = &p->dev->settings;
+  snprintf(buf, n, "the configuration");
+  for (uint32_t i = 0; i < s->nparts; i++)
+    if (!strcmp(s->parts[i]->name, p->name)) gpupart__source_format(s->parts[i]->src, buf, n);
+}
+
+/* A program's partition_create met partition p, which configuration made: the
+ * configuration's values hold, and the log says so (a warning where the descriptor asked
+ * for others). */
+static void adopted(gpupart_partition *p, const gpupart_partition_desc *d, uint64_t limit, uint64_t guarantee) {
+  gpupart_stats st = {0};
+  char where[GPUPART__PATH_MAX + 16], line[GPUPART__PATH_MAX + 320];
+  gpupart_partition_get_stats(p, &st);
+  configured_source(p, where, sizeof where);
+  int same_growth = d->growth == GPUPART_GROWTH_DEFAULT || (d->growth == GPUPART_GROWTH_OFF) == p->growth.prealloc;
+  int same = st.limit == limit && st.guarantee == guarantee && same_growth;
+  snprintf(line, sizeof line,
+           "partition_create: '%s' is declared by the configuration (%s): the configured partition "
+           "is returned, with its limit %llu and guarantee %llu bytes%s",
+           p->name, GPUPART__ECHO(where), (unsigned long long)st.limit, (unsigned long long)st.guarantee,
+           same ? "" : " (the descriptor's values are not used)");
+  gpupart__log(p->dev->ctx, same ? GPUPART_LOG_INFO : GPUPART_LOG_WARN, (int)p->dev->settings.v[GPUPART__OPT_VERBOSE].u,
+               line);
 }
 
 /* Creates (or, in a shared ledger, joins) the partition of descriptor d; join_only: only
@@ -257,11 +293,19 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   int rc = resolve(dev, d, &r);
   if (rc) return rc;
   gpupart_partition *p = take_configured(dev, d);
-  if (p) return gpupart__settings_adopted(p, d, r.limit, r.guarantee), *out = p, GPUPART_OK;
+  if (p) {
+    adopted(p, d, r.limit, r.guarantee);
+    *out = p;
+    return GPUPART_OK;
+  }
   p = gpupart__host_calloc(&dev->ctx->mem, 1, sizeof *p);
   if (!p) return gpupart__fail(GPUPART_ENOMEM, "partition_create: out of host memory");
-  *p = (gpupart_partition){.dev = dev, .growth = r.growth, .reclaim = d->reclaim, .reclaim_user = d->reclaim_user,
-                           .trace = dev->ctx->trace, .pub = &gpupart__unpublished};
+  *p = (gpupart_partition){.dev = dev,
+                           .growth = r.growth,
+                           .reclaim = d->reclaim,
+                           .reclaim_user = d->reclaim_user,
+                           .trace = dev->ctx->trace,
+                           .pub = &gpupart__unpublished};
   gpupart__lock_init(&p->lock);
   atomic_flag_clear(&p->reclaim_busy);
   pthread_mutex_lock(&dev->slow);
@@ -273,8 +317,8 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   return rc;
 }
 
-gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
-                                              size_t desc_size, gpupart_partition **out) {
+gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc, size_t desc_size,
+                                              gpupart_partition **out) {
   if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_create: out is NULL");
   *out = NULL;
   if (!dev) return gpupart__fail(GPUPART_EINVAL, "partition_create: dev is NULL");
@@ -284,6 +328,50 @@ gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart
   return rc ? rc : create(dev, &d, 0, out);
 }
 
+/* ---- the partitions configuration declares ------------------------------------ */
+
+static gpupart_partition_desc partition_desc(const gpupart__pspec *p) {
+  gpupart_partition_desc d = {.name = p->name, .growth = p->growth, .release_threshold = p->release_threshold};
+  if (p->size.is_share) d.fraction = p->size.share;
+  else d.limit = p->size.bytes;
+  if (p->guarantee.is_share) d.guarantee_fraction = p->guarantee.share;
+  else d.guarantee = p->guarantee.bytes;
+  return d;
+}
+
+static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
+  gpupart_partition_desc d = partition_desc(p);
+  gpupart_partition *part;
+  int rc = gpupart_partition_create(dev, &d, &part);
+  if (rc == GPUPART_OK) {
+    pthread_mutex_lock(&dev->slow);
+    part->configured = 1;
+    pthread_mutex_unlock(&dev->slow);
+    return rc;
+  }
+  char where[GPUPART__PATH_MAX + 16], why[GPUPART__MSG_MAX];
+  gpupart__source_format(p->src, where, sizeof where);
+  snprintf(why, sizeof why, "%s", gpupart_last_error());
+  if (rc == GPUPART_EINVAL || rc == GPUPART_ELIMIT || rc == GPUPART_EEXIST) rc = GPUPART_ECONFIG;
+  return gpupart__fail(rc, "%s: partition '%s' on %s:%u: %s", GPUPART__ECHO(where), p->name,
+                       gpupart_backend_name(dev->info.backend), dev->info.index, why);
+}
+
+/* A configured partition that another handle of the same physical device already made
+ * (its names are device-wide) is that handle's: a second open does not make it again. */
+static int made_elsewhere(gpupart_device *dev, const char *name) {
+  return dev->ledger->ops->find(dev->ledger, name) && !gpupart_partition_find(dev, name);
+}
+
+int gpupart__partition_create_configured(gpupart_device *dev) {
+  const gpupart__settings *s = &dev->settings;
+  for (uint32_t i = 0; i < s->nparts; i++) {
+    if (made_elsewhere(dev, s->parts[i]->name)) continue;
+    int rc = create_one(dev, s->parts[i]);
+    if (rc) return rc;
+  }
+  return GPUPART_OK;
+}
 
 static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
   uint32_t i = 0;
@@ -304,11 +392,15 @@ static int destroy_locked(gpupart_device *dev, gpupart_partition *p) {
   if (atomic_load(&p->allocating))
     return gpupart__fail(GPUPART_EBUSY,
                          "partition_destroy: '%s' has an allocation in progress (a reclaim callback may not "
-                         "destroy the partition whose allocation called it)", p->name);
+                         "destroy the partition whose allocation called it)",
+                         p->name);
   if (atomic_flag_test_and_set(&p->reclaim_busy))
     return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' is running its reclaim callback", p->name);
   int rc = remove_locked(dev, p);
-  if (rc) return atomic_flag_clear(&p->reclaim_busy), rc;
+  if (rc) {
+    atomic_flag_clear(&p->reclaim_busy);
+    return rc;
+  }
   gpupart__arena_fini(&p->arena, p); /* counts the final driver frees */
   retire_counters(&dev->retired, &p->c);
   gpupart__partition_free(p);
@@ -392,8 +484,9 @@ gpupart_result gpupart_partition_trim(gpupart_partition *p) {
 static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_limit) {
   gpupart__ledger *l = p->dev->ledger;
   int rc = l->ops->set_limit(l, p->account, new_limit);
-  if (rc) return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu",
-                               p->name, (unsigned long long)new_limit, (unsigned long long)p->dev->budget);
+  if (rc)
+    return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu", p->name,
+                         (unsigned long long)new_limit, (unsigned long long)p->dev->budget);
   if (!p->growth.prealloc) return GPUPART_OK;
   rc = gpupart__arena_reserve_exact(p, new_limit - old_limit, 1);
   if (rc) l->ops->set_limit(l, p->account, old_limit);
@@ -407,8 +500,8 @@ static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
   if (rc == GPUPART_EBUSY) {
     gpupart__ledger_figures f;
     l->ops->get(l, p->account, &f);
-    return gpupart__fail(rc, "partition_resize: '%s' still holds %llu bytes, above the new limit %llu",
-                         p->name, (unsigned long long)f.reserved, (unsigned long long)new_limit);
+    return gpupart__fail(rc, "partition_resize: '%s' still holds %llu bytes, above the new limit %llu", p->name,
+                         (unsigned long long)f.reserved, (unsigned long long)new_limit);
   }
   return rc;
 }
@@ -423,8 +516,7 @@ gpupart_result gpupart_partition_resize(gpupart_partition *p, uint64_t new_limit
   pthread_mutex_lock(&dev->slow);
   gpupart__ledger_figures f;
   dev->ledger->ops->get(dev->ledger, p->account, &f);
-  int rc = limit > f.limit ? grow_locked(p, f.limit, limit)
-           : limit < f.limit ? shrink_locked(p, limit) : GPUPART_OK;
+  int rc = limit > f.limit ? grow_locked(p, f.limit, limit) : limit < f.limit ? shrink_locked(p, limit) : GPUPART_OK;
   pthread_mutex_unlock(&dev->slow);
   return rc;
 }

@@ -23,6 +23,8 @@
  * allocated or holds granule multiples). gpupart_device_reset_peak first lowers every
  * charge to its in-use bytes rounded up (slack under one granule each). The charges and
  * the sum are figures of this file alone; every other figure stays exact. */
+#include "peak.h"
+
 #include "internal.h"
 
 #define SLACK_GRANULES 2 /* a free lowers the charge once it is this many granules above in-use */
@@ -34,8 +36,7 @@ static uint64_t charge_for(const gpupart_partition *p, uint64_t in_use) {
 
 static void raise_peak(gpupart_device *dev, uint64_t total) {
   uint64_t seen = atomic_load_explicit(&dev->peak_in_use, memory_order_relaxed);
-  while (total > seen && !atomic_compare_exchange_weak(&dev->peak_in_use, &seen, total)) {
-  }
+  while (total > seen && !atomic_compare_exchange_weak(&dev->peak_in_use, &seen, total)) {}
 }
 
 /* Partition lock held; p->c.in_use is above p->charge. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "context.h"
 #include "internal.h"
 #include "registry.h"
 
@@ -53,13 +54,18 @@ static int listed(const gpupart__value *list, gpupart_backend b) {
 static int lacks(reach *r, gpupart_backend b, uint32_t index, int named, char *why, size_t n) {
   if (b == GPUPART_BACKEND_SIM) {
     if (named || index == 0) return 0;
-    return snprintf(why, n, "sim: 1 device"), 1;
+    snprintf(why, n, "sim: 1 device");
+    return 1;
   }
   if (r->loaded_only && !gpupart__backend_known(r->ctx, b)) return 0;
   const probe *p = probe_of(r, b);
-  if (p->rc) return snprintf(why, n, "%s", p->why), 1;
+  if (p->rc) {
+    snprintf(why, n, "%s", p->why);
+    return 1;
+  }
   if (p->count > index) return 0;
-  return snprintf(why, n, "%s: %u device%s", gpupart_backend_name(b), p->count, p->count == 1 ? "" : "s"), 1;
+  snprintf(why, n, "%s: %u device%s", gpupart_backend_name(b), p->count, p->count == 1 ? "" : "s");
+  return 1;
 }
 
 /* B:I: the list must allow B, and B must have device I. */
@@ -67,7 +73,8 @@ static int never_on(reach *r, const gpupart__selector *sel, char *why, size_t n)
   char list[64];
   if (r->list.nbackends && !listed(&r->list, sel->backend)) {
     gpupart__option_format(GPUPART__OPT_BACKEND, &r->list, list, sizeof list);
-    return snprintf(why, n, "the backend list (%s) leaves %s out", list, gpupart_backend_name(sel->backend)), 1;
+    snprintf(why, n, "the backend list (%s) leaves %s out", list, gpupart_backend_name(sel->backend));
+    return 1;
   }
   char reason[GPUPART__MSG_MAX];
   if (!lacks(r, sel->backend, sel->index, 1, reason, sizeof reason)) return 0;

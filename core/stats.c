@@ -4,7 +4,11 @@
  * can call it after every random step. */
 #include <stdio.h>
 
+#include "arena.h"
+#include "error.h"
+#include "extstruct.h"
 #include "internal.h"
+#include "peak.h"
 
 static void add_counters(gpupart_stats *s, const gpupart__counters *c) {
   s->in_use += c->in_use;
@@ -21,10 +25,16 @@ static void add_counters(gpupart_stats *s, const gpupart__counters *c) {
 static void partition_stats_locked(const gpupart_partition *p, gpupart_stats *s) {
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  *s = (gpupart_stats){.limit = f.limit, .guarantee = f.guarantee, .peak_in_use = p->c.peak_in_use,
-                       .reserved = p->arena.reserved, .peak_reserved = p->arena.peak_reserved,
+  *s = (gpupart_stats){.limit = f.limit,
+                       .guarantee = f.guarantee,
+                       .peak_in_use = p->c.peak_in_use,
+                       .reserved = p->arena.reserved,
+                       .peak_reserved = p->arena.peak_reserved,
                        .largest_free = gpupart__tlsf_largest_free(p->arena.tlsf)};
-  if (p->dev->ledger->shared) s->reserved = f.reserved, s->peak_reserved = f.peak_reserved; /* partition-wide */
+  if (p->dev->ledger->shared) { /* partition-wide */
+    s->reserved = f.reserved;
+    s->peak_reserved = f.peak_reserved;
+  }
   add_counters(s, &p->c);
 }
 
@@ -53,7 +63,7 @@ gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t 
   uint64_t spare = p->arena.reserved > p->c.in_use ? p->arena.reserved - p->c.in_use : 0;
   uint64_t grant = l->ops->grantable(l, p->account, &bound) & ~(p->dev->granularity - 1);
   gpupart__lock_release(&m->lock);
-  gpupart__ledger_report(l); /* dead members the grant reaped, no lock held */
+  gpupart__ledger_report(l);   /* dead members the grant reaped, no lock held */
   if (bound < 0) return bound; /* the ledger could not be used: its message says why */
   *out = spare + grant < spare ? UINT64_MAX : spare + grant;
   return GPUPART_OK;
@@ -78,10 +88,15 @@ gpupart_result gpupart_device_reset_peak(gpupart_device *dev) {
 
 /* Adds a partition's current figures and counts into device figures. */
 static void add_stats(gpupart_stats *s, const gpupart_stats *ps) {
-  s->in_use += ps->in_use, s->reserved += ps->reserved, s->live_allocations += ps->live_allocations;
-  s->total_allocations += ps->total_allocations, s->total_frees += ps->total_frees;
-  s->driver_allocs += ps->driver_allocs, s->driver_frees += ps->driver_frees;
-  s->failed_allocations += ps->failed_allocations, s->double_frees += ps->double_frees;
+  s->in_use += ps->in_use;
+  s->reserved += ps->reserved;
+  s->live_allocations += ps->live_allocations;
+  s->total_allocations += ps->total_allocations;
+  s->total_frees += ps->total_frees;
+  s->driver_allocs += ps->driver_allocs;
+  s->driver_frees += ps->driver_frees;
+  s->failed_allocations += ps->failed_allocations;
+  s->double_frees += ps->double_frees;
   if (ps->largest_free > s->largest_free) s->largest_free = ps->largest_free;
 }
 
@@ -101,7 +116,9 @@ gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart
   d->ledger->ops->totals(d->ledger, &t);
   pthread_mutex_unlock(&d->slow);
   gpupart__ledger_report(d->ledger); /* the dead members totals reaped, now that no lock is held */
-  s.limit = t.limit, s.guarantee = t.guarantee, s.peak_reserved = t.peak_reserved;
+  s.limit = t.limit;
+  s.guarantee = t.guarantee;
+  s.peak_reserved = t.peak_reserved;
   if (d->ledger->shared) s.reserved = t.reserved; /* device-wide, across processes */
   s.peak_in_use = gpupart__peak_in_use(d);
   return gpupart__copy_out(out, out_size, &s, sizeof s, GPUPART__STATS_SIZE_0_2, "device_get_stats: gpupart_stats");
@@ -113,14 +130,15 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   if (f.own_reserved != p->arena.reserved + p->arena.releasing)
-    return snprintf(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
-                    (unsigned long long)f.own_reserved, (unsigned long long)(p->arena.reserved + p->arena.releasing)), -1;
+    return gpupart__say(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
+                        (unsigned long long)f.own_reserved,
+                        (unsigned long long)(p->arena.reserved + p->arena.releasing));
   if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
-    return snprintf(why, n, "partition '%s': a figure exceeds its peak", p->name), -1;
+    return gpupart__say(why, n, "partition '%s': a figure exceeds its peak", p->name);
   if (p->charge < p->c.in_use)
-    return snprintf(why, n, "partition '%s': in_use exceeds its charge in the device's peak", p->name), -1;
+    return gpupart__say(why, n, "partition '%s': in_use exceeds its charge in the device's peak", p->name);
   if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations)
-    return snprintf(why, n, "partition '%s': allocations minus frees differ from live", p->name), -1;
+    return gpupart__say(why, n, "partition '%s': allocations minus frees differ from live", p->name);
   return 0;
 }
 
@@ -139,11 +157,11 @@ static int is_ledger_entry(gpupart_device *d, const gpupart_partition *p) {
 static int members_entries(gpupart_device *d, char *why, uint64_t n) {
   uint32_t entries = d->ledger->ops->list(d->ledger, d->member, NULL, 0);
   if (entries != d->nparts)
-    return snprintf(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries,
-                    d->nparts), -1;
+    return gpupart__say(why, n, "the ledger has %u entries of this device handle, which has %u partitions", entries,
+                        d->nparts);
   for (uint32_t i = 0; i < d->nparts; i++)
     if (!is_ledger_entry(d, d->parts[i]))
-      return snprintf(why, n, "partition '%s' is not the ledger's entry of that name", d->parts[i]->name), -1;
+      return gpupart__say(why, n, "partition '%s' is not the ledger's entry of that name", d->parts[i]->name);
   return 0;
 }
 
@@ -154,12 +172,13 @@ static int check_locked(gpupart_device *d, char *why, uint64_t n) {
   for (; locked < d->nparts; locked++) gpupart__lock_acquire(&d->parts[locked]->lock);
   for (uint32_t i = 0; i < d->nparts && !rc; i++) {
     rc = check_partition(d->parts[i], why, n);
-    in_use += d->parts[i]->c.in_use, charged += d->parts[i]->charge;
+    in_use += d->parts[i]->c.in_use;
+    charged += d->parts[i]->charge;
   }
   if (!rc && charged != atomic_load(&d->charged))
-    rc = -1, snprintf(why, n, "the partitions' charges differ from the device's sum of them");
+    rc = gpupart__say(why, n, "the partitions' charges differ from the device's sum of them");
   if (!rc && in_use > gpupart__peak_in_use(d))
-    rc = -1, snprintf(why, n, "the partitions' in-use bytes exceed the device's peak");
+    rc = gpupart__say(why, n, "the partitions' in-use bytes exceed the device's peak");
   while (locked) gpupart__lock_release(&d->parts[--locked]->lock);
   if (!rc) rc = members_entries(d, why, n);
   return rc ? rc : d->ledger->ops->check(d->ledger, why, n);

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "internal.h"
 
 #define TRACE_BUF 65536
@@ -42,12 +43,12 @@ struct gpupart__trace {
   gpupart__hostmem mem;
   int fd, failed;
   unsigned refs; /* contexts using it (guarded by open_lock) */
-  pid_t pid; /* the process that opened fd: the only one that writes */
+  pid_t pid;     /* the process that opened fd: the only one that writes */
   uint64_t next_id;
-  uint64_t dropped; /* lines the file could not take (said once on stderr) */
+  uint64_t dropped;               /* lines the file could not take (said once on stderr) */
   const gpupart_device *last_dev; /* the device of the last line */
   size_t n;
-  gpupart__trace *next; /* the list of open traces that exit_flush walks */
+  gpupart__trace *next;          /* the list of open traces that exit_flush walks */
   char asked[GPUPART__PATH_MAX]; /* the expanded name contexts give (find_open) */
   char path[GPUPART__PATH_MAX];  /* the file: asked, or asked.<pid> (open_file) */
   char buf[TRACE_BUF];
@@ -104,8 +105,10 @@ static uint64_t lines_in(const char *s, size_t n) {
 static void drop(gpupart__trace *t, uint64_t n) {
   if (!n) return;
   if (!t->dropped)
-    fprintf(stderr, "gpupart: trace %s: its reader is not keeping up or has gone; lines it cannot take are "
-                    "dropped and counted (the trace ends with their number)\n", t->path);
+    fprintf(stderr,
+            "gpupart: trace %s: its reader is not keeping up or has gone; lines it cannot take are "
+            "dropped and counted (the trace ends with their number)\n",
+            t->path);
   t->dropped += n;
 }
 
@@ -138,14 +141,15 @@ static void flush_locked(gpupart__trace *t) {
 /* path with %p as the pid and %% as '%'; -1 when it does not fit. */
 static int expand_path(const char *path, char *out, size_t cap) {
   size_t n = 0;
+  char pid[24];
+  snprintf(pid, sizeof pid, "%ld", (long)getpid());
   for (const char *s = path; *s; s++) {
-    char pid[24];
-    const char *piece = s[0] == '%' && s[1] == 'p' ? (snprintf(pid, sizeof pid, "%ld", (long)getpid()), pid)
-                        : s[0] == '%' && s[1] == '%' ? "%" : NULL;
+    const char *piece = s[0] == '%' && s[1] == 'p' ? pid : s[0] == '%' && s[1] == '%' ? "%" : NULL;
     size_t len = piece ? strlen(piece) : 1;
     if (n + len >= cap) return -1;
     memcpy(out + n, piece ? piece : s, len);
-    n += len, s += piece ? 1 : 0;
+    n += len;
+    s += piece ? 1 : 0;
   }
   out[n] = '\0';
   return 0;
@@ -155,8 +159,7 @@ static int expand_path(const char *path, char *out, size_t cap) {
  * at context creation (what a FIFO cannot take at once waits in the buffer). */
 static int write_header(gpupart__trace *t) {
   char line[128];
-  int n = snprintf(line, sizeof line, "# gpupart-trace 1 pid %ld version %s\n", (long)t->pid,
-                   gpupart_version_string());
+  int n = snprintf(line, sizeof line, "# gpupart-trace 1 pid %ld version %s\n", (long)t->pid, gpupart_version_string());
   ssize_t w = write_quiet(t->fd, line, (size_t)n);
   if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) w = 0;
   if (w < 0) return -1;
@@ -205,7 +208,11 @@ static int open_locked(const char *path, uint64_t *next_id) {
   if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) return fd; /* a FIFO, a terminal: as given */
   int locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
   closed_trace *c = locked ? find_closed(path, &st) : NULL;
-  if (c && lseek(fd, 0, SEEK_END) >= 0) return *next_id = c->next_id, c->pid = 0, fd;
+  if (c && lseek(fd, 0, SEEK_END) >= 0) {
+    *next_id = c->next_id;
+    c->pid = 0;
+    return fd;
+  }
   if (locked && !c && ftruncate(fd, 0) == 0) return fd;
   int err = errno;
   close(fd);
@@ -222,12 +229,17 @@ static int open_file(gpupart__trace *t) {
   t->fd = open_locked(t->path, &next_id);
   if (t->fd < 0 && errno == EWOULDBLOCK && strlen(t->path) + 24 < sizeof t->path) {
     snprintf(t->path + strlen(t->path), 24, ".%ld", (long)getpid());
-    errno = 0, t->fd = open_locked(t->path, &next_id);
+    errno = 0;
+    t->fd = open_locked(t->path, &next_id);
     if (t->fd >= 0)
-      fprintf(stderr, "gpupart: trace %s is being recorded by another process (or under another name of it); "
-              "this one records to %s\n", t->asked, t->path);
+      fprintf(stderr,
+              "gpupart: trace %s is being recorded by another process (or under another name of it); "
+              "this one records to %s\n",
+              t->asked, t->path);
   }
-  t->pid = getpid(), t->next_id = next_id ? next_id : 1, t->refs = 1;
+  t->pid = getpid();
+  t->next_id = next_id ? next_id : 1;
+  t->refs = 1;
   if (t->fd >= 0 && (next_id || write_header(t) == 0)) return 0;
   int err = errno ? errno : EIO;
   if (t->fd >= 0) close(t->fd);
@@ -240,15 +252,21 @@ int gpupart__trace_open(const gpupart__hostmem *m, const char *path, const char 
   *out = NULL;
   gpupart__trace *t = gpupart__host_calloc(m, 1, sizeof *t);
   if (!t) return gpupart__fail(GPUPART_ENOMEM, "context_create: out of host memory for the trace buffer");
-  if (expand_path(path, t->path, sizeof t->path))
-    return gpupart__host_free(m, t), gpupart__fail(GPUPART_ECONFIG, "%s: trace file '%s': too long once %%p is expanded",
-                                                   src, GPUPART__ECHO(path));
+  if (expand_path(path, t->path, sizeof t->path)) {
+    gpupart__host_free(m, t);
+    return gpupart__fail(GPUPART_ECONFIG, "%s: trace file '%s': too long once %%p is expanded", src,
+                         GPUPART__ECHO(path));
+  }
   t->mem = *m;
   pthread_mutex_lock(&open_lock);
   gpupart__trace *same = find_open(t->path);
   int err = same ? 0 : open_file(t);
   if (same) same->refs++;
-  else if (!err) pthread_mutex_init(&t->lock, NULL), t->next = open_traces, open_traces = t;
+  else if (!err) {
+    pthread_mutex_init(&t->lock, NULL);
+    t->next = open_traces;
+    open_traces = t;
+  }
   pthread_mutex_unlock(&open_lock);
   if (same || err) gpupart__host_free(m, t);
   if (err)
@@ -282,7 +300,10 @@ void gpupart__trace_close(gpupart__trace *t) {
   if (last) dropped_line(t);
   flush_locked(t);
   pthread_mutex_unlock(&t->lock);
-  if (last) remember_closed(t), close(t->fd);
+  if (last) {
+    remember_closed(t);
+    close(t->fd);
+  }
   pthread_mutex_unlock(&open_lock);
   if (!last) return;
   pthread_mutex_destroy(&t->lock);
@@ -294,7 +315,10 @@ void gpupart__trace_close(gpupart__trace *t) {
 __attribute__((destructor)) static void exit_flush(void) {
   pthread_mutex_lock(&open_lock);
   for (gpupart__trace *t = open_traces; t; t = t->next)
-    if (pthread_mutex_trylock(&t->lock) == 0) flush_locked(t), pthread_mutex_unlock(&t->lock);
+    if (pthread_mutex_trylock(&t->lock) == 0) {
+      flush_locked(t);
+      pthread_mutex_unlock(&t->lock);
+    }
   pthread_mutex_unlock(&open_lock);
 }
 
@@ -316,7 +340,11 @@ static size_t put_name(char *out, const char *name) {
     unsigned char c = (unsigned char)name[i];
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("_.:+/-", c))
       out[n++] = (char)c;
-    else out[n++] = '%', out[n++] = hex[c >> 4], out[n++] = hex[c & 15];
+    else {
+      out[n++] = '%';
+      out[n++] = hex[c >> 4];
+      out[n++] = hex[c & 15];
+    }
   }
   return n;
 }
@@ -354,7 +382,8 @@ void gpupart__trace_alloc(gpupart__trace *t, const gpupart_partition *p, uint64_
   *aux = s ? id : DROPPED_ID;
   size_t n = 0;
   if (s) {
-    s[n++] = 'a', s[n++] = ' ';
+    s[n++] = 'a';
+    s[n++] = ' ';
     n += put_u64(s + n, id);
     s[n++] = ' ';
     n += put_u64(s + n, size);
@@ -373,7 +402,8 @@ void gpupart__trace_free(gpupart__trace *t, uint64_t id) {
   size_t n = 0;
   if (id == DROPPED_ID) drop(t, 1);
   if (s) {
-    s[n++] = 'f', s[n++] = ' ';
+    s[n++] = 'f';
+    s[n++] = ' ';
     n += put_u64(s + n, id);
     s[n++] = '\n';
   }

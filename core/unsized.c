@@ -18,9 +18,9 @@
 #define GPUPART__SYMVER_0_2(impl, name) __asm__(".symver " #impl ", " #name "@@GPUPART_0.2")
 
 GPUPART__ABI_0_2 gpupart_result gpupart__v0_2_enumerate(gpupart_context *ctx, gpupart_backend backend,
-                                                         gpupart_device_info *infos, uint32_t *count);
+                                                        gpupart_device_info *infos, uint32_t *count);
 GPUPART__ABI_0_2 gpupart_result gpupart__v0_2_device_open(gpupart_context *ctx, const gpupart_device_desc *desc,
-                                                           gpupart_device **out);
+                                                          gpupart_device **out);
 GPUPART__ABI_0_2 gpupart_result gpupart__v0_2_device_get_info(const gpupart_device *dev, gpupart_device_info *out);
 GPUPART__ABI_0_2 gpupart_result gpupart__v0_2_partition_get_stats(const gpupart_partition *p, gpupart_stats *out);
 GPUPART__ABI_0_2 gpupart_result gpupart__v0_2_device_get_stats(const gpupart_device *dev, gpupart_stats *out);
@@ -36,7 +36,7 @@ gpupart_result(gpupart_context_create)(const gpupart_context_desc *desc, gpupart
 }
 
 gpupart_result gpupart__v0_2_enumerate(gpupart_context *ctx, gpupart_backend backend, gpupart_device_info *infos,
-                                  uint32_t *count) {
+                                       uint32_t *count) {
   return gpupart_enumerate_sized(ctx, backend, infos, GPUPART__DEVICE_INFO_SIZE_0_2, count);
 }
 

@@ -17,11 +17,10 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static const char *source =
-    "__kernel void axpy(float a, __global const float *x, __global float *y) {\n"
-    "  size_t i = get_global_id(0);\n"
-    "  y[i] = a * x[i] + y[i];\n"
-    "}\n";
+static const char *source = "__kernel void axpy(float a, __global const float *x, __global float *y) {\n"
+                            "  size_t i = get_global_id(0);\n"
+                            "  y[i] = a * x[i] + y[i];\n"
+                            "}\n";
 
 typedef struct demo {
   gpupart_device *dev;
@@ -63,8 +62,8 @@ static int upload(demo *d, gpupart_allocation *x, gpupart_allocation *y, size_t 
   cl_int err = CL_SUCCESS;
   for (int which = 0; which < 2 && err == CL_SUCCESS; which++) {
     for (size_t i = 0; i < n; i++) host[i] = which ? y_of(i) : x_of(i);
-    err = clEnqueueWriteBuffer(d->queue, gpupart_opencl_buffer(which ? y : x), CL_TRUE, 0, n * sizeof *host, host,
-                               0, NULL, NULL);
+    err = clEnqueueWriteBuffer(d->queue, gpupart_opencl_buffer(which ? y : x), CL_TRUE, 0, n * sizeof *host, host, 0,
+                               NULL, NULL);
   }
   free(host);
   return err == CL_SUCCESS ? 0 : fail_cl("clEnqueueWriteBuffer", err);
@@ -74,10 +73,10 @@ static int upload(demo *d, gpupart_allocation *x, gpupart_allocation *y, size_t 
 static int check(demo *d, gpupart_allocation *y, size_t n, float a, int times) {
   float *host = malloc(n * sizeof *host);
   if (!host) return fprintf(stderr, "opencl_axpy: out of host memory\n"), 1;
-  cl_int err = clEnqueueReadBuffer(d->queue, gpupart_opencl_buffer(y), CL_TRUE, 0, n * sizeof *host, host, 0, NULL, NULL);
+  cl_int err =
+      clEnqueueReadBuffer(d->queue, gpupart_opencl_buffer(y), CL_TRUE, 0, n * sizeof *host, host, 0, NULL, NULL);
   size_t bad = err == CL_SUCCESS ? 0 : n;
-  for (size_t i = 0; err == CL_SUCCESS && i < n; i++)
-    bad += host[i] != (float)times * a * x_of(i) + y_of(i);
+  for (size_t i = 0; err == CL_SUCCESS && i < n; i++) bad += host[i] != (float)times * a * x_of(i) + y_of(i);
   free(host);
   if (err != CL_SUCCESS) return fail_cl("clEnqueueReadBuffer", err);
   if (bad) fprintf(stderr, "opencl_axpy: %zu of %zu results are wrong\n", bad, n);
@@ -121,8 +120,9 @@ static int use_partition(demo *d, gpupart_partition *p, size_t n) {
   gpupart_allocation_info xi, yi;
   if (!bad && !gpupart_allocation_get_info(x, &xi) && !gpupart_allocation_get_info(y, &yi) && xi.device_address) {
     bad = axpy_svm(d, xi.device_address, yi.device_address, n, 2.0f) || check(d, y, n, 2.0f, 2);
-    if (!bad) printf("%-5s axpy again through SVM pointers 0x%" PRIx64 ", 0x%" PRIx64 ": ok\n", name,
-                     xi.device_address, yi.device_address);
+    if (!bad)
+      printf("%-5s axpy again through SVM pointers 0x%" PRIx64 ", 0x%" PRIx64 ": ok\n", name, xi.device_address,
+             yi.device_address);
   }
   gpupart_free(x);
   gpupart_free(y);

@@ -24,15 +24,15 @@ static const uint32_t saxpy_spirv[] =
 #define SCALE 2.5f
 #define MiB (1024.0 * 1024.0)
 
-#define CHECK_VK(call)                                                                 \
-  do {                                                                                 \
-    VkResult r_ = (call);                                                              \
+#define CHECK_VK(call)                                                                  \
+  do {                                                                                  \
+    VkResult r_ = (call);                                                               \
     if (r_ != VK_SUCCESS) return fprintf(stderr, "%s failed: %d\n", #call, (int)r_), 1; \
   } while (0)
-#define CHECK_GP(call)                                                                          \
-  do {                                                                                          \
-    gpupart_result r_ = (call);                                                                 \
-    if (r_ != GPUPART_OK)                                                                       \
+#define CHECK_GP(call)                                                                                        \
+  do {                                                                                                        \
+    gpupart_result r_ = (call);                                                                               \
+    if (r_ != GPUPART_OK)                                                                                     \
       return fprintf(stderr, "%s failed: %s: %s\n", #call, gpupart_result_name(r_), gpupart_last_error()), 1; \
   } while (0)
 
@@ -56,7 +56,8 @@ typedef struct params {
 } params;
 
 static int make_device(app *a) {
-  VkApplicationInfo info = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "vulkan_compute",
+  VkApplicationInfo info = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                            .pApplicationName = "vulkan_compute",
                             .apiVersion = VK_API_VERSION_1_1};
   VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &info};
   VkResult r = vkCreateInstance(&ci, NULL, &a->instance);
@@ -71,10 +72,12 @@ static int make_device(app *a) {
   for (a->family = 0; a->family < nf && !(families[a->family].queueFlags & VK_QUEUE_COMPUTE_BIT);) a->family++;
   if (a->family == nf) return fprintf(stderr, "vulkan_compute: the device has no compute queue\n"), 2;
   float priority = 1.0f;
-  VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = a->family,
-                               .queueCount = 1, .pQueuePriorities = &priority};
-  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                           .pQueueCreateInfos = &q};
+  VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                               .queueFamilyIndex = a->family,
+                               .queueCount = 1,
+                               .pQueuePriorities = &priority};
+  VkDeviceCreateInfo di = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &q};
   CHECK_VK(vkCreateDevice(a->physical, &di, NULL, &a->device));
   vkGetDeviceQueue(a->device, a->family, 0, &a->queue);
   VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = a->family};
@@ -85,33 +88,40 @@ static int make_device(app *a) {
 static int make_pipeline(app *a) {
   VkDescriptorSetLayoutBinding b[3];
   for (uint32_t i = 0; i < 3; i++)
-    b[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                          .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-  VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 3,
-                                        .pBindings = b};
+    b[i] = (VkDescriptorSetLayoutBinding){.binding = i,
+                                          .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          .descriptorCount = 1,
+                                          .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+  VkDescriptorSetLayoutCreateInfo li = {
+      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 3, .pBindings = b};
   CHECK_VK(vkCreateDescriptorSetLayout(a->device, &li, NULL, &a->set_layout));
   VkPushConstantRange push = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = sizeof(params)};
-  VkPipelineLayoutCreateInfo pl = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
-                                   .pSetLayouts = &a->set_layout, .pushConstantRangeCount = 1,
+  VkPipelineLayoutCreateInfo pl = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                   .setLayoutCount = 1,
+                                   .pSetLayouts = &a->set_layout,
+                                   .pushConstantRangeCount = 1,
                                    .pPushConstantRanges = &push};
   CHECK_VK(vkCreatePipelineLayout(a->device, &pl, NULL, &a->layout));
-  VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizeof saxpy_spirv,
-                                 .pCode = saxpy_spirv};
+  VkShaderModuleCreateInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizeof saxpy_spirv, .pCode = saxpy_spirv};
   VkShaderModule module;
   CHECK_VK(vkCreateShaderModule(a->device, &si, NULL, &module));
-  VkComputePipelineCreateInfo ci = {
-      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, .layout = a->layout,
-      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                .module = module, .pName = "main"}};
+  VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                    .layout = a->layout,
+                                    .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                              .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                              .module = module,
+                                              .pName = "main"}};
   VkResult r = vkCreateComputePipelines(a->device, VK_NULL_HANDLE, 1, &ci, NULL, &a->pipeline);
   vkDestroyShaderModule(a->device, module, NULL);
   CHECK_VK(r);
   VkDescriptorPoolSize size = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 3};
-  VkDescriptorPoolCreateInfo dp = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1,
-                                   .poolSizeCount = 1, .pPoolSizes = &size};
+  VkDescriptorPoolCreateInfo dp = {
+      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1, .poolSizeCount = 1, .pPoolSizes = &size};
   CHECK_VK(vkCreateDescriptorPool(a->device, &dp, NULL, &a->descriptors));
   VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                    .descriptorPool = a->descriptors, .descriptorSetCount = 1,
+                                    .descriptorPool = a->descriptors,
+                                    .descriptorSetCount = 1,
                                     .pSetLayouts = &a->set_layout};
   CHECK_VK(vkAllocateDescriptorSets(a->device, &ai, &a->set));
   return 0;
@@ -147,7 +157,9 @@ typedef struct memory {
 } memory;
 
 static int adopt(const app *a, uint32_t type, gpupart_context *ctx, gpupart_device **out) {
-  gpupart_vulkan_desc v = {.instance = a->instance, .physical_device = a->physical, .device = a->device,
+  gpupart_vulkan_desc v = {.instance = a->instance,
+                           .physical_device = a->physical,
+                           .device = a->device,
                            .memory_type = type == UINT32_MAX ? 0 : type + 1};
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_VULKAN, .backend_desc = &v};
   CHECK_GP(gpupart_device_open(ctx, &d, out));
@@ -187,17 +199,20 @@ static void barrier(VkCommandBuffer cb, VkPipelineStageFlags from, VkAccessFlags
 
 /* The shader's three storage buffers, bound to the descriptor set. */
 static int bind_buffers(const app *a, const memory *m) {
-  VkBufferUsageFlags use = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                           VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  VkBufferUsageFlags use =
+      VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   const gpupart_allocation *allocs[3] = {m->x, m->y, m->out};
   VkDescriptorBufferInfo info[3];
   VkWriteDescriptorSet w[3];
   for (int i = 0; i < 3; i++) {
     CHECK_GP(gpupart_vulkan_create_buffer(allocs[i], use, &info[i].buffer));
     info[i].offset = 0, info[i].range = VK_WHOLE_SIZE;
-    w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = a->set,
-                                  .dstBinding = (uint32_t)i, .descriptorCount = 1,
-                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .pBufferInfo = &info[i]};
+    w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                  .dstSet = a->set,
+                                  .dstBinding = (uint32_t)i,
+                                  .descriptorCount = 1,
+                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  .pBufferInfo = &info[i]};
   }
   vkUpdateDescriptorSets(a->device, 3, w, 0, NULL);
   return 0;
@@ -240,8 +255,10 @@ static int run(const app *a, const memory *m) {
   if (!up || !down) return fprintf(stderr, "staging is not host-visible: %s\n", gpupart_last_error()), 1;
   for (uint32_t i = 0; i < N; i++) up[i] = (float)i, up[N + i] = 1.0f - (float)(i % 1000);
   if (bind_buffers(a, m)) return 1;
-  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = a->pool,
-                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                    .commandPool = a->pool,
+                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                    .commandBufferCount = 1};
   VkCommandBuffer cb;
   CHECK_VK(vkAllocateCommandBuffers(a->device, &ai, &cb));
   if (record(a, m, cb)) return 1;

@@ -58,19 +58,19 @@ extern "C" {
 
 /* X(name, value, message): the one table that the enum, gpupart_result_name and
  * gpupart_result_str are generated from. */
-#define GPUPART_RESULT_TABLE(X)                                                         \
-  X(GPUPART_OK, 0, "success")                                                           \
-  X(GPUPART_EINVAL, -1, "invalid argument")                                             \
-  X(GPUPART_ENOMEM, -2, "out of host memory")                                           \
-  X(GPUPART_EDEVMEM, -3, "the driver refused device memory")                           \
-  X(GPUPART_ELIMIT, -4, "partition limit or device budget reached")                    \
-  X(GPUPART_ENOBACKEND, -5, "backend not built or its driver library not found")      \
-  X(GPUPART_ENODEV, -6, "no such device")                                               \
-  X(GPUPART_EBACKEND, -7, "a driver call failed")                                       \
-  X(GPUPART_ENOTSUP, -8, "not supported by this backend")                               \
-  X(GPUPART_ECONFIG, -9, "invalid configuration")                                       \
-  X(GPUPART_EBUSY, -10, "object still in use")                                          \
-  X(GPUPART_EEXIST, -11, "a partition with that name exists")                          \
+#define GPUPART_RESULT_TABLE(X)                                                  \
+  X(GPUPART_OK, 0, "success")                                                    \
+  X(GPUPART_EINVAL, -1, "invalid argument")                                      \
+  X(GPUPART_ENOMEM, -2, "out of host memory")                                    \
+  X(GPUPART_EDEVMEM, -3, "the driver refused device memory")                     \
+  X(GPUPART_ELIMIT, -4, "partition limit or device budget reached")              \
+  X(GPUPART_ENOBACKEND, -5, "backend not built or its driver library not found") \
+  X(GPUPART_ENODEV, -6, "no such device")                                        \
+  X(GPUPART_EBACKEND, -7, "a driver call failed")                                \
+  X(GPUPART_ENOTSUP, -8, "not supported by this backend")                        \
+  X(GPUPART_ECONFIG, -9, "invalid configuration")                                \
+  X(GPUPART_EBUSY, -10, "object still in use")                                   \
+  X(GPUPART_EEXIST, -11, "a partition with that name exists")                    \
   X(GPUPART_ECORRUPT, -12, "an invariant check failed")
 
 /* Result of every fallible call: GPUPART_OK (0) or a negative error code.
@@ -164,22 +164,22 @@ typedef enum gpupart_log_level {
 typedef void (*gpupart_log_fn)(gpupart_log_level level, const char *message, void *user);
 
 typedef struct gpupart_context_desc {
-  uint32_t flags;           /* GPUPART_CONTEXT_*; 0 = read the environment and config file */
-  const char *config_path;  /* NULL = $GPUPART_CONFIG, else none */
-  const char *config_text;  /* same syntax as the file, applied after it; NULL = none */
-  const char *ledger_dir;   /* shared ledgers' folder; NULL = $GPUPART_LEDGER_DIR, else /dev/shm */
-  gpupart_log_fn log;       /* NULL = silent, or stderr when GPUPART_VERBOSE=1 */
-  void *log_user;           /* passed to log */
+  uint32_t flags;                               /* GPUPART_CONTEXT_*; 0 = read the environment and config file */
+  const char *config_path;                      /* NULL = $GPUPART_CONFIG, else none */
+  const char *config_text;                      /* same syntax as the file, applied after it; NULL = none */
+  const char *ledger_dir;                       /* shared ledgers' folder; NULL = $GPUPART_LEDGER_DIR, else /dev/shm */
+  gpupart_log_fn log;                           /* NULL = silent, or stderr when GPUPART_VERBOSE=1 */
+  void *log_user;                               /* passed to log */
   void *(*host_alloc)(size_t size, void *user); /* both NULL = malloc/free; set both or none */
   void (*host_free)(void *ptr, void *user);
-  void *host_user;          /* passed to host_alloc and host_free */
+  void *host_user; /* passed to host_alloc and host_free */
 } gpupart_context_desc;
 
 /* Creates a context. desc NULL = all defaults. The strings in desc are copied. This is
  * the read point of the configuration: the GPUPART_* variables and the file are read and
  * checked here, once; a later change of the environment does not affect the context (each
- * device open warns through log when known variables changed since). Errors: EINVAL (out NULL, only one of host_alloc/host_free set), ENOMEM, ECONFIG (bad
- * configuration, message names the source). */
+ * device open warns through log when known variables changed since). Errors: EINVAL (out NULL, only one of
+ * host_alloc/host_free set), ENOMEM, ECONFIG (bad configuration, message names the source). */
 GPUPART_API gpupart_result gpupart_context_create_sized(const gpupart_context_desc *desc, size_t desc_size,
                                                         gpupart_context **out);
 #define gpupart_context_create(...) gpupart__inline_context_create(__VA_ARGS__)
@@ -194,14 +194,14 @@ GPUPART_API gpupart_result gpupart_context_destroy(gpupart_context *ctx);
 /* What a backend reports about one device. */
 typedef struct gpupart_device_info {
   gpupart_backend backend;
-  uint32_t index;            /* index within the backend */
+  uint32_t index; /* index within the backend */
   char name[256];
   char vendor[64];
-  uint8_t uuid[16];          /* zero where the backend has none; names the physical device */
+  uint8_t uuid[16]; /* zero where the backend has none; names the physical device */
   uint64_t total_bytes;
-  uint64_t free_bytes;       /* UINT64_MAX where the backend cannot tell */
-  uint64_t max_block_bytes;  /* largest single driver allocation */
-  uint64_t min_alignment;    /* alignment of every driver block's base */
+  uint64_t free_bytes;      /* UINT64_MAX where the backend cannot tell */
+  uint64_t max_block_bytes; /* largest single driver allocation */
+  uint64_t min_alignment;   /* alignment of every driver block's base */
   /* Appended in 0.2: */
   uint64_t block_granularity; /* every driver block is a multiple of it (a power of two, at least
                                  min_alignment; CUDA's VMM granularity is 2 MiB); the device's
@@ -232,17 +232,17 @@ static inline gpupart_result gpupart__inline_enumerate(gpupart_context *ctx, gpu
 #define GPUPART_GROWTH_OFF 2     /* preallocate each partition's limit at creation */
 
 typedef struct gpupart_device_desc {
-  gpupart_backend backend;   /* AUTO = config/env choice, else first present of cuda, vulkan, opencl, sim */
-  uint32_t index;            /* program index: the index-th device GPUPART_DEVICE lists, else this index */
-  double memory_fraction;    /* 0 = config, else 1.0: share of total memory this process may use, (0, 1];
-                                lowered to the operator's memory_fraction_max where one is set */
-  uint64_t memory_limit;     /* 0 = config, else an orchestrator's share, else none: absolute cap; the
-                                budget is the smaller of the two; lowered to memory_limit_max where set */
-  uint64_t headroom;         /* 0 = config, else 0: bytes left to the driver and other libraries */
-  int growth;                /* GPUPART_GROWTH_*: the default policy of this device's partitions */
-  uint64_t granularity;      /* 0 = config, else 2 MiB: a power of two; limits round down, blocks round up to it */
-  const void *backend_desc;  /* e.g. const gpupart_sim_desc *, or adopted native handles; NULL = backend defaults */
-  uint32_t flags;            /* GPUPART_DEVICE_SHARED */
+  gpupart_backend backend;  /* AUTO = config/env choice, else first present of cuda, vulkan, opencl, sim */
+  uint32_t index;           /* program index: the index-th device GPUPART_DEVICE lists, else this index */
+  double memory_fraction;   /* 0 = config, else 1.0: share of total memory this process may use, (0, 1];
+                               lowered to the operator's memory_fraction_max where one is set */
+  uint64_t memory_limit;    /* 0 = config, else an orchestrator's share, else none: absolute cap; the
+                               budget is the smaller of the two; lowered to memory_limit_max where set */
+  uint64_t headroom;        /* 0 = config, else 0: bytes left to the driver and other libraries */
+  int growth;               /* GPUPART_GROWTH_*: the default policy of this device's partitions */
+  uint64_t granularity;     /* 0 = config, else 2 MiB: a power of two; limits round down, blocks round up to it */
+  const void *backend_desc; /* e.g. const gpupart_sim_desc *, or adopted native handles; NULL = backend defaults */
+  uint32_t flags;           /* GPUPART_DEVICE_SHARED */
   /* --- 0.2 --- */
   /* The backend that backend_desc is for; AUTO = backend. A backend_desc whose backend
    * cannot be proven (both AUTO), or that is not the backend the device opens through
@@ -264,11 +264,10 @@ typedef struct gpupart_device_desc {
    guarantee and guarantee_fraction 0; else EEXIST), and its limit is shared by all
    members; gpupart_partition_find also finds partitions other processes created and
    joins them, and gpupart_partition_count/_at list every partition of the ledger (at
-   joins one this process has none of, in the ledger's order); destroying a partition leaves it, and it disappears when its last member
-   leaves or dies. limit, guarantee, reserved and peak_reserved in stats are then
-   partition-wide (device-wide) across processes; the other figures this process's. An
-   OOM sequence that the budget refuses asks the other processes to trim at their next
-   allocation that misses its free blocks. */
+   joins one this process has none of, in the ledger's order); destroying a partition leaves it, and it disappears when
+   its last member leaves or dies. limit, guarantee, reserved and peak_reserved in stats are then partition-wide
+   (device-wide) across processes; the other figures this process's. An OOM sequence that the budget refuses asks the
+   other processes to trim at their next allocation that misses its free blocks. */
 #define GPUPART_DEVICE_SHARED 0x1u
 
 /* Opens device desc->index of desc->backend and computes this process's budget. The index
@@ -331,29 +330,29 @@ typedef struct gpupart_sim_desc {
   int host_backed;              /* 1 = blocks are host memory and device_address is a host
                                    pointer, so tests can write and read them */
   /* Appended in 0.2: */
-  uint64_t block_granularity;   /* 0 = min_alignment; a power of two: reported in
-                                   gpupart_device_info.block_granularity, as CUDA's VMM granularity */
-  uint64_t block_round_up;      /* 0 = none; a power of two: the driver silently rounds every block
-                                   up to a multiple of it and allocates more than asked (as some
-                                   real drivers do); the core accounts what was allocated */
+  uint64_t block_granularity; /* 0 = min_alignment; a power of two: reported in
+                                 gpupart_device_info.block_granularity, as CUDA's VMM granularity */
+  uint64_t block_round_up;    /* 0 = none; a power of two: the driver silently rounds every block
+                                 up to a multiple of it and allocates more than asked (as some
+                                 real drivers do); the core accounts what was allocated */
   /* Appended after 0.2 (a 0.2 client's smaller struct gets both as none): a sim device that
    * stands for a real one (the OpenCL and Vulkan layers' mirrors, docs/unmodified.md). */
-  uint8_t uuid[16];             /* all zero = none: the device reports its own UUID (its index's low
-                                   byte, then 0x5a in the last byte) and is named by index and
-                                   total_bytes. Else it reports this UUID and is the device of that
-                                   UUID, so its ledger (the shared ledger file too) is the one a
-                                   real backend's open of that GPU uses */
-  char pci_bus_id[32];          /* "" = none (NUL-terminated: EINVAL otherwise); else reported in
-                                   gpupart_device_info.pci_bus_id (and
-                                   uuid as given, zero included): with a zero uuid the device is
-                                   named by this bus id, as a real device without a UUID is */
+  uint8_t uuid[16];    /* all zero = none: the device reports its own UUID (its index's low
+                          byte, then 0x5a in the last byte) and is named by index and
+                          total_bytes. Else it reports this UUID and is the device of that
+                          UUID, so its ledger (the shared ledger file too) is the one a
+                          real backend's open of that GPU uses */
+  char pci_bus_id[32]; /* "" = none (NUL-terminated: EINVAL otherwise); else reported in
+                          gpupart_device_info.pci_bus_id (and
+                          uuid as given, zero included): with a zero uuid the device is
+                          named by this bus id, as a real device without a UUID is */
   /* Since 0.3 (an older client's smaller struct gets it as none): */
-  char name[256];               /* "" = "gpupart simulated device"; else (NUL-terminated: EINVAL
-                                   otherwise) the name the device reports in gpupart_device_info.name
-                                   and that traces record: a mirror's is the real device's (the
-                                   interposers pass the driver's name of the GPU) */
-} gpupart_sim_desc;             /* in one context, sim devices with the same index and total_bytes are the same device;
-                                   a sim device with a uuid or pci_bus_id is named by it, as any device */
+  char name[256];   /* "" = "gpupart simulated device"; else (NUL-terminated: EINVAL
+                       otherwise) the name the device reports in gpupart_device_info.name
+                       and that traces record: a mirror's is the real device's (the
+                       interposers pass the driver's name of the GPU) */
+} gpupart_sim_desc; /* in one context, sim devices with the same index and total_bytes are the same device;
+                       a sim device with a uuid or pci_bus_id is named by it, as any device */
 
 /* ---- partitions ------------------------------------------------------------------- */
 
@@ -486,11 +485,11 @@ GPUPART_API gpupart_result gpupart_free(gpupart_allocation *a);
 
 typedef struct gpupart_allocation_info {
   gpupart_partition *partition;
-  uint64_t size;            /* as requested */
-  uint64_t offset;          /* within the block */
+  uint64_t size;   /* as requested */
+  uint64_t offset; /* within the block */
   uint64_t block_size;
-  uint64_t device_address;  /* CUdeviceptr, Vulkan buffer device address, SVM or sim address; 0 where none */
-  void *native_block;       /* CUdeviceptr base, VkDeviceMemory, cl_mem, or sim base */
+  uint64_t device_address; /* CUdeviceptr, Vulkan buffer device address, SVM or sim address; 0 where none */
+  void *native_block;      /* CUdeviceptr base, VkDeviceMemory, cl_mem, or sim base */
 } gpupart_allocation_info;
 /* Describes a live allocation. EINVAL for NULL or a freed handle. */
 GPUPART_API gpupart_result gpupart_allocation_get_info_sized(const gpupart_allocation *a, gpupart_allocation_info *out,
@@ -507,8 +506,8 @@ static inline gpupart_result gpupart__inline_allocation_get_info(const gpupart_a
  * so the caller needs no second call. desc_size and info_size are the caller's sizeof of
  * the two structs (the gpupart_alloc_info macro passes them): a smaller struct than this
  * library's 0.2 layout is EINVAL; a larger desc must be zero past this library's size;
- * a larger info gets its tail zeroed (the ABI rule of every _sized call). Errors as gpupart_alloc_ex, plus EINVAL for a NULL desc or
- * info; on failure *out is NULL and info is untouched. */
+ * a larger info gets its tail zeroed (the ABI rule of every _sized call). Errors as gpupart_alloc_ex, plus EINVAL for a
+ * NULL desc or info; on failure *out is NULL and info is untouched. */
 GPUPART_API gpupart_result gpupart_alloc_info_sized(gpupart_partition *p, const gpupart_alloc_desc *desc,
                                                     size_t desc_size, gpupart_allocation **out,
                                                     gpupart_allocation_info *info, size_t info_size);
@@ -524,14 +523,14 @@ static inline gpupart_result gpupart__inline_alloc_info(gpupart_partition *p, co
 
 typedef struct gpupart_stats {
   uint64_t limit, guarantee;
-  uint64_t in_use, peak_in_use;         /* bytes of live allocations, as requested */
-  uint64_t reserved, peak_reserved;     /* bytes held from the driver */
+  uint64_t in_use, peak_in_use;     /* bytes of live allocations, as requested */
+  uint64_t reserved, peak_reserved; /* bytes held from the driver */
   uint64_t live_allocations, total_allocations, total_frees;
   uint64_t driver_allocs, driver_frees; /* blocks obtained from / returned to the driver */
   uint64_t failed_allocations;          /* calls that returned ELIMIT or EDEVMEM */
   uint64_t largest_free;                /* largest range allocatable without a driver call */
   /* --- 0.2 --- */
-  uint64_t double_frees;                /* gpupart_free calls refused as a double free */
+  uint64_t double_frees; /* gpupart_free calls refused as a double free */
 } gpupart_stats;
 
 /* A consistent snapshot of one partition's figures. */

@@ -1,9 +1,12 @@
-/* Shared helpers of the test suites: a context that ignores the environment and a sim
- * device of a given shape, so every suite starts from a known state. */
+/* Shared helpers and fixtures of the test suites: a context that ignores the environment,
+ * a sim device of a given shape, so every suite starts from a known state, and the
+ * counting host allocator. */
 #ifndef GPUPART_TESTS_COMMON_H
 #define GPUPART_TESTS_COMMON_H
 
 #include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 
 #include "gpupart.h"
 
@@ -43,6 +46,35 @@ static inline gpupart_stats test_stats(const gpupart_partition *p) {
 
 static inline void test_check(const gpupart_device *dev) {
   cr_assert_eq(gpupart_device_check(dev), GPUPART_OK, "%s", gpupart_last_error());
+}
+
+/* The counting host allocator (gpupart_context_desc.host_alloc and host_free, host_user
+ * pointing at a test_counting): every call, and the blocks still live, in atomics since
+ * a library thread may allocate too. */
+typedef struct test_counting {
+  atomic_long calls, live;
+} test_counting;
+
+static inline void *test_count_alloc(size_t n, void *user) {
+  test_counting *c = user;
+  void *p = malloc(n);
+  atomic_fetch_add(&c->calls, 1);
+  if (p) atomic_fetch_add(&c->live, 1);
+  return p;
+}
+
+static inline void test_count_free(void *p, void *user) {
+  test_counting *c = user;
+  if (p) atomic_fetch_sub(&c->live, 1);
+  free(p);
+}
+
+/* A context descriptor that ignores the environment and allocates through c. */
+static inline gpupart_context_desc test_counting_desc(test_counting *c) {
+  return (gpupart_context_desc){.flags = GPUPART_CONTEXT_IGNORE_ENV,
+                                .host_alloc = test_count_alloc,
+                                .host_free = test_count_free,
+                                .host_user = c};
 }
 
 #endif

@@ -144,7 +144,8 @@ Test(vulkan, create_buffer_reuses_covering_usages_and_rejects_bad_ones) {
   cr_expect_neq(transfer, both);
   cr_expect_eq(gpupart_vulkan_create_buffer(a, 0, &bad), GPUPART_EINVAL);
   cr_expect_eq(bad, VK_NULL_HANDLE);
-  cr_expect_eq(gpupart_vulkan_create_buffer(a, VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT, &bad), GPUPART_ENOTSUP);
+  cr_expect_eq(gpupart_vulkan_create_buffer(a, VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT, &bad),
+               GPUPART_ENOTSUP);
   cr_expect_neq(strstr(gpupart_last_error(), "not supported"), NULL, "%s", gpupart_last_error());
   cr_expect_eq(gpupart_vulkan_create_buffer(NULL, two, &bad), GPUPART_EINVAL);
   cr_expect_eq(gpupart_vulkan_create_buffer(a, two, NULL), GPUPART_EINVAL);
@@ -168,9 +169,9 @@ Test(vulkan, device_address_is_the_buffer_device_address) {
   for (int i = 0; i < 8; i++) {
     uint64_t align = 256ull << i;
     cr_assert_eq(gpupart_alloc(p, 3000 + 777 * i, align, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
-    cr_assert_eq(gpupart_vulkan_create_buffer(a[i], VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
-                                                        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, &b), GPUPART_OK, "%s",
-                 gpupart_last_error());
+    cr_assert_eq(gpupart_vulkan_create_buffer(
+                     a[i], VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT | VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, &b),
+                 GPUPART_OK, "%s", gpupart_last_error());
     VkBufferDeviceAddressInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = b};
     gpupart_allocation_info info;
     gpupart_allocation_get_info(a[i], &info);
@@ -448,29 +449,9 @@ Test(vulkan, a_device_index_past_the_last_is_enodev) {
   cr_expect_neq(strstr(gpupart_last_error(), "no device 1000"), NULL, "%s", gpupart_last_error());
 }
 
-/* ---- the backend contract: host allocator, device info ---------------------------- */
-
-typedef struct counting {
-  long calls, live;
-} counting;
-
-static void *count_alloc(size_t n, void *user) {
-  counting *c = user;
-  void *p = malloc(n);
-  c->calls++, c->live += p != NULL;
-  return p;
-}
-
-static void count_free(void *p, void *user) {
-  counting *c = user;
-  c->live -= p != NULL;
-  free(p);
-}
-
 Test(vulkan, the_backend_takes_host_memory_from_the_contexts_allocator) {
-  counting c = {0};
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = count_alloc, .host_free = count_free,
-                             .host_user = &c};
+  test_counting c = {0};
+  gpupart_context_desc cd = test_counting_desc(&c);
   gpupart_context *own;
   cr_assert_eq(gpupart_context_create(&cd, &own), GPUPART_OK);
   long before = c.calls;

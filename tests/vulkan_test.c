@@ -42,19 +42,26 @@ static int fail(char *why, size_t n, const char *call, VkResult r) {
 }
 
 static int make_instance(vkt_env *e, char *why, size_t n) {
-  VkDebugUtilsMessengerCreateInfoEXT mi = {
-      .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-      .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-      .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
-      .pfnUserCallback = on_message, .pUserData = &e->errors};
+  VkDebugUtilsMessengerCreateInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+                                           .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+                                           .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                                                          VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+                                           .pfnUserCallback = on_message,
+                                           .pUserData = &e->errors};
   const char *layers[] = {VALIDATION}, *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
-  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "gpupart tests",
+  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                           .pApplicationName = "gpupart tests",
                            .apiVersion = VK_API_VERSION_1_2};
-  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pNext = &mi, .pApplicationInfo = &app,
-                             .enabledLayerCount = 1, .ppEnabledLayerNames = layers,
-                             .enabledExtensionCount = 1, .ppEnabledExtensionNames = ext};
+  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                             .pNext = &mi,
+                             .pApplicationInfo = &app,
+                             .enabledLayerCount = 1,
+                             .ppEnabledLayerNames = layers,
+                             .enabledExtensionCount = 1,
+                             .ppEnabledExtensionNames = ext};
   VkResult r = vkCreateInstance(&ci, NULL, &e->instance);
-  if (r != VK_SUCCESS) return e->instance = VK_NULL_HANDLE, r == VK_ERROR_INCOMPATIBLE_DRIVER ? 1 : fail(why, n, "vkCreateInstance", r);
+  if (r != VK_SUCCESS)
+    return e->instance = VK_NULL_HANDLE, r == VK_ERROR_INCOMPATIBLE_DRIVER ? 1 : fail(why, n, "vkCreateInstance", r);
   PFN_vkCreateDebugUtilsMessengerEXT create =
       (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance, "vkCreateDebugUtilsMessengerEXT");
   r = create(e->instance, &mi, NULL, &e->messenger);
@@ -77,18 +84,23 @@ static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
   VkResult r = vkEnumeratePhysicalDevices(e->instance, &count, &e->physical);
   if (r < VK_SUCCESS) return fail(why, n, "vkEnumeratePhysicalDevices", r);
   if (!count) return 1;
-  VkPhysicalDeviceBufferDeviceAddressFeatures bda = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES};
+  VkPhysicalDeviceBufferDeviceAddressFeatures bda = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES};
   VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &bda};
   vkGetPhysicalDeviceFeatures2(e->physical, &f);
   e->bda = want_bda && bda.bufferDeviceAddress;
-  bda = (VkPhysicalDeviceBufferDeviceAddressFeatures){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES,
-                                                     .bufferDeviceAddress = VK_TRUE};
+  bda = (VkPhysicalDeviceBufferDeviceAddressFeatures){
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES, .bufferDeviceAddress = VK_TRUE};
   float priority = 1.0f;
   e->family = compute_family(e->physical);
-  VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = e->family,
-                               .queueCount = 1, .pQueuePriorities = &priority};
-  VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = e->bda ? &bda : NULL,
-                           .queueCreateInfoCount = 1, .pQueueCreateInfos = &q};
+  VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                               .queueFamilyIndex = e->family,
+                               .queueCount = 1,
+                               .pQueuePriorities = &priority};
+  VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                           .pNext = e->bda ? &bda : NULL,
+                           .queueCreateInfoCount = 1,
+                           .pQueueCreateInfos = &q};
   if ((r = vkCreateDevice(e->physical, &ci, NULL, &e->device)) != VK_SUCCESS)
     return e->device = VK_NULL_HANDLE, fail(why, n, "vkCreateDevice", r);
   vkGetDeviceQueue(e->device, e->family, 0, &e->queue);
@@ -120,8 +132,11 @@ int vkt_env_destroy(vkt_env *e) {
 }
 
 gpupart_vulkan_desc vkt_desc(const vkt_env *e) {
-  return (gpupart_vulkan_desc){.instance = e->instance, .physical_device = e->physical, .device = e->device,
-                               .memory_type_index = UINT32_MAX, .buffer_device_address = (uint32_t)e->bda};
+  return (gpupart_vulkan_desc){.instance = e->instance,
+                               .physical_device = e->physical,
+                               .device = e->device,
+                               .memory_type_index = UINT32_MAX,
+                               .buffer_device_address = (uint32_t)e->bda};
 }
 
 /* A host-visible, coherent staging buffer of size bytes, mapped. */
@@ -142,7 +157,8 @@ static int staging_type(VkPhysicalDevice pd, uint32_t allowed) {
 
 static int staging_make(vkt_env *e, uint64_t size, staging *s, char *why, size_t n) {
   memset(s, 0, sizeof *s);
-  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size,
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = size,
                            .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT};
   VkResult r = vkCreateBuffer(e->device, &bi, NULL, &s->buffer);
   if (r != VK_SUCCESS) return fail(why, n, "vkCreateBuffer (staging)", r);
@@ -150,10 +166,12 @@ static int staging_make(vkt_env *e, uint64_t size, staging *s, char *why, size_t
   vkGetBufferMemoryRequirements(e->device, s->buffer, &req);
   int type = staging_type(e->physical, req.memoryTypeBits);
   if (type < 0) return snprintf(why, n, "no host-visible coherent memory type"), -1;
-  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
-                             .memoryTypeIndex = (uint32_t)type};
-  if ((r = vkAllocateMemory(e->device, &ai, NULL, &s->memory)) != VK_SUCCESS) return fail(why, n, "vkAllocateMemory", r);
-  if ((r = vkBindBufferMemory(e->device, s->buffer, s->memory, 0)) != VK_SUCCESS) return fail(why, n, "vkBindBufferMemory", r);
+  VkMemoryAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = (uint32_t)type};
+  if ((r = vkAllocateMemory(e->device, &ai, NULL, &s->memory)) != VK_SUCCESS)
+    return fail(why, n, "vkAllocateMemory", r);
+  if ((r = vkBindBufferMemory(e->device, s->buffer, s->memory, 0)) != VK_SUCCESS)
+    return fail(why, n, "vkBindBufferMemory", r);
   r = vkMapMemory(e->device, s->memory, 0, VK_WHOLE_SIZE, 0, &s->host);
   return r == VK_SUCCESS ? 0 : fail(why, n, "vkMapMemory", r);
 }
@@ -166,22 +184,27 @@ static void staging_free(vkt_env *e, staging *s) {
 
 /* Records src -> dst, with barriers that make earlier transfers visible to the copy and
  * the copy visible to the host, submits it and waits. */
-static int copy_buffers(VkDevice d, VkQueue q, VkCommandPool pool, VkBuffer src, VkBuffer dst, uint64_t size,
-                        char *why, size_t n) {
-  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
-                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+static int copy_buffers(VkDevice d, VkQueue q, VkCommandPool pool, VkBuffer src, VkBuffer dst, uint64_t size, char *why,
+                        size_t n) {
+  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                    .commandPool = pool,
+                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                    .commandBufferCount = 1};
   VkCommandBuffer cb;
   VkResult r = vkAllocateCommandBuffers(d, &ai, &cb);
   if (r != VK_SUCCESS) return fail(why, n, "vkAllocateCommandBuffers", r);
   VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                  .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
   vkBeginCommandBuffer(cb, &bi);
-  VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+  VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                             .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0,
+                       NULL);
   VkBufferCopy region = {.size = size};
   vkCmdCopyBuffer(cb, src, dst, 1, &region);
-  VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+  VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                            .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
   vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &after, 0, NULL, 0, NULL);
   vkEndCommandBuffer(cb);
@@ -193,7 +216,8 @@ static int copy_buffers(VkDevice d, VkQueue q, VkCommandPool pool, VkBuffer src,
 }
 
 static int gpupart_buffer(const gpupart_allocation *a, VkBuffer *b, char *why, size_t n) {
-  gpupart_result rc = gpupart_vulkan_create_buffer(a, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, b);
+  gpupart_result rc =
+      gpupart_vulkan_create_buffer(a, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, b);
   if (rc) snprintf(why, n, "gpupart_vulkan_create_buffer: %s", gpupart_last_error());
   return rc ? -1 : 0;
 }

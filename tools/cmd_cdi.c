@@ -15,40 +15,40 @@
 
 #include "cli.h"
 #include "observe.h"
+#include "options.h"
 
-static const char help[] =
-    "usage: gpupart cdi --partition NAME --memory AMOUNT [--guarantee AMOUNT]\n"
-    "                   [--device UUID|PCI] [--ledger-dir DIR] [--ledger-mount DIR]\n"
-    "                   [--no-ledger] [--layers LIST] [--layer-dir DIR] [--library FILE]\n"
-    "                   [--vulkan-manifest FILE] [--kind VENDOR/CLASS] [--name NAME] [--edits]\n"
-    "\n"
-    "Prints a CDI spec (JSON) whose device puts a container under one gpupart partition:\n"
-    "what a DRA driver's NodePrepareResources emits for a claim. Nothing is changed.\n"
-    "\n"
-    "  --partition NAME      the partition (1 to 63 of A-Z a-z 0-9 _ . -)\n"
-    "  --memory AMOUNT       its limit: the claim's limit (8GiB, 8589934592, 50%)\n"
-    "  --guarantee AMOUNT    its floor: the claim's request (default 0)\n"
-    "  --device UUID|PCI     the claimed GPU (GPU-<uuid> or 0000:3b:00.0), recorded as\n"
-    "                        the device annotation gpupart.io/device\n"
-    "  --ledger-dir DIR      the node's shared ledger folder, mounted in the container\n"
-    "                        (default: GPUPART_LEDGER_DIR, else the configuration's\n"
-    "                        ledger_dir; never /dev/shm)\n"
-    "  --ledger-mount DIR    where the container sees it (default /run/gpupart)\n"
-    "  --no-ledger           no shared ledger: the partition is the process's alone\n"
-    "  --layers LIST         for unmodified programs: vulkan, opencl, cuda, all or none\n"
-    "                        (default none), comma-separated\n"
-    "  --layer-dir DIR       where the layers are (default " GPUPART_CDI_LAYER_DIR ")\n"
-    "  --library FILE        libgpupart.so.0 (default " GPUPART_CDI_LIBRARY ")\n"
-    "  --vulkan-manifest FILE  the Vulkan layer's manifest (default\n"
-    "                        " GPUPART_CDI_VK_MANIFEST ")\n"
-    "  --kind VENDOR/CLASS   the spec's kind (default gpupart.io/partition)\n"
-    "  --name NAME           the device's name (default the partition's)\n"
-    "  --edits               print only the containerEdits object\n"
-    "\n"
-    "Files are mounted read-only at their own paths, the Vulkan manifest at\n"
-    "/etc/vulkan/implicit_layer.d/. See docs/cli.md and docs/deploy.md.\n"
-    "\n"
-    "exit status: 0 printed, 1 a file or folder it names is missing or wrong, 2 bad usage\n";
+static const char help[] = "usage: gpupart cdi --partition NAME --memory AMOUNT [--guarantee AMOUNT]\n"
+                           "                   [--device UUID|PCI] [--ledger-dir DIR] [--ledger-mount DIR]\n"
+                           "                   [--no-ledger] [--layers LIST] [--layer-dir DIR] [--library FILE]\n"
+                           "                   [--vulkan-manifest FILE] [--kind VENDOR/CLASS] [--name NAME] [--edits]\n"
+                           "\n"
+                           "Prints a CDI spec (JSON) whose device puts a container under one gpupart partition:\n"
+                           "what a DRA driver's NodePrepareResources emits for a claim. Nothing is changed.\n"
+                           "\n"
+                           "  --partition NAME      the partition (1 to 63 of A-Z a-z 0-9 _ . -)\n"
+                           "  --memory AMOUNT       its limit: the claim's limit (8GiB, 8589934592, 50%)\n"
+                           "  --guarantee AMOUNT    its floor: the claim's request (default 0)\n"
+                           "  --device UUID|PCI     the claimed GPU (GPU-<uuid> or 0000:3b:00.0), recorded as\n"
+                           "                        the device annotation gpupart.io/device\n"
+                           "  --ledger-dir DIR      the node's shared ledger folder, mounted in the container\n"
+                           "                        (default: GPUPART_LEDGER_DIR, else the configuration's\n"
+                           "                        ledger_dir; never /dev/shm)\n"
+                           "  --ledger-mount DIR    where the container sees it (default /run/gpupart)\n"
+                           "  --no-ledger           no shared ledger: the partition is the process's alone\n"
+                           "  --layers LIST         for unmodified programs: vulkan, opencl, cuda, all or none\n"
+                           "                        (default none), comma-separated\n"
+                           "  --layer-dir DIR       where the layers are (default " GPUPART_CDI_LAYER_DIR ")\n"
+                           "  --library FILE        libgpupart.so.0 (default " GPUPART_CDI_LIBRARY ")\n"
+                           "  --vulkan-manifest FILE  the Vulkan layer's manifest (default\n"
+                           "                        " GPUPART_CDI_VK_MANIFEST ")\n"
+                           "  --kind VENDOR/CLASS   the spec's kind (default gpupart.io/partition)\n"
+                           "  --name NAME           the device's name (default the partition's)\n"
+                           "  --edits               print only the containerEdits object\n"
+                           "\n"
+                           "Files are mounted read-only at their own paths, the Vulkan manifest at\n"
+                           "/etc/vulkan/implicit_layer.d/. See docs/cli.md and docs/deploy.md.\n"
+                           "\n"
+                           "exit status: 0 printed, 1 a file or folder it names is missing or wrong, 2 bad usage\n";
 
 #define MAX_ENV 8
 #define MAX_MOUNTS 8
@@ -153,11 +153,16 @@ static int value_option(int argc, char **argv, int *i, cdi_args *a) {
   static const struct {
     const char *name;
     size_t offset;
-  } opts[] = {{"--partition", offsetof(cdi_args, partition)},   {"--memory", offsetof(cdi_args, memory)},
-              {"--guarantee", offsetof(cdi_args, guarantee)},   {"--device", offsetof(cdi_args, device)},
-              {"--ledger-dir", offsetof(cdi_args, ledger_dir)}, {"--ledger-mount", offsetof(cdi_args, ledger_mount)},
-              {"--layer-dir", offsetof(cdi_args, layer_dir)},   {"--library", offsetof(cdi_args, library)},
-              {"--vulkan-manifest", offsetof(cdi_args, vk_manifest)}, {"--kind", offsetof(cdi_args, kind)},
+  } opts[] = {{"--partition", offsetof(cdi_args, partition)},
+              {"--memory", offsetof(cdi_args, memory)},
+              {"--guarantee", offsetof(cdi_args, guarantee)},
+              {"--device", offsetof(cdi_args, device)},
+              {"--ledger-dir", offsetof(cdi_args, ledger_dir)},
+              {"--ledger-mount", offsetof(cdi_args, ledger_mount)},
+              {"--layer-dir", offsetof(cdi_args, layer_dir)},
+              {"--library", offsetof(cdi_args, library)},
+              {"--vulkan-manifest", offsetof(cdi_args, vk_manifest)},
+              {"--kind", offsetof(cdi_args, kind)},
               {"--name", offsetof(cdi_args, name)}};
   for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
     const char *v;
@@ -204,7 +209,8 @@ static int check_forms(const cdi_args *a) {
   if (a->device && !valid_device(a->device))
     return cli_usage_error("cdi", "--device '%s': want GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx or 0000:3b:00.0",
                            a->device);
-  if (!valid_kind(a->kind)) return cli_usage_error("cdi", "--kind '%s': want VENDOR/CLASS (gpupart.io/partition)", a->kind);
+  if (!valid_kind(a->kind))
+    return cli_usage_error("cdi", "--kind '%s': want VENDOR/CLASS (gpupart.io/partition)", a->kind);
   if (!valid_cdi_name(a->name, 255))
     return cli_usage_error("cdi", "--name '%s': a CDI device name begins and ends with a letter or digit", a->name);
   const char *paths[] = {a->ledger_dir, a->ledger_mount, a->layer_dir, a->library, a->vk_manifest};
@@ -248,12 +254,22 @@ static int add_file(cdi_edits *e, const char *path, const char *hint) {
   return EXIT_OK;
 }
 
+/* Whether dir is the ledger folder's default, the node's shared memory (with or without a
+ * final slash). */
+static int is_shared_memory(const char *dir) {
+  const char *shm = gpupart__options[GPUPART__OPT_LEDGER_DIR].def;
+  size_t n = strlen(shm);
+  return !strncmp(dir, shm, n) && (!dir[n] || !strcmp(dir + n, "/"));
+}
+
 static int add_ledger(cdi_edits *e, const cdi_args *a) {
   const char *dir = observe_ledger_dir(a->ledger_dir);
   struct stat st;
-  if (!strcmp(dir, "/dev/shm") || !strcmp(dir, "/dev/shm/")) {
-    fprintf(stderr, "gpupart cdi: the ledger folder /dev/shm is the node's shared memory, which no container should "
-                    "get: give the node a folder of its own (--ledger-dir /run/gpupart), or --no-ledger\n");
+  if (is_shared_memory(dir)) {
+    fprintf(stderr,
+            "gpupart cdi: the ledger folder %s is the node's shared memory, which no container should "
+            "get: give the node a folder of its own (--ledger-dir /run/gpupart), or --no-ledger\n",
+            dir);
     return EXIT_CHECKED;
   }
   if (!valid_path(dir) || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -380,8 +396,11 @@ static void print_spec(const cdi_edits *e, const cdi_args *a) {
 
 int cmd_cdi(int argc, char **argv) {
   if (cli_wants_help(argc, argv)) return fputs(help, stdout), EXIT_OK;
-  cdi_args a = {.ledger_mount = "/run/gpupart", .layer_dir = GPUPART_CDI_LAYER_DIR, .library = GPUPART_CDI_LIBRARY,
-                .vk_manifest = GPUPART_CDI_VK_MANIFEST, .kind = "gpupart.io/partition"};
+  cdi_args a = {.ledger_mount = "/run/gpupart",
+                .layer_dir = GPUPART_CDI_LAYER_DIR,
+                .library = GPUPART_CDI_LIBRARY,
+                .vk_manifest = GPUPART_CDI_VK_MANIFEST,
+                .kind = "gpupart.io/partition"};
   int rc = scan(argc, argv, &a);
   if (rc) return rc;
   if (!a.name) a.name = a.partition ? a.partition : "";

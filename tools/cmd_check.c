@@ -10,19 +10,18 @@
 #include "config.h"
 #include "reach.h"
 
-static const char help[] =
-    "usage: gpupart check-config FILE\n"
-    "\n"
-    "Validates a gpupart INI configuration file: sections, keys, every value, and the\n"
-    "partitions it declares. The environment is not read. Each error is printed to\n"
-    "standard error as FILE:LINE: message.\n"
-    "\n"
-    "A valid file is then held against this machine: a [device] section or a partition's\n"
-    "device that can never apply here (its backend not built, its driver not loadable,\n"
-    "or no such device index) is printed as FILE:LINE: warning: ..., and the file is\n"
-    "still ok (it may be meant for another machine).\n"
-    "\n"
-    "exit status: 0 the file is valid, 1 it has errors or cannot be read, 2 bad usage\n";
+static const char help[] = "usage: gpupart check-config FILE\n"
+                           "\n"
+                           "Validates a gpupart INI configuration file: sections, keys, every value, and the\n"
+                           "partitions it declares. The environment is not read. Each error is printed to\n"
+                           "standard error as FILE:LINE: message.\n"
+                           "\n"
+                           "A valid file is then held against this machine: a [device] section or a partition's\n"
+                           "device that can never apply here (its backend not built, its driver not loadable,\n"
+                           "or no such device index) is printed as FILE:LINE: warning: ..., and the file is\n"
+                           "still ok (it may be meant for another machine).\n"
+                           "\n"
+                           "exit status: 0 the file is valid, 1 it has errors or cannot be read, 2 bad usage\n";
 
 static void report(const char *message, void *user) {
   (void)user;

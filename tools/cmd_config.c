@@ -1,44 +1,44 @@
 /* gpupart config: opens a device the way a program would (same configuration, same
  * precedence, same partitions) and prints what it was opened with: the budget, the
  * policy, each configured partition's limit and guarantee in bytes, and the source of
- * every value. It reads the device's settings through the core's internal header, since
- * the public API deliberately has no call that exposes sources. */
+ * every value. It asks the core's introspect door (core/door/introspect.h) for the
+ * device's settings, since the public API deliberately has no call that exposes sources. */
 #include <string.h>
 
 #include "cli.h"
-#include "internal.h"
+#include "introspect.h"
+#include "reach.h"
 
-static const char help[] =
-    "usage: gpupart config [--json] [--device BACKEND:INDEX]\n"
-    "\n"
-    "Opens a device as a program using gpupart would, and prints the effective policy:\n"
-    "the budget, growth, granularity and the other options, and each configured\n"
-    "partition's limit and guarantee in bytes, with the source of each value (a variable,\n"
-    "FILE:LINE, descriptor or default).\n"
-    "\n"
-    "  --device B:I  this physical device, e.g. cuda:0 or sim:0 (GPUPART_DEVICE's\n"
-    "                visible list is not applied); default: the device a program\n"
-    "                opening index 0 gets (GPUPART_BACKEND, GPUPART_DEVICE)\n"
-    "  --json        one JSON object with at least backend, index, budget and\n"
-    "                partitions [{name, limit, guarantee, allow_growth, reserved}],\n"
-    "                plus the options, a\n"
-    "                \"sources\" object naming where each option came from, and\n"
-    "                other_frameworks [{name, value, applied, equivalent}]: the\n"
-    "                TensorFlow, JAX and PyTorch memory variables seen (never applied),\n"
-    "                clipped {memory_limit|memory_fraction: {asked, source}} where\n"
-    "                an operator's ceiling lowered a value, and orchestrator\n"
-    "                {shares [{source, device, bytes, applied}], ignored [...]},\n"
-    "                and never_applies [{source, what, device, why}]: [device]\n"
-    "                sections, per-device entries and partitions that name a device\n"
-    "                this machine does not have\n"
-    "\n"
-    "Warnings of the open (configuration that can never apply on this machine, an\n"
-    "initial_block above max_block, ...) are printed on standard error.\n"
-    "\n"
-    "exit status: 0 success, 1 bad configuration or no such device, 2 bad usage\n";
+static const char help[] = "usage: gpupart config [--json] [--device BACKEND:INDEX]\n"
+                           "\n"
+                           "Opens a device as a program using gpupart would, and prints the effective policy:\n"
+                           "the budget, growth, granularity and the other options, and each configured\n"
+                           "partition's limit and guarantee in bytes, with the source of each value (a variable,\n"
+                           "FILE:LINE, descriptor or default).\n"
+                           "\n"
+                           "  --device B:I  this physical device, e.g. cuda:0 or sim:0 (GPUPART_DEVICE's\n"
+                           "                visible list is not applied); default: the device a program\n"
+                           "                opening index 0 gets (GPUPART_BACKEND, GPUPART_DEVICE)\n"
+                           "  --json        one JSON object with at least backend, index, budget and\n"
+                           "                partitions [{name, limit, guarantee, allow_growth, reserved}],\n"
+                           "                plus the options, a\n"
+                           "                \"sources\" object naming where each option came from, and\n"
+                           "                other_frameworks [{name, value, applied, equivalent}]: the\n"
+                           "                TensorFlow, JAX and PyTorch memory variables seen (never applied),\n"
+                           "                clipped {memory_limit|memory_fraction: {asked, source}} where\n"
+                           "                an operator's ceiling lowered a value, and orchestrator\n"
+                           "                {shares [{source, device, bytes, applied}], ignored [...]},\n"
+                           "                and never_applies [{source, what, device, why}]: [device]\n"
+                           "                sections, per-device entries and partitions that name a device\n"
+                           "                this machine does not have\n"
+                           "\n"
+                           "Warnings of the open (configuration that can never apply on this machine, an\n"
+                           "initial_block above max_block, ...) are printed on standard error.\n"
+                           "\n"
+                           "exit status: 0 success, 1 bad configuration or no such device, 2 bad usage\n";
 
 /* Every option but the partition spec (the partitions have their own table): in the
- * table's order, so an option added to core/options.c is shown without a change here. */
+ * table's order, so an option added to core/config/options.c is shown without a change here. */
 static int shown(int o) { return o != GPUPART__OPT_PARTITIONS; }
 
 static void source_text(gpupart__source s, char *buf, size_t n) { gpupart__source_format(s, buf, n); }
@@ -83,15 +83,16 @@ static void json_options(const gpupart__settings *s) {
 }
 
 static void json_partition(gpupart_device *dev, uint32_t i) {
-  gpupart_partition *p = gpupart_partition_at(dev, i);
+  gpupart__introspect_partition c = {0};
   gpupart_stats st = {0};
   char src[GPUPART__PATH_MAX + 16];
-  gpupart_partition_get_stats(p, &st);
-  source_text(dev->settings.parts[i]->src, src, sizeof src);
+  gpupart__introspect_configured(dev, i, &c);
+  gpupart_partition_get_stats(c.handle, &st);
+  source_text(c.spec->src, src, sizeof src);
   printf("%s\n    {\"name\": ", i ? "," : "");
-  json_string(stdout, gpupart_partition_name(p));
+  json_string(stdout, gpupart_partition_name(c.handle));
   printf(", \"limit\": %llu, \"guarantee\": %llu, \"allow_growth\": %s, \"reserved\": %llu, \"source\": ",
-         (unsigned long long)st.limit, (unsigned long long)st.guarantee, p->growth.prealloc ? "false" : "true",
+         (unsigned long long)st.limit, (unsigned long long)st.guarantee, c.preallocated ? "false" : "true",
          (unsigned long long)st.reserved);
   json_string(stdout, src);
   printf("}");
@@ -131,6 +132,12 @@ static void json_clipped(const gpupart__settings *s) {
   printf("}");
 }
 
+/* The device's total bytes, what a portion share (KAI's GPU_PORTION) is a part of. */
+static uint64_t device_total(const gpupart_device *dev) {
+  gpupart_device_info info = {0};
+  return gpupart_device_get_info(dev, &info) == GPUPART_OK ? info.total_bytes : 0;
+}
+
 /* What a share names: "index 1", "every device", or its UUID, PCI address or dmem region. */
 static void share_device(const gpupart__share *sh, char *buf, size_t n) {
   if (sh->all) snprintf(buf, n, "every device");
@@ -138,8 +145,10 @@ static void share_device(const gpupart__share *sh, char *buf, size_t n) {
   else snprintf(buf, n, "%s", sh->key);
 }
 
-static void json_shares(gpupart_device *dev) {
-  const gpupart__config *c = dev->ctx->cfg;
+static void json_shares(gpupart_context *ctx, gpupart_device *dev) {
+  const gpupart__config *c = gpupart__introspect_config(ctx);
+  const gpupart__settings *s = gpupart__introspect_settings(dev);
+  uint64_t total = device_total(dev);
   char what[160];
   printf(",\n  \"orchestrator\": {\"shares\": [");
   for (uint32_t i = 0; i < c->nshares; i++) {
@@ -148,8 +157,8 @@ static void json_shares(gpupart_device *dev) {
     json_string(stdout, c->shares[i].source);
     printf(", \"device\": ");
     json_string(stdout, what);
-    printf(", \"bytes\": %llu, \"applied\": %s}", (unsigned long long)gpupart__share_bytes(&c->shares[i], dev->info.total_bytes),
-           dev->settings.share == &c->shares[i] ? "true" : "false");
+    printf(", \"bytes\": %llu, \"applied\": %s}", (unsigned long long)gpupart__share_bytes(&c->shares[i], total),
+           s->share == &c->shares[i] ? "true" : "false");
   }
   printf("%s], \"ignored\": [", c->nshares ? "\n  " : "");
   for (uint32_t i = 0; i < c->nshare_warnings; i++) {
@@ -159,16 +168,18 @@ static void json_shares(gpupart_device *dev) {
   printf("]}");
 }
 
-static void print_shares(gpupart_device *dev) {
-  const gpupart__config *c = dev->ctx->cfg;
+static void print_shares(gpupart_context *ctx, gpupart_device *dev) {
+  const gpupart__config *c = gpupart__introspect_config(ctx);
+  const gpupart__settings *s = gpupart__introspect_settings(dev);
+  uint64_t total = device_total(dev);
   char what[160];
   if (!c->nshares && !c->nshare_warnings) return;
   printf("\norchestrator shares (applied to memory_limit when nothing else sets it):\n");
   for (uint32_t i = 0; i < c->nshares; i++) {
     share_device(&c->shares[i], what, sizeof what);
     printf("%-40s %-24s %20llu  %s\n", c->shares[i].source, what,
-           (unsigned long long)gpupart__share_bytes(&c->shares[i], dev->info.total_bytes),
-           dev->settings.share == &c->shares[i] ? "applied" : "not applied");
+           (unsigned long long)gpupart__share_bytes(&c->shares[i], total),
+           s->share == &c->shares[i] ? "applied" : "not applied");
   }
   for (uint32_t i = 0; i < c->nshare_warnings; i++) printf("%s\n", c->share_warnings[i]);
 }
@@ -206,27 +217,29 @@ static void json_unreachable_one(const gpupart__unreachable *u, void *user) {
 }
 
 /* Configuration that can never apply on this machine (also a warning on stderr). */
-static void json_unreachable(gpupart_device *dev) {
+static void json_unreachable(gpupart_context *ctx) {
   int n = 0;
   printf(",\n  \"never_applies\": [");
-  gpupart__config_unreachable(dev->ctx, 0, json_unreachable_one, &n);
+  gpupart__config_unreachable(ctx, 0, json_unreachable_one, &n);
   printf("%s]", n ? "\n  " : "");
 }
 
-static void print_json(gpupart_device *dev) {
-  printf("{\n  \"backend\": \"%s\",\n  \"index\": %u,\n  \"name\": ", gpupart_backend_name(dev->info.backend),
-         dev->info.index);
-  json_string(stdout, dev->info.name);
-  printf(",\n  \"total\": %llu,\n  \"budget\": %llu", (unsigned long long)dev->info.total_bytes,
-         (unsigned long long)dev->budget);
-  json_options(&dev->settings);
+static void print_json(gpupart_context *ctx, gpupart_device *dev) {
+  const gpupart__settings *s = gpupart__introspect_settings(dev);
+  gpupart_device_info info = {0};
+  gpupart_device_get_info(dev, &info);
+  printf("{\n  \"backend\": \"%s\",\n  \"index\": %u,\n  \"name\": ", gpupart_backend_name(info.backend), info.index);
+  json_string(stdout, info.name);
+  printf(",\n  \"total\": %llu,\n  \"budget\": %llu", (unsigned long long)info.total_bytes,
+         (unsigned long long)gpupart_device_budget(dev));
+  json_options(s);
   printf(",\n  \"partitions\": [");
-  for (uint32_t i = 0; i < dev->settings.nparts; i++) json_partition(dev, i);
-  printf("%s]", dev->settings.nparts ? "\n  " : "");
-  json_foreign(dev->ctx->cfg);
-  json_clipped(&dev->settings);
-  json_shares(dev);
-  json_unreachable(dev);
+  for (uint32_t i = 0; i < s->nparts; i++) json_partition(dev, i);
+  printf("%s]", s->nparts ? "\n  " : "");
+  json_foreign(gpupart__introspect_config(ctx));
+  json_clipped(s);
+  json_shares(ctx, dev);
+  json_unreachable(ctx);
   printf("\n}\n");
 }
 
@@ -243,35 +256,39 @@ static void print_options(const gpupart__settings *s) {
 }
 
 static void print_partitions(gpupart_device *dev) {
+  const gpupart__settings *s = gpupart__introspect_settings(dev);
   char src[GPUPART__PATH_MAX + 16];
-  if (!dev->settings.nparts) {
+  if (!s->nparts) {
     static const char prealloc[] =
         " (allow_growth = false: each partition the program creates takes its limit then; nothing is taken before)";
-    printf("\npartitions: none configured%s\n", dev->settings.v[GPUPART__OPT_ALLOW_GROWTH].u ? "" : prealloc);
+    printf("\npartitions: none configured%s\n", s->v[GPUPART__OPT_ALLOW_GROWTH].u ? "" : prealloc);
     return;
   }
   printf("\n%-20s %16s %16s %-7s %s\n", "PARTITION", "LIMIT", "GUARANTEE", "GROWTH", "SOURCE");
-  for (uint32_t i = 0; i < dev->settings.nparts; i++) {
-    gpupart_partition *p = gpupart_partition_at(dev, i);
+  for (uint32_t i = 0; i < s->nparts; i++) {
+    gpupart__introspect_partition c = {0};
     gpupart_stats st = {0};
-    gpupart_partition_get_stats(p, &st);
-    source_text(dev->settings.parts[i]->src, src, sizeof src);
-    printf("%-20s %16llu %16llu %-7s %s\n", gpupart_partition_name(p), (unsigned long long)st.limit,
-           (unsigned long long)st.guarantee, p->growth.prealloc ? "off" : "on", src);
+    gpupart__introspect_configured(dev, i, &c);
+    gpupart_partition_get_stats(c.handle, &st);
+    source_text(c.spec->src, src, sizeof src);
+    printf("%-20s %16llu %16llu %-7s %s\n", gpupart_partition_name(c.handle), (unsigned long long)st.limit,
+           (unsigned long long)st.guarantee, c.preallocated ? "off" : "on", src);
   }
 }
 
-static void print_text(gpupart_device *dev) {
+static void print_text(gpupart_context *ctx, gpupart_device *dev) {
   char total[32], budget[32];
-  human_bytes(dev->info.total_bytes, total, sizeof total);
-  human_bytes(dev->budget, budget, sizeof budget);
-  printf("device   %s:%u  %s\n", gpupart_backend_name(dev->info.backend), dev->info.index, dev->info.name);
-  printf("total    %llu bytes (%s)\n", (unsigned long long)dev->info.total_bytes, total);
-  printf("budget   %llu bytes (%s)\n", (unsigned long long)dev->budget, budget);
-  print_options(&dev->settings);
+  gpupart_device_info info = {0};
+  gpupart_device_get_info(dev, &info);
+  human_bytes(info.total_bytes, total, sizeof total);
+  human_bytes(gpupart_device_budget(dev), budget, sizeof budget);
+  printf("device   %s:%u  %s\n", gpupart_backend_name(info.backend), info.index, info.name);
+  printf("total    %llu bytes (%s)\n", (unsigned long long)info.total_bytes, total);
+  printf("budget   %llu bytes (%s)\n", (unsigned long long)gpupart_device_budget(dev), budget);
+  print_options(gpupart__introspect_settings(dev));
   print_partitions(dev);
-  print_shares(dev);
-  print_foreign(dev->ctx->cfg);
+  print_shares(ctx, dev);
+  print_foreign(gpupart__introspect_config(ctx));
 }
 
 static int parse_args(int argc, char **argv, int *json, gpupart_device_desc *d, int *exact) {
@@ -301,12 +318,11 @@ int cmd_config(int argc, char **argv) {
   gpupart_device *dev;
   gpupart_result r = cli_context_warning(&ctx, 1);
   if (r) return cli_failure("configuration", r);
-  atomic_store(&ctx->unreachable_said, 1); /* said below, from a look at every backend */
-  r = gpupart__device_open(ctx, &desc, exact, &dev);
+  r = gpupart__introspect_open(ctx, &desc, exact, &dev); /* configuration that can never apply: said below */
   if (r) return rc = cli_failure("device", r), gpupart_context_destroy(ctx), rc;
   gpupart__config_unreachable(ctx, 0, warn_unreachable_one, NULL);
-  if (json) print_json(dev);
-  else print_text(dev);
+  if (json) print_json(ctx, dev);
+  else print_text(ctx, dev);
   gpupart_device_close(dev);
   gpupart_context_destroy(ctx);
   return EXIT_OK;

@@ -5,32 +5,31 @@
 
 #include "cli.h"
 #include "identity.h"
-#include "internal.h" /* gpupart__backend_named, gpupart__config */
+#include "introspect.h" /* gpupart__introspect_backend_named */
 #include "registry.h"
 
-static const char help[] =
-    "usage: gpupart devices [--json] [--backend NAME] [-v]\n"
-    "\n"
-    "Lists every device of every backend present: backend, index, name, vendor, total\n"
-    "and free memory, the largest single allocation the driver allows, and the device's\n"
-    "identity: its UUID and PCI bus id where the backend can tell (else -).\n"
-    "\n"
-    "  --backend NAME  only this backend: cuda, vulkan, opencl or sim (sim is listed only\n"
-    "                  when named); default: every backend present\n"
-    "  --json          one JSON object: {\"devices\": [{\"backend\", \"index\", \"name\",\n"
-    "                  \"vendor\", \"total\", \"free\", \"max_block\", \"block_granularity\",\n"
-    "                  \"uuid\", \"pci_bus_id\"}]}, sizes in bytes; free, uuid and\n"
-    "                  pci_bus_id null where the driver cannot tell\n"
-    "\n"
-    "  -v, --verbose   also name on standard error each backend passed over, and why\n"
-    "\n"
-    "Without --backend, a backend passed over (driver missing, a GPUPART_*_LIBRARY that\n"
-    "cannot be opened, ...) is named on standard error with the reason, one line each,\n"
-    "when the configuration names it (GPUPART_BACKEND, its GPUPART_*_LIBRARY), when no\n"
-    "device was found at all, or with -v; a machine without an NVIDIA driver is not\n"
-    "told so at every run.\n"
-    "\n"
-    "exit status: 0 devices found, 1 none found or the backend is missing, 2 bad usage\n";
+static const char help[] = "usage: gpupart devices [--json] [--backend NAME] [-v]\n"
+                           "\n"
+                           "Lists every device of every backend present: backend, index, name, vendor, total\n"
+                           "and free memory, the largest single allocation the driver allows, and the device's\n"
+                           "identity: its UUID and PCI bus id where the backend can tell (else -).\n"
+                           "\n"
+                           "  --backend NAME  only this backend: cuda, vulkan, opencl or sim (sim is listed only\n"
+                           "                  when named); default: every backend present\n"
+                           "  --json          one JSON object: {\"devices\": [{\"backend\", \"index\", \"name\",\n"
+                           "                  \"vendor\", \"total\", \"free\", \"max_block\", \"block_granularity\",\n"
+                           "                  \"uuid\", \"pci_bus_id\"}]}, sizes in bytes; free, uuid and\n"
+                           "                  pci_bus_id null where the driver cannot tell\n"
+                           "\n"
+                           "  -v, --verbose   also name on standard error each backend passed over, and why\n"
+                           "\n"
+                           "Without --backend, a backend passed over (driver missing, a GPUPART_*_LIBRARY that\n"
+                           "cannot be opened, ...) is named on standard error with the reason, one line each,\n"
+                           "when the configuration names it (GPUPART_BACKEND, its GPUPART_*_LIBRARY), when no\n"
+                           "device was found at all, or with -v; a machine without an NVIDIA driver is not\n"
+                           "told so at every run.\n"
+                           "\n"
+                           "exit status: 0 devices found, 1 none found or the backend is missing, 2 bad usage\n";
 
 /* The UUID as 8-4-4-4-12 hex digits; "" when it is all zero (the backend has none). */
 static void format_uuid(const uint8_t u[16], char out[GPUPART__UUID_STRING]) {
@@ -130,15 +129,11 @@ static void reason(const char *name, const char *why, char *out, size_t n) {
  * device was found, or -v asks: a machine without an NVIDIA driver is not told so at
  * every run. sim is never listed without being named, so it is never "skipped". */
 static void say_skipped(gpupart_context *ctx, int all) {
-  static const gpupart_backend every[] = {
-#define GPUPART__ID(ID, name, rank) GPUPART_BACKEND_##ID,
-      GPUPART__BACKENDS(GPUPART__ID)
-#undef GPUPART__ID
-  };
+  static const gpupart_backend every[] = {GPUPART__BACKEND_IDS};
   for (size_t i = 0; i < sizeof every / sizeof every[0]; i++) {
     uint32_t n = 0;
     char why[GPUPART__MSG_MAX];
-    if (every[i] == GPUPART_BACKEND_SIM || (!all && !gpupart__backend_named(ctx, every[i]))) continue;
+    if (every[i] == GPUPART_BACKEND_SIM || (!all && !gpupart__introspect_backend_named(ctx, every[i]))) continue;
     if (gpupart_enumerate(ctx, every[i], NULL, &n) == GPUPART_OK) continue;
     reason(gpupart_backend_name(every[i]), gpupart_last_error(), why, sizeof why);
     fprintf(stderr, "gpupart: skipped %s: %s\n", gpupart_backend_name(every[i]), why);

@@ -31,38 +31,37 @@
 #define CACHE_SECONDS 0.5
 #define DEFAULT_LISTEN "127.0.0.1:9464"
 
-static const char help[] =
-    "usage: gpupart exporter [--listen ADDR:PORT] [--ledger-dir DIR]\n"
-    "\n"
-    "Serves every shared device of this user over HTTP until interrupted:\n"
-    "  /metrics    Prometheus text, as gpupart metrics prints it (OpenMetrics 1.0.0\n"
-    "              when the request's Accept header prefers application/openmetrics-text)\n"
-    "  /           a status page: each device's partitions as bars (reloads itself)\n"
-    "  /top.json   the snapshot gpupart top --json prints\n"
-    "\n"
-    "  --listen ADDR:PORT  the address to bind (default " DEFAULT_LISTEN "; a bare\n"
-    "                      PORT binds 127.0.0.1; 0.0.0.0:PORT or [::]:PORT serve every\n"
-    "                      interface; port 0 picks a free one). The address is printed.\n"
-    "  --ledger-dir DIR    the ledger folder (default: the one programs use:\n"
-    "                      GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
-    "                      else /dev/shm)\n"
-    "\n"
-    "Requests are bounded: 32 connections (a new one takes the slot of the oldest one\n"
-    "still sending its request), 3 s to send the request head, 8 KiB of request head,\n"
-    "10 s per exchange, GET and HEAD only. Bind it to loopback or to the one address\n"
-    "Prometheus scrapes (docs/deploy.md).\n"
-    "\n"
-    "exit status: 0 interrupted (SIGINT, SIGTERM), 1 cannot listen, 2 bad usage\n";
+static const char help[] = "usage: gpupart exporter [--listen ADDR:PORT] [--ledger-dir DIR]\n"
+                           "\n"
+                           "Serves every shared device of this user over HTTP until interrupted:\n"
+                           "  /metrics    Prometheus text, as gpupart metrics prints it (OpenMetrics 1.0.0\n"
+                           "              when the request's Accept header prefers application/openmetrics-text)\n"
+                           "  /           a status page: each device's partitions as bars (reloads itself)\n"
+                           "  /top.json   the snapshot gpupart top --json prints\n"
+                           "\n"
+                           "  --listen ADDR:PORT  the address to bind (default " DEFAULT_LISTEN "; a bare\n"
+                           "                      PORT binds 127.0.0.1; 0.0.0.0:PORT or [::]:PORT serve every\n"
+                           "                      interface; port 0 picks a free one). The address is printed.\n"
+                           "  --ledger-dir DIR    the ledger folder (default: the one programs use:\n"
+                           "                      GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
+                           "                      else /dev/shm)\n"
+                           "\n"
+                           "Requests are bounded: 32 connections (a new one takes the slot of the oldest one\n"
+                           "still sending its request), 3 s to send the request head, 8 KiB of request head,\n"
+                           "10 s per exchange, GET and HEAD only. Bind it to loopback or to the one address\n"
+                           "Prometheus scrapes (docs/deploy.md).\n"
+                           "\n"
+                           "exit status: 0 interrupted (SIGINT, SIGTERM), 1 cannot listen, 2 bad usage\n";
 
 typedef struct conn {
-  int fd;             /* -1 = free */
-  double accepted;    /* when accept() returned it */
-  double deadline;    /* HEAD_SECONDS after accepted until the head is in, then the exchange's */
+  int fd;                   /* -1 = free */
+  double accepted;          /* when accept() returned it */
+  double deadline;          /* HEAD_SECONDS after accepted until the head is in, then the exchange's */
   char in[MAX_REQUEST + 1]; /* NUL-terminated */
   size_t in_len;
-  char *out;          /* the response, once the request is read */
+  char *out; /* the response, once the request is read */
   size_t out_len, out_off;
-  int draining;       /* response sent and our side shut: reading until the client closes */
+  int draining; /* response sent and our side shut: reading until the client closes */
 } conn;
 
 typedef struct server {
@@ -115,8 +114,8 @@ static void say_listening(int fd) {
   struct sockaddr_storage ss;
   socklen_t n = sizeof ss;
   char host[NI_MAXHOST], port[NI_MAXSERV];
-  if (getsockname(fd, (struct sockaddr *)&ss, &n) || getnameinfo((struct sockaddr *)&ss, n, host, sizeof host, port,
-                                                                  sizeof port, NI_NUMERICHOST | NI_NUMERICSERV))
+  if (getsockname(fd, (struct sockaddr *)&ss, &n) ||
+      getnameinfo((struct sockaddr *)&ss, n, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV))
     return;
   int v6 = ss.ss_family == AF_INET6;
   printf("gpupart exporter: listening on http://%s%s%s:%s/\n", v6 ? "[" : "", host, v6 ? "]" : "", port);
@@ -149,17 +148,23 @@ static void respond(conn *c, int status, const char *type, const char *body, siz
   static const struct {
     int code;
     const char *text;
-  } reasons[] = {{200, "OK"}, {400, "Bad Request"}, {404, "Not Found"}, {405, "Method Not Allowed"},
-                 {408, "Request Timeout"}, {431, "Request Header Fields Too Large"}, {500, "Internal Server Error"},
+  } reasons[] = {{200, "OK"},
+                 {400, "Bad Request"},
+                 {404, "Not Found"},
+                 {405, "Method Not Allowed"},
+                 {408, "Request Timeout"},
+                 {431, "Request Header Fields Too Large"},
+                 {500, "Internal Server Error"},
                  {503, "Service Unavailable"}};
   const char *reason = "Error";
   for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
     if (reasons[i].code == status) reason = reasons[i].text;
   FILE *f = open_memstream(&c->out, &c->out_len);
   if (!f) return;
-  fprintf(f, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n"
-             "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
-             "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\n%s\r\n",
+  fprintf(f,
+          "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n"
+          "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+          "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\n%s\r\n",
           status, reason, type, len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
   if (!head_only) fwrite(body, 1, len, f);
   fclose(f);
@@ -214,8 +219,7 @@ static void accept_range(const char *range, double *om, double *text) {
   if (n == 28 && strncasecmp(range, "application/openmetrics-text", n) == 0 && range_version_is(params, "1.0.0"))
     best = om;
   else if (n == 10 && strncasecmp(range, "text/plain", n) == 0 && range_version_is(params, "0.0.4")) best = text;
-  else if ((n == 6 && strncasecmp(range, "text/*", n) == 0) || (n == 3 && strncmp(range, "*/*", n) == 0))
-    best = text;
+  else if ((n == 6 && strncasecmp(range, "text/*", n) == 0) || (n == 3 && strncmp(range, "*/*", n) == 0)) best = text;
   if (best && q > *best) *best = q;
 }
 
@@ -360,8 +364,7 @@ static void on_writable(conn *c) {
 static void close_early(conn *c) {
   if (!c->out && !c->draining) {
     respond_text(c, 408, "request not received in time\n");
-    if (c->out && send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-    }
+    if (c->out && send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
   }
   drop(c);
 }
@@ -415,7 +418,9 @@ static void serve_once(server *s) {
   int idx[MAX_CONNS + 1], n = 1;
   p[0] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
   for (int i = 0; i < MAX_CONNS; i++)
-    if (s->c[i].fd >= 0) idx[n] = i, p[n++] = (struct pollfd){.fd = s->c[i].fd, .events = s->c[i].out && !s->c[i].draining ? POLLOUT : POLLIN};
+    if (s->c[i].fd >= 0)
+      idx[n] = i,
+      p[n++] = (struct pollfd){.fd = s->c[i].fd, .events = s->c[i].out && !s->c[i].draining ? POLLOUT : POLLIN};
   if (poll(p, (nfds_t)n, 250) > 0) {
     for (int k = 1; k < n; k++) {
       conn *c = &s->c[idx[k]];

@@ -9,24 +9,23 @@
 #include "cli.h"
 #include "metrics.h"
 
-static const char help[] =
-    "usage: gpupart metrics [--output FILE] [--ledger-dir DIR]\n"
-    "\n"
-    "Prints every shared device of this user (the ledger files of the ledger folder) as\n"
-    "Prometheus text: budget, guarantees, reserved bytes and peak per device; limit,\n"
-    "guarantee, reserved bytes and peak per partition; reserved bytes per member process\n"
-    "(metric names in gpupart(1)).\n"
-    "\n"
-    "  --output FILE     write to FILE instead, whole: into a temporary file beside it,\n"
-    "                    then renamed over it (for node_exporter's textfile collector,\n"
-    "                    FILE ending in .prom). FILE must be a regular file or not\n"
-    "                    exist: a symbolic link, FIFO, device or folder is refused\n"
-    "  --ledger-dir DIR  the ledger folder (default: the one programs use:\n"
-    "                    GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
-    "                    else /dev/shm)\n"
-    "\n"
-    "exit status: 0 success, 1 the folder cannot be read or FILE cannot be written,\n"
-    "             2 bad usage\n";
+static const char help[] = "usage: gpupart metrics [--output FILE] [--ledger-dir DIR]\n"
+                           "\n"
+                           "Prints every shared device of this user (the ledger files of the ledger folder) as\n"
+                           "Prometheus text: budget, guarantees, reserved bytes and peak per device; limit,\n"
+                           "guarantee, reserved bytes and peak per partition; reserved bytes per member process\n"
+                           "(metric names in gpupart(1)).\n"
+                           "\n"
+                           "  --output FILE     write to FILE instead, whole: into a temporary file beside it,\n"
+                           "                    then renamed over it (for node_exporter's textfile collector,\n"
+                           "                    FILE ending in .prom). FILE must be a regular file or not\n"
+                           "                    exist: a symbolic link, FIFO, device or folder is refused\n"
+                           "  --ledger-dir DIR  the ledger folder (default: the one programs use:\n"
+                           "                    GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
+                           "                    else /dev/shm)\n"
+                           "\n"
+                           "exit status: 0 success, 1 the folder cannot be read or FILE cannot be written,\n"
+                           "             2 bad usage\n";
 
 static int parse_args(int argc, char **argv, const char **output, const char **dir) {
   for (int i = 1; i < argc; i++) {

@@ -11,25 +11,24 @@
 #include "cli.h"
 #include "observe.h"
 
-static const char help[] =
-    "usage: gpupart top [--once] [--json] [--interval SECONDS] [--ledger-dir DIR]\n"
-    "\n"
-    "Shows every shared device of this user (each ledger file in the ledger folder):\n"
-    "its budget, each partition's limit, guarantee, reserved bytes, bytes in use and\n"
-    "peak, and each member process (pid, command, reserved, in use, refused allocations,\n"
-    "driver allocations), redrawn until interrupted.\n"
-    "\n"
-    "  --once            print one frame and exit\n"
-    "  --json            print one JSON snapshot and exit (schema in gpupart(1))\n"
-    "  --interval SECS   time between frames, 0.1 to 3600 (default 2)\n"
-    "  --ledger-dir DIR  the ledger folder (default: the one programs use:\n"
-    "                    GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
-    "                    else /dev/shm)\n"
-    "\n"
-    "A ledger whose lock another process holds for longer than 100 ms is shown as busy;\n"
-    "a file that is not a valid ledger of this user is shown as refused, with why.\n"
-    "\n"
-    "exit status: 0 success, 1 the folder cannot be read, 2 bad usage\n";
+static const char help[] = "usage: gpupart top [--once] [--json] [--interval SECONDS] [--ledger-dir DIR]\n"
+                           "\n"
+                           "Shows every shared device of this user (each ledger file in the ledger folder):\n"
+                           "its budget, each partition's limit, guarantee, reserved bytes, bytes in use and\n"
+                           "peak, and each member process (pid, command, reserved, in use, refused allocations,\n"
+                           "driver allocations), redrawn until interrupted.\n"
+                           "\n"
+                           "  --once            print one frame and exit\n"
+                           "  --json            print one JSON snapshot and exit (schema in gpupart(1))\n"
+                           "  --interval SECS   time between frames, 0.1 to 3600 (default 2)\n"
+                           "  --ledger-dir DIR  the ledger folder (default: the one programs use:\n"
+                           "                    GPUPART_LEDGER_DIR, else the configuration's ledger_dir,\n"
+                           "                    else /dev/shm)\n"
+                           "\n"
+                           "A ledger whose lock another process holds for longer than 100 ms is shown as busy;\n"
+                           "a file that is not a valid ledger of this user is shown as refused, with why.\n"
+                           "\n"
+                           "exit status: 0 success, 1 the folder cannot be read, 2 bad usage\n";
 
 typedef struct top_args {
   int once, json;
@@ -43,7 +42,8 @@ static void on_signal(int sig) { (void)sig, stop = 1; }
 static int parse_interval(const char *v, double *out) {
   char *end;
   double d = strtod(v, &end);
-  if (end == v || *end || !(d >= 0.1 && d <= 3600)) return cli_usage_error("top", "--interval '%s': want 0.1 to 3600 seconds", v);
+  if (end == v || *end || !(d >= 0.1 && d <= 3600))
+    return cli_usage_error("top", "--interval '%s': want 0.1 to 3600 seconds", v);
   *out = d;
   return EXIT_OK;
 }
@@ -92,7 +92,8 @@ static void device_line(const observed_device *d) {
   human_bytes(s->budget, b, sizeof b), human_bytes(s->guarantees, g, sizeof g);
   human_bytes(s->reserved, r, sizeof r), human_bytes(s->peak_reserved, p, sizeof p);
   printf("\n  budget %s  guaranteed %s  reserved %s  peak %s", b, g, r, p);
-  if (d->total != UINT64_MAX) printf("  driver: total %s free %s", size_or_dash(d->total, t, sizeof t), size_or_dash(d->free, f, sizeof f));
+  if (d->total != UINT64_MAX)
+    printf("  driver: total %s free %s", size_or_dash(d->total, t, sizeof t), size_or_dash(d->free, f, sizeof f));
   printf("\n");
   if (s->dead_members) {
     human_bytes(s->dead_reserved, r, sizeof r);

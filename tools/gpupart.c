@@ -8,32 +8,32 @@
 
 #include "backend.h"
 #include "cli.h"
+#include "registry.h"
 
-static const char usage[] =
-    "usage: gpupart [--help] [--version] COMMAND [ARGS]\n"
-    "\n"
-    "Shows the GPUs gpupart sees and the memory policy it applies to them.\n"
-    "\n"
-    "commands:\n"
-    "  devices [--json] [--backend NAME] [-v]\n"
-    "                                      every device of every backend present\n"
-    "  config [--json] [--device B:I]      the effective policy for a device, and where\n"
-    "                                      each value came from\n"
-    "  check-config FILE                   validate a configuration file\n"
-    "  top [--once] [--json]               the shared devices' partitions and processes,\n"
-    "                                      live\n"
-    "  metrics [--output FILE]             the same as Prometheus text\n"
-    "  exporter [--listen ADDR:PORT]       the same over HTTP: /metrics and a status page\n"
-    "  cdi --partition NAME --memory AMOUNT\n"
-    "                                      the CDI edits that put a container under a\n"
-    "                                      partition (for a DRA driver)\n"
-    "\n"
-    "'gpupart COMMAND --help' describes one command. The policy comes from the GPUPART_*\n"
-    "environment variables and the INI file that GPUPART_CONFIG names (see gpupart(1) and\n"
-    "docs/configuration.md).\n"
-    "\n"
-    "exit status: 0 success, 1 a checked failure (bad configuration, no device),\n"
-    "             2 bad usage\n";
+static const char usage[] = "usage: gpupart [--help] [--version] COMMAND [ARGS]\n"
+                            "\n"
+                            "Shows the GPUs gpupart sees and the memory policy it applies to them.\n"
+                            "\n"
+                            "commands:\n"
+                            "  devices [--json] [--backend NAME] [-v]\n"
+                            "                                      every device of every backend present\n"
+                            "  config [--json] [--device B:I]      the effective policy for a device, and where\n"
+                            "                                      each value came from\n"
+                            "  check-config FILE                   validate a configuration file\n"
+                            "  top [--once] [--json]               the shared devices' partitions and processes,\n"
+                            "                                      live\n"
+                            "  metrics [--output FILE]             the same as Prometheus text\n"
+                            "  exporter [--listen ADDR:PORT]       the same over HTTP: /metrics and a status page\n"
+                            "  cdi --partition NAME --memory AMOUNT\n"
+                            "                                      the CDI edits that put a container under a\n"
+                            "                                      partition (for a DRA driver)\n"
+                            "\n"
+                            "'gpupart COMMAND --help' describes one command. The policy comes from the GPUPART_*\n"
+                            "environment variables and the INI file that GPUPART_CONFIG names (see gpupart(1) and\n"
+                            "docs/configuration.md).\n"
+                            "\n"
+                            "exit status: 0 success, 1 a checked failure (bad configuration, no device),\n"
+                            "             2 bad usage\n";
 
 int cli_wants_help(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
@@ -136,8 +136,9 @@ void human_bytes(uint64_t bytes, char *buf, size_t n) {
 
 static int version(void) {
   printf("gpupart %s (library %s)\nbackends built:", GPUPART_TOOL_VERSION, gpupart_version_string());
-  for (int b = GPUPART_BACKEND_SIM; b <= GPUPART_BACKEND_CUDA; b++)
-    if (gpupart__backend_ops((gpupart_backend)b)) printf(" %s", gpupart_backend_name((gpupart_backend)b));
+  static const gpupart_backend every[] = {GPUPART__BACKEND_IDS};
+  for (size_t b = 0; b < sizeof every / sizeof every[0]; b++)
+    if (gpupart__backend_ops(every[b])) printf(" %s", gpupart_backend_name(every[b]));
   printf("\n");
   return EXIT_OK;
 }
@@ -146,8 +147,9 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
-  } commands[] = {{"devices", cmd_devices}, {"config", cmd_config}, {"check-config", cmd_check_config}, {"top", cmd_top},
-                  {"metrics", cmd_metrics}, {"exporter", cmd_exporter}, {"cdi", cmd_cdi}};
+  } commands[] = {{"devices", cmd_devices}, {"config", cmd_config},   {"check-config", cmd_check_config},
+                  {"top", cmd_top},         {"metrics", cmd_metrics}, {"exporter", cmd_exporter},
+                  {"cdi", cmd_cdi}};
   if (argc < 2) return fputs(usage, stderr), EXIT_USAGE;
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(usage, stdout), EXIT_OK;
   if (strcmp(argv[1], "--version") == 0) return version();

@@ -31,11 +31,11 @@ static int ends_with(const char *name, const char *suffix) {
 /* A family whose name ends in _total is a counter; every other one a gauge. */
 static int is_counter(const char *name) { return ends_with(name, "_total"); }
 
-#define FIG(fn, expr)                                                       \
-  static int fn(const observed_device *d, uint32_t i, uint64_t *v) {        \
-    (void)i;                                                                \
-    *v = (expr);                                                            \
-    return 1;                                                               \
+#define FIG(fn, expr)                                                \
+  static int fn(const observed_device *d, uint32_t i, uint64_t *v) { \
+    (void)i;                                                         \
+    *v = (expr);                                                     \
+    return 1;                                                        \
   }
 FIG(up, d->s->status == GPUPART_OK)
 FIG(budget, d->s->budget)
@@ -96,8 +96,8 @@ static const family families[] = {
     {"gpupart_partition_reserved_bytes", "Bytes the partition holds from the driver", PARTITION, p_reserved},
     {"gpupart_partition_peak_reserved_bytes", "Most bytes the partition held from the driver at once", PARTITION,
      p_peak},
-    {"gpupart_partition_in_use_bytes", "Bytes in the partition's live allocations, all its members together",
-     PARTITION, p_in_use},
+    {"gpupart_partition_in_use_bytes", "Bytes in the partition's live allocations, all its members together", PARTITION,
+     p_in_use},
     {"gpupart_member_reserved_bytes", "Bytes the partitions of one device handle hold from the driver", MEMBER,
      m_reserved},
     {"gpupart_member_alive", "1 while the member's process lives", MEMBER, m_alive},

@@ -8,24 +8,19 @@
 
 #include "cli.h"
 #include "identity.h"
+#include "introspect.h"
 #include "observe.h"
-#include "internal.h"
 #include "options.h"
 
 /* The ledger_dir a device opened with this configuration would use (GPUPART_LEDGER_DIR,
- * else the configuration file, else /dev/shm), copied to out; "" when the configuration
- * cannot be read (its error was printed). */
+ * else the configuration file, else the option's default), copied to out; "" when the
+ * configuration cannot be read (its error was printed). */
 static void configured_dir(char *out, size_t n) {
   gpupart_context *ctx = NULL;
-  gpupart__settings st;
-  gpupart_device_desc d = {0};
   gpupart_result rc = cli_context(&ctx);
   out[0] = '\0';
-  if (rc == GPUPART_OK && (rc = gpupart__settings_target(ctx, &d, 1, &st)) == GPUPART_OK) {
-    gpupart__settings_resolve(ctx, &d, GPUPART_BACKEND_SIM, &st);
-    snprintf(out, n, "%s", gpupart__ledger_shm_dir(st.v[GPUPART__OPT_LEDGER_DIR].str));
-  }
-  if (rc) cli_failure("configuration", rc);
+  if (rc == GPUPART_OK) gpupart__introspect_ledger_dir(ctx, out, n);
+  else cli_failure("configuration", rc);
   gpupart_context_destroy(ctx);
 }
 
@@ -34,7 +29,8 @@ const char *observe_ledger_dir(const char *option) {
   const char *env = getenv("GPUPART_LEDGER_DIR");
   if (option && *option) return option;
   configured_dir(dir, sizeof dir);
-  return *dir ? dir : gpupart__ledger_shm_dir(env);
+  if (*dir) return dir;
+  return env && *env ? env : gpupart__options[GPUPART__OPT_LEDGER_DIR].def;
 }
 
 /* The devices of every backend present, enumerated once. */
@@ -105,9 +101,7 @@ void observe_free(observation *o) {
   o->snaps = NULL, o->dev = NULL, o->n = 0;
 }
 
-void observe_comm(const gpupart__ledger_snapshot_member *m, char *out, size_t n) {
-  snprintf(out, n, "%s", m->command);
-}
+void observe_comm(const gpupart__ledger_snapshot_member *m, char *out, size_t n) { snprintf(out, n, "%s", m->command); }
 
 const char *observe_status(const gpupart__ledger_snapshot *s) {
   return s->status == GPUPART_OK ? "ok" : s->status == GPUPART_EBUSY ? "busy" : "refused";
@@ -130,12 +124,12 @@ static void json_partitions(FILE *f, const gpupart__ledger_snapshot *s) {
     const gpupart__ledger_snapshot_entry *e = &s->entry[i];
     fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
     json_string(f, e->name);
-    fprintf(f, ", \"limit\": %llu, \"guarantee\": %llu, \"reserved\": %llu, \"in_use\": %llu, \"peak_reserved\": %llu, "
-               "\"member\": %llu, \"pid\": %lld}",
+    fprintf(f,
+            ", \"limit\": %llu, \"guarantee\": %llu, \"reserved\": %llu, \"in_use\": %llu, \"peak_reserved\": %llu, "
+            "\"member\": %llu, \"pid\": %lld}",
             (unsigned long long)e->figures.limit, (unsigned long long)e->figures.guarantee,
             (unsigned long long)e->figures.reserved, (unsigned long long)e->in_use,
-            (unsigned long long)e->figures.peak_reserved,
-            (unsigned long long)e->member, (long long)e->pid);
+            (unsigned long long)e->figures.peak_reserved, (unsigned long long)e->member, (long long)e->pid);
   }
 }
 
@@ -176,11 +170,13 @@ static void json_figures(FILE *f, const observed_device *d) {
   const gpupart__ledger_snapshot *s = d->s;
   if (s->status != GPUPART_OK) {
     fputs(", \"budget\": null, \"guarantees\": null, \"reserved\": null, \"peak_reserved\": null, "
-          "\"dead_members\": null, \"dead_reserved\": null", f);
+          "\"dead_members\": null, \"dead_reserved\": null",
+          f);
     return;
   }
-  fprintf(f, ", \"budget\": %llu, \"guarantees\": %llu, \"reserved\": %llu, \"peak_reserved\": %llu, "
-             "\"dead_members\": %u, \"dead_reserved\": %llu",
+  fprintf(f,
+          ", \"budget\": %llu, \"guarantees\": %llu, \"reserved\": %llu, \"peak_reserved\": %llu, "
+          "\"dead_members\": %u, \"dead_reserved\": %llu",
           (unsigned long long)s->budget, (unsigned long long)s->guarantees, (unsigned long long)s->reserved,
           (unsigned long long)s->peak_reserved, s->dead_members, (unsigned long long)s->dead_reserved);
 }

@@ -1,5 +1,5 @@
 /* What gpupart top, metrics and exporter share: one reading of every shared ledger of
- * this user in the ledger folder (core/ledger_shm_read.c's snapshot), with each device's labels
+ * this user in the ledger folder (core/ledger/snapshot.c's snapshot), with each device's labels
  * (backend, index, UUID) worked out from its identity key and the devices present, and
  * the command name of each member process. */
 #ifndef GPUPART_TOOLS_OBSERVE_H
@@ -8,16 +8,16 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ledger_shm.h"
+#include "snapshot.h"
 
 #define OBSERVE_LOCK_TIMEOUT_MS 100 /* how long a reading waits on one ledger's lock */
 
 /* One shared device as read. */
 typedef struct observed_device {
   const gpupart__ledger_snapshot *s;
-  char backend[16]; /* "" when the key does not tell and no device present matches */
-  int64_t index;    /* -1 when unknown */
-  char uuid[40];    /* "" when unknown */
+  char backend[16];     /* "" when the key does not tell and no device present matches */
+  int64_t index;        /* -1 when unknown */
+  char uuid[40];        /* "" when unknown */
   uint64_t total, free; /* from the driver, UINT64_MAX when unknown */
 } observed_device;
 

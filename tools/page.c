@@ -27,8 +27,12 @@ static const char head[] =
  * byte that is not part of valid UTF-8 becomes U+FFFD, so the page is valid UTF-8 HTML. */
 static void html(FILE *f, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : *p == '"' ? "&quot;"
-                    : *p == '\'' ? "&#39;" : NULL;
+    const char *e = *p == '&'    ? "&amp;"
+                    : *p == '<'  ? "&lt;"
+                    : *p == '>'  ? "&gt;"
+                    : *p == '"'  ? "&quot;"
+                    : *p == '\'' ? "&#39;"
+                                 : NULL;
     size_t n = *p >= 0x80 ? cli_utf8_len(p) : (*p >= 0x20 && *p != 0x7f) || *p == '\t' || *p == '\n';
     if (e) fputs(e, f);
     else if (!n) fputs("\xef\xbf\xbd", f);
@@ -51,13 +55,15 @@ static void partition_row(FILE *f, const gpupart__ledger_snapshot *s, const gpup
   const gpupart__ledger_figures *g = &e->figures;
   fputs("<tr><td class=\"n\">", f);
   html(f, e->name);
-  fprintf(f, "</td><td class=\"n\"><div class=\"track\" title=\"in use / reserved / limit; the line is the guarantee\">"
-             "<div class=\"limit\" style=\"width:%.2f%%\"></div><div class=\"reserved\" style=\"width:%.2f%%\"></div>"
-             "<div class=\"in_use\" style=\"width:%.2f%%\"></div>",
+  fprintf(f,
+          "</td><td class=\"n\"><div class=\"track\" title=\"in use / reserved / limit; the line is the guarantee\">"
+          "<div class=\"limit\" style=\"width:%.2f%%\"></div><div class=\"reserved\" style=\"width:%.2f%%\"></div>"
+          "<div class=\"in_use\" style=\"width:%.2f%%\"></div>",
           share(g->limit, s->budget), share(g->reserved, s->budget), share(e->in_use, s->budget));
   if (g->guarantee) fprintf(f, "<div class=\"guarantee\" style=\"left:%.2f%%\"></div>", share(g->guarantee, s->budget));
   fputs("</div></td>", f);
-  bytes_cell(f, e->in_use), bytes_cell(f, g->reserved), bytes_cell(f, g->limit), bytes_cell(f, g->guarantee), bytes_cell(f, g->peak_reserved);
+  bytes_cell(f, e->in_use), bytes_cell(f, g->reserved), bytes_cell(f, g->limit), bytes_cell(f, g->guarantee),
+      bytes_cell(f, g->peak_reserved);
   fprintf(f, "<td>%lld</td></tr>\n", (long long)e->pid);
 }
 
@@ -77,8 +83,10 @@ static void device_section(FILE *f, const observed_device *d) {
   human_bytes(s->budget, b, sizeof b), human_bytes(s->reserved, r, sizeof r);
   fprintf(f, "<p>budget %s, reserved %s, %u member%s%s</p>\n", b, r, s->members, s->members == 1 ? "" : "s",
           s->consistent ? "" : " <span class=\"bad\">(inconsistent)</span>");
-  fputs("<table><tr><th class=\"n\">partition</th><th class=\"n\">in use / reserved / limit</th><th>in use</th><th>reserved</th>"
-        "<th>limit</th><th>guarantee</th><th>peak</th><th>pid</th></tr>\n", f);
+  fputs("<table><tr><th class=\"n\">partition</th><th class=\"n\">in use / reserved / limit</th><th>in "
+        "use</th><th>reserved</th>"
+        "<th>limit</th><th>guarantee</th><th>peak</th><th>pid</th></tr>\n",
+        f);
   for (uint32_t i = 0; i < s->entries; i++) partition_row(f, s, &s->entry[i]);
   fputs("</table>\n", f);
 }

@@ -128,7 +128,8 @@ static int ordinal_of(const gpupart__cu_state *s, CUdevice dev, uint32_t *index)
     CUdevice other;
     if (s->cu.device_get(&other, i) == CUDA_SUCCESS && other == dev) return *index = (uint32_t)i, GPUPART_OK;
   }
-  return rc ? rc : gpupart__fail(GPUPART_EBACKEND, "cuda: the adopted context's device is not among the %d device(s)", n);
+  return rc ? rc
+            : gpupart__fail(GPUPART_EBACKEND, "cuda: the adopted context's device is not among the %d device(s)", n);
 }
 
 /* The driver must recognise the context: pushing it and asking its device proves that. */
@@ -161,8 +162,8 @@ static int finish_open(gpupart__cu_device *d) {
 int gpupart__cu_open(gpupart__cu_state *s, uint32_t index, const void *desc, size_t desc_size,
                      gpupart__cu_device **out) {
   gpupart_cuda_desc cd;
-  int rc = gpupart__backend_desc_in(&cd, sizeof cd, desc, desc_size, sizeof(gpupart_cuda_desc),
-                                    "cuda: gpupart_cuda_desc");
+  int rc =
+      gpupart__backend_desc_in(&cd, sizeof cd, desc, desc_size, sizeof(gpupart_cuda_desc), "cuda: gpupart_cuda_desc");
   if (rc) return rc;
   gpupart__cu_device *d = gpupart__host_calloc(s->mem, 1, sizeof *d);
   if (!d) return gpupart__fail(GPUPART_ENOMEM, "cuda: out of host memory");

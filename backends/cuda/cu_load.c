@@ -43,8 +43,8 @@ static int open_library(const char *library, gpupart__cu_state *s) {
   s->library = dlopen(name, CU_DLOPEN_FLAGS);
   if (s->library) return GPUPART_OK;
   const char *why = dlerror();
-  return gpupart__fail(GPUPART_ENOBACKEND, "cuda: cannot load %s%s: %s", library ? "GPUPART_CUDA_LIBRARY=" : "",
-                       name, why ? why : "unknown dlopen error");
+  return gpupart__fail(GPUPART_ENOBACKEND, "cuda: cannot load %s%s: %s", library ? "GPUPART_CUDA_LIBRARY=" : "", name,
+                       why ? why : "unknown dlopen error");
 }
 
 static void driver_version(gpupart__cu_state *s) {
@@ -69,8 +69,7 @@ static void *resolve(gpupart__cu_state *s, get_proc_fn get_proc, const entry *e)
 
 static int missing(const gpupart__cu_state *s, const entry *e) {
   char have[32] = "unknown";
-  if (s->driver_version)
-    snprintf(have, sizeof have, "%d.%d", s->driver_version / 1000, s->driver_version % 1000 / 10);
+  if (s->driver_version) snprintf(have, sizeof have, "%d.%d", s->driver_version / 1000, s->driver_version % 1000 / 10);
   return gpupart__fail(GPUPART_ENOBACKEND,
                        "cuda: the driver %s (CUDA version %s) has no %s (CUDA %d.%d or later): the driver is too old "
                        "or not an NVIDIA driver",

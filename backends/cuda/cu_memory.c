@@ -28,5 +28,6 @@ void gpupart__cu_block_free(gpupart__cu_device *d, gpupart_block *block) {
   if (gpupart__cu_enter(d, "cuMemFree_v2")) return;
   CUresult r = d->s->cu.mem_free((CUdeviceptr)block->device_address);
   gpupart__cu_leave(d);
-  if (r != CUDA_SUCCESS) gpupart__error_set("cuda: cuMemFree_v2 failed: %s (%d)", gpupart__cu_error_name(d->s, r), (int)r);
+  if (r != CUDA_SUCCESS)
+    gpupart__error_set("cuda: cuMemFree_v2 failed: %s (%d)", gpupart__cu_error_name(d->s, r), (int)r);
 }

@@ -1,4 +1,4 @@
-/* The CUDA backend's table of core/backend.h: thin adapters from the table's shapes to
+/* The CUDA backend's table of core/base/backend.h: thin adapters from the table's shapes to
  * the backend's functions (cu_load.c, cu_device.c, cu_memory.c), so that a change of the
  * table's layout touches this file only. */
 #include "cuda_internal.h"

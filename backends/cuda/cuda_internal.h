@@ -1,7 +1,7 @@
 /* Shared definitions of the CUDA backend's files: the table of driver entry points that
  * cu_load.c resolves from libcuda at run time (libcuda and cudart are never linked), the
  * loaded driver (the backend state), and an opened device. The backend's logic lives in
- * functions of these shapes, independent of the layout of core/backend.h's table, which
+ * functions of these shapes, independent of the layout of core/base/backend.h's table, which
  * cu_ops.c alone fills. Only files under backends/cuda/ include this. */
 #ifndef GPUPART_BACKENDS_CUDA_INTERNAL_H
 #define GPUPART_BACKENDS_CUDA_INTERNAL_H
@@ -22,29 +22,26 @@
  * versioned symbol where the driver has one, because cuda.h renames the unversioned names
  * by macro and dlsym("cuMemAlloc") would find the old 32-bit entry point. The query names
  * are string literals so that cuda.h's macros never rewrite them. */
-#define GPUPART__CU_ENTRIES(X)                                                                   \
-  X(init, "cuInit", 2000, "cuInit", 1, (unsigned int))                                           \
-  X(get_error_name, "cuGetErrorName", 6000, "cuGetErrorName", 0, (CUresult, const char **))      \
-  X(device_get_count, "cuDeviceGetCount", 2000, "cuDeviceGetCount", 1, (int *))                  \
-  X(device_get, "cuDeviceGet", 2000, "cuDeviceGet", 1, (CUdevice *, int))                        \
-  X(device_get_name, "cuDeviceGetName", 2000, "cuDeviceGetName", 1, (char *, int, CUdevice))     \
-  X(device_get_uuid, "cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2", 0, (CUuuid *, CUdevice))    \
-  X(device_get_pci_bus_id, "cuDeviceGetPCIBusId", 4010, "cuDeviceGetPCIBusId", 0,                \
-    (char *, int, CUdevice))                                                                     \
-  X(device_total_mem, "cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2", 1, (size_t *, CUdevice))  \
-  X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain", 1,         \
-    (CUcontext *, CUdevice))                                                                     \
-  X(primary_ctx_release, "cuDevicePrimaryCtxRelease", 11000, "cuDevicePrimaryCtxRelease_v2", 1,  \
-    (CUdevice))                                                                                  \
-  X(ctx_push, "cuCtxPushCurrent", 4000, "cuCtxPushCurrent_v2", 1, (CUcontext))                   \
-  X(ctx_pop, "cuCtxPopCurrent", 4000, "cuCtxPopCurrent_v2", 1, (CUcontext *))                    \
-  X(ctx_get_device, "cuCtxGetDevice", 2000, "cuCtxGetDevice", 1, (CUdevice *))                   \
-  X(mem_get_info, "cuMemGetInfo", 3020, "cuMemGetInfo_v2", 1, (size_t *, size_t *))              \
-  X(mem_alloc, "cuMemAlloc", 3020, "cuMemAlloc_v2", 1, (CUdeviceptr *, size_t))                  \
+#define GPUPART__CU_ENTRIES(X)                                                                                    \
+  X(init, "cuInit", 2000, "cuInit", 1, (unsigned int))                                                            \
+  X(get_error_name, "cuGetErrorName", 6000, "cuGetErrorName", 0, (CUresult, const char **))                       \
+  X(device_get_count, "cuDeviceGetCount", 2000, "cuDeviceGetCount", 1, (int *))                                   \
+  X(device_get, "cuDeviceGet", 2000, "cuDeviceGet", 1, (CUdevice *, int))                                         \
+  X(device_get_name, "cuDeviceGetName", 2000, "cuDeviceGetName", 1, (char *, int, CUdevice))                      \
+  X(device_get_uuid, "cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2", 0, (CUuuid *, CUdevice))                     \
+  X(device_get_pci_bus_id, "cuDeviceGetPCIBusId", 4010, "cuDeviceGetPCIBusId", 0, (char *, int, CUdevice))        \
+  X(device_total_mem, "cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2", 1, (size_t *, CUdevice))                   \
+  X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain", 1, (CUcontext *, CUdevice)) \
+  X(primary_ctx_release, "cuDevicePrimaryCtxRelease", 11000, "cuDevicePrimaryCtxRelease_v2", 1, (CUdevice))       \
+  X(ctx_push, "cuCtxPushCurrent", 4000, "cuCtxPushCurrent_v2", 1, (CUcontext))                                    \
+  X(ctx_pop, "cuCtxPopCurrent", 4000, "cuCtxPopCurrent_v2", 1, (CUcontext *))                                     \
+  X(ctx_get_device, "cuCtxGetDevice", 2000, "cuCtxGetDevice", 1, (CUdevice *))                                    \
+  X(mem_get_info, "cuMemGetInfo", 3020, "cuMemGetInfo_v2", 1, (size_t *, size_t *))                               \
+  X(mem_alloc, "cuMemAlloc", 3020, "cuMemAlloc_v2", 1, (CUdeviceptr *, size_t))                                   \
   X(mem_free, "cuMemFree", 3020, "cuMemFree_v2", 1, (CUdeviceptr))
 
 typedef struct gpupart__cu_api {
-#define GPUPART__CU_FIELD(field, query, version, exported, required, params) CUresult (*field) params;
+#define GPUPART__CU_FIELD(field, query, version, exported, required, params) CUresult(*field) params;
   GPUPART__CU_ENTRIES(GPUPART__CU_FIELD)
 #undef GPUPART__CU_FIELD
 } gpupart__cu_api;

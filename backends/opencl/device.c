@@ -18,8 +18,7 @@
 /* ---- enumeration ------------------------------------------------------------------- */
 
 /* Called for each device in global order; returns 1 to stop. */
-typedef int (*visit_fn)(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id d, uint32_t index,
-                        void *user);
+typedef int (*visit_fn)(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id d, uint32_t index, void *user);
 
 static int devices_of(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id **out, cl_uint *n) {
   *out = NULL;
@@ -172,7 +171,7 @@ static void describe_caps(const gpupart__cl_api *cl, cl_device_id d, caps *c) {
 
 /* The device's name carries its platform's, since one index spans every platform. */
 static void describe(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id d, uint32_t index,
-                    gpupart_device_info *out, caps *c) {
+                     gpupart_device_info *out, caps *c) {
   memset(out, 0, sizeof *out);
   out->backend = GPUPART_BACKEND_OPENCL;
   out->index = index;
@@ -234,8 +233,8 @@ static int create_context(const gpupart__cl_state *s, uint32_t index, gpupart__c
   int rc = for_each_device(&s->cl, find_one, &w, &n);
   if (rc) return rc;
   if (!w.found)
-    return gpupart__fail(GPUPART_ENODEV, "opencl: no device %u: %s found %u device(s) on all its platforms",
-                         index, s->path, n);
+    return gpupart__fail(GPUPART_ENODEV, "opencl: no device %u: %s found %u device(s) on all its platforms", index,
+                         s->path, n);
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)w.platform, 0};
   cl_int err = CL_SUCCESS;
   d->context = s->cl.clCreateContext(props, 1, &w.found, NULL, NULL, &err);
@@ -260,12 +259,13 @@ static int context_has(const gpupart__cl_api *cl, cl_context ctx, cl_device_id d
   for (cl_uint i = 0; found == 0 && i < *ndev; i++) found = list[i] == device;
   gpupart__host_free(cl->mem, list);
   return found == 1 ? GPUPART_OK
-                    : gpupart__fail(GPUPART_EINVAL, "opencl: the adopted device is not one of the %u device(s) "
-                                                    "of the adopted context", *ndev);
+                    : gpupart__fail(GPUPART_EINVAL,
+                                    "opencl: the adopted device is not one of the %u device(s) "
+                                    "of the adopted context",
+                                    *ndev);
 }
 
-static int adopt(const gpupart__cl_state *s, const gpupart_opencl_desc *desc, uint32_t index,
-                 gpupart__cl_device *d) {
+static int adopt(const gpupart__cl_state *s, const gpupart_opencl_desc *desc, uint32_t index, gpupart__cl_device *d) {
   cl_uint ndev = 0;
   int rc = context_has(&s->cl, desc->context, desc->device, &ndev);
   if (rc) return rc;
@@ -285,8 +285,7 @@ static int create_queue(gpupart__cl_device *d, int version) {
   cl_int err = CL_SUCCESS;
   if (version >= 200 && d->cl->clCreateCommandQueueWithProperties)
     d->queue = d->cl->clCreateCommandQueueWithProperties(d->context, d->device, NULL, &err);
-  else
-    d->queue = d->cl->clCreateCommandQueue(d->context, d->device, 0, &err);
+  else d->queue = d->cl->clCreateCommandQueue(d->context, d->device, 0, &err);
   return d->queue ? GPUPART_OK : ocl_fail(GPUPART_EBACKEND, "creating the backend's command queue", err);
 }
 
@@ -315,8 +314,10 @@ static int check_desc(const gpupart_opencl_desc *desc) {
   if (desc->flags & ~GPUPART_OPENCL_NO_SVM)
     return gpupart__fail(GPUPART_EINVAL, "opencl: unknown gpupart_opencl_desc flags 0x%x", desc->flags);
   if (!desc->context != !desc->device)
-    return gpupart__fail(GPUPART_EINVAL, "opencl: adopting needs both a cl_context and a cl_device_id "
-                                         "(got context %p, device %p)", (void *)desc->context, (void *)desc->device);
+    return gpupart__fail(GPUPART_EINVAL,
+                         "opencl: adopting needs both a cl_context and a cl_device_id "
+                         "(got context %p, device %p)",
+                         (void *)desc->context, (void *)desc->device);
   return GPUPART_OK;
 }
 

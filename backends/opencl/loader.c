@@ -25,9 +25,8 @@ static int open_library(const char *library, gpupart__cl_state *s) {
   }
   if (s->library) return GPUPART_OK;
   const char *why = dlerror();
-  return gpupart__fail(GPUPART_ENOBACKEND, "opencl: cannot load %s%s: %s",
-                       library ? "GPUPART_OPENCL_LIBRARY=" : "", library ? library : "libOpenCL.so.1",
-                       why ? why : "unknown dlopen error");
+  return gpupart__fail(GPUPART_ENOBACKEND, "opencl: cannot load %s%s: %s", library ? "GPUPART_OPENCL_LIBRARY=" : "",
+                       library ? library : "libOpenCL.so.1", why ? why : "unknown dlopen error");
 }
 
 /* Stores the address of symbol name in *slot (a function pointer's storage); copying the
@@ -73,7 +72,10 @@ void gpupart__cl_unload(gpupart__cl_state *s) {
 }
 
 const char *gpupart__cl_error_name(cl_int code) {
-  static const struct { cl_int code; const char *name; } names[] = {
+  static const struct {
+    cl_int code;
+    const char *name;
+  } names[] = {
       {CL_DEVICE_NOT_FOUND, "CL_DEVICE_NOT_FOUND"},
       {CL_DEVICE_NOT_AVAILABLE, "CL_DEVICE_NOT_AVAILABLE"},
       {CL_MEM_OBJECT_ALLOCATION_FAILURE, "CL_MEM_OBJECT_ALLOCATION_FAILURE"},

@@ -13,8 +13,8 @@
  * ones), or failed otherwise (EBACKEND). CL_OUT_OF_HOST_MEMORY counts as a refusal: on a
  * CPU device, host memory is the device's memory. */
 static int block_error(const char *what, uint64_t size, cl_int err) {
-  int refused = err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
-                err == CL_OUT_OF_HOST_MEMORY || err == CL_INVALID_BUFFER_SIZE;
+  int refused = err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES || err == CL_OUT_OF_HOST_MEMORY ||
+                err == CL_INVALID_BUFFER_SIZE;
   return gpupart__fail_native(refused ? GPUPART_EDEVMEM : GPUPART_EBACKEND, err,
                               "opencl: %s for a block of %llu bytes failed: %s (%d)", what, (unsigned long long)size,
                               gpupart__cl_error_name(err), (int)err);
@@ -120,8 +120,8 @@ void *gpupart__cl_make_view(void *devp, const gpupart_allocation_info *info, voi
   cl_mem sub = d->cl->clCreateSubBuffer((cl_mem)info->native_block, 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
   if (!sub)
     gpupart__fail_native(GPUPART_EBACKEND, err, "opencl: clCreateSubBuffer(origin %llu, size %llu) failed: %s (%d)",
-                         (unsigned long long)info->offset, (unsigned long long)info->size,
-                         gpupart__cl_error_name(err), (int)err);
+                         (unsigned long long)info->offset, (unsigned long long)info->size, gpupart__cl_error_name(err),
+                         (int)err);
   return sub;
 }
 

@@ -30,12 +30,12 @@ struct sim_device {
   sim_device *next; /* in the state's registry */
   uint32_t refs;
   uint32_t index;
-  gpupart_sim_desc desc;  /* defaults applied */
-  uint64_t used;          /* bytes in live blocks */
-  uint64_t blocks;        /* live blocks */
-  uint64_t calls;         /* block_alloc calls so far */
-  uint64_t next_address;  /* bump pointer of the private address space */
-  sim_state *state;       /* its lock guards every field above */
+  gpupart_sim_desc desc; /* defaults applied */
+  uint64_t used;         /* bytes in live blocks */
+  uint64_t blocks;       /* live blocks */
+  uint64_t calls;        /* block_alloc calls so far */
+  uint64_t next_address; /* bump pointer of the private address space */
+  sim_state *state;      /* its lock guards every field above */
 };
 
 struct sim_state {
@@ -81,8 +81,7 @@ static int sim_apply_defaults(const void *in, size_t size, uint64_t sim_total, g
   if (!memchr(out->name, '\0', sizeof out->name))
     return gpupart__fail(GPUPART_EINVAL, "sim: name is not NUL-terminated within its 256 bytes");
   if (!out->total_bytes) out->total_bytes = sim_total ? sim_total : SIM_DEFAULT_TOTAL;
-  if (!out->max_block_bytes || out->max_block_bytes > out->total_bytes)
-    out->max_block_bytes = out->total_bytes;
+  if (!out->max_block_bytes || out->max_block_bytes > out->total_bytes) out->max_block_bytes = out->total_bytes;
   if (!out->min_alignment) out->min_alignment = SIM_DEFAULT_ALIGN;
   rc = check_pow2("min_alignment", out->min_alignment);
   if (rc == GPUPART_OK) rc = check_pow2("block_granularity", out->block_granularity);
@@ -91,12 +90,11 @@ static int sim_apply_defaults(const void *in, size_t size, uint64_t sim_total, g
   return rc;
 }
 
-static void sim_fill_info(const gpupart_sim_desc *d, uint32_t index, uint64_t used,
-                          gpupart_device_info *out) {
+static void sim_fill_info(const gpupart_sim_desc *d, uint32_t index, uint64_t used, gpupart_device_info *out) {
   memset(out, 0, sizeof *out);
   out->backend = GPUPART_BACKEND_SIM;
   out->index = index;
-  strcpy(out->name, d->name[0] ? d->name
+  strcpy(out->name, d->name[0]       ? d->name
                     : d->host_backed ? "gpupart simulated device (host-backed)"
                                      : "gpupart simulated device");
   strcpy(out->vendor, "gpupart");
@@ -149,8 +147,7 @@ static int sim_attach(sim_state *s, uint32_t index, const gpupart_sim_desc *desc
     return gpupart__fail(GPUPART_EINVAL, "sim: device %u of %llu bytes is open with other settings", index,
                          (unsigned long long)desc->total_bytes);
   if (!d && (d = gpupart__host_calloc(s->mem, 1, sizeof *d))) {
-    *d = (sim_device){.next = s->devices, .index = index, .desc = *desc,
-                      .next_address = SIM_ADDRESS_BASE, .state = s};
+    *d = (sim_device){.next = s->devices, .index = index, .desc = *desc, .next_address = SIM_ADDRESS_BASE, .state = s};
     s->devices = d;
   }
   if (!d) return gpupart__fail(GPUPART_ENOMEM, "sim: out of host memory");
@@ -222,8 +219,7 @@ static int sim_back(sim_device *d, uint64_t size, gpupart_block *out) {
     uint64_t a = d->desc.min_alignment < sizeof(void *) ? sizeof(void *) : d->desc.min_alignment;
     void *p = NULL;
     if (size > SIZE_MAX || posix_memalign(&p, (size_t)a, (size_t)size))
-      return gpupart__fail(GPUPART_EDEVMEM, "sim: host backing of %llu bytes refused",
-                           (unsigned long long)size);
+      return gpupart__fail(GPUPART_EDEVMEM, "sim: host backing of %llu bytes refused", (unsigned long long)size);
     out->native = p;
     out->device_address = (uint64_t)(uintptr_t)p;
     return GPUPART_OK;
@@ -252,8 +248,7 @@ static int sim_block_alloc(void *devp, uint64_t asked, gpupart_block *out) {
                        (unsigned long long)asked, (unsigned long long)d->desc.block_granularity);
   else if (why)
     rc = gpupart__fail(GPUPART_EDEVMEM, "sim: block of %llu bytes refused: %s", (unsigned long long)size, why);
-  else
-    rc = sim_back(d, size, out);
+  else rc = sim_back(d, size, out);
   if (rc == GPUPART_OK) {
     out->size = size;
     out->host_pointer = d->desc.host_backed ? out->native : NULL;

@@ -42,7 +42,8 @@ void gpupart__vk_shared_detach(gpupart__vk_device *d) {
 
 /* VK_EXT_memory_budget's figures for the device's heap. */
 static void heap_budget(const gpupart__vk_device *d, uint64_t *budget, uint64_t *usage) {
-  VkPhysicalDeviceMemoryBudgetPropertiesEXT b = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT b = {.sType =
+                                                     VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
   VkPhysicalDeviceMemoryProperties2 p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &b};
   d->ifn.GetPhysicalDeviceMemoryProperties2(d->physical, &p);
   *budget = b.heapBudget[d->heap_index];
@@ -73,12 +74,15 @@ static int reserve(gpupart__vk_device *d, uint64_t size) {
   uint32_t blocks = sh->blocks;
   pthread_mutex_unlock(&d->state->lock);
   if (full)
-    return gpupart__fail(GPUPART_EDEVMEM, "vulkan: block refused: gpupart holds %u blocks on this VkDevice, its share "
-                                          "(half) of maxMemoryAllocationCount", blocks);
+    return gpupart__fail(GPUPART_EDEVMEM,
+                         "vulkan: block refused: gpupart holds %u blocks on this VkDevice, its share "
+                         "(half) of maxMemoryAllocationCount",
+                         blocks);
   if (over)
-    return gpupart__fail(GPUPART_EDEVMEM, "vulkan: block of %llu bytes refused: heap %u has %llu of %llu bytes in use (%s)",
-                         (unsigned long long)size, d->heap_index, (unsigned long long)usage,
-                         (unsigned long long)budget, d->budget_ext ? "VK_EXT_memory_budget" : "heap size");
+    return gpupart__fail(GPUPART_EDEVMEM,
+                         "vulkan: block of %llu bytes refused: heap %u has %llu of %llu bytes in use (%s)",
+                         (unsigned long long)size, d->heap_index, (unsigned long long)usage, (unsigned long long)budget,
+                         d->budget_ext ? "VK_EXT_memory_budget" : "heap size");
   return GPUPART_OK;
 }
 
@@ -98,7 +102,9 @@ static void release(gpupart__vk_device *d, gpupart__vk_block *b) {
 
 /* A buffer over the whole block, for the block's device address. */
 static int address_of(gpupart__vk_device *d, gpupart__vk_block *b, uint64_t *address) {
-  VkBufferCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = b->size, .usage = d->usages,
+  VkBufferCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = b->size,
+                           .usage = d->usages,
                            .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
   VkResult r = d->dfn.CreateBuffer(d->device, &ci, NULL, &b->whole);
   if (r != VK_SUCCESS) return b->whole = VK_NULL_HANDLE, gpupart__vk_fail(r, "vkCreateBuffer (whole block)");
@@ -119,7 +125,8 @@ static int back(gpupart__vk_device *d, gpupart__vk_block *b, uint64_t *address) 
                                      .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
   VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                              .pNext = d->dfn.GetBufferDeviceAddress ? &flags : NULL,
-                             .allocationSize = b->size, .memoryTypeIndex = d->type_index};
+                             .allocationSize = b->size,
+                             .memoryTypeIndex = d->type_index};
   VkResult r = d->dfn.AllocateMemory(d->device, &ai, NULL, &b->memory);
   if (r != VK_SUCCESS) {
     char what[96];
@@ -158,8 +165,11 @@ int gpupart__vk_block_alloc(void *devp, uint64_t size, gpupart_block *out) {
     return rc;
   }
   link_block(d, b);
-  *out = (gpupart_block){.size = size, .device_address = address, .native = (void *)b->memory,
-                         .host_pointer = b->mapped, .backend_data = b};
+  *out = (gpupart_block){.size = size,
+                         .device_address = address,
+                         .native = (void *)b->memory,
+                         .host_pointer = b->mapped,
+                         .backend_data = b};
   return GPUPART_OK;
 }
 

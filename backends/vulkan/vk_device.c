@@ -42,8 +42,8 @@ int gpupart__vk_facts_get(const gpupart__vk_state *s, const gpupart__vk_ifns *if
   f->m4 = (VkPhysicalDeviceMaintenance4Properties){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
   if ((known && version >= VK_API_VERSION_1_3) || has_extension(s, ifn, pd, VK_KHR_MAINTENANCE_4_EXTENSION_NAME))
     f->m3.pNext = &f->m4;
-  f->pci = (VkPhysicalDevicePCIBusInfoPropertiesEXT){
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
+  f->pci =
+      (VkPhysicalDevicePCIBusInfoPropertiesEXT){.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
   f->pci_ext = has_extension(s, ifn, pd, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
   if (f->pci_ext) f->pci.pNext = f->m3.pNext, f->m3.pNext = &f->pci;
   ifn->GetPhysicalDeviceProperties2(pd, &f->props);
@@ -85,7 +85,8 @@ static void fill_info(const gpupart__vk_facts *f, uint32_t index, uint32_t type,
   out->free_bytes = UINT64_MAX;
   uint64_t max = f->m3.maxMemoryAllocationSize;
   out->max_block_bytes = max && max < heap ? max : heap;
-  out->min_alignment = gpupart__vk_alignment(&p->limits, type < f->mem.memoryTypeCount ? f->mem.memoryTypes[type].propertyFlags : 0, 1);
+  out->min_alignment =
+      gpupart__vk_alignment(&p->limits, type < f->mem.memoryTypeCount ? f->mem.memoryTypes[type].propertyFlags : 0, 1);
   out->block_granularity = out->min_alignment; /* vkAllocateMemory takes any size */
   if (f->pci_ext)
     snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x.%x", f->pci.pciDomain & 0xffffu,
@@ -164,8 +165,9 @@ static int open_own(gpupart__vk_device *d, uint32_t index, gpupart__vk_facts *f)
 
 static int check_adopted(gpupart__vk_state *s, const gpupart_vulkan_desc *v) {
   if (!v->physical_device || !v->device)
-    return gpupart__fail(GPUPART_EINVAL, "vulkan: adopt all of instance, physical_device and device, or none "
-                                         "(instance %p, physical_device %p, device %p)",
+    return gpupart__fail(GPUPART_EINVAL,
+                         "vulkan: adopt all of instance, physical_device and device, or none "
+                         "(instance %p, physical_device %p, device %p)",
                          (void *)v->instance, (void *)v->physical_device, (void *)v->device);
   if (!v->get_instance_proc_addr && !s->gipa) return gpupart__fail(GPUPART_EINVAL, "vulkan: no vkGetInstanceProcAddr");
   return GPUPART_OK;
@@ -211,8 +213,8 @@ static uint32_t requested_type(const gpupart_vulkan_desc *v) {
 int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **out) {
   gpupart_vulkan_desc desc;
   const gpupart_vulkan_desc *v = &desc;
-  int rc = gpupart__backend_desc_in(&desc, GPUPART__VK_DESC_SIZE, native_desc, native_size,
-                                    GPUPART__VK_DESC_SIZE_0_2, "vulkan: gpupart_vulkan_desc");
+  int rc = gpupart__backend_desc_in(&desc, GPUPART__VK_DESC_SIZE, native_desc, native_size, GPUPART__VK_DESC_SIZE_0_2,
+                                    "vulkan: gpupart_vulkan_desc");
   if (rc) return rc;
   gpupart__vk_device *d = device_new(state);
   if (!d) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");

@@ -20,6 +20,8 @@
 /* gpupart_allocation_info.native_block carries the VkDeviceMemory handle. */
 _Static_assert(sizeof(VkDeviceMemory) == sizeof(void *), "the Vulkan backend needs 64-bit handles");
 
+/* Lists of macro calls, which clang-format cannot lay out: */
+/* clang-format off */
 #define GPUPART_VK_INSTANCE_FNS(X)                                                               \
   X(DestroyInstance) X(EnumeratePhysicalDevices) X(GetPhysicalDeviceProperties)                  \
   X(GetPhysicalDeviceProperties2) X(GetPhysicalDeviceMemoryProperties)                           \
@@ -30,6 +32,7 @@ _Static_assert(sizeof(VkDeviceMemory) == sizeof(void *), "the Vulkan backend nee
 #define GPUPART_VK_DEVICE_FNS(X)                                                                 \
   X(DestroyDevice) X(AllocateMemory) X(FreeMemory) X(MapMemory) X(UnmapMemory) X(CreateBuffer)  \
   X(DestroyBuffer) X(GetBufferMemoryRequirements) X(BindBufferMemory)
+/* clang-format on */
 
 #define GPUPART_VK_FN_FIELD(n) PFN_vk##n n;
 typedef struct gpupart__vk_ifns {
@@ -72,8 +75,8 @@ typedef struct gpupart__vk_state {
 typedef struct gpupart__vk_block {
   struct gpupart__vk_block *prev, *next; /* the device's list (for host pointers) */
   VkDeviceMemory memory;
-  VkBuffer whole;  /* covers the block, for its device address; VK_NULL_HANDLE without */
-  void *mapped;    /* persistent mapping of a host-visible type; NULL otherwise */
+  VkBuffer whole; /* covers the block, for its device address; VK_NULL_HANDLE without */
+  void *mapped;   /* persistent mapping of a host-visible type; NULL otherwise */
   uint64_t size;
 } gpupart__vk_block;
 
@@ -92,10 +95,10 @@ typedef struct gpupart__vk_device {
   VkMemoryPropertyFlags type_flags;
   VkBufferUsageFlags usages; /* what create_buffer accepts */
   int budget_ext;            /* VK_EXT_memory_budget usable */
-  uint64_t heap_size;  /* of the type's heap */
-  uint64_t alignment;  /* min_alignment reported to the core */
-  uint64_t max_block;  /* max_block_bytes reported to the core */
-  uint32_t max_blocks; /* gpupart's share of maxMemoryAllocationCount on this VkDevice */
+  uint64_t heap_size;        /* of the type's heap */
+  uint64_t alignment;        /* min_alignment reported to the core */
+  uint64_t max_block;        /* max_block_bytes reported to the core */
+  uint32_t max_blocks;       /* gpupart's share of maxMemoryAllocationCount on this VkDevice */
   gpupart__vk_shared *shared;
   gpupart_device_info info;
   pthread_mutex_t lock; /* guards blocks */
@@ -114,11 +117,10 @@ typedef struct gpupart__vk_facts {
 } gpupart__vk_facts;
 
 /* The usages every block's memory must serve (create_buffer's list, less device address). */
-#define GPUPART_VK_BUFFER_USAGES                                                                 \
-  (VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |                         \
-   VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT | VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT |         \
-   VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT | VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |                     \
-   VK_BUFFER_USAGE_INDEX_BUFFER_BIT | VK_BUFFER_USAGE_VERTEX_BUFFER_BIT |                        \
+#define GPUPART_VK_BUFFER_USAGES                                                                                    \
+  (VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT | \
+   VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |                                  \
+   VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_INDEX_BUFFER_BIT | VK_BUFFER_USAGE_VERTEX_BUFFER_BIT |      \
    VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
 
 /* vk_load.c */
@@ -141,7 +143,7 @@ int gpupart__vk_enumerate(void *state, gpupart_device_info *out, uint32_t *count
 #define GPUPART__VK_DESC_SIZE_0_2 GPUPART__END(gpupart_vulkan_desc, memory_type)
 #define GPUPART__VK_DESC_SIZE sizeof(gpupart_vulkan_desc)
 int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, size_t native_size, void **dev);
-/* The backend's open_0_1 (core/backend.h): a gpupart 0.1 program's gpupart_vulkan_desc. */
+/* The backend's open_0_1 (core/base/backend.h): a gpupart 0.1 program's gpupart_vulkan_desc. */
 int gpupart__vk_open_0_1(void *state, uint32_t index, const void *native_desc, void **dev);
 void gpupart__vk_close(void *dev);
 int gpupart__vk_info(void *dev, gpupart_device_info *out);

@@ -122,7 +122,9 @@ static int new_buffer(vk_view *v, VkBufferUsageFlags usage, VkBuffer *out) {
   gpupart__vk_device *d = v->dev;
   vk_buffer_node *n = gpupart__host_calloc(d->state->mem, 1, sizeof *n);
   if (!n) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");
-  VkBufferCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = v->size, .usage = usage,
+  VkBufferCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = v->size,
+                           .usage = usage,
                            .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
   VkResult r = d->dfn.CreateBuffer(d->device, &ci, NULL, &n->buffer);
   int rc = r == VK_SUCCESS ? bind(v, n->buffer) : gpupart__vk_fail(r, "vkCreateBuffer");
@@ -144,7 +146,8 @@ gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBuffe
   const gpupart__vk_device *d = gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN);
   if (!d) return GPUPART_EINVAL;
   if (usage & ~d->usages)
-    return gpupart__fail(GPUPART_ENOTSUP, "vulkan_create_buffer: usage bits 0x%x are not supported here (supported: 0x%x)",
+    return gpupart__fail(GPUPART_ENOTSUP,
+                         "vulkan_create_buffer: usage bits 0x%x are not supported here (supported: 0x%x)",
                          usage & ~d->usages, d->usages);
   vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
   /* NULL: freed meanwhile (EINVAL, message set by the check) or out of host memory. */

@@ -48,7 +48,7 @@ int gpupart__vk_fail(VkResult r, const char *what) {
 
 /* RTLD_NODELETE: the loader keeps process-wide state (its instance and driver lists, the
  * drivers it loaded) that is not made to be unmapped, and the application may use Vulkan
- * itself; closing our handle must leave it loaded (core/pin.c keeps the drivers too). */
+ * itself; closing our handle must leave it loaded (core/base/pin.c keeps the drivers too). */
 #define VK_DLOPEN_FLAGS (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
 
 static void *open_library(const char *library, char *why, size_t n) {
@@ -101,8 +101,8 @@ void gpupart__vk_unload(void *state) {
 int gpupart__vk_load_instance(gpupart__vk_state *s, VkInstance instance, PFN_vkGetInstanceProcAddr gipa,
                               gpupart__vk_ifns *out) {
   if (!gipa) gipa = s->gipa;
-#define GPUPART_VK_LOAD_I(n)                                                                       \
-  if (!(out->n = (PFN_vk##n)gipa(instance, "vk" #n)))                                              \
+#define GPUPART_VK_LOAD_I(n)                          \
+  if (!(out->n = (PFN_vk##n)gipa(instance, "vk" #n))) \
     return gpupart__fail(GPUPART_ENOTSUP, "vulkan: the instance has no vk" #n " (Vulkan 1.1 needed)");
   GPUPART_VK_INSTANCE_FNS(GPUPART_VK_LOAD_I)
 #undef GPUPART_VK_LOAD_I
@@ -112,8 +112,8 @@ int gpupart__vk_load_instance(gpupart__vk_state *s, VkInstance instance, PFN_vkG
 /* Loads d->dfn from d->device; bda: also the buffer device address query. */
 int gpupart__vk_load_device(gpupart__vk_device *d, int bda) {
   PFN_vkGetDeviceProcAddr gdpa = d->ifn.GetDeviceProcAddr;
-#define GPUPART_VK_LOAD_D(n)                                                                       \
-  if (!(d->dfn.n = (PFN_vk##n)gdpa(d->device, "vk" #n)))                                           \
+#define GPUPART_VK_LOAD_D(n)                             \
+  if (!(d->dfn.n = (PFN_vk##n)gdpa(d->device, "vk" #n))) \
     return gpupart__fail(GPUPART_EINVAL, "vulkan: the device gives no vk" #n " (is it a VkDevice?)");
   GPUPART_VK_DEVICE_FNS(GPUPART_VK_LOAD_D)
 #undef GPUPART_VK_LOAD_D
@@ -143,8 +143,8 @@ static int create_instance(gpupart__vk_state *s) {
   if (version < VK_API_VERSION_1_1)
     return gpupart__fail(GPUPART_ENOBACKEND, "vulkan: the loader supports Vulkan %u.%u; gpupart needs 1.1",
                          VK_API_VERSION_MAJOR(version), VK_API_VERSION_MINOR(version));
-  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pEngineName = "gpupart",
-                           .apiVersion = version};
+  VkApplicationInfo app = {
+      .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pEngineName = "gpupart", .apiVersion = version};
   VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
   VkResult r = s->CreateInstance(&ci, NULL, &s->instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) s->instance = VK_NULL_HANDLE; /* undefined on failure */

@@ -59,11 +59,15 @@ int gpupart__vk_create_device(gpupart__vk_device *d, const gpupart__vk_facts *f)
   float priority = 1.0f;
   d->queue_family = queue_family(d);
   VkDeviceQueueCreateInfo queue = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                   .queueFamilyIndex = d->queue_family, .queueCount = 1,
+                                   .queueFamilyIndex = d->queue_family,
+                                   .queueCount = 1,
                                    .pQueuePriorities = &priority};
-  VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = bda ? &bda_on : NULL,
-                           .queueCreateInfoCount = 1, .pQueueCreateInfos = &queue,
-                           .enabledExtensionCount = n, .ppEnabledExtensionNames = ext};
+  VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                           .pNext = bda ? &bda_on : NULL,
+                           .queueCreateInfoCount = 1,
+                           .pQueueCreateInfos = &queue,
+                           .enabledExtensionCount = n,
+                           .ppEnabledExtensionNames = ext};
   VkResult r = d->ifn.CreateDevice(d->physical, &ci, NULL, &d->device);
   if (r != VK_SUCCESS) return d->device = VK_NULL_HANDLE, gpupart__vk_fail(r, "vkCreateDevice");
   d->owns_device = 1;
@@ -72,7 +76,9 @@ int gpupart__vk_create_device(gpupart__vk_device *d, const gpupart__vk_facts *f)
 
 /* Asks the device what a buffer with every supported usage needs. */
 static int probe(gpupart__vk_device *d, VkMemoryRequirements *req) {
-  VkBufferCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 65536, .usage = d->usages,
+  VkBufferCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = 65536,
+                           .usage = d->usages,
                            .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
   VkBuffer b;
   VkResult r = d->dfn.CreateBuffer(d->device, &ci, NULL, &b);
@@ -103,8 +109,9 @@ uint32_t gpupart__vk_default_type(const VkPhysicalDeviceMemoryProperties *mem, u
 static int choose_type(gpupart__vk_device *d, const VkPhysicalDeviceMemoryProperties *mem, uint32_t allowed,
                        uint32_t request) {
   if (allowed & ~((1ull << mem->memoryTypeCount) - 1))
-    return gpupart__fail(GPUPART_EINVAL, "vulkan: device %p asks for memory types that physical device %p does not "
-                                         "have: it was not created from that physical device",
+    return gpupart__fail(GPUPART_EINVAL,
+                         "vulkan: device %p asks for memory types that physical device %p does not "
+                         "have: it was not created from that physical device",
                          (void *)d->device, (void *)d->physical);
   uint32_t t = request == UINT32_MAX ? gpupart__vk_default_type(mem, allowed) : request;
   if (request != UINT32_MAX && request >= mem->memoryTypeCount)
@@ -112,8 +119,10 @@ static int choose_type(gpupart__vk_device *d, const VkPhysicalDeviceMemoryProper
                          request, mem->memoryTypeCount);
   if (t == UINT32_MAX) return gpupart__fail(GPUPART_ENOTSUP, "vulkan: no memory type can back buffers");
   if (!(allowed & (1u << t)) || (mem->memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_PROTECTED_BIT))
-    return gpupart__fail(GPUPART_EINVAL, "vulkan: memory type %u cannot back buffers (allowed types 0x%x, protected "
-                                         "types are not supported)", t, allowed);
+    return gpupart__fail(GPUPART_EINVAL,
+                         "vulkan: memory type %u cannot back buffers (allowed types 0x%x, protected "
+                         "types are not supported)",
+                         t, allowed);
   d->type_index = t;
   d->type_flags = mem->memoryTypes[t].propertyFlags;
   d->heap_index = mem->memoryTypes[t].heapIndex;

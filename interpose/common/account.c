@@ -42,9 +42,7 @@ static mirror *mirrors;
 static char closed_mark;
 #define CLOSED ((gpupart_partition *)(void *)&closed_mark)
 
-int gpupart__ip_closed(const gpupart_partition *p) {
-  return p == CLOSED;
-}
+int gpupart__ip_closed(const gpupart_partition *p) { return p == CLOSED; }
 
 static int is_word(const char *v, const char *const words[4]) {
   for (int i = 0; i < 4; i++)
@@ -61,8 +59,10 @@ static int fail_open(void) {
   const char *v = getenv("GPUPART_FAIL_OPEN");
   known = v && is_word(v, on);
   if (v && *v && !known && !is_word(v, off))
-    fprintf(stderr, "gpupart layer: GPUPART_FAIL_OPEN='%.64s' is not 1/true/yes/on or 0/false/no/off; "
-                    "failing closed\n", v);
+    fprintf(stderr,
+            "gpupart layer: GPUPART_FAIL_OPEN='%.64s' is not 1/true/yes/on or 0/false/no/off; "
+            "failing closed\n",
+            v);
   return known;
 }
 
@@ -78,9 +78,9 @@ static gpupart_partition *say_refused(const char *what, gpupart_result r, const 
 
 /* Set in a forked child while ctx is the parent's. A child that was not made to forget
  * it (the layers' children; the preload's handler forgets, gpupart__ip_forget) holds a
- * copy of the parent's context whose shared ledger share is the parent's: it must neither account on it nor give back through it
- * (releasing its copies of the parent's objects would take the parent's bytes from the
- * ledger while the parent still holds them). Such a child runs unaccounted. */
+ * copy of the parent's context whose shared ledger share is the parent's: it must neither account on it nor give back
+ * through it (releasing its copies of the parent's objects would take the parent's bytes from the ledger while the
+ * parent still holds them). Such a child runs unaccounted. */
 static atomic_int forked_away_flag;
 
 static int forked_away(void) { return atomic_load_explicit(&forked_away_flag, memory_order_relaxed); }
@@ -90,9 +90,7 @@ static void child_after_fork(void) {
   if (ctx) atomic_store(&forked_away_flag, 1);
 }
 
-__attribute__((constructor)) static void account_init(void) {
-  pthread_atfork(NULL, NULL, child_after_fork);
-}
+__attribute__((constructor)) static void account_init(void) { pthread_atfork(NULL, NULL, child_after_fork); }
 
 /* Lock held: the process's context, or NULL with *refused the refusal's answer. */
 static gpupart_context *context_locked(gpupart_partition **refused) {
@@ -136,7 +134,7 @@ static void partition_name(char out[NAME_BYTES]) {
  * (the descriptor leaves limit and guarantee to the partition), so every process under
  * the layer with the same name shares one limit, whatever its own configuration says:
  * the process that made the partition fixed its figures (a configured partition of that
- * name is then not made again: core/settings.c). EEXIST remains only where this process
+ * name is then not made again: core/config/settings.c). EEXIST remains only where this process
  * already holds the name on that GPU through another device handle, which the mirror
  * cache rules out for the layers' own opens; should it happen, this process takes its
  * own "NAME.PID", sharing the device budget only, and says so on stderr. */
@@ -164,8 +162,8 @@ static gpupart_partition *mirror_open(mirror *m) {
   memcpy(sd.uuid, m->uuid, sizeof sd.uuid);
   memcpy(sd.pci_bus_id, m->pci_bus_id, sizeof sd.pci_bus_id);
   memcpy(sd.name, m->name, sizeof sd.name);
-  gpupart_device_desc dd = {.backend = GPUPART_BACKEND_SIM, .index = m->key, .backend_desc = &sd,
-                            .backend_desc_size = sizeof sd};
+  gpupart_device_desc dd = {
+      .backend = GPUPART_BACKEND_SIM, .index = m->key, .backend_desc = &sd, .backend_desc_size = sizeof sd};
   gpupart_device *dev = NULL;
   gpupart_result r = gpupart_device_open(ctx, &dd, &dev);
   if (r) return say_refused("device_open", r, gpupart_last_error());
@@ -178,7 +176,7 @@ static int has_uuid(const mirror *m) {
   return memcmp(m->uuid, zero, sizeof zero) != 0;
 }
 
-/* Whether a and b are one GPU as gpupart names devices (core/identity.c): by UUID where
+/* Whether a and b are one GPU as gpupart names devices (core/base/identity.c): by UUID where
  * one is known, else by bus id. */
 static int same_gpu(const mirror *a, const mirror *b) {
   if (has_uuid(a) || has_uuid(b)) return !memcmp(a->uuid, b->uuid, sizeof a->uuid);
@@ -206,9 +204,7 @@ static gpupart_partition *mirror_add(const mirror *want) {
   return m->partition;
 }
 
-static void copy_string(char *dst, size_t n, const char *src) {
-  snprintf(dst, n, "%s", src ? src : "");
-}
+static void copy_string(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
 
 gpupart_partition *gpupart__ip_partition_of(const gpupart__ip_device *d) {
   mirror want = {.key = d->key, .total = d->total};

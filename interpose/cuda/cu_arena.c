@@ -36,14 +36,14 @@
 #define MAX_DEVICES 64
 
 typedef struct block_record {
-  uintptr_t base;             /* the block's cuMemAlloc_v2 pointer */
+  uintptr_t base; /* the block's cuMemAlloc_v2 pointer */
   uint64_t size;
   uint64_t live;              /* arena allocations in it */
   gpupart_allocation *mirror; /* its size on the mirror partition (NULL: not accounted) */
 } block_record;
 
 typedef struct arena {
-  int state; /* 0: not opened, 1: open, -1: refused (the driver's path is taken) */
+  int state;            /* 0: not opened, 1: open, -1: refused (the driver's path is taken) */
   gpupart_context *ctx; /* the arena's own, so that a reset can leave it behind whole */
   gpupart_device *device;
   gpupart_partition *partition;
@@ -85,8 +85,10 @@ int gpupart__cu_arena_wanted(void) {
   w = setting > 0;
   if (!atomic_compare_exchange_strong(&wanted, &expected, w)) return expected;
   if (setting < 0)
-    fprintf(stderr, "gpupart preload: GPUPART_PRELOAD_ARENA='%.64s' is none of 1, true, yes, on, 0, false, no, off; "
-            "arena mode is off\n", v);
+    fprintf(stderr,
+            "gpupart preload: GPUPART_PRELOAD_ARENA='%.64s' is none of 1, true, yes, on, 0, false, no, off; "
+            "arena mode is off\n",
+            v);
   return w;
 }
 

@@ -123,9 +123,7 @@ static CUresult settle(CUresult r, const CUdeviceptr *dptr, gpupart_allocation *
   return r;
 }
 
-static gpupart_allocation *take(CUdeviceptr p) {
-  return p ? gpupart__ip_map_take((const void *)(uintptr_t)p) : NULL;
-}
+static gpupart_allocation *take(CUdeviceptr p) { return p ? gpupart__ip_map_take((const void *)(uintptr_t)p) : NULL; }
 
 /* After the driver freed p (r): gives a back, or maps it again when the free failed. */
 static CUresult given_back(CUresult r, CUdeviceptr p, gpupart_allocation *a) {
@@ -368,6 +366,4 @@ static void child_after_fork(void) {
   gpupart__cu_arena_forget();
 }
 
-__attribute__((constructor)) static void preload_init(void) {
-  pthread_atfork(NULL, NULL, child_after_fork);
-}
+__attribute__((constructor)) static void preload_init(void) { pthread_atfork(NULL, NULL, child_after_fork); }

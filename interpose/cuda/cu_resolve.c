@@ -120,8 +120,7 @@ EARLY static dlsym_fn real_dlsym(void) {
 static void *next_after(const void *caller, const char *name) {
   Dl_info info;
   struct link_map *self = NULL, *def = NULL;
-  if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
-    return real_dlsym()(RTLD_NEXT, name);
+  if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self) return real_dlsym()(RTLD_NEXT, name);
   for (struct link_map *l = self->l_next; l; l = l->l_next) {
     void *h = l->l_name && *l->l_name ? dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
     void *p = h ? real_dlsym()(h, name) : NULL; /* searches h's dependencies too: */

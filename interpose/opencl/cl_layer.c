@@ -78,8 +78,7 @@ static uint32_t device_key(cl_device_id dev) {
 /* A sub-device is accounted on its root device. */
 static cl_device_id root_device(cl_device_id dev) {
   cl_device_id parent = NULL;
-  while (!next.clGetDeviceInfo(dev, CL_DEVICE_PARENT_DEVICE, sizeof parent, &parent, NULL) && parent)
-    dev = parent;
+  while (!next.clGetDeviceInfo(dev, CL_DEVICE_PARENT_DEVICE, sizeof parent, &parent, NULL) && parent) dev = parent;
   return dev;
 }
 
@@ -217,8 +216,8 @@ static cl_mem CL_API_CALL create_buffer(cl_context context, cl_mem_flags flags, 
   return attach(next.clCreateBuffer(context, flags, size, host_ptr, errcode_ret), a);
 }
 
-static cl_mem CL_API_CALL create_buffer_props(cl_context context, const cl_mem_properties *props,
-                                              cl_mem_flags flags, size_t size, void *host_ptr, cl_int *errcode_ret) {
+static cl_mem CL_API_CALL create_buffer_props(cl_context context, const cl_mem_properties *props, cl_mem_flags flags,
+                                              size_t size, void *host_ptr, cl_int *errcode_ret) {
   gpupart_allocation *a;
   if (account(context, size, &a)) return refuse(errcode_ret);
   return attach(next.clCreateBufferWithProperties(context, props, flags, size, host_ptr, errcode_ret), a);
@@ -235,9 +234,7 @@ static cl_mem account_image(cl_context context, cl_mem image, cl_int *errcode_re
 }
 
 /* An image over a buffer (1D image buffers, 2D images from buffers) uses its memory. */
-static int over_buffer(const cl_image_desc *desc) {
-  return desc && desc->buffer;
-}
+static int over_buffer(const cl_image_desc *desc) { return desc && desc->buffer; }
 
 static cl_mem CL_API_CALL create_image(cl_context context, cl_mem_flags flags, const cl_image_format *format,
                                        const cl_image_desc *desc, void *host_ptr, cl_int *errcode_ret) {
@@ -246,8 +243,8 @@ static cl_mem CL_API_CALL create_image(cl_context context, cl_mem_flags flags, c
 }
 
 static cl_mem CL_API_CALL create_image_props(cl_context context, const cl_mem_properties *props, cl_mem_flags flags,
-                                             const cl_image_format *format, const cl_image_desc *desc,
-                                             void *host_ptr, cl_int *errcode_ret) {
+                                             const cl_image_format *format, const cl_image_desc *desc, void *host_ptr,
+                                             cl_int *errcode_ret) {
   cl_mem image = next.clCreateImageWithProperties(context, props, flags, format, desc, host_ptr, errcode_ret);
   return over_buffer(desc) ? image : account_image(context, image, errcode_ret);
 }
@@ -342,8 +339,7 @@ static void install(void) {
 }
 
 /* Answers the loader's CL_LAYER_API_VERSION (100) and CL_LAYER_NAME queries. */
-EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info name, size_t size, void *value,
-                                                      size_t *size_ret) {
+EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info name, size_t size, void *value, size_t *size_ret) {
   static const char layer_name[] = "gpupart partition accounting";
   cl_layer_api_version version = CL_LAYER_API_VERSION_100;
   const void *src = &version;

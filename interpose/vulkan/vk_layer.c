@@ -67,9 +67,7 @@ static instance_rec *instances;
 static device_rec *devices;
 static physical_rec *physicals;
 
-static void *key_of(const void *dispatchable) {
-  return *(void *const *)dispatchable;
-}
+static void *key_of(const void *dispatchable) { return *(void *const *)dispatchable; }
 
 /* Lock held: the record whose key is key, or NULL. */
 static instance_rec *instance_find(void *key) {
@@ -157,7 +155,8 @@ static void heaps_open(instance_rec *in, VkPhysicalDevice pd, const VkPhysicalDe
   int named = device_uuid(in, pd, &base, uuid) == 0;
   for (uint32_t h = 0; h < props->memoryHeapCount; h++) {
     gpupart__ip_device d = {.key = h == gpu ? pos : 0x10000u + pos * VK_MAX_MEMORY_HEAPS + h,
-                            .total = props->memoryHeaps[h].size, .uuid = h == gpu && named ? uuid : NULL,
+                            .total = props->memoryHeaps[h].size,
+                            .uuid = h == gpu && named ? uuid : NULL,
                             .name = name};
     if (h == gpu) snprintf(name, sizeof name, "%s", base.deviceName);
     else snprintf(name, sizeof name, "%s heap %u", base.deviceName, h);
@@ -312,8 +311,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL allocate_memory(VkDevice device, const VkM
   if (p && info->allocationSize && gpupart__ip_account(p, info->allocationSize, &a) != 0)
     return VK_ERROR_OUT_OF_DEVICE_MEMORY;
   VkResult r = d->allocate(device, info, alloc, memory);
-  if (r != VK_SUCCESS || (a && gpupart__ip_map_put((const void *)(uintptr_t)*memory, a)))
-    gpupart__ip_unaccount(a);
+  if (r != VK_SUCCESS || (a && gpupart__ip_map_put((const void *)(uintptr_t)*memory, a))) gpupart__ip_unaccount(a);
   return r;
 }
 
@@ -484,12 +482,9 @@ static PFN_vkVoidFunction instance_override(const char *name) {
 /* The memory properties 2 calls exist where the instance has them (Vulkan 1.1, or the
  * KHR extension enabled): a program that asks for one is answered as without the layer
  * (NULL where the next layer has none), and with the layer's where it has. */
-static int is_mem_props2(const char *name) {
-  return strncmp(name, "vkGetPhysicalDeviceMemoryProperties2", 36) == 0;
-}
+static int is_mem_props2(const char *name) { return strncmp(name, "vkGetPhysicalDeviceMemoryProperties2", 36) == 0; }
 
-EXPORT VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL gpupart_vk_GetInstanceProcAddr(VkInstance instance,
-                                                                               const char *name) {
+EXPORT VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL gpupart_vk_GetInstanceProcAddr(VkInstance instance, const char *name) {
   if (!strcmp(name, "vkGetInstanceProcAddr")) return (PFN_vkVoidFunction)gpupart_vk_GetInstanceProcAddr;
   PFN_vkVoidFunction own = instance_override(name);
   instance_rec *in = instance ? instance_of(instance) : NULL;

@@ -114,7 +114,8 @@ static void *refused(size_t size, int device, const char *why) {
 
 /* CUDAPluggableAllocator's alloc: size bytes from the partition bound to device, on any
  * stream. NULL when none is bound or gpupart refuses (gpupart_last_error says why, on this
- * thread), or the process aborts (gpupart_torch_set_abort_on_failure). A request of 0 bytes gets a distinct minimal allocation. */
+ * thread), or the process aborts (gpupart_torch_set_abort_on_failure). A request of 0 bytes gets a distinct minimal
+ * allocation. */
 TORCH_API void *gpupart_torch_alloc(size_t size, int device, gpupart_torch_stream stream) {
   (void)stream;
   if (device < 0 || device >= MAX_DEVICES) return refused(size, device, "no such device index");

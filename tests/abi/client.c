@@ -24,20 +24,18 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond,     \
-              gpupart_last_error());                                                               \
-      failures++;                                                                                  \
-    }                                                                                              \
+#define CHECK(cond)                                                                                                   \
+  do {                                                                                                                \
+    if (!(cond)) {                                                                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, gpupart_last_error()); \
+      failures++;                                                                                                     \
+    }                                                                                                                 \
   } while (0)
 
 #define MiB (1ull << 20)
 
 static gpupart_device *open_sim(gpupart_context *ctx, const gpupart_sim_desc *sim) {
-  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = sim,
-                           .backend_desc_size = sizeof *sim};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = sim, .backend_desc_size = sizeof *sim};
   gpupart_device *dev = NULL;
   CHECK(gpupart_device_open(ctx, &d, &dev) == GPUPART_OK);
   return dev;

@@ -14,13 +14,12 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond,     \
-              gpupart_last_error());                                                               \
-      failures++;                                                                                  \
-    }                                                                                              \
+#define CHECK(cond)                                                                                                   \
+  do {                                                                                                                \
+    if (!(cond)) {                                                                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, gpupart_last_error()); \
+      failures++;                                                                                                     \
+    }                                                                                                                 \
   } while (0)
 
 #define MiB (1ull << 20)

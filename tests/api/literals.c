@@ -12,13 +12,12 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond,     \
-              gpupart_last_error());                                                               \
-      failures++;                                                                                  \
-    }                                                                                              \
+#define CHECK(cond)                                                                                                   \
+  do {                                                                                                                \
+    if (!(cond)) {                                                                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, gpupart_last_error()); \
+      failures++;                                                                                                     \
+    }                                                                                                                 \
   } while (0)
 
 #define MiB (1ull << 20)
@@ -51,15 +50,16 @@ static void statistics(gpupart_device *dev, gpupart_partition *p) {
 static void device(gpupart_context *ctx) {
   gpupart_device *dev = NULL;
   gpupart_partition *p = NULL;
-  CHECK(gpupart_device_open(ctx,
-                            &(gpupart_device_desc){.backend = GPUPART_BACKEND_SIM, .memory_fraction = 1.0,
-                                                   .backend_desc = &(gpupart_sim_desc){.total_bytes = 256 * MiB,
-                                                                                       .min_alignment = 4096},
-                                                   .backend_desc_size = sizeof(gpupart_sim_desc)},
-                            &dev) == GPUPART_OK);
+  CHECK(gpupart_device_open(
+            ctx,
+            &(gpupart_device_desc){.backend = GPUPART_BACKEND_SIM,
+                                   .memory_fraction = 1.0,
+                                   .backend_desc = &(gpupart_sim_desc){.total_bytes = 256 * MiB, .min_alignment = 4096},
+                                   .backend_desc_size = sizeof(gpupart_sim_desc)},
+            &dev) == GPUPART_OK);
   if (!dev) return;
-  CHECK(gpupart_partition_create(dev, &(gpupart_partition_desc){.name = "literal", .limit = 64 * MiB,
-                                                                 .guarantee = 32 * MiB},
+  CHECK(gpupart_partition_create(dev,
+                                 &(gpupart_partition_desc){.name = "literal", .limit = 64 * MiB, .guarantee = 32 * MiB},
                                  &p) == GPUPART_OK);
   if (p) allocations(p);
   if (p) statistics(dev, p);
@@ -70,9 +70,8 @@ static void device(gpupart_context *ctx) {
 static void enumerate(gpupart_context *ctx) {
   gpupart_device_info *infos;
   uint32_t *count;
-  gpupart_result r = gpupart_enumerate(ctx, GPUPART_BACKEND_SIM,
-                                       infos = (gpupart_device_info[2]){{.index = 5}, {.index = 6}},
-                                       count = &(uint32_t){2});
+  gpupart_result r = gpupart_enumerate(
+      ctx, GPUPART_BACKEND_SIM, infos = (gpupart_device_info[2]){{.index = 5}, {.index = 6}}, count = &(uint32_t){2});
   CHECK(r == GPUPART_OK && *count == 1 && infos[0].backend == GPUPART_BACKEND_SIM && infos[0].index == 0);
   CHECK(infos[1].index == 6); /* past the count: untouched */
 }
@@ -93,9 +92,9 @@ typedef struct plain_fns {
   gpupart_result (*device_get_stats)(const gpupart_device *, gpupart_stats *);
 } plain_fns;
 
-static const plain_fns fn = {&gpupart_context_create, &gpupart_enumerate, &gpupart_device_open,
-                             &gpupart_device_get_info, &gpupart_partition_create, &gpupart_alloc_ex,
-                             &gpupart_allocation_get_info, &gpupart_alloc_info, &gpupart_partition_get_stats,
+static const plain_fns fn = {&gpupart_context_create,      &gpupart_enumerate,        &gpupart_device_open,
+                             &gpupart_device_get_info,     &gpupart_partition_create, &gpupart_alloc_ex,
+                             &gpupart_allocation_get_info, &gpupart_alloc_info,       &gpupart_partition_get_stats,
                              &gpupart_device_get_stats};
 
 static void plain_partition(gpupart_partition *p) {
@@ -118,8 +117,7 @@ static void plain_device(gpupart_device *dev) {
   gpupart_device_info *info;
   gpupart_result r = fn.device_get_info(dev, info = &(gpupart_device_info){.index = 1, .total_bytes = 0});
   CHECK(r == GPUPART_OK && info->backend == GPUPART_BACKEND_SIM && info->block_granularity == 256);
-  CHECK(fn.partition_create(dev, &(gpupart_partition_desc){.name = "by_address", .limit = 32 * MiB}, &p) ==
-        GPUPART_OK);
+  CHECK(fn.partition_create(dev, &(gpupart_partition_desc){.name = "by_address", .limit = 32 * MiB}, &p) == GPUPART_OK);
   if (p) plain_partition(p);
   gpupart_stats *st;
   r = fn.device_get_stats(dev, st = &(gpupart_stats){.limit = 0, .in_use = 0});
@@ -133,8 +131,8 @@ static void addresses(void) {
   CHECK(fn.context_create(&(gpupart_context_desc){.flags = GPUPART_CONTEXT_IGNORE_ENV, .log = NULL}, &ctx) ==
         GPUPART_OK);
   CHECK(fn.enumerate(ctx, GPUPART_BACKEND_SIM, NULL, &count) == GPUPART_OK && count == 1);
-  CHECK(fn.device_open(ctx, &(gpupart_device_desc){.backend = GPUPART_BACKEND_SIM, .memory_limit = 128 * MiB},
-                       &dev) == GPUPART_OK);
+  CHECK(fn.device_open(ctx, &(gpupart_device_desc){.backend = GPUPART_BACKEND_SIM, .memory_limit = 128 * MiB}, &dev) ==
+        GPUPART_OK);
   if (dev) plain_device(dev);
   CHECK(gpupart_device_close(dev) == GPUPART_OK);
   CHECK(gpupart_context_destroy(ctx) == GPUPART_OK);

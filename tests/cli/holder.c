@@ -27,7 +27,9 @@ static int hold(gpupart_device *dev, const char *spec, gpupart_allocation **a) {
   spec += prealloc;
   if (sscanf(spec, "%63[^:]:%llu:%llu:%llu:%llu", name, &limit, &guarantee, &alloc, &fails) < 4)
     return fprintf(stderr, "holder: bad partition '%s'\n", spec), 1;
-  gpupart_partition_desc pd = {.name = name, .limit = limit * MIB, .guarantee = guarantee * MIB,
+  gpupart_partition_desc pd = {.name = name,
+                               .limit = limit * MIB,
+                               .guarantee = guarantee * MIB,
                                .growth = prealloc ? GPUPART_GROWTH_OFF : GPUPART_GROWTH_DEFAULT};
   gpupart_partition *p = NULL;
   gpupart_result rc = gpupart_partition_create(dev, &pd, &p);
@@ -59,8 +61,7 @@ int main(int argc, char **argv) {
     if (hold(dev, argv[i], &a[i - 3])) return 1;
   printf("ready\n");
   fflush(stdout);
-  while (getchar() != EOF) {
-  }
+  while (getchar() != EOF) {}
   for (int i = 0; i < 16; i++)
     if (a[i]) gpupart_free(a[i]);
   gpupart_device_close(dev);

@@ -122,7 +122,7 @@ def test_devices_of_every_backend_leave_nothing_for_leak_sanitizer():
     runs the command, it must find nothing. A driver that a loader unloaded (lavapipe, with
     the last Vulkan instance) used to leave an allocation of an "unknown module" and, on
     some machines, a dangling dynamic-TLS entry that killed LeakSanitizer's tracer; gpupart
-    keeps what its backends load loaded (core/pin.c). In other builds this is one more run."""
+    keeps what its backends load loaded (core/base/pin.c). In other builds this is one more run."""
     for extra in ({}, {"LSAN_OPTIONS": "use_tls=0"}):
         env = dict(extra) if extra else {"LSAN_OPTIONS": ""}
         rc, out, err = run("devices", env=env)

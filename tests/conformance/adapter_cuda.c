@@ -42,7 +42,8 @@ static int use_adopted(gpupart_context *ctx, CUcontext cctx, char *why, size_t n
   int rc = gpupart_device_open(ctx, &d, &dev) || gpupart_partition_create(dev, NULL, &p) ||
            gpupart_alloc(p, sizeof in, 0, &a);
   if (rc) snprintf(why, n, "adopting: %s", gpupart_last_error());
-  if (!rc && gpupart_cuda_context(dev) != cctx) rc = -1, snprintf(why, n, "gpupart_cuda_context is not the adopted one");
+  if (!rc && gpupart_cuda_context(dev) != cctx)
+    rc = -1, snprintf(why, n, "gpupart_cuda_context is not the adopted one");
   if (!rc && (cu_write(dev, a, in, sizeof in) || cu_read(dev, a, out, sizeof out) || memcmp(in, out, sizeof in)))
     rc = -1, snprintf(why, n, "bytes written through the adopted context were not read back");
   gpupart_free(a);

@@ -44,7 +44,8 @@ static int sim_read(gpupart_device *dev, const gpupart_allocation *a, void *data
 
 static gpupart_result sim_open_instrumented(gpupart_context **ctx, const gpupart_device_desc *base,
                                             uint64_t max_live_blocks, gpupart_device **out, char *why, size_t why_len) {
-  gpupart_sim_desc desc = {.total_bytes = INSTRUMENTED_TOTAL, .host_backed = 1, .max_blocks = (uint32_t)max_live_blocks};
+  gpupart_sim_desc desc = {
+      .total_bytes = INSTRUMENTED_TOTAL, .host_backed = 1, .max_blocks = (uint32_t)max_live_blocks};
   gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV};
   *out = NULL;
   gpupart_result rc = gpupart_context_create(&cd, ctx);

@@ -1,5 +1,5 @@
 /* The adapters built into this conformance suite, from the one registry of backends
- * (core/registry.h): the adapter of backend <name> is conformance_<name>, compiled in
+ * (core/base/registry.h): the adapter of backend <name> is conformance_<name>, compiled in
  * (tests/meson.build) when the backend is built. The declarations are weak, so a backend
  * whose adapter is not written yet reads as NULL here and its tests skip, saying so. */
 #include "conformance.h"

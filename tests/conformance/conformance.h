@@ -23,8 +23,8 @@ typedef struct conformance_adapter {
    * max_live_blocks blocks are live (0 = never), and driver_bytes works on the device.
    * On failure the reason is in why; ENOTSUP (the test is skipped) where this driver
    * cannot be instrumented. */
-  gpupart_result (*open_instrumented)(gpupart_context **ctx, const gpupart_device_desc *base,
-                                      uint64_t max_live_blocks, gpupart_device **out, char *why, size_t why_len);
+  gpupart_result (*open_instrumented)(gpupart_context **ctx, const gpupart_device_desc *base, uint64_t max_live_blocks,
+                                      gpupart_device **out, char *why, size_t why_len);
   /* Bytes of device memory that gpupart holds on an instrumented device, as the driver
    * itself counts them. 0 = success. */
   int (*driver_bytes)(gpupart_device *dev, uint64_t *bytes);
@@ -46,7 +46,7 @@ typedef struct conformance_adapter {
 #define CONFORMANCE_CODE_VARIES INT64_MIN
 
 /* The adapters this build has, indexed by gpupart_backend; NULL where none (adapters.c
- * walks the registry of core/registry.h: a backend's adapter is conformance_<name>). */
+ * walks the registry of core/base/registry.h: a backend's adapter is conformance_<name>). */
 const conformance_adapter *conformance_adapter_for(gpupart_backend b);
 
 #endif

@@ -11,7 +11,7 @@
 
 #define MiB (1ull << 20)
 
-/* Every backend of the registry (core/registry.h), built or not. */
+/* Every backend of the registry (core/base/registry.h), built or not. */
 #define CONFORMANCE_BACKEND(ID, name, rank) GPUPART_BACKEND_##ID,
 static gpupart_backend all_backends[] = {GPUPART__BACKENDS(CONFORMANCE_BACKEND)};
 #undef CONFORMANCE_BACKEND
@@ -182,8 +182,7 @@ ParameterizedTest(gpupart_backend *b, conformance, trim_returns_empty_blocks_to_
   fixture f = open_or_skip(*b, NULL);
   gpupart_partition *p = make_partition(f.dev, "t", 64 * MiB);
   gpupart_allocation *a[4];
-  for (int i = 0; i < 4; i++)
-    cr_assert_eq(gpupart_alloc(p, 3 * MiB, 0, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
+  for (int i = 0; i < 4; i++) cr_assert_eq(gpupart_alloc(p, 3 * MiB, 0, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
   for (int i = 0; i < 4; i++) gpupart_free(a[i]);
   gpupart_stats held = stats_of(p);
   cr_expect_gt(held.reserved, 0, "empty blocks stay cached until trim");
@@ -293,7 +292,8 @@ ParameterizedTest(gpupart_backend *b, conformance, alignment_requests_are_honour
     gpupart_allocation_info info;
     cr_assert_eq(gpupart_allocation_get_info(a[i], &info), GPUPART_OK);
     uint64_t where = info.device_address ? info.device_address : info.offset;
-    if (aligns[i]) cr_expect_eq(where % aligns[i], 0, "allocation %d is not aligned to %llu", i, (unsigned long long)aligns[i]);
+    if (aligns[i])
+      cr_expect_eq(where % aligns[i], 0, "allocation %d is not aligned to %llu", i, (unsigned long long)aligns[i]);
     cr_expect_eq(info.offset % dev.min_alignment, 0, "offsets keep the backend's minimum alignment");
     memset(buf, 0x30 + i, sizes[i]);
     cr_assert_eq(f.ad->write(f.dev, a[i], buf, sizes[i]), 0, "%s", gpupart_last_error());
@@ -315,8 +315,7 @@ ParameterizedTest(gpupart_backend *b, conformance, trim_is_seen_by_the_driver) {
   gpupart_partition *p = make_partition(f.dev, "t", 64 * MiB);
   cr_expect_eq(driver_bytes(&f), 0);
   gpupart_allocation *a[4];
-  for (int i = 0; i < 4; i++)
-    cr_assert_eq(gpupart_alloc(p, 3 * MiB, 0, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
+  for (int i = 0; i < 4; i++) cr_assert_eq(gpupart_alloc(p, 3 * MiB, 0, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_stats held = stats_of(p);
   cr_expect_eq(driver_bytes(&f), held.reserved, "the driver holds what gpupart reserved");
   for (int i = 0; i < 4; i++) gpupart_free(a[i]);

@@ -317,8 +317,9 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
   pthread_mutex_lock(&lock);
-  CUresult r = !initialized ? CUDA_ERROR_NOT_INITIALIZED : valid_context(ctx) && !ctx->primary ? CUDA_SUCCESS
-                                                                                              : CUDA_ERROR_INVALID_CONTEXT;
+  CUresult r = !initialized                          ? CUDA_ERROR_NOT_INITIALIZED
+               : valid_context(ctx) && !ctx->primary ? CUDA_SUCCESS
+                                                     : CUDA_ERROR_INVALID_CONTEXT;
   if (r == CUDA_SUCCESS) {
     ctx->alive = 0;
     stats.created_alive--;
@@ -467,7 +468,8 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream) {
   void *p = (void *)pool;
   (void)stream;
-  if (p < (void *)default_pools || p >= (void *)(default_pools + CUDA_DOUBLE_MAX_DEVICES)) return CUDA_ERROR_INVALID_VALUE;
+  if (p < (void *)default_pools || p >= (void *)(default_pools + CUDA_DOUBLE_MAX_DEVICES))
+    return CUDA_ERROR_INVALID_VALUE;
   return allocate(dptr, bytesize);
 }
 
@@ -509,7 +511,8 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   struct CUctx_st *c = NULL;
   CUresult r = current(&c);
   if (r == CUDA_SUCCESS && (!free_bytes || !total_bytes)) r = CUDA_ERROR_INVALID_VALUE;
-  if (r == CUDA_SUCCESS) *total_bytes = (size_t)device_total(), *free_bytes = (size_t)(device_total() - used[c->device]);
+  if (r == CUDA_SUCCESS)
+    *total_bytes = (size_t)device_total(), *free_bytes = (size_t)(device_total() - used[c->device]);
   pthread_mutex_unlock(&lock);
   return r;
 }
@@ -591,6 +594,8 @@ typedef void (*any_fn)(void);
 
 /* Each variant of a base name, oldest first, with the CUDA version that introduced it
  * (cuda_double__vmm_symbols() has the virtual memory management calls'). */
+/* A list of macro calls, which clang-format cannot lay out: */
+/* clang-format off */
 static const cuda_double_symbol symbols[] = {
 #define SYM(name, since, fn) {name, since, (any_fn)fn},
     SYM("cuInit", 2000, cuInit) SYM("cuDriverGetVersion", 2020, cuDriverGetVersion)
@@ -626,6 +631,7 @@ static const cuda_double_symbol symbols[] = {
     SYM("cuMemsetD8", 3020, cuMemsetD8_v2)
 #undef SYM
 };
+/* clang-format on */
 
 /* Scans one table for lookup(): known is set when a variant the driver offers exists,
  * best to the newest one at or before limit. */
@@ -645,8 +651,10 @@ static CUresult lookup(const char *name, int version, void **pfn, CUdriverProcAd
   const cuda_double_symbol *vmm = cuda_double__vmm_symbols(&nvmm);
   scan(symbols, sizeof symbols / sizeof symbols[0], name, limit, &known, &best);
   scan(vmm, nvmm, name, limit, &known, &best);
-  if (status) *status = best ? CU_GET_PROC_ADDRESS_SUCCESS : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                                                                  : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (status)
+    *status = best    ? CU_GET_PROC_ADDRESS_SUCCESS
+              : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                      : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   memcpy(pfn, &best, sizeof best);
   return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }

@@ -25,11 +25,11 @@
 typedef struct cuda_double_counters {
   uint64_t alloc_calls, alloc_failures, free_calls;
   uint64_t live_allocs, live_bytes, peak_bytes; /* over every context */
-  uint64_t legacy_calls;      /* unversioned entry points (cuMemAlloc, ...) that were called */
-  uint64_t no_context_calls;  /* calls refused because no context was current */
-  uint64_t bad_context_calls; /* calls refused for an unknown or destroyed context */
+  uint64_t legacy_calls;                        /* unversioned entry points (cuMemAlloc, ...) that were called */
+  uint64_t no_context_calls;                    /* calls refused because no context was current */
+  uint64_t bad_context_calls;                   /* calls refused for an unknown or destroyed context */
   uint64_t proc_queries, proc_null_returns, proc_refusals; /* cuGetProcAddress_v2 */
-  uint64_t push_calls, pop_calls; /* that succeeded */
+  uint64_t push_calls, pop_calls;                          /* that succeeded */
   uint64_t init_calls;
   int primary_refs[CUDA_DOUBLE_MAX_DEVICES]; /* reference count of each primary context */
   int created_alive;                         /* contexts of cuCtxCreate_v2 not yet destroyed */

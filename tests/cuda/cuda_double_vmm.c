@@ -48,7 +48,7 @@ typedef struct reservation {
 } reservation;
 
 typedef struct allocation {
-  int fd; /* the memfd that holds the bytes */
+  int fd;      /* the memfd that holds the bytes */
   size_t size; /* 0: a free slot */
   int device, charged, handle_types, handles;
   dev_t st_dev;
@@ -103,7 +103,8 @@ static CUresult entry(void) {
  * exists, exportable as nothing or a POSIX file descriptor. Compression is a hint the
  * driver may ignore (the allocation's properties say what was made): ignored here. */
 static CUresult check_prop(const CUmemAllocationProp *prop) {
-  if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->win32HandleMetaData) return CUDA_ERROR_INVALID_VALUE;
+  if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->win32HandleMetaData)
+    return CUDA_ERROR_INVALID_VALUE;
   if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST || prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
     return CUDA_ERROR_NOT_SUPPORTED; /* HOST_(NUMA_)VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED read 0 */
   if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
@@ -607,6 +608,8 @@ CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice
 
 /* ---- cuGetProcAddress_v2's entries --------------------------------------------------- */
 
+/* A list of macro calls, which clang-format cannot lay out: */
+/* clang-format off */
 #define SYM(name, since, fn) {name, since, (void (*)(void))fn},
 static const cuda_double_symbol vmm_symbols[] = {
     SYM("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute)
@@ -623,6 +626,7 @@ static const cuda_double_symbol vmm_symbols[] = {
 #endif
 };
 #undef SYM
+/* clang-format on */
 
 const cuda_double_symbol *cuda_double__vmm_symbols(size_t *count) {
   *count = sizeof vmm_symbols / sizeof vmm_symbols[0];

@@ -39,7 +39,7 @@ typedef struct cuda_double_vmm_counters {
                                 not document that they need one; callers push theirs) */
   uint64_t live_reservations, reserved_bytes;
   uint64_t live_allocations, allocation_bytes, peak_allocation_bytes; /* physical, charged */
-  uint64_t live_handles;  /* handle values not yet released (or still mapped) */
+  uint64_t live_handles; /* handle values not yet released (or still mapped) */
   uint64_t live_mappings, mapped_bytes;
 } cuda_double_vmm_counters;
 

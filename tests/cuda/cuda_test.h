@@ -24,7 +24,7 @@ typedef struct cuda_test_api {
   CUresult (*primary_release)(CUdevice); /* cuDevicePrimaryCtxRelease_v2 */
   CUresult (*htod)(CUdeviceptr, const void *, size_t);
   CUresult (*dtoh)(void *, CUdeviceptr, size_t);
-  cuda_double_counters *stats; /* NULL on a real driver */
+  cuda_double_counters *stats;         /* NULL on a real driver */
   cuda_double_vmm_counters *vmm_stats; /* the double's virtual memory; NULL on a real driver */
 } cuda_test_api;
 

@@ -348,8 +348,7 @@ Test(cuda, out_of_memory_in_the_middle_of_growth_is_edevmem_and_keeps_accounting
   gpupart_device *dev = open_device(ctx, NULL);
   gpupart_partition *p = partition(dev, 256 * MiB);
   gpupart_allocation *a[3] = {NULL, NULL, NULL};
-  for (int i = 0; i < 2; i++)
-    cr_assert_eq(gpupart_alloc(p, 6 * MiB, 0, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
+  for (int i = 0; i < 2; i++) cr_assert_eq(gpupart_alloc(p, 6 * MiB, 0, &a[i]), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_stats before, after;
   cr_assert_eq(gpupart_partition_get_stats(p, &before), GPUPART_OK);
   cr_expect_eq(gpupart_alloc(p, 6 * MiB, 0, &a[2]), GPUPART_EDEVMEM);

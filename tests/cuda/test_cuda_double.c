@@ -143,7 +143,8 @@ Test(cuda_double_vmm, the_vmm_attribute_reads_1_and_the_knob_turns_vmm_off) {
   cr_expect_eq(v, 1);
   cr_expect_eq(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 0), CUDA_SUCCESS);
   cr_expect_eq(v, 0);
-  cr_expect_eq(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1), CUDA_ERROR_INVALID_DEVICE);
+  cr_expect_eq(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1),
+               CUDA_ERROR_INVALID_DEVICE);
   cr_expect_eq(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), CUDA_ERROR_INVALID_VALUE,
                "an attribute the double does not model is refused, not invented");
   setenv("GPUPART_TEST_CUDA_NO_VMM", "1", 1);
@@ -339,7 +340,8 @@ Test(cuda_double_vmm, a_mapping_is_inaccessible_until_access_is_set) {
   CUdeviceptr va = reserve(2 * G);
   char byte = 1;
   unsigned long long flags = 99;
-  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}, dev1 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1};
+  CUmemLocation dev0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                dev1 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1};
   cr_assert_eq(cuMemMap(va, 2 * G, 0, h, 0), CUDA_SUCCESS);
   cr_expect_eq(cuMemGetAccess(&flags, &dev0, va), CUDA_SUCCESS);
   cr_expect_eq(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE, "mappings start with no access");

@@ -31,8 +31,8 @@ static void print_partitions(gpupart_device *dev) {
     gpupart_partition *p = gpupart_partition_at(dev, i);
     gpupart_stats s = {0};
     gpupart_partition_get_stats(p, &s);
-    printf("%s{\"name\": \"%s\", \"limit\": %llu, \"guarantee\": %llu}", i ? ", " : "",
-           gpupart_partition_name(p), (unsigned long long)s.limit, (unsigned long long)s.guarantee);
+    printf("%s{\"name\": \"%s\", \"limit\": %llu, \"guarantee\": %llu}", i ? ", " : "", gpupart_partition_name(p),
+           (unsigned long long)s.limit, (unsigned long long)s.guarantee);
   }
   printf("]}\n");
 }
@@ -49,8 +49,7 @@ static gpupart_result over_limit(gpupart_partition *p) {
 
 static void wait_release(const char *release) {
   if (!release) {
-    while (getchar() != EOF) {
-    }
+    while (getchar() != EOF) {}
     return;
   }
   struct timespec tick = {0, 10 * 1000 * 1000};

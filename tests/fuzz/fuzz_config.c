@@ -53,8 +53,8 @@ static void open_device(gpupart_context *ctx) {
 
 static void fuzz_ini(const char *text) {
   /* the trace option is parsed and checked, but no file named by the input is created */
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE, .config_text = text,
-                             .ledger_dir = scratch};
+  gpupart_context_desc cd = {
+      .flags = GPUPART_CONTEXT_IGNORE_ENV | GPUPART_CONTEXT_NO_TRACE, .config_text = text, .ledger_dir = scratch};
   gpupart_context *ctx;
   if (gpupart_context_create(&cd, &ctx) != GPUPART_OK) return;
   open_device(ctx);
@@ -70,7 +70,8 @@ static void fuzz_amount(const char *text) {
     if (gpupart__parse_amount(text, accept, &a, err, sizeof err) == 0 && a.is_share && !(a.share >= 0 && a.share <= 1))
       abort();
   for (int o = 0; o < GPUPART__OPT_COUNT; o++)
-    if (gpupart__options[o].type != GPUPART__T_PARTITIONS) gpupart__option_parse((gpupart__opt)o, text, &v, err, sizeof err);
+    if (gpupart__options[o].type != GPUPART__T_PARTITIONS)
+      gpupart__option_parse((gpupart__opt)o, text, &v, err, sizeof err);
   gpupart__parse_selector(text, &sel, err, sizeof err);
 }
 

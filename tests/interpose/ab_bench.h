@@ -9,9 +9,9 @@
 #include <stddef.h>
 
 typedef struct ab_bench {
-  const char *tool;          /* "cl_bench": its messages' prefix */
-  int figures;               /* at most AB_MAX_FIGURES */
-  const char *const *names;  /* each figure's name */
+  const char *tool;         /* "cl_bench": its messages' prefix */
+  int figures;              /* at most AB_MAX_FIGURES */
+  const char *const *names; /* each figure's name */
   /* Writes the shell command of one child into cmd: self --child calls, with or without
    * the layer, arg being the benchmark's first argument. */
   void (*command)(char *cmd, size_t n, const char *self, const char *arg, int with, long calls);
@@ -27,15 +27,15 @@ int ab_mapped(const char *part);
 /* In a child's measuring function (one returning int): ns per iteration of body over n
  * iterations into out, after n / 10 (at least one) untimed ones; a body that returns
  * nonzero ends the function with 1. */
-#define AB_TIMED(out, n, body)                                   \
-  do {                                                           \
-    long n_ = (n) > 0 ? (n) : 1;                                 \
-    for (long i = 0; i < n_ / 10 + 1; i++)                       \
-      if (body) return 1;                                        \
-    double start_ = ab_now_ns();                                 \
-    for (long i = 0; i < n_; i++)                                \
-      if (body) return 1;                                        \
-    (out) = (ab_now_ns() - start_) / (double)n_;                 \
+#define AB_TIMED(out, n, body)                   \
+  do {                                           \
+    long n_ = (n) > 0 ? (n) : 1;                 \
+    for (long i = 0; i < n_ / 10 + 1; i++)       \
+      if (body) return 1;                        \
+    double start_ = ab_now_ns();                 \
+    for (long i = 0; i < n_; i++)                \
+      if (body) return 1;                        \
+    (out) = (ab_now_ns() - start_) / (double)n_; \
   } while (0)
 
 /* A child's line: whether the layer is mapped, then each figure. */

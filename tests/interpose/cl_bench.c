@@ -88,10 +88,10 @@ static int measure(bench *b, long calls, double ns[FIGURES]) {
   AB_TIMED(ns[1], calls, clSetKernelArg(b->kernel, 1, sizeof v, &v));
   AB_TIMED(ns[2], calls, clGetDeviceInfo(b->dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL));
   AB_TIMED(ns[3], calls / 100,
-        clEnqueueNDRangeKernel(b->queue, b->kernel, 1, NULL, &one, NULL, 0, NULL, NULL) || clFinish(b->queue));
+           clEnqueueNDRangeKernel(b->queue, b->kernel, 1, NULL, &one, NULL, 0, NULL, NULL) || clFinish(b->queue));
   AB_TIMED(ns[4], calls, clGetDeviceInfo(b->dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL));
   AB_TIMED(ns[5], calls / 10,
-        !(m = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, 4096, NULL, &err)) || clReleaseMemObject(m));
+           !(m = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, 4096, NULL, &err)) || clReleaseMemObject(m));
   return 0;
 }
 
@@ -118,8 +118,8 @@ int main(int argc, char **argv) {
   long calls = argc > 2 ? atol(argv[2]) : 1000000, rounds = argc > 3 ? atol(argv[3]) : 5;
   char header[256];
   if (rounds < 1) rounds = 1;
-  snprintf(header, sizeof header, "best of %ld rounds, %ld calls (enqueues %ld, pairs %ld) per child:\n", rounds,
-           calls, calls / 100 > 0 ? calls / 100 : 1, calls / 10 > 0 ? calls / 10 : 1);
+  snprintf(header, sizeof header, "best of %ld rounds, %ld calls (enqueues %ld, pairs %ld) per child:\n", rounds, calls,
+           calls / 100 > 0 ? calls / 100 : 1, calls / 10 > 0 ? calls / 10 : 1);
   ab_bench b = {"cl_bench", FIGURES, names, command};
   return ab_run(&b, argv[1], calls, rounds, header);
 }

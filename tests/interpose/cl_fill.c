@@ -57,7 +57,8 @@ static cl_int one_more(run *r) {
     return CL_SUCCESS;
   }
   if (!strcmp(r->mode, "image")) err = make_image(r, &m);
-  else if (!strcmp(r->mode, "props")) m = clCreateBufferWithProperties(r->ctx, NULL, CL_MEM_READ_WRITE, r->chunk, NULL, &err);
+  else if (!strcmp(r->mode, "props"))
+    m = clCreateBufferWithProperties(r->ctx, NULL, CL_MEM_READ_WRITE, r->chunk, NULL, &err);
   else m = clCreateBuffer(r->ctx, CL_MEM_READ_WRITE, r->chunk, NULL, &err);
   if (!m) return err;
   r->mems[r->n] = m;
@@ -72,8 +73,7 @@ static cl_int one_more(run *r) {
 
 static cl_int fill(run *r, size_t max_mib) {
   cl_int err = CL_SUCCESS;
-  while (r->n < MAX_OBJECTS && (size_t)r->n * (r->chunk >> 20) < max_mib && (err = one_more(r)) == CL_SUCCESS) {
-  }
+  while (r->n < MAX_OBJECTS && (size_t)r->n * (r->chunk >> 20) < max_mib && (err = one_more(r)) == CL_SUCCESS) {}
   clFinish(r->queue);
   return err;
 }

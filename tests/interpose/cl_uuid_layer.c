@@ -68,8 +68,7 @@ static cl_int CL_API_CALL get_context_info(cl_context context, cl_context_info n
   return rc;
 }
 
-EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info name, size_t size, void *value,
-                                                      size_t *size_ret) {
+EXPORT CL_API_ENTRY cl_int CL_API_CALL clGetLayerInfo(cl_layer_info name, size_t size, void *value, size_t *size_ret) {
   static const char layer_name[] = "gpupart test double: cl_khr_device_uuid";
   cl_layer_api_version version = CL_LAYER_API_VERSION_100;
   if (name == CL_LAYER_NAME) return answer(layer_name, sizeof layer_name, size, value, size_ret);

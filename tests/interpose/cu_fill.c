@@ -59,9 +59,20 @@ static CUmemoryPool pool;
 static cuuint64_t proc_flags = CU_GET_PROC_ADDRESS_DEFAULT;
 
 static void link_route(void) {
-  cu = (api){cuInit, cuDeviceGet, cuDevicePrimaryCtxRetain, cuCtxSetCurrent, cuMemGetInfo_v2, cuDeviceTotalMem_v2,
-             cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync,
-             cuDeviceGetDefaultMemPool, cuMemFree_v2, cuMemFreeAsync};
+  cu = (api){cuInit,
+             cuDeviceGet,
+             cuDevicePrimaryCtxRetain,
+             cuCtxSetCurrent,
+             cuMemGetInfo_v2,
+             cuDeviceTotalMem_v2,
+             cuMemAlloc_v2,
+             cuMemAllocPitch_v2,
+             cuMemAllocManaged,
+             cuMemAllocAsync,
+             cuMemAllocFromPoolAsync,
+             cuDeviceGetDefaultMemPool,
+             cuMemFree_v2,
+             cuMemFreeAsync};
 }
 
 typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
@@ -113,8 +124,8 @@ static void choose_route(const char *route) {
     gpa = cuGetProcAddress_v2;
     gpa("cuMemAlloc", &legacy, 3010, CU_GET_PROC_ADDRESS_DEFAULT, NULL);
     printf("cuMemAlloc at 3010 is the legacy entry: %s\n", legacy && legacy == exported ? "yes" : "no");
-  }
-  else if (!(lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL))) fprintf(stderr, "cu_fill: %s\n", dlerror()), exit(3);
+  } else if (!(lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)))
+    fprintf(stderr, "cu_fill: %s\n", dlerror()), exit(3);
   if (strcmp(route, "cudart") == 0) {
     void *p = dlsym(lib, "cuGetProcAddress_v2");
     if (!p) fprintf(stderr, "cu_fill: no cuGetProcAddress_v2\n"), exit(3);

@@ -21,8 +21,8 @@ static void clean_env(void) {
 TestSuite(ip_account, .init = clean_env);
 
 Test(ip_account, keys_with_one_uuid_share_a_partition_whatever_their_bus_ids) {
-  gpupart_partition *a =
-      gpupart__ip_partition_of(&(gpupart__ip_device){.key = 1, .total = 1 * GIB, .uuid = gpu_a, .pci_bus_id = "0000:01:00.0"});
+  gpupart_partition *a = gpupart__ip_partition_of(
+      &(gpupart__ip_device){.key = 1, .total = 1 * GIB, .uuid = gpu_a, .pci_bus_id = "0000:01:00.0"});
   gpupart_partition *again = gpupart__ip_partition_for(2, 1 * GIB, gpu_a);
   gpupart_partition *other = gpupart__ip_partition_for(3, 1 * GIB, gpu_b);
   cr_assert_not_null(a);
@@ -33,7 +33,8 @@ Test(ip_account, keys_with_one_uuid_share_a_partition_whatever_their_bus_ids) {
 }
 
 Test(ip_account, without_a_uuid_one_bus_id_is_one_gpu) {
-  gpupart_partition *a = gpupart__ip_partition_of(&(gpupart__ip_device){.key = 4, .total = 1 * GIB, .pci_bus_id = "0000:02:00.0"});
+  gpupart_partition *a =
+      gpupart__ip_partition_of(&(gpupart__ip_device){.key = 4, .total = 1 * GIB, .pci_bus_id = "0000:02:00.0"});
   gpupart_partition *again =
       gpupart__ip_partition_of(&(gpupart__ip_device){.key = 5, .total = 1 * GIB, .pci_bus_id = "0000:02:00.0"});
   gpupart_partition *plain = gpupart__ip_partition(6, 1 * GIB);

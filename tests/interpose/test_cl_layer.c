@@ -14,15 +14,14 @@
 
 #define MIB (1024ull * 1024ull)
 
-static const char *fill(void) {
-  return ip_test_path("GPUPART_TEST_CL_FILL");
-}
+static const char *fill(void) { return ip_test_path("GPUPART_TEST_CL_FILL"); }
 
 static char layer_env[4200];
 
 /* OPENCL_LAYERS=<the layer>, and a device present, or the test is skipped. */
 static const char *layer(void) {
-  snprintf(layer_env, sizeof layer_env, "%s OPENCL_LAYERS=%s", ip_test_child_env(), ip_test_path("GPUPART_TEST_CL_LAYER"));
+  snprintf(layer_env, sizeof layer_env, "%s OPENCL_LAYERS=%s", ip_test_child_env(),
+           ip_test_path("GPUPART_TEST_CL_LAYER"));
   char out[4096];
   ip_test_run(out, sizeof out, "%s buffer 1 1", fill());
   if (!strstr(out, "allocated 1 code 0")) cr_skip_test("no OpenCL device: %s", out);
@@ -59,7 +58,8 @@ Test(cl_layer, clinfo_without_a_limit_reports_the_device) {
   uint64_t real = ip_test_field(plain, "CL_DEVICE_GLOBAL_MEM_SIZE");
   /* the budget is the device rounded down to the granularity (2 MiB) */
   cr_assert_eq(ip_test_field(under, "CL_DEVICE_GLOBAL_MEM_SIZE"), real & ~(2 * MIB - 1), "%s", under);
-  cr_assert_eq(ip_test_field(under, "CL_DEVICE_MAX_MEM_ALLOC_SIZE"), ip_test_field(plain, "CL_DEVICE_MAX_MEM_ALLOC_SIZE"));
+  cr_assert_eq(ip_test_field(under, "CL_DEVICE_MAX_MEM_ALLOC_SIZE"),
+               ip_test_field(plain, "CL_DEVICE_MAX_MEM_ALLOC_SIZE"));
 }
 
 static void refused_past(const char *mode) {
@@ -82,7 +82,8 @@ Test(cl_layer, sub_buffers_take_no_more_of_the_limit) { refused_past("sub"); }
  * first (the context's device list is longer than one handle). */
 Test(cl_layer, buffers_of_a_context_with_two_devices_are_refused_past_the_limit) {
   char out[4096];
-  ip_test_run(out, sizeof out, "env %s POCL_DEVICES='pthread pthread' CL_FILL_ALL_DEVICES=1 GPUPART_MEMORY_LIMIT=64MiB %s buffer 1 200",
+  ip_test_run(out, sizeof out,
+              "env %s POCL_DEVICES='pthread pthread' CL_FILL_ALL_DEVICES=1 GPUPART_MEMORY_LIMIT=64MiB %s buffer 1 200",
               layer(), fill());
   if (!strstr(out, "context devices 2\n")) cr_skip_test("not two devices (not PoCL?): %s", out);
   cr_assert(strstr(out, "allocated 64 code -4\n"), "%s", out);
@@ -298,8 +299,8 @@ Test(cl_layer, the_overhead_benchmark_runs_with_and_without_the_layer) {
   ip_test_run(out, sizeof out, "env %s '%s' '%s' 2000 1", env, ip_test_path("GPUPART_TEST_CL_BENCH"),
               ip_test_path("GPUPART_TEST_CL_LAYER"));
   cr_assert(strstr(out, "clSetKernelArg (not accounted): without ") && strstr(out, "with the layer"), "%s", out);
-  cr_assert(strstr(out, "clCreateBuffer+clReleaseMemObject 4 KiB (accounted): without ") && strstr(out, "ratio"),
-            "%s", out);
+  cr_assert(strstr(out, "clCreateBuffer+clReleaseMemObject 4 KiB (accounted): without ") && strstr(out, "ratio"), "%s",
+            out);
 }
 
 /* A context of more devices than the layer's fixed list held (64: the device list did not
@@ -308,8 +309,10 @@ Test(cl_layer, the_overhead_benchmark_runs_with_and_without_the_layer) {
 Test(cl_layer, a_context_of_seventy_devices_is_held_to_the_limit) {
   char out[4096];
   layer();
-  ip_test_run(out, sizeof out, "env %s OPENCL_LAYERS=%s:%s CL_UUID_LAYER_CONTEXT_DEVICES=70 GPUPART_MEMORY_LIMIT=64MiB %s "
-              "buffer 1 200", ip_test_child_env(), ip_test_path("GPUPART_TEST_CL_UUID_LAYER"),
-              ip_test_path("GPUPART_TEST_CL_LAYER"), fill());
+  ip_test_run(out, sizeof out,
+              "env %s OPENCL_LAYERS=%s:%s CL_UUID_LAYER_CONTEXT_DEVICES=70 GPUPART_MEMORY_LIMIT=64MiB %s "
+              "buffer 1 200",
+              ip_test_child_env(), ip_test_path("GPUPART_TEST_CL_UUID_LAYER"), ip_test_path("GPUPART_TEST_CL_LAYER"),
+              fill());
   cr_assert(strstr(out, "allocated 64 code -4\n"), "%s", out);
 }

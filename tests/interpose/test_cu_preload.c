@@ -145,8 +145,9 @@ Test(cu_preload, two_processes_with_one_partition_name_share_its_limit) {
   char dir[] = "/tmp/gpupart-cu-preload-XXXXXX", env[8192], out[4096];
   int code = 0;
   cr_assert(mkdtemp(dir));
-  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job GPUPART_PARTITIONS=job:48MiB",
-           preload(), dir);
+  snprintf(env, sizeof env,
+           "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job GPUPART_PARTITIONS=job:48MiB", preload(),
+           dir);
   ip_test_child holder;
   ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
   ip_test_wait_for(&holder, "holding");
@@ -168,7 +169,8 @@ Test(cu_preload, a_process_holding_memory_is_a_member_in_gpupart_top) {
   char dir[] = "/tmp/gpupart-cu-top-XXXXXX", out[65536], pid[64];
   cr_assert(mkdtemp(dir));
   ip_test_child holder;
-  ip_test_start(&holder, dir, "env %s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=topjob %s link plain 1 12 hold",
+  ip_test_start(&holder, dir,
+                "env %s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=topjob %s link plain 1 12 hold",
                 preload(), dir, fill());
   ip_test_wait_for(&holder, "holding");
   snprintf(pid, sizeof pid, "\"pid\": %lu", (unsigned long)ip_test_field(holder.text, "holding pid"));
@@ -218,8 +220,10 @@ Test(cu_preload, a_forked_child_is_a_member_of_its_own) {
   cr_assert(mkdtemp(dir));
   /* the parent holds 30 of 48 MiB, the child takes the 18 left and ends without freeing:
    * as a member of its own it is reaped, so the parent gets the 18 again */
-  ip_test_run(out, sizeof out, "env %s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
-              "GPUPART_PARTITIONS=job:48MiB %s link plain 1 30 fork", preload(), dir, fill());
+  ip_test_run(out, sizeof out,
+              "env %s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
+              "GPUPART_PARTITIONS=job:48MiB %s link plain 1 30 fork",
+              preload(), dir, fill());
   cr_assert(strstr(out, "allocated 30 code 0\n"), "%s", out);
   int child = blocks(out, "child allocated", &code);
   cr_assert(child >= 14 && child <= 18 && code == 2, "the child shares the partition's limit: %s", out);
@@ -283,8 +287,10 @@ Test(cu_preload, a_program_started_without_a_name_is_still_accounted) {
   char out[4096];
   int code = 0;
   if (system("command -v perl >/dev/null 2>&1")) cr_skip_test("perl (to exec with an empty argv[0]) is not installed");
-  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB perl -e 'exec {$ARGV[0]} \"\", @ARGV[1..$#ARGV]' %s "
-              "link plain 1 200 2>&1", preload(), fill());
+  ip_test_run(out, sizeof out,
+              "env %s GPUPART_MEMORY_LIMIT=64MiB perl -e 'exec {$ARGV[0]} \"\", @ARGV[1..$#ARGV]' %s "
+              "link plain 1 200 2>&1",
+              preload(), fill());
   int n = blocks(out, "allocated", &code);
   cr_assert(n >= 60 && n <= 64 && code == 2, "%s", out);
 }
@@ -329,12 +335,15 @@ Test(cu_preload, a_pointer_the_driver_reuses_after_freeing_it_with_its_context_i
 static void expect_free_of_the_own_partition(const char *partitions) {
   char dir[] = "/tmp/gpupart-cu-info-XXXXXX", env[8192], out[4096];
   cr_assert(mkdtemp(dir));
-  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
-           "GPUPART_PARTITIONS=%s", preload(), dir, partitions);
+  snprintf(env, sizeof env,
+           "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
+           "GPUPART_PARTITIONS=%s",
+           preload(), dir, partitions);
   ip_test_child holder;
   ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
   ip_test_wait_for(&holder, "holding");
-  cr_assert_eq(info(holder.text, "full", "free"), 18 * MIB, "its own partition's figures, not other's: %s", holder.text);
+  cr_assert_eq(info(holder.text, "full", "free"), 18 * MIB, "its own partition's figures, not other's: %s",
+               holder.text);
   ip_test_run(out, sizeof out, "env %s %s link plain 1 5", env, fill());
   cr_assert_eq(info(out, "start", "total"), 48 * MIB, "%s", out);
   cr_assert_eq(info(out, "start", "free"), 18 * MIB, "48 MiB less the other member's 30: %s", out);
@@ -423,8 +432,9 @@ Test(cu_preload, arena_mode_blocks_are_what_other_members_of_a_shared_partition_
   char dir[] = "/tmp/gpupart-cu-arena-XXXXXX", env[8192], out[4096];
   int code = 0;
   cr_assert(mkdtemp(dir));
-  snprintf(env, sizeof env, "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job GPUPART_PARTITIONS=job:48MiB",
-           preload(), dir);
+  snprintf(env, sizeof env,
+           "%s GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job GPUPART_PARTITIONS=job:48MiB", preload(),
+           dir);
   ip_test_child holder;
   ip_test_start(&holder, dir, "env %s GPUPART_PRELOAD_ARENA=1 %s link plain 1 30 hold", env, fill());
   ip_test_wait_for(&holder, "holding");
@@ -453,7 +463,8 @@ Test(cu_preload, arena_mode_a_forked_child_takes_blocks_of_its_own) {
 Test(cu_preload, arena_mode_bad_calls_get_the_drivers_answers_and_never_free_a_block) {
   char plain[4096], under[4096];
   ip_test_run(plain, sizeof plain, "%s bad", edge());
-  ip_test_run(under, sizeof under, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s bad", preload(), edge());
+  ip_test_run(under, sizeof under, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s bad", preload(),
+              edge());
   cr_assert(strstr(under, "bad calls done\n"), "no crash under the preload: %s", under);
   cr_assert(strstr(under, "free 0, again 1\n"), "the second free is CUDA_ERROR_INVALID_VALUE: %s", under);
   *strstr(plain, "after bad calls") = '\0';
@@ -486,18 +497,21 @@ Test(cu_preload, arena_mode_a_new_block_at_a_released_blocks_address_is_accounte
   for (int i = 0; i < 64; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, " m:1048576");
   ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s %s d", preload(), seq(),
               ops);
-  cr_assert(strstr(out, "a 2 code 0 at 1\n"), "the precondition: the new block has the released one's address: %s", out);
+  cr_assert(strstr(out, "a 2 code 0 at 1\n"), "the precondition: the new block has the released one's address: %s",
+            out);
   cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 61 * MIB, "the limit less the 3 MiB held: %s", out);
-  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "live"), 64 * MIB, "the driver holds no more than the limit: %s",
-               out);
+  cr_assert_leq(ip_test_field(nth_line(out, "driver", 1), "live"), 64 * MIB,
+                "the driver holds no more than the limit: %s", out);
 }
 
 /* cuMemFreeAsync of a served pointer went to the driver, which freed the whole block (the
  * pointer is its base): the arena then served memory the driver no longer had. */
 Test(cu_preload, arena_mode_free_async_of_a_served_pointer_goes_back_to_the_arena) {
   char out[4096];
-  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s a:1048576 F:0 F:0 d "
-              "a:1048576 w:1 i", preload(), seq());
+  ip_test_run(out, sizeof out,
+              "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s a:1048576 F:0 F:0 d "
+              "a:1048576 w:1 i",
+              preload(), seq());
   cr_assert(strstr(out, "F 0 code 0\nF 0 code 1\n"), "freed, then CUDA_ERROR_INVALID_VALUE: %s", out);
   cr_assert_eq(ip_test_field(nth_line(out, "driver", 1), "frees"), 0, "the block is the arena's: %s", out);
   cr_assert(strstr(out, "w 1 code 0\n"), "the next allocation is memory the driver holds: %s", out);
@@ -509,9 +523,12 @@ Test(cu_preload, arena_mode_free_async_of_a_served_pointer_goes_back_to_the_aren
  * old record, which is given back (it was left accounted for good). */
 Test(cu_preload, arena_mode_a_served_pointer_gives_back_the_record_the_driver_freed_unseen) {
   char out[4096];
-  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s c a:2097152 x P:0 "
-              "a:1048576 f:1 i", preload(), seq());
-  cr_assert(strstr(out, "a 1 code 0 at 0\n"), "the precondition: the block has the freed allocation's address: %s", out);
+  ip_test_run(out, sizeof out,
+              "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s c a:2097152 x P:0 "
+              "a:1048576 f:1 i",
+              preload(), seq());
+  cr_assert(strstr(out, "a 1 code 0 at 0\n"), "the precondition: the block has the freed allocation's address: %s",
+            out);
   cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 64 * MIB, "nothing is held: %s", out);
 }
 
@@ -528,7 +545,8 @@ Test(cu_preload, arena_mode_a_new_block_is_sized_to_what_the_limit_leaves) {
   for (int i = 600; i < 610; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "f:%d ", i);
   n += snprintf(ops + n, sizeof ops - (size_t)n, "i d");
   for (int i = 0; i < 40; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, " a:1048576");
-  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=1GiB %s %s d", preload(), seq(), ops);
+  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=1GiB %s %s d", preload(), seq(),
+              ops);
   cr_assert(strstr(out, "m 762 code 0\nf 600 code 0\n"), "the precondition: 251 managed allocations");
   cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 30 * MIB, "%.80s", nth_line(out, "info", 1));
   cr_assert(strstr(out, "a 792 code 0\na 793 code 2\n"), "30 served, then refused: %.200s", nth_line(out, "a 770 ", 1));
@@ -542,8 +560,10 @@ Test(cu_preload, arena_mode_a_new_block_is_sized_to_what_the_limit_leaves) {
  * serving memory in them (the driver no longer had it) and the mirror kept them. */
 Test(cu_preload, arena_mode_a_primary_context_reset_leaves_no_block_behind) {
   char out[4096];
-  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s a:1048576 a:1048576 R i "
-              "a:1048576 w:2 i f:2 i", preload(), seq());
+  ip_test_run(out, sizeof out,
+              "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB %s a:1048576 a:1048576 R i "
+              "a:1048576 w:2 i f:2 i",
+              preload(), seq());
   cr_assert(strstr(out, "R code 0\n"), "%s", out);
   cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 64 * MIB, "the reset freed everything: %s", out);
   cr_assert(strstr(out, "w 2 code 0\n"), "the next allocation is memory the driver holds: %s", out);
@@ -559,8 +579,9 @@ Test(cu_preload, arena_mode_cached_blocks_give_way_to_the_drivers_path) {
   int n = 0;
   for (int i = 0; i < 16; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "a:1048576 ");
   for (int i = 0; i < 16; i++) n += snprintf(ops + n, sizeof ops - (size_t)n, "f:%d ", i);
-  ip_test_run(out, sizeof out, "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=16MiB %s %s i m:1048576 c a:1048576 d",
-              preload(), seq(), ops);
+  ip_test_run(out, sizeof out,
+              "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=16MiB %s %s i m:1048576 c a:1048576 d", preload(),
+              seq(), ops);
   cr_assert(strstr(out, "a 15 code 0\n"), "the precondition: 16 MiB served: %s", out);
   cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 16 * MIB, "%s", out);
   cr_assert(strstr(out, "m 16 code 0\n"), "managed memory gets the cached bytes: %s", out);
@@ -585,8 +606,10 @@ Test(cu_preload, arena_mode_threads_at_once_leave_the_records_equal_to_the_block
  * while the other device's context is current goes back to its own arena. */
 Test(cu_preload, arena_mode_each_device_has_its_own_arena) {
   char out[4096];
-  ip_test_run(out, sizeof out, "env %s GPUPART_TEST_CUDA_DEVICES=2 GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB "
-              "%s a:1048576 a:1048576 P:1 a:3145728 i f:0 d P:0 i f:1 f:2 i", preload(), seq());
+  ip_test_run(out, sizeof out,
+              "env %s GPUPART_TEST_CUDA_DEVICES=2 GPUPART_PRELOAD_ARENA=1 GPUPART_MEMORY_LIMIT=64MiB "
+              "%s a:1048576 a:1048576 P:1 a:3145728 i f:0 d P:0 i f:1 f:2 i",
+              preload(), seq());
   cr_assert(strstr(out, "P 1 code 0\na 2 code 0\n"), "%s", out);
   cr_assert_eq(ip_test_field(nth_line(out, "info", 1), "free"), 61 * MIB, "device 1's limit less its 3 MiB: %s", out);
   cr_assert(strstr(out, "f 0 code 0\n"), "freed with the other device current: %s", out);
@@ -617,8 +640,10 @@ Test(cu_preload, arena_mode_two_processes_share_a_partition_and_top_shows_their_
   if (!gpupart) cr_skip_test("the gpupart command is not built (-Dtools=disabled)");
   char dir[] = "/tmp/gpupart-cu-arena2-XXXXXX", env[8192], out[65536], member[128];
   cr_assert(mkdtemp(dir));
-  snprintf(env, sizeof env, "%s GPUPART_PRELOAD_ARENA=1 GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
-           "GPUPART_PARTITIONS=job:48MiB", preload(), dir);
+  snprintf(env, sizeof env,
+           "%s GPUPART_PRELOAD_ARENA=1 GPUPART_SHARED=1 GPUPART_LEDGER_DIR=%s GPUPART_PARTITION=job "
+           "GPUPART_PARTITIONS=job:48MiB",
+           preload(), dir);
   ip_test_child holder;
   ip_test_start(&holder, dir, "env %s %s link plain 1 30 hold", env, fill());
   ip_test_wait_for(&holder, "holding");
@@ -655,7 +680,8 @@ Test(cu_preload, a_device_past_the_64th_is_held_to_its_limit) {
   char out[4096];
   const char *ops = "P:69 a:67108864 a:1048576 c:69 a:1048576 P:0 a:67108864 a:1048576";
   for (int arena = 0; arena < 2; arena++) {
-    ip_test_run(out, sizeof out, "env %s GPUPART_TEST_CUDA_DEVICES=70 GPUPART_PRELOAD_ARENA=%d GPUPART_MEMORY_LIMIT=64MiB %s %s",
+    ip_test_run(out, sizeof out,
+                "env %s GPUPART_TEST_CUDA_DEVICES=70 GPUPART_PRELOAD_ARENA=%d GPUPART_MEMORY_LIMIT=64MiB %s %s",
                 preload(), arena, seq(), ops);
     cr_assert(strstr(out, "P 69 code 0\na 0 code 0\na 1 code 2\n"), "arena %d: %s", arena, out);
     cr_assert(strstr(out, "c code 0\na 2 code 2\n"), "a created context of device 69 too: %s", out);

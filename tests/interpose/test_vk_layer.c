@@ -12,9 +12,7 @@
 
 #define MIB (1024ull * 1024ull)
 
-static const char *fill(void) {
-  return ip_test_path("GPUPART_TEST_VK_FILL");
-}
+static const char *fill(void) { return ip_test_path("GPUPART_TEST_VK_FILL"); }
 
 static char layer_env[4200];
 
@@ -73,7 +71,8 @@ Test(vk_layer, the_memory_budget_extension_reports_the_limit) {
  * it was "the driver's", capped to 1 byte, and its heapUsage kept. */
 Test(vk_layer, the_budget_does_not_read_what_the_program_left_in_the_struct) {
   char out[4096];
-  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB VK_FILL_DIRTY=1 VK_FILL_HELD=1 %s 1 40", layer(), fill());
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB VK_FILL_DIRTY=1 VK_FILL_HELD=1 %s 1 40", layer(),
+              fill());
   cr_assert(strstr(out, "budget 67108864\nusage 0\n"), "%s", out);
   cr_assert(strstr(out, "held budget 67108864 usage 41943040\n"), "%s", out);
 }
@@ -87,7 +86,8 @@ Test(vk_layer, heap_usage_is_the_partitions_and_the_budget_what_is_left_besides)
   char out[4096], env[8192];
   snprintf(env, sizeof env, "%s VK_ADD_LAYER_PATH=%s VK_INSTANCE_LAYERS=VK_LAYER_GPUPART_TEST_count", layer(),
            ip_test_path("GPUPART_TEST_VK_COUNT_LAYER_DIR"));
-  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB VK_COUNT_DRIVER_LEFT_MIB=1024 VK_FILL_HELD=1 %s 1 40", env, fill());
+  ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB VK_COUNT_DRIVER_LEFT_MIB=1024 VK_FILL_HELD=1 %s 1 40",
+              env, fill());
   cr_assert(strstr(out, "budget 67108864\nusage 0\n"), "%s", out);
   cr_assert(strstr(out, "held budget 67108864 usage 41943040\n"), "%s", out);
   ip_test_run(out, sizeof out, "env %s GPUPART_MEMORY_LIMIT=64MiB VK_COUNT_DRIVER_LEFT_MIB=8 %s 1 40", env, fill());
@@ -293,7 +293,8 @@ Test(vk_layer, an_allocation_larger_than_the_device_is_refused_past_the_limit) {
   ip_test_run(out, sizeof out, "env %s %s %s", env, fill(), cmd);
   ip_test_run(plain, sizeof plain, "%s %s", fill(), cmd);
   const char *answer = strstr(plain, "allocated ");
-  cr_assert(answer && strstr(out, answer), "without a limit the driver answers as without the layer:\n%s\n%s", plain, out);
+  cr_assert(answer && strstr(out, answer), "without a limit the driver answers as without the layer:\n%s\n%s", plain,
+            out);
 }
 
 /* vk_bench (docs/benchmarks.md) runs, its children without and with the layer (it stops
@@ -324,7 +325,8 @@ Test(vk_layer, reading_the_memory_properties_enumerates_the_devices_once) {
   const char *env = layer();
   snprintf(count, sizeof count, "VK_ADD_LAYER_PATH=%s VK_INSTANCE_LAYERS=VK_LAYER_GPUPART_TEST_count",
            ip_test_path("GPUPART_TEST_VK_COUNT_LAYER_DIR"));
-  ip_test_run(plain, sizeof plain, "env %s %s %s --child 100", ip_test_child_env(), count, ip_test_path("GPUPART_TEST_VK_BENCH"));
+  ip_test_run(plain, sizeof plain, "env %s %s %s --child 100", ip_test_child_env(), count,
+              ip_test_path("GPUPART_TEST_VK_BENCH"));
   ip_test_run(under, sizeof under, "env %s %s %s --child 100", env, count, ip_test_path("GPUPART_TEST_VK_BENCH"));
   long without = enumerations(plain), with = enumerations(under);
   cr_assert(without > 0 && with > 0, "the counting layer ran:\n%s\n%s", plain, under);

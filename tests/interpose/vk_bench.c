@@ -46,14 +46,13 @@ static const char *const names[FIGURES] = {
 
 /* glslc -O -mfmt=num of: #version 450, layout(local_size_x = 1) in; void main() {} */
 static const uint32_t shader[] = {
-    0x07230203, 0x00010000, 0x000d000b, 0x0000000a, 0x00000000, 0x00020011, 0x00000001, 0x0006000b,
-    0x00000001, 0x4c534c47, 0x6474732e, 0x3035342e, 0x00000000, 0x0003000e, 0x00000000, 0x00000001,
-    0x0005000f, 0x00000005, 0x00000004, 0x6e69616d, 0x00000000, 0x00060010, 0x00000004, 0x00000011,
-    0x00000001, 0x00000001, 0x00000001, 0x00040047, 0x00000009, 0x0000000b, 0x00000019, 0x00020013,
-    0x00000002, 0x00030021, 0x00000003, 0x00000002, 0x00040015, 0x00000006, 0x00000020, 0x00000000,
-    0x00040017, 0x00000007, 0x00000006, 0x00000003, 0x0004002b, 0x00000006, 0x00000008, 0x00000001,
-    0x0006002c, 0x00000007, 0x00000009, 0x00000008, 0x00000008, 0x00000008, 0x00050036, 0x00000002,
-    0x00000004, 0x00000000, 0x00000003, 0x000200f8, 0x00000005, 0x000100fd, 0x00010038};
+    0x07230203, 0x00010000, 0x000d000b, 0x0000000a, 0x00000000, 0x00020011, 0x00000001, 0x0006000b, 0x00000001,
+    0x4c534c47, 0x6474732e, 0x3035342e, 0x00000000, 0x0003000e, 0x00000000, 0x00000001, 0x0005000f, 0x00000005,
+    0x00000004, 0x6e69616d, 0x00000000, 0x00060010, 0x00000004, 0x00000011, 0x00000001, 0x00000001, 0x00000001,
+    0x00040047, 0x00000009, 0x0000000b, 0x00000019, 0x00020013, 0x00000002, 0x00030021, 0x00000003, 0x00000002,
+    0x00040015, 0x00000006, 0x00000020, 0x00000000, 0x00040017, 0x00000007, 0x00000006, 0x00000003, 0x0004002b,
+    0x00000006, 0x00000008, 0x00000001, 0x0006002c, 0x00000007, 0x00000009, 0x00000008, 0x00000008, 0x00000008,
+    0x00050036, 0x00000002, 0x00000004, 0x00000000, 0x00000003, 0x000200f8, 0x00000005, 0x000100fd, 0x00010038};
 
 typedef struct bench {
   VkInstance instance;
@@ -74,22 +73,28 @@ static int open_device(bench *b) {
   VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
   VkQueueFamilyProperties families[16];
   uint32_t count = 1, nf = 16;
-  if (vkCreateInstance(&ci, NULL, &b->instance) || vkEnumeratePhysicalDevices(b->instance, &count, &b->pd) < 0 || !count)
+  if (vkCreateInstance(&ci, NULL, &b->instance) || vkEnumeratePhysicalDevices(b->instance, &count, &b->pd) < 0 ||
+      !count)
     return -1;
   vkGetPhysicalDeviceQueueFamilyProperties(b->pd, &nf, families);
   for (b->family = 0; b->family < nf && !(families[b->family].queueFlags & VK_QUEUE_COMPUTE_BIT);) b->family++;
   if (b->family == nf) return -1;
   float prio = 1.0f;
-  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = b->family,
-                                .queueCount = 1, .pQueuePriorities = &prio};
-  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                .queueFamilyIndex = b->family,
+                                .queueCount = 1,
+                                .pQueuePriorities = &prio};
+  VkDeviceCreateInfo di = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
   return vkCreateDevice(b->pd, &di, NULL, &b->dev) ? -1 : 0;
 }
 
 /* A 4 KiB storage buffer, and the first memory type it may live in. */
 static int make_buffer(bench *b) {
-  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 4096,
-                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = 4096,
+                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
   VkMemoryRequirements req;
   if (vkCreateBuffer(b->dev, &bi, NULL, &b->buf)) return -1;
   vkGetBufferMemoryRequirements(b->dev, b->buf, &req);
@@ -99,20 +104,26 @@ static int make_buffer(bench *b) {
 
 /* The empty compute pipeline, a command pool and one primary command buffer. */
 static int make_pipeline(bench *b) {
-  VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizeof shader,
-                                 .pCode = shader};
+  VkShaderModuleCreateInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizeof shader, .pCode = shader};
   VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   if (vkCreateShaderModule(b->dev, &si, NULL, &b->module) || vkCreatePipelineLayout(b->dev, &li, NULL, &b->layout))
     return -1;
-  VkComputePipelineCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, .layout = b->layout,
-      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                .module = b->module, .pName = "main"}};
+  VkComputePipelineCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                    .layout = b->layout,
+                                    .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                              .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                              .module = b->module,
+                                              .pName = "main"}};
   if (vkCreateComputePipelines(b->dev, VK_NULL_HANDLE, 1, &pi, NULL, &b->pipeline)) return -1;
   VkCommandPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = b->family};
+                                .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                .queueFamilyIndex = b->family};
   if (vkCreateCommandPool(b->dev, &ci, NULL, &b->pool)) return -1;
-  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = b->pool,
-                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                    .commandPool = b->pool,
+                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                    .commandBufferCount = 1};
   return vkAllocateCommandBuffers(b->dev, &ai, &b->cmd) ? -1 : 0;
 }
 
@@ -146,8 +157,8 @@ static int measure(bench *b, long calls, double ns[FIGURES]) {
   VkMemoryRequirements req;
   VkPhysicalDeviceProperties props;
   VkPhysicalDeviceMemoryProperties mem_props;
-  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = 4096,
-                             .memoryTypeIndex = b->type};
+  VkMemoryAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = 4096, .memoryTypeIndex = b->type};
   VkDeviceMemory mem;
   AB_TIMED(ns[0], calls, (vkGetBufferMemoryRequirements(b->dev, b->buf, &req), req.size == 0));
   if (rerecord(b, 0)) return 1;
@@ -159,7 +170,8 @@ static int measure(bench *b, long calls, double ns[FIGURES]) {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
   VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
                                           .pNext = &budget};
-  AB_TIMED(ns[4], calls / 10, (vkGetPhysicalDeviceMemoryProperties2(b->pd, &p2), p2.memoryProperties.memoryHeapCount == 0));
+  AB_TIMED(ns[4], calls / 10,
+           (vkGetPhysicalDeviceMemoryProperties2(b->pd, &p2), p2.memoryProperties.memoryHeapCount == 0));
   AB_TIMED(ns[5], calls / 10, (vkAllocateMemory(b->dev, &ai, NULL, &mem) || (vkFreeMemory(b->dev, mem, NULL), 0)));
   return 0;
 }

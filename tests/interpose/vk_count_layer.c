@@ -6,7 +6,8 @@
  * With VK_COUNT_DRIVER_LEFT_MIB=N it also plays a driver that has VK_EXT_memory_budget
  * (lavapipe here has none): vkGetPhysicalDeviceMemoryProperties2(KHR) fill the budget
  * struct with each heap's size as its budget and all but N MiB of it as its usage (as
- * newer lavapipe counts the host's RAM in use), so that it leaves N MiB. Everything else it passes on. One instance at a time. */
+ * newer lavapipe counts the host's RAM in use), so that it leaves N MiB. Everything else it passes on. One instance at
+ * a time. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,8 @@ static VKAPI_ATTR void VKAPI_CALL destroy_instance(VkInstance instance, const Vk
 static VKAPI_ATTR VkResult VKAPI_CALL create_instance(const VkInstanceCreateInfo *info,
                                                       const VkAllocationCallbacks *alloc, VkInstance *instance) {
   VkLayerInstanceCreateInfo *link = (VkLayerInstanceCreateInfo *)info->pNext;
-  while (link && !(link->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
+  while (link &&
+         !(link->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
     link = (VkLayerInstanceCreateInfo *)link->pNext;
   if (!link) return VK_ERROR_INITIALIZATION_FAILED;
   next_gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;

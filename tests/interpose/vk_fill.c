@@ -37,16 +37,21 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
 static VkInstance make_instance(int validate, VkDebugUtilsMessengerEXT *messenger) {
   const char *layers[] = {"VK_LAYER_KHRONOS_validation"}, *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
   VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_1};
-  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
-                             .enabledLayerCount = validate, .ppEnabledLayerNames = layers,
-                             .enabledExtensionCount = validate, .ppEnabledExtensionNames = exts};
+  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                             .pApplicationInfo = &app,
+                             .enabledLayerCount = validate,
+                             .ppEnabledLayerNames = layers,
+                             .enabledExtensionCount = validate,
+                             .ppEnabledExtensionNames = exts};
   VkInstance instance;
   if (vkCreateInstance(&ci, NULL, &instance)) return VK_NULL_HANDLE;
   if (validate) {
     VkDebugUtilsMessengerCreateInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT,
-        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
-        .pfnUserCallback = on_message};
+                                             .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
+                                                                VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT,
+                                             .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                                                            VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+                                             .pfnUserCallback = on_message};
     PFN_vkCreateDebugUtilsMessengerEXT create =
         (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT");
     if (create) create(instance, &mi, NULL, messenger);
@@ -56,8 +61,10 @@ static VkInstance make_instance(int validate, VkDebugUtilsMessengerEXT *messenge
 
 /* Heap 0's budget and usage (VK_EXT_memory_budget), the struct as VK_FILL_DIRTY says. */
 static void read_budget(VkPhysicalDevice pd, VkDeviceSize *budget_out, VkDeviceSize *usage_out) {
-  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
-  VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &budget};
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                                          .pNext = &budget};
   const char *dirty = getenv("VK_FILL_DIRTY");
   for (uint32_t h = 0; dirty && !strcmp(dirty, "1") && h < VK_MAX_MEMORY_HEAPS; h++)
     budget.heapBudget[h] = 1, budget.heapUsage[h] = 1;
@@ -93,11 +100,12 @@ static uint32_t type_of_heap0(VkPhysicalDevice pd) {
 }
 
 static VkResult fill(VkDevice dev, uint32_t type, VkDeviceSize chunk, size_t max_mib, VkDeviceMemory *mem, int *n) {
-  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = chunk,
-                             .memoryTypeIndex = type};
+  VkMemoryAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = chunk, .memoryTypeIndex = type};
   VkResult r = VK_SUCCESS;
   *n = 0;
-  while (*n < MAX_BLOCKS && (size_t)*n * (chunk >> 20) < max_mib && (r = vkAllocateMemory(dev, &ai, NULL, &mem[*n])) == VK_SUCCESS)
+  while (*n < MAX_BLOCKS && (size_t)*n * (chunk >> 20) < max_mib &&
+         (r = vkAllocateMemory(dev, &ai, NULL, &mem[*n])) == VK_SUCCESS)
     (*n)++;
   return r;
 }
@@ -116,12 +124,14 @@ static void second_device(VkDeviceSize chunk) {
   uint32_t count = 1;
   if (!instance || vkEnumeratePhysicalDevices(instance, &count, &pd) < 0 || !count) return;
   float prio = 1.0f;
-  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueCount = 1, .pQueuePriorities = &prio};
-  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+  VkDeviceQueueCreateInfo qi = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueCount = 1, .pQueuePriorities = &prio};
+  VkDeviceCreateInfo di = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
   VkDevice dev;
   if (vkCreateDevice(pd, &di, NULL, &dev)) return;
-  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = chunk,
-                             .memoryTypeIndex = type_of_heap0(pd)};
+  VkMemoryAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = chunk, .memoryTypeIndex = type_of_heap0(pd)};
   VkDeviceMemory mem;
   VkResult r = vkAllocateMemory(dev, &ai, NULL, &mem);
   printf("second code %d\n", (int)r);
@@ -137,18 +147,24 @@ static void many(int n, int validate) {
   VkDebugUtilsMessengerEXT *messengers = calloc((size_t)n, sizeof *messengers);
   int made = 0, devs = 0, allocs = 0;
   float prio = 1.0f;
-  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueCount = 1, .pQueuePriorities = &prio};
-  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
-  for (; instances && devices && messengers && made < n && (instances[made] = make_instance(validate, &messengers[made])); made++) {
+  VkDeviceQueueCreateInfo qi = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueCount = 1, .pQueuePriorities = &prio};
+  VkDeviceCreateInfo di = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi};
+  for (;
+       instances && devices && messengers && made < n && (instances[made] = make_instance(validate, &messengers[made]));
+       made++) {
     VkPhysicalDevice pd;
     uint32_t count = 1;
     if (vkEnumeratePhysicalDevices(instances[made], &count, &pd) < 0 || !count) continue;
     if (vkCreateDevice(pd, &di, NULL, &devices[made]) != VK_SUCCESS) continue;
     devs++;
-    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = 1 << 20,
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .allocationSize = 1 << 20,
                                .memoryTypeIndex = type_of_heap0(pd)};
     VkDeviceMemory mem;
-    if (vkAllocateMemory(devices[made], &ai, NULL, &mem) == VK_SUCCESS) allocs++, vkFreeMemory(devices[made], mem, NULL);
+    if (vkAllocateMemory(devices[made], &ai, NULL, &mem) == VK_SUCCESS)
+      allocs++, vkFreeMemory(devices[made], mem, NULL);
   }
   printf("many %d %d %d\n", made, devs, allocs);
   for (int i = made; i-- > 0;) {
@@ -180,9 +196,13 @@ int main(int argc, char **argv) {
   const char *budget_ext[] = {VK_EXT_MEMORY_BUDGET_EXTENSION_NAME};
   int has_budget = print_heap(pd); /* enabled, as a VMA program enables it */
   float prio = 1.0f;
-  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueCount = 1, .pQueuePriorities = &prio};
-  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
-                           .enabledExtensionCount = (uint32_t)has_budget, .ppEnabledExtensionNames = budget_ext};
+  VkDeviceQueueCreateInfo qi = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueCount = 1, .pQueuePriorities = &prio};
+  VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                           .queueCreateInfoCount = 1,
+                           .pQueueCreateInfos = &qi,
+                           .enabledExtensionCount = (uint32_t)has_budget,
+                           .ppEnabledExtensionNames = budget_ext};
   VkDevice dev;
   if (vkCreateDevice(pd, &di, NULL, &dev)) return fprintf(stderr, "vk_fill: vkCreateDevice failed\n"), 1;
   uint32_t type = type_of_heap0(pd);
@@ -209,7 +229,9 @@ int main(int argc, char **argv) {
   printf("again %zu code %d\n", (size_t)n * (size_t)(chunk >> 20), (int)r);
   free_all(dev, mem, n);
   vkDestroyDevice(dev, NULL);
-  if (messenger) ((PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"))(instance, messenger, NULL);
+  if (messenger)
+    ((PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"))(
+        instance, messenger, NULL);
   vkDestroyInstance(instance, NULL);
   printf("validation_errors %u\n", errors);
   return 0;

@@ -32,7 +32,7 @@ static void *real(const char *name) {
 }
 
 #define REAL(name, ret, params) \
-  ret(CL_API_CALL *fn) params; \
+  ret(CL_API_CALL *fn) params;  \
   void *sym_ = real(#name);     \
   memcpy(&fn, &sym_, sizeof sym_)
 
@@ -92,7 +92,8 @@ typedef void(CL_CALLBACK *notify_fn)(const char *, const void *, size_t, void *)
 
 SHIM_API cl_context clCreateContext(const cl_context_properties *p, cl_uint n, const cl_device_id *d, notify_fn cb,
                                     void *u, cl_int *e) {
-  REAL(clCreateContext, cl_context, (const cl_context_properties *, cl_uint, const cl_device_id *, notify_fn, void *, cl_int *));
+  REAL(clCreateContext, cl_context,
+       (const cl_context_properties *, cl_uint, const cl_device_id *, notify_fn, void *, cl_int *));
   cl_context c = fn(p, n, d, cb, u, e);
   if (c) count(&state.contexts_created, 1);
   return c;
@@ -127,7 +128,8 @@ SHIM_API cl_command_queue clCreateCommandQueue(cl_context c, cl_device_id d, cl_
 
 SHIM_API cl_command_queue clCreateCommandQueueWithProperties(cl_context c, cl_device_id d, const cl_queue_properties *p,
                                                              cl_int *e) {
-  REAL(clCreateCommandQueueWithProperties, cl_command_queue, (cl_context, cl_device_id, const cl_queue_properties *, cl_int *));
+  REAL(clCreateCommandQueueWithProperties, cl_command_queue,
+       (cl_context, cl_device_id, const cl_queue_properties *, cl_int *));
   if (take(&state.fail_queues)) {
     if (e) *e = CL_OUT_OF_HOST_MEMORY;
     return NULL;
@@ -179,12 +181,13 @@ SHIM_API cl_int clReleaseMemObject(cl_mem m) {
   info(m, CL_MEM_SIZE, sizeof size, &size, NULL);
   cl_int rc = fn(m);
   if (rc == CL_SUCCESS && parent) count(&state.subbuffers_released, 1);
-  if (rc == CL_SUCCESS && !parent && refs == 1) count(&state.blocks_released, 1), count(&state.bytes_live, -(int64_t)size);
+  if (rc == CL_SUCCESS && !parent && refs == 1)
+    count(&state.blocks_released, 1), count(&state.bytes_live, -(int64_t)size);
   return rc;
 }
 
-SHIM_API cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t off, size_t n, const void *p,
-                                     cl_uint nw, const cl_event *w, cl_event *ev) {
+SHIM_API cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t off, size_t n,
+                                     const void *p, cl_uint nw, const cl_event *w, cl_event *ev) {
   REAL(clEnqueueWriteBuffer, cl_int,
        (cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *, cl_uint, const cl_event *, cl_event *));
   count(&state.writes, 1);

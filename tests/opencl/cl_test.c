@@ -16,8 +16,8 @@ static int load_api(void) {
   void *lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!lib) return -1;
   void *sym;
-#define CL_TEST_LOAD(name, ret, params)          \
-  if (!(sym = dlsym(lib, #name))) return -1;     \
+#define CL_TEST_LOAD(name, ret, params)      \
+  if (!(sym = dlsym(lib, #name))) return -1; \
   memcpy(&api.name, &sym, sizeof sym);
   CL_TEST_FUNCTIONS(CL_TEST_LOAD)
 #undef CL_TEST_LOAD

@@ -13,35 +13,35 @@
 
 #include "gpupart.h"
 
-#define CL_TEST_FUNCTIONS(X)                                                                        \
-  X(clGetPlatformIDs, cl_int, (cl_uint, cl_platform_id *, cl_uint *))                               \
-  X(clGetDeviceIDs, cl_int, (cl_platform_id, cl_device_type, cl_uint, cl_device_id *, cl_uint *))   \
-  X(clGetDeviceInfo, cl_int, (cl_device_id, cl_device_info, size_t, void *, size_t *))             \
-  X(clCreateContext, cl_context,                                                                    \
-    (const cl_context_properties *, cl_uint, const cl_device_id *,                                  \
-     void(CL_CALLBACK *)(const char *, const void *, size_t, void *), void *, cl_int *))            \
-  X(clReleaseContext, cl_int, (cl_context))                                                         \
-  X(clGetContextInfo, cl_int, (cl_context, cl_context_info, size_t, void *, size_t *))             \
-  X(clCreateCommandQueue, cl_command_queue, (cl_context, cl_device_id, cl_command_queue_properties, cl_int *)) \
-  X(clReleaseCommandQueue, cl_int, (cl_command_queue))                                              \
-  X(clCreateBuffer, cl_mem, (cl_context, cl_mem_flags, size_t, void *, cl_int *))                   \
-  X(clReleaseMemObject, cl_int, (cl_mem))                                                           \
-  X(clGetMemObjectInfo, cl_int, (cl_mem, cl_mem_info, size_t, void *, size_t *))                   \
-  X(clEnqueueWriteBuffer, cl_int,                                                                   \
-    (cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *, cl_uint, const cl_event *, cl_event *)) \
-  X(clEnqueueReadBuffer, cl_int,                                                                    \
-    (cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint, const cl_event *, cl_event *)) \
-  X(clCreateProgramWithSource, cl_program, (cl_context, cl_uint, const char **, const size_t *, cl_int *)) \
-  X(clBuildProgram, cl_int,                                                                         \
-    (cl_program, cl_uint, const cl_device_id *, const char *, void(CL_CALLBACK *)(cl_program, void *), void *)) \
-  X(clReleaseProgram, cl_int, (cl_program))                                                         \
-  X(clCreateKernel, cl_kernel, (cl_program, const char *, cl_int *))                                \
-  X(clReleaseKernel, cl_int, (cl_kernel))                                                           \
-  X(clSetKernelArg, cl_int, (cl_kernel, cl_uint, size_t, const void *))                            \
-  X(clEnqueueNDRangeKernel, cl_int,                                                                 \
-    (cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *, const size_t *, cl_uint, \
-     const cl_event *, cl_event *))                                                                 \
-  X(clFinish, cl_int, (cl_command_queue))                                                           \
+#define CL_TEST_FUNCTIONS(X)                                                                                          \
+  X(clGetPlatformIDs, cl_int, (cl_uint, cl_platform_id *, cl_uint *))                                                 \
+  X(clGetDeviceIDs, cl_int, (cl_platform_id, cl_device_type, cl_uint, cl_device_id *, cl_uint *))                     \
+  X(clGetDeviceInfo, cl_int, (cl_device_id, cl_device_info, size_t, void *, size_t *))                                \
+  X(clCreateContext, cl_context,                                                                                      \
+    (const cl_context_properties *, cl_uint, const cl_device_id *,                                                    \
+     void(CL_CALLBACK *)(const char *, const void *, size_t, void *), void *, cl_int *))                              \
+  X(clReleaseContext, cl_int, (cl_context))                                                                           \
+  X(clGetContextInfo, cl_int, (cl_context, cl_context_info, size_t, void *, size_t *))                                \
+  X(clCreateCommandQueue, cl_command_queue, (cl_context, cl_device_id, cl_command_queue_properties, cl_int *))        \
+  X(clReleaseCommandQueue, cl_int, (cl_command_queue))                                                                \
+  X(clCreateBuffer, cl_mem, (cl_context, cl_mem_flags, size_t, void *, cl_int *))                                     \
+  X(clReleaseMemObject, cl_int, (cl_mem))                                                                             \
+  X(clGetMemObjectInfo, cl_int, (cl_mem, cl_mem_info, size_t, void *, size_t *))                                      \
+  X(clEnqueueWriteBuffer, cl_int,                                                                                     \
+    (cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *, cl_uint, const cl_event *, cl_event *))         \
+  X(clEnqueueReadBuffer, cl_int,                                                                                      \
+    (cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint, const cl_event *, cl_event *))               \
+  X(clCreateProgramWithSource, cl_program, (cl_context, cl_uint, const char **, const size_t *, cl_int *))            \
+  X(clBuildProgram, cl_int,                                                                                           \
+    (cl_program, cl_uint, const cl_device_id *, const char *, void(CL_CALLBACK *)(cl_program, void *), void *))       \
+  X(clReleaseProgram, cl_int, (cl_program))                                                                           \
+  X(clCreateKernel, cl_kernel, (cl_program, const char *, cl_int *))                                                  \
+  X(clReleaseKernel, cl_int, (cl_kernel))                                                                             \
+  X(clSetKernelArg, cl_int, (cl_kernel, cl_uint, size_t, const void *))                                               \
+  X(clEnqueueNDRangeKernel, cl_int,                                                                                   \
+    (cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *, const size_t *, cl_uint, const cl_event *, \
+     cl_event *))                                                                                                     \
+  X(clFinish, cl_int, (cl_command_queue))                                                                             \
   X(clSetKernelArgSVMPointer, cl_int, (cl_kernel, cl_uint, const void *))
 
 typedef struct cl_test_api {
@@ -62,11 +62,11 @@ typedef struct cl_shim_state {
   uint64_t subbuffers_created, subbuffers_released;
   uint64_t svm_allocs, svm_frees, writes;
   uint64_t contexts_created, contexts_released, queues_created, queues_released;
-  uint64_t max_live_blocks;  /* refuse a new block while this many are live; 0 = no limit */
-  uint32_t fail_writes;      /* the next n clEnqueueWriteBuffer calls fail */
-  cl_int write_error;        /* ... with this code */
-  uint32_t fail_subbuffers;  /* the next n clCreateSubBuffer calls fail (CL_OUT_OF_RESOURCES) */
-  uint32_t fail_queues;      /* the next n command-queue creations fail (CL_OUT_OF_HOST_MEMORY) */
+  uint64_t max_live_blocks; /* refuse a new block while this many are live; 0 = no limit */
+  uint32_t fail_writes;     /* the next n clEnqueueWriteBuffer calls fail */
+  cl_int write_error;       /* ... with this code */
+  uint32_t fail_subbuffers; /* the next n clCreateSubBuffer calls fail (CL_OUT_OF_RESOURCES) */
+  uint32_t fail_queues;     /* the next n command-queue creations fail (CL_OUT_OF_HOST_MEMORY) */
 } cl_shim_state;
 
 /* The shim's path (meson passes it in GPUPART_TEST_OPENCL_SHIM), or NULL. */

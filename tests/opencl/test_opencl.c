@@ -14,9 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "gpupart_opencl.h"
-
-#define MiB (1ull << 20)
 
 static gpupart_context *context(uint32_t flags) {
   gpupart_context_desc d = {.flags = flags};
@@ -226,8 +225,7 @@ Test(opencl, device_info_is_the_drivers) {
   cr_expect_geq(info.min_alignment, bits / 8, "sub-buffer origins need the base-address alignment");
   if (!strstr(ext, "cl_amd_device_attribute_query"))
     cr_expect_eq(info.free_bytes, UINT64_MAX, "free memory is unknown without AMD's query");
-  else
-    cr_expect_leq(info.free_bytes, total);
+  else cr_expect_leq(info.free_bytes, total);
   finish(ctx, dev);
 }
 
@@ -540,28 +538,10 @@ Test(opencl, a_failed_open_and_a_failed_sub_buffer_carry_the_drivers_code) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
-typedef struct counting {
-  long calls, live;
-} counting;
-
-static void *count_alloc(size_t n, void *user) {
-  counting *c = user;
-  void *p = malloc(n);
-  c->calls++, c->live += p != NULL;
-  return p;
-}
-
-static void count_free(void *p, void *user) {
-  counting *c = user;
-  c->live -= p != NULL;
-  free(p);
-}
-
 Test(opencl, the_backend_takes_host_memory_from_the_contexts_allocator) {
   cr_assert_eq(gpupart_context_destroy(need_opencl(NULL)), GPUPART_OK); /* skips without a driver */
-  counting c = {0};
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .host_alloc = count_alloc, .host_free = count_free,
-                             .host_user = &c};
+  test_counting c = {0};
+  gpupart_context_desc cd = test_counting_desc(&c);
   gpupart_context *ctx;
   cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK);
   long before = c.calls;

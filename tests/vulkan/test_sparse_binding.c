@@ -47,11 +47,11 @@ typedef struct probe {
   VkFence fence;
   VkBuffer sparse, staging;
   VkDeviceMemory staging_memory, a, b, c, d, d2, e;
-  uint32_t *host;         /* the staging buffer, mapped */
-  VkDeviceSize page;      /* the sparse block size */
-  uint32_t type;          /* the memory type bound to the sparse buffer */
-  int host_visible;       /* ... which the host can map */
-  int errors;             /* validation errors counted by the messenger */
+  uint32_t *host;    /* the staging buffer, mapped */
+  VkDeviceSize page; /* the sparse block size */
+  uint32_t type;     /* the memory type bound to the sparse buffer */
+  int host_visible;  /* ... which the host can map */
+  int errors;        /* validation errors counted by the messenger */
 } probe;
 
 static int fail(const char *fmt, ...) {
@@ -64,10 +64,10 @@ static int fail(const char *fmt, ...) {
   return 1;
 }
 
-#define CHECK(call)                                          \
-  do {                                                       \
-    VkResult r_ = (call);                                    \
-    if (r_ != VK_SUCCESS) return fail("%s: %d", #call, r_);  \
+#define CHECK(call)                                         \
+  do {                                                      \
+    VkResult r_ = (call);                                   \
+    if (r_ != VK_SUCCESS) return fail("%s: %d", #call, r_); \
   } while (0)
 
 /* ---- instance, device ----------------------------------------------------------------- */
@@ -97,17 +97,23 @@ static int has_validation(void) {
 /* 0 made, 77 no driver here, 1 failure. */
 static int make_instance(probe *p) {
   if (!has_validation()) return fail(VALIDATION " is not installed (Debian: vulkan-validationlayers)");
-  VkDebugUtilsMessengerCreateInfoEXT mi = {
-      .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-      .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-      .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
-      .pfnUserCallback = on_message, .pUserData = &p->errors};
+  VkDebugUtilsMessengerCreateInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+                                           .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+                                           .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                                                          VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+                                           .pfnUserCallback = on_message,
+                                           .pUserData = &p->errors};
   const char *layers[] = {VALIDATION}, *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
-  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "gpupart sparse probe",
+  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                           .pApplicationName = "gpupart sparse probe",
                            .apiVersion = VK_API_VERSION_1_2};
-  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pNext = &mi, .pApplicationInfo = &app,
-                             .enabledLayerCount = 1, .ppEnabledLayerNames = layers,
-                             .enabledExtensionCount = 1, .ppEnabledExtensionNames = ext};
+  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                             .pNext = &mi,
+                             .pApplicationInfo = &app,
+                             .enabledLayerCount = 1,
+                             .ppEnabledLayerNames = layers,
+                             .enabledExtensionCount = 1,
+                             .ppEnabledExtensionNames = ext};
   VkResult r = vkCreateInstance(&ci, NULL, &p->instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) return 77;
   CHECK(r);
@@ -174,10 +180,14 @@ static int pick_device(probe *p) {
 static int make_device(probe *p) {
   float priority = 1.0f;
   VkPhysicalDeviceFeatures f = {.sparseBinding = VK_TRUE, .sparseResidencyBuffer = VK_TRUE};
-  VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = p->family,
-                               .queueCount = 1, .pQueuePriorities = &priority};
-  VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                           .pQueueCreateInfos = &q, .pEnabledFeatures = &f};
+  VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                               .queueFamilyIndex = p->family,
+                               .queueCount = 1,
+                               .pQueuePriorities = &priority};
+  VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                           .queueCreateInfoCount = 1,
+                           .pQueueCreateInfos = &q,
+                           .pEnabledFeatures = &f};
   CHECK(vkCreateDevice(p->physical, &ci, NULL, &p->device));
   vkGetDeviceQueue(p->device, p->family, 0, &p->queue);
   VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = p->family};
@@ -236,14 +246,15 @@ static int make_sparse_buffer(probe *p) {
 }
 
 static int allocate(probe *p, VkDeviceSize pages, VkDeviceMemory *m) {
-  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = pages * p->page,
-                             .memoryTypeIndex = p->type};
+  VkMemoryAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = pages * p->page, .memoryTypeIndex = p->type};
   CHECK(vkAllocateMemory(p->device, &ai, NULL, m));
   return 0;
 }
 
 static int make_staging(probe *p) {
-  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = PAGES * p->page,
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = PAGES * p->page,
                            .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT};
   CHECK(vkCreateBuffer(p->device, &bi, NULL, &p->staging));
   VkMemoryRequirements req;
@@ -255,8 +266,8 @@ static int make_staging(probe *p) {
   for (uint32_t i = 0; i < mem.memoryTypeCount && type == UINT32_MAX; i++)
     if ((req.memoryTypeBits & (1u << i)) && (mem.memoryTypes[i].propertyFlags & want) == want) type = i;
   if (type == UINT32_MAX) return fail("no host-visible coherent memory for the staging buffer");
-  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
-                             .memoryTypeIndex = type};
+  VkMemoryAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
   CHECK(vkAllocateMemory(p->device, &ai, NULL, &p->staging_memory));
   CHECK(vkBindBufferMemory(p->device, p->staging, p->staging_memory, 0));
   CHECK(vkMapMemory(p->device, p->staging_memory, 0, VK_WHOLE_SIZE, 0, (void **)&p->host));
@@ -276,8 +287,10 @@ typedef struct bind {
 static int bind_pages(probe *p, const bind *list, uint32_t n) {
   VkSparseMemoryBind binds[8];
   for (uint32_t i = 0; i < n && i < 8; i++)
-    binds[i] = (VkSparseMemoryBind){.resourceOffset = list[i].page * p->page, .size = list[i].pages * p->page,
-                                    .memory = list[i].memory, .memoryOffset = list[i].memory_page * p->page};
+    binds[i] = (VkSparseMemoryBind){.resourceOffset = list[i].page * p->page,
+                                    .size = list[i].pages * p->page,
+                                    .memory = list[i].memory,
+                                    .memoryOffset = list[i].memory_page * p->page};
   VkSparseBufferMemoryBindInfo sb = {.buffer = p->sparse, .bindCount = n, .pBinds = binds};
   VkBindSparseInfo info = {.sType = VK_STRUCTURE_TYPE_BIND_SPARSE_INFO, .bufferBindCount = 1, .pBufferBinds = &sb};
   CHECK(vkQueueBindSparse(p->queue, 1, &info, p->fence));
@@ -295,8 +308,10 @@ static void barrier(VkCommandBuffer cb, VkPipelineStageFlags from, VkAccessFlags
 }
 
 static int begin(probe *p, VkCommandBuffer *cb) {
-  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = p->pool,
-                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                    .commandPool = p->pool,
+                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                    .commandBufferCount = 1};
   CHECK(vkAllocateCommandBuffers(p->device, &ai, cb));
   VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                  .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
@@ -338,24 +353,29 @@ typedef struct compute {
 } compute;
 
 static int make_pipeline(probe *p, compute *c) {
-  VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizeof probe_spirv,
-                                 .pCode = probe_spirv};
+  VkShaderModuleCreateInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizeof probe_spirv, .pCode = probe_spirv};
   CHECK(vkCreateShaderModule(p->device, &si, NULL, &c->shader));
-  VkDescriptorSetLayoutBinding b = {.binding = 0, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                    .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-  VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                        .bindingCount = 1, .pBindings = &b};
+  VkDescriptorSetLayoutBinding b = {.binding = 0,
+                                    .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                    .descriptorCount = 1,
+                                    .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+  VkDescriptorSetLayoutCreateInfo li = {
+      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 1, .pBindings = &b};
   CHECK(vkCreateDescriptorSetLayout(p->device, &li, NULL, &c->set_layout));
   VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = 2 * sizeof(uint32_t)};
-  VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
-                                    .pSetLayouts = &c->set_layout, .pushConstantRangeCount = 1,
+  VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                    .setLayoutCount = 1,
+                                    .pSetLayouts = &c->set_layout,
+                                    .pushConstantRangeCount = 1,
                                     .pPushConstantRanges = &pc};
   CHECK(vkCreatePipelineLayout(p->device, &pli, NULL, &c->layout));
-  VkComputePipelineCreateInfo ci = {
-      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                .module = c->shader, .pName = "main"},
-      .layout = c->layout};
+  VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                    .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                              .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                              .module = c->shader,
+                                              .pName = "main"},
+                                    .layout = c->layout};
   CHECK(vkCreateComputePipelines(p->device, VK_NULL_HANDLE, 1, &ci, NULL, &c->pipeline));
   return 0;
 }
@@ -363,15 +383,20 @@ static int make_pipeline(probe *p, compute *c) {
 /* One descriptor on [offset, offset + range) of the sparse buffer. */
 static int make_set(probe *p, compute *c, VkDeviceSize offset, VkDeviceSize range) {
   VkDescriptorPoolSize size = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 1};
-  VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1,
-                                   .poolSizeCount = 1, .pPoolSizes = &size};
+  VkDescriptorPoolCreateInfo pi = {
+      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1, .poolSizeCount = 1, .pPoolSizes = &size};
   CHECK(vkCreateDescriptorPool(p->device, &pi, NULL, &c->pool));
-  VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = c->pool,
-                                    .descriptorSetCount = 1, .pSetLayouts = &c->set_layout};
+  VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                    .descriptorPool = c->pool,
+                                    .descriptorSetCount = 1,
+                                    .pSetLayouts = &c->set_layout};
   CHECK(vkAllocateDescriptorSets(p->device, &ai, &c->set));
   VkDescriptorBufferInfo info = {.buffer = p->sparse, .offset = offset, .range = range};
-  VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = c->set, .descriptorCount = 1,
-                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .pBufferInfo = &info};
+  VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                            .dstSet = c->set,
+                            .descriptorCount = 1,
+                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                            .pBufferInfo = &info};
   vkUpdateDescriptorSets(p->device, 1, &w, 0, NULL);
   return 0;
 }
@@ -403,7 +428,8 @@ static int expect_memory(probe *p, VkDeviceMemory m, VkDeviceSize memory_page, s
   CHECK(vkMapMemory(p->device, m, memory_page * p->page, count * 4, 0, (void **)&w));
   int rc = 0;
   for (size_t i = 0; i < count && rc == 0; i++)
-    if (w[i] != p->host[base + i]) rc = fail("%s: memory word %zu is 0x%x, the buffer's 0x%x", what, i, w[i], p->host[base + i]);
+    if (w[i] != p->host[base + i])
+      rc = fail("%s: memory word %zu is 0x%x, the buffer's 0x%x", what, i, w[i], p->host[base + i]);
   vkUnmapMemory(p->device, m);
   return rc;
 }
@@ -516,7 +542,8 @@ int main(void) {
   if (rc == 0) rc = second_pass(&p);
   teardown(&p);
   if (p.errors) rc = fail("%d validation errors", p.errors);
-  if (rc == 0) printf("sparse binding probe: every check passed (page %llu bytes, memory type %u%s)\n",
-                      (unsigned long long)p.page, p.type, p.host_visible ? ", host-visible" : "");
+  if (rc == 0)
+    printf("sparse binding probe: every check passed (page %llu bytes, memory type %u%s)\n", (unsigned long long)p.page,
+           p.type, p.host_visible ? ", host-visible" : "");
   return rc;
 }

@@ -6,6 +6,8 @@
  * (docs/api.md, "ABI policy"). A client that finds this stub at run time instead reads
  * gpupart_version() as 0 and stops. Types do not matter to the linker, so each name is
  * an int function of no arguments. */
+/* A list of macro calls, which clang-format cannot lay out: */
+/* clang-format off */
 #define STUB(name) int name(void); int name(void) { return 0; }
 
 STUB(gpupart_alloc) STUB(gpupart_alloc_ex) STUB(gpupart_alloc_ex_sized) STUB(gpupart_alloc_info)
@@ -21,3 +23,4 @@ STUB(gpupart_partition_create_sized) STUB(gpupart_partition_destroy) STUB(gpupar
 STUB(gpupart_partition_get_stats) STUB(gpupart_partition_get_stats_sized) STUB(gpupart_partition_name)
 STUB(gpupart_partition_reset_peak) STUB(gpupart_partition_resize) STUB(gpupart_partition_trim)
 STUB(gpupart_result_name) STUB(gpupart_result_str) STUB(gpupart_version) STUB(gpupart_version_string)
+    /* clang-format on */

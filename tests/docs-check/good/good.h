@@ -32,8 +32,7 @@ typedef struct good_other {
 
 /* A function over two lines,
  * and its neighbour. */
-GPUPART_API int good_function(int a,
-                              int b);
+GPUPART_API int good_function(int a, int b);
 GPUPART_API good_desc *good_neighbour(void);
 /* A function and the macro that calls it with the caller's struct size. */
 GPUPART_API int good_open_sized(good_desc *d, unsigned long size);
@@ -42,9 +41,7 @@ GPUPART_API int good_open_sized(good_desc *d, unsigned long size);
  * (not checked: static inline functions are internal). */
 GPUPART_API int good_close_sized(good_desc *d, unsigned long size);
 #define good_close(...) good__inline_close(__VA_ARGS__)
-static inline int good__inline_close(good_desc *d) {
-  return good_close_sized(d, sizeof(good_desc));
-}
+static inline int good__inline_close(good_desc *d) { return good_close_sized(d, sizeof(good_desc)); }
 /* A callback type. */
 typedef int (*good_fn)(int v);
 

@@ -1,0 +1,37 @@
+/* The arena of a partition (arena.c): its driver blocks and the growth policy. Partition
+ * lock held: try, on_alloc, on_free, check. Device slow lock held and partition lock NOT
+ * held (they call the driver): fini, grow (returns GPUPART_OK with the partition lock held
+ * and a block in place that fits the request), reserve_exact, release_empty,
+ * release_detached. */
+#ifndef GPUPART_CORE_ARENA_H
+#define GPUPART_CORE_ARENA_H
+
+#include "internal.h"
+
+/* The block-size rule, in one place for the request's check (alloc.c) and the growth
+ * (arena.c). need: the bytes a fresh block needs to hold size bytes at align (at least
+ * the device's alignment): block bases are aligned to the device, so only a stricter
+ * alignment needs slack; nonzero on overflow. largest: the driver's largest allocation in
+ * whole driver granules (backends take only those). */
+static inline int gpupart__block_need(const gpupart_device *dev, uint64_t size, uint64_t align, uint64_t *need) {
+  uint64_t a = dev->alignment;
+  if (__builtin_add_overflow(size, a - 1, need)) return -1;
+  *need &= ~(a - 1);
+  return align > a && __builtin_add_overflow(*need, align - a, need) ? -1 : 0;
+}
+static inline uint64_t gpupart__largest_block(const gpupart_device *dev) {
+  return dev->info.max_block_bytes & ~(dev->alignment - 1);
+}
+
+int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
+void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p);
+gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align);
+int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);
+int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc);
+uint64_t gpupart__arena_release_empty(gpupart_partition *p);
+void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r);
+gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b);
+void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b);
+int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n);
+
+#endif

@@ -1,0 +1,46 @@
+/* The introspect door (door/introspect.h): the few things the gpupart command needs to see
+ * of an open device and of a context's configuration, handed out as the configuration
+ * room's own values so that the command never reads a handle's fields. */
+#include "introspect.h"
+
+#include <stdio.h>
+
+#include "context.h"
+#include "device.h"
+#include "error.h"
+#include "internal.h"
+
+gpupart_result gpupart__introspect_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
+                                        gpupart_device **out) {
+  if (ctx) atomic_store(&ctx->unreachable_said, 1);
+  return gpupart__device_open(ctx, desc, exact, out);
+}
+
+const gpupart__settings *gpupart__introspect_settings(const gpupart_device *dev) { return &dev->settings; }
+
+const gpupart__config *gpupart__introspect_config(const gpupart_context *ctx) { return ctx->cfg; }
+
+int gpupart__introspect_configured(gpupart_device *dev, uint32_t i, gpupart__introspect_partition *out) {
+  const gpupart__settings *s = &dev->settings;
+  if (i >= s->nparts) return gpupart__fail(GPUPART_EINVAL, "no configured partition %u", i);
+  gpupart_partition *p = gpupart_partition_at(dev, i); /* configured partitions are made first, in order */
+  *out = (gpupart__introspect_partition){.handle = p, .spec = s->parts[i], .preallocated = p && p->growth.prealloc};
+  return GPUPART_OK;
+}
+
+void gpupart__introspect_ledger_dir(const gpupart_context *ctx, char *out, size_t n) {
+  gpupart_device_desc d = {0};
+  gpupart__settings s;
+  gpupart__settings_in in = {.desc = &d,
+                             .exact = 1,
+                             .backend = GPUPART_BACKEND_SIM,
+                             .config_path = ctx->config_path,
+                             .ledger_dir = ctx->ledger_dir,
+                             .ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0};
+  gpupart__settings_compute(ctx->cfg, &in, &s); /* no device: only the options, which cannot fail */
+  snprintf(out, n, "%s", gpupart__settings_ledger_dir(&s));
+}
+
+int gpupart__introspect_backend_named(const gpupart_context *ctx, gpupart_backend b) {
+  return gpupart__backend_named(ctx, b);
+}

@@ -1,0 +1,29 @@
+/* The shared ledger (shm*.c, shm_impl.h): the ledger interface over a file that every
+ * process of the user maps, so that one physical device's budget and guarantees hold
+ * across processes (GPUPART_DEVICE_SHARED, GPUPART_SHARED=1). Its outside reader, which
+ * shares only the file format, is snapshot.h. */
+#ifndef GPUPART_CORE_LEDGER_SHM_H
+#define GPUPART_CORE_LEDGER_SHM_H
+
+#include <stddef.h>
+
+#include "ledger.h"
+#include "shm_format.h"
+
+/* Attaches to the shared ledger of device id in folder dir (never NULL or empty: the
+ * ledger_dir option's default is the configuration's, not the ledger's), creating it
+ * with budget when there is none; an existing ledger keeps its budget. ECONFIG (cannot open or create it, owned by
+ * another user, permissions other than 0600, the folder full, another version's), ECORRUPT (not a ledger of this
+ * library and device, or a damaged one), EBUSY (its lock held past the wait), ENOMEM; the message names the file. */
+int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
+                               const char *dir, gpupart__ledger **out);
+
+/* For tests: takes the ledger lock of the file at path as a member does (waiting at most
+ * timeout_ms), marks the file as being changed by this process, named command, and keeps
+ * the lock until the returned descriptor is closed or the process dies; -1 on failure. */
+int gpupart__ledger_shm_hold(const char *path, int timeout_ms, const char *command);
+/* For tests: where a header field lies in the file ("identity", "epoch", "seq",
+ * "holder_pid", "budget", "reserved"); SIZE_MAX for another name. */
+size_t gpupart__ledger_shm_field(const char *name);
+
+#endif

@@ -1,0 +1,149 @@
+/* The shared ledger's file (version 4): its layout, the checks a file must pass before
+ * anything of it is trusted, the rules for locking it, and the sums every figure is
+ * recomputed from. Shared by the library's side (shm.c and its helpers) and the
+ * outside reader (snapshot.c); nothing here keeps state. Every byte of the file is
+ * hostile input: each index read from it is bounds-checked, each sum saturates, and every
+ * value of the lock word is legal (it names an attachment whose liveness is an
+ * open-file-description lock the kernel drops when its process dies), so no value
+ * written into the file can crash a process that locks or reads it, or wedge it for more
+ * than the bounded wait. */
+#ifndef GPUPART_CORE_LEDGER_SHM_FORMAT_H
+#define GPUPART_CORE_LEDGER_SHM_FORMAT_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "identity.h"
+#include "ledger.h"
+
+#define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
+/* 4: no mutex in the file (a lock word naming an attachment instead), an epoch, a
+ * sequence word and the lock holder's pid and command; 3: the shares carry their owner's
+ * counters */
+#define SHM_VERSION 4u
+#define SHM_MEMBERS 128u
+#define SHM_PARTS 256u
+#define SHM_SHARES 512u
+#define SHM_NAME 64u
+#define SHM_LOCK_BASE ((off_t)1 << 32)          /* member i's liveness byte: far past the data */
+#define SHM_ATTACH_BASE (SHM_LOCK_BASE + 65536) /* attachment a's liveness byte */
+#define SHM_READERS (SHM_LOCK_BASE - 1)         /* held for reading by readers asking the members to make way */
+#define SHM_ATTACHMENTS 1024u                   /* attachments (one per context and file) at once */
+
+typedef struct shm_member {
+  uint64_t id;      /* 0 = free; unique across files (a random base at creation) */
+  int64_t pid;      /* for people reading the file; liveness is the lock */
+  char command[16]; /* its process's name (comm) at join, for readers in other PID namespaces; NUL-padded,
+                     * not terminated when all 16 bytes are used */
+} shm_member;
+
+/* A partition; free while it has no members. Its members and reserved are the sums of its
+ * shares (recomputed from them after a death). */
+typedef struct shm_part {
+  char name[SHM_NAME];
+  uint64_t limit, guarantee, reserved, peak_reserved;
+  uint32_t members, pad;
+} shm_part;
+
+/* One member's part of a partition, on a cache line of its own: its owner writes pub on
+ * every allocation and free, without the lock, and no other process's share is there. */
+typedef struct shm_share {
+  _Alignas(64) uint64_t member; /* owner's id; 0 = free */
+  uint32_t member_slot, part;
+  uint64_t reserved;
+  gpupart__ledger_counters pub; /* the owner's (ledger.h), written with relaxed atomic stores */
+} shm_share;
+_Static_assert(sizeof(shm_share) == 64, "a share is one cache line");
+
+typedef struct shm_header {
+  uint64_t magic;
+  uint32_t version, size, members, parts, shares, pad;
+  char identity[GPUPART__IDENTITY_MAX];
+  uint64_t epoch; /* random, written at creation: a file made anew under the name has another */
+  uint32_t lock;  /* 0, or the holder's attachment slot + 1 (taken by compare-and-swap) */
+  uint32_t pad2;
+  uint64_t seq;            /* even: as its last holder left it; odd: a holder is changing it (or died doing so) */
+  int64_t holder_pid;      /* the lock's holder as it wrote itself (0 = none said), for messages */
+  char holder_command[16]; /* and its comm, NUL-padded */
+  uint64_t budget, guarantees, reserved, peak_reserved, unused, last_member;
+  uint64_t trim_asked; /* bumped (atomically, no lock) to ask every process to trim */
+  shm_member member[SHM_MEMBERS];
+  shm_part part[SHM_PARTS];
+  shm_share share[SHM_SHARES];
+} shm_header;
+
+static inline uint64_t gpupart__shm_sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+static inline uint64_t gpupart__shm_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+static inline uint64_t gpupart__shm_unused(const shm_part *p) { return gpupart__shm_sub0(p->guarantee, p->reserved); }
+
+/* ---- the file ---- */
+
+/* ECONFIG unless fd is this user's regular file with no group or other permissions; st
+ * is filled. The message names path. */
+/* The file of device id's ledger in dir: dir/gpupart-<uid>-<identity>.ledger. */
+void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n);
+/* A new file's header: this version's sizes, the device and budget, a random epoch and
+ * member base; the magic is stored last (release), so a reader never trusts a half-made
+ * header. */
+void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64_t budget);
+int gpupart__shm_check_owner(int fd, const char *path, struct stat *st);
+/* ECONFIG when the file carries the magic of a gpupart ledger of another version. */
+int gpupart__shm_other_version(int fd, const char *path);
+/* Whether the header's magic, version, size and table sizes are this library's. */
+int gpupart__shm_header_ok(const shm_header *h);
+/* A random 64-bit value (an epoch, a base of member ids). */
+uint64_t gpupart__shm_random(void);
+
+/* ---- locking: the lock word, and the liveness bytes ---- */
+
+/* A holder keeps the lock for microseconds; one that keeps it for this long is stopped
+ * (or hostile): a member's call then fails instead of hanging. */
+#define SHM_LOCK_WAIT_MS 10000
+
+/* A deadline ms milliseconds from now (CLOCK_MONOTONIC). */
+struct timespec gpupart__shm_deadline(int ms);
+int gpupart__shm_past(const struct timespec *deadline);
+/* Between two tries of a wait: yields, then sleeps (4 us doubling to 64 us). */
+void gpupart__shm_back_off(unsigned tries);
+/* Takes the first attachment slot of fd's file whose byte nobody holds into *slot (kept
+ * until fd closes); a lock word naming that slot is stale (its owner is dead) and is
+ * cleared. -1 when every slot is taken. */
+int gpupart__shm_attach(int fd, shm_header *h, uint32_t *slot);
+/* Whether the attachment a lock word names lives (held by another open file description). */
+int gpupart__shm_owner_alive(int fd, uint32_t word);
+/* Takes h's lock word for attachment slot me (through fd, whose file h maps), waiting at
+ * most timeout_ms: a word that names a dead attachment, or me, is taken over. 0 or
+ * ETIMEDOUT. */
+int gpupart__shm_lock_word(shm_header *h, int fd, uint32_t me, int timeout_ms);
+void gpupart__shm_unlock_word(shm_header *h);
+/* A reader without the lock that cannot get a copy between two changes asks the members
+ * to make way (on: a shared lock on the readers' byte; off: drops it); whether one asks. */
+void gpupart__shm_ask_way(int fd, int on);
+int gpupart__shm_way_asked(int fd);
+/* Takes (F_WRLCK) or drops (F_UNLCK) member slot's byte: 0 or -1. */
+int gpupart__shm_member_lock(int fd, uint32_t slot, short type);
+/* Whether another open file description holds member slot's byte (its process lives);
+ * 1 when it cannot tell. */
+int gpupart__shm_held_elsewhere(int fd, uint32_t slot);
+/* "pid 123 (python3)" for the lock's holder as the header names it; "a process that did
+ * not say which" when it names none. */
+void gpupart__shm_describe_holder(int64_t pid, const char command[16], char *out, size_t n);
+
+/* ---- sums (lock held, or on a private copy) ---- */
+
+/* Whether share s is well formed (its member and partition in range, its member there). */
+int gpupart__shm_share_valid(const shm_header *h, const shm_share *s);
+/* Every sum again from the shares, as after a holder died mid-update: partitions left
+ * without members and shares that are not well formed are freed. */
+void gpupart__shm_recompute(shm_header *h);
+/* Frees member slot i and its shares (gpupart__shm_recompute then frees the partitions
+ * left without members); returns the bytes its shares held. */
+uint64_t gpupart__shm_drop_member(shm_header *h, uint32_t i);
+/* Every invariant: 0, or -1 with the first broken one written to why. */
+int gpupart__shm_check(const shm_header *h, char *why, uint64_t n);
+/* The partition named name (compared over SHM_NAME bytes), or -1. */
+int gpupart__shm_find_part(const shm_header *h, const char *name);
+
+#endif
