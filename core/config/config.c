@@ -202,12 +202,15 @@ static void hami_devices(gpupart__config *c, const char *prefix) {
   }
 }
 
-/* The order of precedence among the orchestrators' shares (docs/configuration.md): HAMi's
+/* The order of precedence among the orchestrators' shares (docs/configuration.md): the
+ * Kubernetes DRA device metadata files (dra_metadata_dir), HAMi's
  * CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_MEMORY_LIMIT, its AMD HIP_DEVICE_MEMORY_LIMIT_<i>
  * and HIP_DEVICE_MEMORY_LIMIT, NVIDIA MPS's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, Slurm's
  * SLURM_SHARD_MEM_PER_GPU, KAI's GPU_PORTION, then the cgroup's dmem.max. */
-static void load_shares(gpupart__config *c) {
+static void load_shares(const gpupart__hostmem *m, gpupart__config *c) {
+  const gpupart__value *root = &c->env.global[GPUPART__OPT_DRA_METADATA_DIR];
   const char *v;
+  gpupart__share_dra(c, m, root->set ? root->str : gpupart__options[GPUPART__OPT_DRA_METADATA_DIR].def);
   hami_devices(c, HAMI);
   if ((v = secure_getenv(HAMI)) && *v) gpupart__share_hami(c, HAMI, v);
   hami_devices(c, HAMI_HIP);
@@ -303,7 +306,7 @@ static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart
   if (d->flags & GPUPART_CONTEXT_IGNORE_ENV) /* no variable and no file (include/gpupart.h) */
     return d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e) ? -1 : 0;
   if (load_env(c, e)) return -1;
-  load_shares(c);
+  load_shares(m, c);
   const char *path = d->config_path, *what = "config_path";
   if (!path && c->env.global[GPUPART__OPT_CONFIG].set) {
     path = c->env.global[GPUPART__OPT_CONFIG].str;

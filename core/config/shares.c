@@ -23,10 +23,8 @@
 
 gpupart__cgroup_paths gpupart__cgroup = {"/proc/self/cgroup", "/sys/fs/cgroup"};
 
-static void warn(gpupart__config *c, const char *fmt, ...) GPUPART__PRINTF(2, 3);
-
 /* Keeps a warning about an ignored value (the first GPUPART__MAX_SHARE_WARNINGS). */
-static void warn(gpupart__config *c, const char *fmt, ...) {
+void gpupart__share_warn(gpupart__config *c, const char *fmt, ...) {
   if (c->nshare_warnings == GPUPART__MAX_SHARE_WARNINGS) return;
   va_list ap;
   va_start(ap, fmt);
@@ -34,9 +32,9 @@ static void warn(gpupart__config *c, const char *fmt, ...) {
   va_end(ap);
 }
 
-static gpupart__share *add(gpupart__config *c, gpupart__share_kind kind, const char *source) {
+gpupart__share *gpupart__share_add(gpupart__config *c, gpupart__share_kind kind, const char *source) {
   if (c->nshares == GPUPART__MAX_SHARES) {
-    warn(c, "%s: more than %d shares: ignored", source, GPUPART__MAX_SHARES);
+    gpupart__share_warn(c, "%s: more than %d shares: ignored", source, GPUPART__MAX_SHARES);
     return NULL;
   }
   gpupart__share *s = &c->shares[c->nshares++];
@@ -78,16 +76,17 @@ void gpupart__share_hami(gpupart__config *c, const char *name, const char *value
   uint64_t bytes, index = 0;
   if (strncmp(name, base, strlen(base)) != 0) return;
   if (*suffix && (suffix[0] != '_' || parse_size(suffix + 1, 1, "", &index) || index > UINT32_MAX)) {
-    warn(c, "%s: not a device index after %s_: ignored", GPUPART__ECHO(name), base);
+    gpupart__share_warn(c, "%s: not a device index after %s_: ignored", GPUPART__ECHO(name), base);
     return;
   }
   if (parse_size(value, 1, hip ? "KMGT" : "KMG", &bytes)) {
-    warn(c, "%s: '%s' is not an amount (4096m, 4g, bytes): ignored", GPUPART__ECHO(name), GPUPART__ECHO(value));
+    gpupart__share_warn(c, "%s: '%s' is not an amount (4096m, 4g, bytes): ignored", GPUPART__ECHO(name),
+                        GPUPART__ECHO(value));
     return;
   }
   gpupart__share_kind kind = hip ? GPUPART__SHARE_HIP : GPUPART__SHARE_HAMI;
   if (*suffix) kind = hip ? GPUPART__SHARE_HIP_DEVICE : GPUPART__SHARE_HAMI_DEVICE;
-  gpupart__share *s = add(c, kind, name);
+  gpupart__share *s = gpupart__share_add(c, kind, name);
   if (!s) return;
   s->all = !*suffix;
   s->by_index = !!*suffix;
@@ -128,10 +127,11 @@ static void mps_entry(gpupart__config *c, const char *entry) {
   if (eq) snprintf(dev, sizeof dev, "%.*s", (int)(eq - entry < 63 ? eq - entry : 63), entry);
   int ordinal = eq && parse_size(dev, 1, "", &index) == 0 && index <= UINT32_MAX;
   if (!eq || (!ordinal && !is_uuid(dev)) || mps_amount(eq + 1, &bytes)) {
-    warn(c, MPS ": entry '%s' is not DEVICE=AMOUNT (0=1G, GPU-<uuid>=512MB): ignored", GPUPART__ECHO(entry));
+    gpupart__share_warn(c, MPS ": entry '%s' is not DEVICE=AMOUNT (0=1G, GPU-<uuid>=512MB): ignored",
+                        GPUPART__ECHO(entry));
     return;
   }
-  gpupart__share *s = add(c, GPUPART__SHARE_MPS, MPS);
+  gpupart__share *s = gpupart__share_add(c, GPUPART__SHARE_MPS, MPS);
   if (!s) return;
   s->by_index = ordinal;
   s->index = (uint32_t)index;
@@ -147,7 +147,7 @@ static void each_entry(gpupart__config *c, const char *name, const char *value,
   for (const char *p = value;;) {
     size_t len = strcspn(p, ",");
     if (len >= sizeof entry) {
-      warn(c, "%s: an entry is too long: ignored", name);
+      gpupart__share_warn(c, "%s: an entry is too long: ignored", name);
     } else {
       snprintf(entry, sizeof entry, "%.*s", (int)len, p);
       fn(c, entry);
@@ -201,10 +201,11 @@ static int parse_portion(const char *text, double *out) {
 void gpupart__share_kai(gpupart__config *c, const char *value) {
   double portion;
   if (parse_portion(value, &portion)) {
-    warn(c, "GPU_PORTION: '%s' is not a portion of a GPU above 0 and at most 1 (0.50): ignored", GPUPART__ECHO(value));
+    gpupart__share_warn(c, "GPU_PORTION: '%s' is not a portion of a GPU above 0 and at most 1 (0.50): ignored",
+                        GPUPART__ECHO(value));
     return;
   }
-  gpupart__share *s = add(c, GPUPART__SHARE_KAI, "GPU_PORTION");
+  gpupart__share *s = gpupart__share_add(c, GPUPART__SHARE_KAI, "GPU_PORTION");
   if (!s) return;
   s->all = 1;
   s->portion = portion;
@@ -225,11 +226,11 @@ static void slurm_entry(gpupart__config *c, const char *entry) {
   uint64_t bytes;
   if (eq) snprintf(addr, sizeof addr, "%.*s", (int)(eq - entry < 63 ? eq - entry : 63), entry);
   if ((eq && !is_pci(addr)) || parse_size(amount, 1ull << 20, "KMGT", &bytes)) {
-    warn(c, "SLURM_SHARD_MEM_PER_GPU: entry '%s' is not ADDRESS=AMOUNT (0000:3b:00.0=4096M): ignored",
-         GPUPART__ECHO(entry));
+    gpupart__share_warn(c, "SLURM_SHARD_MEM_PER_GPU: entry '%s' is not ADDRESS=AMOUNT (0000:3b:00.0=4096M): ignored",
+                        GPUPART__ECHO(entry));
     return;
   }
-  gpupart__share *s = add(c, GPUPART__SHARE_SLURM, "SLURM_SHARD_MEM_PER_GPU");
+  gpupart__share *s = gpupart__share_add(c, GPUPART__SHARE_SLURM, "SLURM_SHARD_MEM_PER_GPU");
   if (s) {
     s->all = !eq;
     s->bytes = bytes;
@@ -282,8 +283,8 @@ static int cgroup_path(gpupart__config *c, const char *text, char *out, size_t n
             (len >= 3 && !strcmp(out + len - 3, "/..")) || (len >= 2 && !strcmp(out + len - 2, "/."));
   for (const char *p = out; !bad && *p; p++) bad = (unsigned char)*p < 0x20 || *p == 0x7f;
   if (bad)
-    warn(c, "%s: the cgroup path '%s' is refused: dmem.max is not read", gpupart__cgroup.proc_cgroup,
-         GPUPART__ECHO(out));
+    gpupart__share_warn(c, "%s: the cgroup path '%s' is refused: dmem.max is not read", gpupart__cgroup.proc_cgroup,
+                        GPUPART__ECHO(out));
   return bad ? -1 : 0;
 }
 
@@ -298,7 +299,7 @@ static void dmem_limit(gpupart__config *c, const char *region, uint64_t bytes, c
     }
     return;
   }
-  gpupart__share *s = add(c, GPUPART__SHARE_DMEM, source);
+  gpupart__share *s = gpupart__share_add(c, GPUPART__SHARE_DMEM, source);
   if (s) {
     s->bytes = bytes;
     snprintf(s->key, sizeof s->key, "%s", region);
@@ -311,13 +312,13 @@ static void dmem_line(gpupart__config *c, const char *line, const char *source) 
   uint64_t bytes;
   if (!*line) return;
   if (sscanf(line, "%127s %31s %1s", region, value, extra) != 2 || strlen(line) > 160) {
-    warn(c, "%s: line '%s' is not '<region> <bytes|max>': ignored", source, GPUPART__ECHO(line));
+    gpupart__share_warn(c, "%s: line '%s' is not '<region> <bytes|max>': ignored", source, GPUPART__ECHO(line));
     return;
   }
   if (!strcmp(value, "max")) return;
   if (parse_size(value, 1, "", &bytes)) {
-    warn(c, "%s: region %s: '%s' is not a number of bytes: ignored", source, GPUPART__ECHO(region),
-         GPUPART__ECHO(value));
+    gpupart__share_warn(c, "%s: region %s: '%s' is not a number of bytes: ignored", source, GPUPART__ECHO(region),
+                        GPUPART__ECHO(value));
     return;
   }
   dmem_limit(c, region, bytes, source);
@@ -328,8 +329,8 @@ static void dmem_file(gpupart__config *c, const char *dir, const char *cgroup) {
   snprintf(path, sizeof path, "%s%s/dmem.max", gpupart__cgroup.root, dir);
   int rc = read_small(path, buf, sizeof buf);
   if (rc == -2)
-    warn(c, "%s: unreadable, larger than %d bytes or holding a NUL byte: ignored", GPUPART__ECHO(path),
-         CGROUP_FILE_MAX - 1);
+    gpupart__share_warn(c, "%s: unreadable, larger than %d bytes or holding a NUL byte: ignored", GPUPART__ECHO(path),
+                        CGROUP_FILE_MAX - 1);
   if (rc) return;
   snprintf(source, sizeof source, "dmem.max of cgroup %s", GPUPART__ECHO(cgroup[0] ? cgroup : "/"));
   for (char *line = buf, *next; line; line = next) {
@@ -355,6 +356,31 @@ void gpupart__share_dmem(gpupart__config *c) {
   }
 }
 
+/* ---- Kubernetes DRA device metadata (dra.c) ------------------------------------------ */
+
+static void dra_take(gpupart__config *c, const gpupart__dra_device *dev) {
+  char source[160];
+  snprintf(source, sizeof source, "DRA claim %s/%s request %s", dev->namespace, dev->claim, dev->request);
+  gpupart__share *s = gpupart__share_add(c, GPUPART__SHARE_DRA, source);
+  if (!s) return;
+  c->dra[c->ndra] = *dev;
+  s->dra = ++c->ndra;
+  s->bytes = dev->has_memory ? dev->memory : 0; /* none: the CDI-injected GPUPART_* variables */
+  snprintf(s->key, sizeof s->key, "%s", dev->key);
+}
+
+void gpupart__share_dra(gpupart__config *c, const gpupart__hostmem *m, const char *root) {
+  gpupart__dra_scan *scan = gpupart__host_calloc(m, 1, sizeof *scan);
+  if (!scan) {
+    gpupart__share_warn(c, "%s: out of host memory: the DRA device metadata is not read", GPUPART__ECHO(root));
+    return;
+  }
+  gpupart__dra_scan_root(m, root, scan);
+  for (uint32_t i = 0; i < scan->nwarnings; i++) gpupart__share_warn(c, "%s", scan->warnings[i]);
+  for (uint32_t i = 0; i < scan->ndevices; i++) dra_take(c, &scan->devices[i]);
+  gpupart__host_free(m, scan);
+}
+
 /* ---- which share a device gets --------------------------------------------------- */
 
 /* Whether a '/'-separated component of region (drm/0000:03:00.0/vram0) is the address. */
@@ -366,6 +392,7 @@ static int region_names(const char *region, const char *pci) {
 }
 
 typedef struct target {
+  const gpupart__config *c;
   uint32_t index;
   const char *pci;
   const uint8_t *uuid;
@@ -375,6 +402,7 @@ static int names(const gpupart__share *s, const target *t) {
   if (s->all) return 1;
   if (s->by_index) return s->index == t->index;
   if (s->kind == GPUPART__SHARE_MPS) return uuid_names(s->key, t->uuid);
+  if (s->kind == GPUPART__SHARE_DRA) return s->dra && gpupart__dra_names(&t->c->dra[s->dra - 1], t->uuid, t->pci);
   if (s->kind == GPUPART__SHARE_SLURM) return *t->pci && !strcasecmp(s->key, t->pci);
   return *t->pci && region_names(s->key, t->pci);
 }
@@ -387,7 +415,7 @@ uint64_t gpupart__share_bytes(const gpupart__share *s, uint64_t total) {
 
 const gpupart__share *gpupart__config_share_for(const gpupart__config *c, uint32_t index, const char *pci,
                                                 const uint8_t *uuid, uint64_t total) {
-  const target t = {index, pci ? pci : "", uuid};
+  const target t = {c, index, pci ? pci : "", uuid};
   const gpupart__share *best = NULL;
   uint64_t best_bytes = 0;
   for (uint32_t i = 0; i < c->nshares; i++) {
