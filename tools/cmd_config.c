@@ -27,7 +27,9 @@ static const char help[] = "usage: gpupart config [--json] [--device BACKEND:IND
                            "                TensorFlow, JAX and PyTorch memory variables seen (never applied),\n"
                            "                clipped {memory_limit|memory_fraction: {asked, source}} where\n"
                            "                an operator's ceiling lowered a value, and orchestrator\n"
-                           "                {shares [{source, device, bytes, applied}], ignored [...]},\n"
+                           "                {shares [{source, device, bytes, applied, claim}], ignored [...]}\n"
+                           "                (claim: a DRA share's {name, namespace, pod_claim, request,\n"
+                           "                generation, guarantee, file}),\n"
                            "                and never_applies [{source, what, device, why}]: [device]\n"
                            "                sections, per-device entries and partitions that name a device\n"
                            "                this machine does not have\n"
@@ -145,6 +147,22 @@ static void share_device(const gpupart__share *sh, char *buf, size_t n) {
   else snprintf(buf, n, "%s", sh->key);
 }
 
+/* A DRA share's claim: its names, the generation read and the floor it asks for. */
+static void json_claim(const gpupart__dra_device *d) {
+  printf(", \"claim\": {\"name\": ");
+  json_string(stdout, d->claim);
+  printf(", \"namespace\": ");
+  json_string(stdout, d->namespace);
+  printf(", \"pod_claim\": ");
+  json_string(stdout, d->pod_claim);
+  printf(", \"request\": ");
+  json_string(stdout, d->request);
+  printf(", \"generation\": %llu, \"guarantee\": %llu, \"file\": ", (unsigned long long)d->generation,
+         (unsigned long long)d->guarantee);
+  json_string(stdout, d->path);
+  printf("}");
+}
+
 static void json_shares(gpupart_context *ctx, gpupart_device *dev) {
   const gpupart__config *c = gpupart__introspect_config(ctx);
   const gpupart__settings *s = gpupart__introspect_settings(dev);
@@ -157,8 +175,10 @@ static void json_shares(gpupart_context *ctx, gpupart_device *dev) {
     json_string(stdout, c->shares[i].source);
     printf(", \"device\": ");
     json_string(stdout, what);
-    printf(", \"bytes\": %llu, \"applied\": %s}", (unsigned long long)gpupart__share_bytes(&c->shares[i], total),
+    printf(", \"bytes\": %llu, \"applied\": %s", (unsigned long long)gpupart__share_bytes(&c->shares[i], total),
            s->share == &c->shares[i] ? "true" : "false");
+    if (c->shares[i].dra) json_claim(&c->dra[c->shares[i].dra - 1]);
+    printf("}");
   }
   printf("%s], \"ignored\": [", c->nshares ? "\n  " : "");
   for (uint32_t i = 0; i < c->nshare_warnings; i++) {

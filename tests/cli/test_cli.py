@@ -487,6 +487,31 @@ def test_config_shows_the_engines_shares_with_their_bytes():
     check(re.search(r"(?m)^GPU_PORTION +every device +4294967296  applied$", out), "text: KAI's bytes", out)
 
 
+def test_config_shows_a_dra_claim_by_uuid():
+    """A DRA device metadata file (KEP-5304) naming sim:0 by its UUID: its
+    gpupart.io/memory is the budget, and --json names the claim, its generation and floor."""
+    with tempfile.TemporaryDirectory() as root:
+        d = os.path.join(root, "resourceclaims", "gpu-claim", "gpu")
+        os.makedirs(d)
+        meta = {"apiVersion": "metadata.resource.k8s.io/v1beta1", "kind": "DeviceMetadata",
+                "metadata": {"name": "gpu-claim", "namespace": "team-a", "uid": "u", "generation": 3},
+                "requests": [{"name": "gpu", "devices": [{"driver": "gpu.example.com", "pool": "p", "name": "g",
+                              "attributes": {"uuid": {"string": "GPU-00000000-0000-0000-0000-00000000005a"},
+                                             "gpupart.io/memory": {"string": "3Gi"},
+                                             "gpupart.io/guarantee": {"int": GIB}}}]}]}
+        with open(os.path.join(d, "gpu.example.com-metadata.json"), "w") as f:
+            f.write(json.dumps(dict(meta, apiVersion="metadata.resource.k8s.io/v1")) + "\n" + json.dumps(meta) + "\n")
+        out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env={"GPUPART_DRA_METADATA_DIR": root})
+        c = parse_json(out)
+        check(c["budget"] == 3 * GIB and c["sources"]["memory_limit"] == "DRA claim team-a/gpu-claim request gpu",
+              "the claim's memory is the budget", out)
+        s = c["orchestrator"]["shares"][0]
+        check(s["applied"] and s["claim"]["generation"] == 3 and s["claim"]["guarantee"] == GIB
+              and s["claim"]["namespace"] == "team-a", "the claim", out)
+        out, _ = expect_rc(["config", "--device", "sim:1", "--json"], 0, env={"GPUPART_DRA_METADATA_DIR": root})
+        check(parse_json(out)["budget"] == 16 * GIB, "sim:1 is not the claim's device", out)
+
+
 def test_devices_says_why_a_backend_was_skipped():
     rc, out, err = run("devices", env={"GPUPART_VULKAN_LIBRARY": "/nonexistent/libvulkan.so.1"})
     check("skipped vulkan: GPUPART_VULKAN_LIBRARY=/nonexistent/libvulkan.so.1: " in err or
