@@ -82,9 +82,12 @@ static int attribute(const doc *d, const gpupart__json *attr, gpupart__dra_devic
     return dev->has_memory ? 0 : -1;
   }
   if (!strcmp(key, "gpupart.io/guarantee")) return attr_amount(d, attr, &dev->guarantee);
+  char value[GPUPART__DRA_NAME_MAX];
   int uuid = !strcasecmp(base_name(key), "uuid"), pci = !strcasecmp(base_name(key), "pciBusID");
-  if ((uuid || pci) && !text_of(d, attr, "string", dev->key, sizeof dev->key) && *dev->key) dev->by_uuid = uuid;
-  else if (uuid || pci) dev->key[0] = 0;
+  if (!(uuid || pci) || text_of(d, attr, "string", value, sizeof value) || !*value) return 0;
+  if (pci && dev->by_uuid) return 0; /* the UUID names the device better */
+  snprintf(dev->key, sizeof dev->key, "%s", value);
+  dev->by_uuid = uuid;
   return 0;
 }
 

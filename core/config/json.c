@@ -223,13 +223,22 @@ static int decode(const char *s, size_t len, char *out, size_t n) {
   return 0;
 }
 
+/* decode, leaving out empty when it fails (never a string cut short or unterminated). */
+static int decode_whole(const char *s, size_t len, char *out, size_t n) {
+  if (decode(s, len, out, n) == 0) return 0;
+  out[0] = 0;
+  return -1;
+}
+
 int gpupart__json_string(const char *text, const gpupart__json *v, char *out, size_t n) {
-  if (!v || v->type != GPUPART__JSON_STRING || !n) return -1;
-  return decode(text + v->start, v->len, out, n);
+  if (!n) return -1;
+  out[0] = 0;
+  if (!v || v->type != GPUPART__JSON_STRING) return -1;
+  return decode_whole(text + v->start, v->len, out, n);
 }
 
 int gpupart__json_key(const char *text, const gpupart__json *v, char *out, size_t n) {
-  return v && n ? decode(text + v->key_start, v->key_len, out, n) : -1;
+  return v && n ? decode_whole(text + v->key_start, v->key_len, out, n) : -1;
 }
 
 const gpupart__json *gpupart__json_get(const char *text, const gpupart__json *nodes, const gpupart__json *obj,

@@ -40,8 +40,8 @@ int gpupart__json_parse(const char *text, size_t len, size_t *pos, gpupart__json
 /* The member named key of object obj, or NULL (also when obj is not an object). */
 const gpupart__json *gpupart__json_get(const char *text, const gpupart__json *nodes, const gpupart__json *obj,
                                        const char *key);
-/* A string value decoded (escapes, \u as UTF-8) into out: 0, or -1 when v is not a string,
- * holds \u0000 or does not fit in n bytes. */
+/* A string value decoded (escapes, \u as UTF-8) into out: 0, or -1 (out left "") when v
+ * is not a string, holds \u0000 or does not fit in n bytes. */
 int gpupart__json_string(const char *text, const gpupart__json *v, char *out, size_t n);
 /* A member's key decoded the same way. */
 int gpupart__json_key(const char *text, const gpupart__json *v, char *out, size_t n);

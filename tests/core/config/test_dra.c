@@ -288,3 +288,19 @@ Test(dra, no_more_devices_than_the_bound) {
   cr_expect_eq(c->ndra, GPUPART__MAX_DRA);
   free(c);
 }
+
+Test(dra, a_uuid_is_kept_whatever_the_other_identity_attributes_say) {
+  char path[512];
+  write_meta("gpu-claim",
+             OBJ(V1B1, "1",
+                 UUID_ATTR
+                 ", \"resource.kubernetes.io/pciBusID\": {\"string\": \"0000:af:00.0\"}, \"other.io/pciBusID\": "
+                 "{\"int\": 3}, \"x.io/uuid\": {\"string\": \"\"}, " MEM_ATTR("{\"int\": 1073741824}")),
+             path, sizeof path);
+  gpupart__config *c = scan();
+  cr_assert_eq(c->ndra, 1, "%s", all_warnings(c));
+  cr_expect_eq(c->dra[0].by_uuid, 1);
+  cr_expect_not_null(gpupart__config_share_for(c, 0, "", uuid_a, 16 * GiB));
+  cr_expect_null(gpupart__config_share_for(c, 0, "0000:af:00.0", NULL, 16 * GiB));
+  free(c);
+}

@@ -147,3 +147,15 @@ Test(json, bytes_past_the_length_are_never_read) {
   cr_expect_eq(gpupart__json_parse(t, 4, &pos, nodes, NODES, &count, why, sizeof why), -1, "cut at '[1, '");
   cr_expect_eq(gpupart__json_parse(t, 6, &pos, nodes, NODES, &count, why, sizeof why), 0, "%s", why);
 }
+
+Test(json, a_string_that_does_not_fit_leaves_the_output_empty) {
+  const char *t = "\"abcdefgh\"";
+  char out[4] = "xyz";
+  cr_assert_eq(parse(t, NULL), 0, "%s", why);
+  cr_expect_eq(gpupart__json_string(t, &nodes[0], out, sizeof out), -1);
+  cr_expect_str_eq(out, "");
+  cr_assert_eq(parse("7", NULL), 0, "%s", why);
+  strcpy(out, "xyz");
+  cr_expect_eq(gpupart__json_string("7", &nodes[0], out, sizeof out), -1, "not a string");
+  cr_expect_str_eq(out, "");
+}
