@@ -360,13 +360,14 @@ void gpupart__share_dmem(gpupart__config *c) {
 
 static void dra_take(gpupart__config *c, const gpupart__dra_device *dev) {
   char source[160];
-  snprintf(source, sizeof source, "DRA claim %s/%s request %s", dev->namespace, dev->claim, dev->request);
+  /* Kubernetes names may be 253 bytes; the source keeps a readable head of each. */
+  snprintf(source, sizeof source, "DRA claim %.40s/%.60s request %.38s", dev->namespace, dev->claim, dev->request);
   gpupart__share *s = gpupart__share_add(c, GPUPART__SHARE_DRA, source);
   if (!s) return;
   c->dra[c->ndra] = *dev;
   s->dra = ++c->ndra;
   s->bytes = dev->has_memory ? dev->memory : 0; /* none: the CDI-injected GPUPART_* variables */
-  snprintf(s->key, sizeof s->key, "%s", dev->key);
+  snprintf(s->key, sizeof s->key, "%.*s", (int)sizeof s->key - 1, dev->key); /* matching reads dev->key */
 }
 
 void gpupart__share_dra(gpupart__config *c, const gpupart__hostmem *m, const char *root) {
