@@ -123,23 +123,6 @@ static refusal oom_release(gpupart_partition *p, const request *q, refusal why, 
   return released ? attempt(p, q, out) : why;
 }
 
-/* The next partition whose callback may run: p itself (first), or one above its
- * guarantee; its busy flag is taken. Device slow lock held. */
-static gpupart_partition *claim_reclaimer(gpupart_device *dev, gpupart_partition *p, int own, uint32_t *i) {
-  for (; *i < dev->nparts; (*i)++) {
-    gpupart_partition *c = dev->parts[*i];
-    if (!c->reclaim || (own ? c != p : c == p)) continue;
-    gpupart__ledger_figures f;
-    dev->ledger->ops->get(dev->ledger, c->account, &f);
-    if (!own && f.reserved <= f.guarantee) continue;
-    if (!atomic_flag_test_and_set(&c->reclaim_busy)) {
-      (*i)++;
-      return c;
-    }
-  }
-  return NULL;
-}
-
 /* Retry after a callback: what it freed may fit at once, else the emptied blocks go. */
 static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refusal why, gpupart__range **out) {
   pthread_mutex_lock(&p->dev->slow);
@@ -176,7 +159,7 @@ static refusal reclaim_round(gpupart_partition *p, const request *q, int own, re
   gpupart_device *dev = p->dev;
   for (uint32_t i = 0;;) {
     pthread_mutex_lock(&dev->slow);
-    gpupart_partition *c = claim_reclaimer(dev, p, own, &i);
+    gpupart_partition *c = gpupart__device_claim_reclaimer(dev, p, own, &i);
     uint64_t wanted = c ? shortfall(p, q, why) : 0;
     pthread_mutex_unlock(&dev->slow);
     if (!c) return why;

@@ -16,6 +16,7 @@
 #include "ledgers.h"
 #include "partition.h"
 #include "pin.h"
+#include "trim.h"
 #include "verbose.h"
 
 static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
@@ -141,6 +142,7 @@ static int open_backend(gpupart_device *dev, gpupart_backend b, const gpupart_de
 
 static void device_free(gpupart_device *dev) {
   const gpupart__hostmem *mem = &dev->ctx->mem;
+  gpupart__device_responder_stop(dev);
   while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]); /* a failed open's */
   if (dev->ledger) gpupart__ledger_release(dev->ctx, dev->ledger, dev->member);
   if (dev->bdev) dev->ops->close(dev->bdev);
@@ -212,6 +214,7 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsig
   if (rc == GPUPART_OK) rc = gpupart__partition_create_configured(dev);
   dev->find_joins = dev->ledger && dev->ledger->shared;
   if (dev->find_joins) dev->ledger->ops->trim_asked(dev->ledger, &dev->trim_seen); /* past requests are not ours */
+  if (rc == GPUPART_OK) rc = gpupart__device_responder_start(dev);
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__verbose_print(dev);
   if (rc == GPUPART_OK) gpupart__verbose_warn_env(dev);
   if (rc == GPUPART_OK) gpupart__verbose_notes(dev);
@@ -274,19 +277,36 @@ static uint64_t live_allocations(gpupart_device *dev) {
   return live;
 }
 
-gpupart_result gpupart_device_close(gpupart_device *dev) {
-  if (!dev) return GPUPART_OK;
+/* What keeps dev from closing now: EBUSY with the message, or OK. */
+static int close_refused(gpupart_device *dev) {
   if (atomic_load(&dev->allocating))
     return gpupart__fail(GPUPART_EBUSY, "device_close: allocation in progress on this device (a reclaim "
                                         "callback may not close the device it runs for)");
-  pthread_mutex_lock(&dev->slow);
   uint64_t live = live_allocations(dev);
-  if (live) {
-    pthread_mutex_unlock(&dev->slow);
+  if (live)
     return gpupart__fail(GPUPART_EBUSY, "device_close: %llu allocation(s) still live", (unsigned long long)live);
-  }
-  while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]);
+  return GPUPART_OK;
+}
+
+/* The responder stops first (so that a callback it runs is done), and starts again when
+ * the device cannot close. */
+gpupart_result gpupart_device_close(gpupart_device *dev) {
+  if (!dev) return GPUPART_OK;
+  if (gpupart__device_on_responder(dev))
+    return gpupart__fail(GPUPART_EBUSY, "device_close: called from a reclaim callback that the device's "
+                                        "responder runs (a reclaim callback may not close its device)");
+  gpupart__device_responder_stop(dev);
+  pthread_mutex_lock(&dev->slow);
+  int rc = close_refused(dev);
+  if (rc == GPUPART_OK)
+    while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]);
   pthread_mutex_unlock(&dev->slow);
+  if (rc) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", gpupart_last_error());
+    gpupart__device_responder_start(dev); /* where it cannot, the device answers at its next call */
+    return gpupart__fail(rc, "%s", why);
+  }
   gpupart_context *ctx = dev->ctx;
   device_free(dev);
   pthread_mutex_lock(&ctx->lock);

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/types.h>
 
 #include "backend.h"
 #include "gpupart.h"
@@ -149,6 +150,12 @@ struct gpupart_device {
   uint32_t dra;
   uint64_t dra_generation, dra_memory;
   atomic_uint_fast64_t dra_next_ns;
+  /* The responder (trim.c): its thread, the process that started it (0: none runs), its
+   * stop flag, and the wake word's value when it started. */
+  pthread_t responder;
+  pid_t responder_pid;
+  atomic_int responder_stop;
+  uint32_t responder_seen;
   gpupart__ratelimit refusals;   /* events.c: how often refused allocations are logged */
   gpupart__ratelimit oom_events; /* events.c: and OOM-sequence steps and reclaim calls */
 };

@@ -204,7 +204,10 @@ static void publish_to(gpupart_partition *p) {
   if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
 }
 
-static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only) {
+/* Names p and joins or adds its account; *added when it is a new partition of the ledger
+ * (then finish_locked lists it once its floor has its bytes). A joined one is listed now. */
+static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only,
+                        int *added) {
   gpupart_device *dev = p->dev;
   int joined = 0, rc = name_partition(p, d);
   if (rc) return rc;
@@ -221,8 +224,13 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
   if (rc) return ledger_refused(p, rc, "cannot add");
   publish_to(p);
-  if (r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
-  return rc ? rc : append_locked(dev, p);
+  *added = 1;
+  return GPUPART_OK;
+}
+
+static int finish_locked(gpupart_partition *p, const resolved *r) {
+  int rc = r->growth.prealloc ? gpupart__arena_reserve_exact(p, r->limit, 1) : GPUPART_OK;
+  return rc ? rc : append_locked(p->dev, p);
 }
 
 static void retire_counters(gpupart__counters *into, const gpupart__counters *c) {
@@ -287,6 +295,19 @@ static void adopted(gpupart_partition *p, const gpupart_partition_desc *d, uint6
                line);
 }
 
+/* A partition new to the ledger: its guarantee's bytes made available (others' given
+ * back, or EBUSY naming them: trim.c) before it is preallocated and listed, no lock held
+ * meanwhile. A failure removes it. */
+static int place(gpupart_partition *p, const resolved *r) {
+  gpupart_device *dev = p->dev;
+  int rc = r->guarantee ? gpupart__device_make_room(dev, p, r->guarantee) : GPUPART_OK;
+  pthread_mutex_lock(&dev->slow);
+  if (rc == GPUPART_OK) rc = finish_locked(p, r);
+  if (rc) discard_locked(dev, p);
+  pthread_mutex_unlock(&dev->slow);
+  return rc;
+}
+
 /* Creates (or, in a shared ledger, joins) the partition of descriptor d; join_only: only
  * joins one another process made. */
 static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join_only, gpupart_partition **out) {
@@ -309,10 +330,12 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
                            .pub = &gpupart__unpublished};
   gpupart__lock_init(&p->lock);
   atomic_flag_clear(&p->reclaim_busy);
+  int added = 0;
   pthread_mutex_lock(&dev->slow);
-  rc = setup_locked(p, d, &r, join_only);
+  rc = setup_locked(p, d, &r, join_only, &added);
   if (rc) discard_locked(dev, p);
   pthread_mutex_unlock(&dev->slow);
+  if (rc == GPUPART_OK && added) rc = place(p, &r);
   gpupart__ledger_report(dev->ledger); /* dead members a preallocation reaped */
   if (rc == GPUPART_OK) *out = p;
   return rc;

@@ -405,8 +405,10 @@ typedef struct gpupart_partition_desc {
  * growth_factor below 1), EEXIST (name taken on the device, through any handle of it),
  * ELIMIT (guarantees of all the device's handles would sum past the budget, a guarantee
  * only preallocated partitions' bytes could cover, or a preallocated limit exceeds what
- * the budget can grant; a guarantee whose bytes growing partitions borrow is accepted, and
- * they are asked to give them back when it needs them), EDEVMEM (a preallocated partition
+ * the budget can grant), EBUSY (since 0.3: a guarantee whose bytes other partitions hold
+ * and did not give back at creation: their empty blocks and reclaim callbacks, and in a
+ * shared ledger the other processes' responders, asked and waited for at most 2 s; the
+ * message names the holders; nothing is left behind), EDEVMEM (a preallocated partition
  * the driver cannot back; nothing is left behind), ENOMEM. */
 GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                           size_t desc_size, gpupart_partition **out);

@@ -60,6 +60,9 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
     [GPUPART__OPT_DRA_METADATA_DIR] = {"dra_metadata_dir", "GPUPART_DRA_METADATA_DIR", GPUPART__T_DIR, ENV,
                                        "/var/run/kubernetes.io/dra-device-attributes",
                                        "folder of the Kubernetes DRA device metadata files (KEP-5304)"},
+    [GPUPART__OPT_RESPONDER] = {"responder", "GPUPART_RESPONDER", GPUPART__T_BOOL, ENV | FILE_, "1",
+                                "shared ledgers: a thread answers other processes' give-back requests at once "
+                                "(0: at this process's next allocation that grows)"},
     [GPUPART__OPT_SIM_TOTAL] = {"sim_total", "GPUPART_SIM_TOTAL", GPUPART__T_SIZE, ENV | FILE_, "16GiB",
                                 "size of a simulated device whose descriptor leaves it 0"},
     [GPUPART__OPT_VERBOSE] = {"verbose", "GPUPART_VERBOSE", GPUPART__T_BOOL, ENV | FILE_, "0",

@@ -142,6 +142,12 @@ typedef struct gpupart__ledger_ops {
    * and reservations within the budget, names unique, every entry owned by a member.
    * 0, or -1 with the first broken invariant written to why. */
   int (*check)(gpupart__ledger *l, char *why, uint64_t why_len);
+  /* The bytes the floors lack: what is reserved plus every partition's unused guarantee,
+   * less the budget (0 when every guarantee can be had at once). Admission never makes it
+   * positive; a guarantee added over bytes others already hold does, until they give them
+   * back. A negative result is the code of a ledger that could not be used (see
+   * gpupart__refusal). */
+  int64_t (*shortfall)(gpupart__ledger *l);
   /* --- shared ledgers only (NULL in-process) --- */
   /* Member m joins the partition named name that another member made, adopting its limit
    * and guarantee: OK with *out its new entry, or OK with *out NULL when the ledger has
@@ -154,6 +160,14 @@ typedef struct gpupart__ledger_ops {
   /* Whether a trim was asked since *seen (then *seen is brought up to date): one atomic
    * load, no lock. */
   int (*trim_asked)(gpupart__ledger *l, uint64_t *seen);
+  /* The responder's wait (shm_wake.c): sleeps on the file's wake word (a process-shared
+   * futex) until ask_trim moves it past *seen, or timeout_ms pass, or wake_local. 1 with
+   * *seen brought up to date when a request came, else 0. Start from wake_seen. */
+  int (*wait_asked)(gpupart__ledger *l, uint32_t *seen, int timeout_ms);
+  uint32_t (*wake_seen)(gpupart__ledger *l);
+  /* Wakes the responders sleeping on the file without a request (a responder being
+   * stopped looks at its stop flag). */
+  void (*wake_local)(gpupart__ledger *l);
 } gpupart__ledger_ops;
 
 struct gpupart__ledger {

@@ -364,6 +364,17 @@ static void local_holders(gpupart__ledger *l, const gpupart__ledger_entry *e, gp
   if (!named) snprintf(out, n, "no other partition holds bytes");
 }
 
+/* What the floors lack (ledger.h): in-process, a guarantee added over bytes other
+ * partitions already hold. */
+static int64_t local_shortfall(gpupart__ledger *l) {
+  local_ledger *L = local(l);
+  pthread_mutex_lock(&L->lock);
+  uint64_t taken = L->reserved + L->unused;
+  uint64_t lack = taken > L->budget ? taken - L->budget : 0;
+  pthread_mutex_unlock(&L->lock);
+  return lack > INT64_MAX ? INT64_MAX : (int64_t)lack;
+}
+
 static const gpupart__ledger_ops local_ops = {
     .destroy = local_destroy,
     .join = local_join,
@@ -382,6 +393,7 @@ static const gpupart__ledger_ops local_ops = {
     .counters = local_counters,
     .holders = local_holders,
     .check = local_check,
+    .shortfall = local_shortfall,
 };
 
 gpupart__ledger *gpupart__ledger_local_create(const gpupart__hostmem *mem, const gpupart__identity *id,

@@ -440,10 +440,6 @@ static int shm_check(gpupart__ledger *l, char *why, uint64_t why_len) {
   return rc;
 }
 
-static void shm_ask_trim(gpupart__ledger *l) {
-  if (!shm(l)->inherited) __atomic_add_fetch(&shm(l)->h->trim_asked, 1, __ATOMIC_RELEASE);
-}
-
 static int shm_trim_asked(gpupart__ledger *l, uint64_t *seen) {
   uint64_t now = __atomic_load_n(&shm(l)->h->trim_asked, __ATOMIC_ACQUIRE);
   if (now == *seen) return 0;
@@ -465,7 +461,7 @@ static void shm_report(gpupart__ledger *l) {
 
 /* ---- who holds the bytes, for refusal messages ---- */
 
-/* Appends "pid P (comm) N bytes" for each share of partition part but skip's, biggest
+/* Appends "pid P (comm) N bytes (C cached)" for each share of partition part but skip's, biggest
  * first, at most four; returns the bytes of them all. */
 static uint64_t name_members(const shm_header *h, uint32_t part, const shm_share *skip, char *out, size_t n) {
   uint64_t total = 0;
@@ -481,7 +477,9 @@ static uint64_t name_members(const shm_header *h, uint32_t part, const shm_share
     char who[160];
     size_t len = strlen(out);
     gpupart__shm_describe_holder(h->member[s->member_slot].pid, h->member[s->member_slot].command, who, sizeof who);
-    snprintf(out + len, n - len, "%s%s %llu bytes", named++ ? ", " : "", who, (unsigned long long)s->reserved);
+    uint64_t cached = sub0(s->reserved, gpupart__ledger_read(&s->pub.in_use)); /* empty blocks it keeps */
+    snprintf(out + len, n - len, "%s%s %llu bytes (%llu cached)", named++ ? ", " : "", who,
+             (unsigned long long)s->reserved, (unsigned long long)cached);
   }
   size_t len = strlen(out);
   if (more) snprintf(out + len, n - len, " and %u more", more);
@@ -539,6 +537,10 @@ const gpupart__ledger_ops gpupart__shm_ops = {
     .check = shm_check,
     .holders = shm_holders,
     .join_named = shm_join_named,
-    .ask_trim = shm_ask_trim,
+    .ask_trim = gpupart__shm_ask_trim,
     .trim_asked = shm_trim_asked,
+    .shortfall = gpupart__shm_shortfall,
+    .wait_asked = gpupart__shm_wait_asked,
+    .wake_seen = gpupart__shm_wake_seen,
+    .wake_local = gpupart__shm_wake_local,
 };

@@ -61,9 +61,9 @@ typedef struct shm_header {
   uint64_t magic;
   uint32_t version, size, members, parts, shares, pad;
   char identity[GPUPART__IDENTITY_MAX];
-  uint64_t epoch; /* random, written at creation: a file made anew under the name has another */
-  uint32_t lock;  /* 0, or the holder's attachment slot + 1 (taken by compare-and-swap) */
-  uint32_t pad2;
+  uint64_t epoch;          /* random, written at creation: a file made anew under the name has another */
+  uint32_t lock;           /* 0, or the holder's attachment slot + 1 (taken by compare-and-swap) */
+  uint32_t wake;           /* bumped with trim_asked; the responders (shm_wake.c) sleep on it (a futex word) */
   uint64_t seq;            /* even: as its last holder left it; odd: a holder is changing it (or died doing so) */
   int64_t holder_pid;      /* the lock's holder as it wrote itself (0 = none said), for messages */
   char holder_command[16]; /* and its comm, NUL-padded */

@@ -3,6 +3,8 @@
  * only those listed below it:
  *   shm_open.c    opening or creating the file, and gpupart__ledger_shm_create;
  *   shm.c         the ledger interface (ledger.h) over the file;
+ *   shm_wake.c    give-back requests (the wake word the responders sleep on) and the
+ *                        floors' shortfall;
  *   shm_lock.c    taking and dropping the ledger's lock, and what each taking checks
  *                        first (a file truncated, replaced or deleted, a holder that died
  *                        mid-update, work queued while the lock could not be taken);
@@ -80,6 +82,13 @@ typedef struct shm_ledger {
 
 /* shm.c */
 extern const gpupart__ledger_ops gpupart__shm_ops;
+
+/* shm_wake.c: the ask_trim, wait_asked, wake_seen, wake_local and shortfall ops. */
+void gpupart__shm_ask_trim(gpupart__ledger *l);
+int gpupart__shm_wait_asked(gpupart__ledger *l, uint32_t *seen, int timeout_ms);
+uint32_t gpupart__shm_wake_seen(gpupart__ledger *l);
+void gpupart__shm_wake_local(gpupart__ledger *l);
+int64_t gpupart__shm_shortfall(gpupart__ledger *l);
 
 /* shm_lock.c. lock: 0, or the code with the message set (EBUSY: held past the
  * wait, naming the holder; ECORRUPT: the file is lost; EINVAL: a forked child). The

@@ -3,6 +3,9 @@
  * address space and library state. It opens a 1 GiB sim device with GPUPART_DEVICE_SHARED
  * in the ledger folder given first, then runs its script, one word per step:
  *   part NAME LIMIT_MIB GUARANTEE_MIB  create (0 0: join the partition of that name)
+ *   cpart NAME LIMIT_MIB GUARANTEE_MIB the same, keeping its empty blocks cached
+ *   rpart NAME LIMIT_MIB GUARANTEE_MIB the same, with a reclaim callback that frees what
+ *                                      is kept (from whichever thread calls it)
  *   find NAME                          the partition of that name (joins another's)
  *   alloc MIB / refuse MIB             allocate and keep / expect ELIMIT
  *   reserved MIB                       the partition's reserved (partition-wide) is MIB
@@ -10,6 +13,7 @@
  *                                      that the partition's reserved is within its limit
  *   ready / wait                       write "ready" to stdout / read a line from stdin
  *   freeall / check                    free what is kept / gpupart_device_check
+ * SHM_MEMBER_CONFIG, when set, is the context's config_text (responder = 0, ...).
  * Exit 0 when every step did what it says; else a message on stderr and the step's number
  * plus 10. */
 #include <stdio.h>
@@ -66,8 +70,25 @@ static int hammer(unsigned n, unsigned seed) {
   return 0;
 }
 
-static int create(const char *name, uint64_t limit, uint64_t guarantee, gpupart_device *dev) {
-  gpupart_partition_desc d = {.name = name, .limit = limit * MiB, .guarantee = guarantee * MiB, .release_threshold = 1};
+/* Frees kept allocations until wanted bytes went (the program's other thread waits on
+ * its stdin meanwhile). */
+static int give_back(gpupart_partition *p, uint64_t wanted, void *user) {
+  (void)p, (void)user;
+  uint64_t freed = 0;
+  while (nkept && freed < wanted) {
+    gpupart_allocation_info info = {0};
+    gpupart_allocation_get_info(kept[nkept - 1], &info);
+    freed += info.size;
+    gpupart_free(kept[--nkept]);
+  }
+  return 0;
+}
+
+/* how: 'p' releases empty blocks at once, 'c' keeps them cached, 'r' has give_back. */
+static int create(char how, const char *name, uint64_t limit, uint64_t guarantee, gpupart_device *dev) {
+  gpupart_partition_desc d = {.name = name, .limit = limit * MiB, .guarantee = guarantee * MiB};
+  if (how == 'p') d.release_threshold = 1;
+  if (how == 'r') d.reclaim = give_back;
   return gpupart_partition_create(dev, &d, &part) != GPUPART_OK;
 }
 
@@ -80,8 +101,8 @@ static int line_io(int out) {
 /* One step at argv[*i]; 0 when it did what it says. */
 static int step(gpupart_device *dev, char **argv, int *i) {
   const char *w = argv[(*i)++];
-  if (!strcmp(w, "part"))
-    return *i += 3, create(argv[*i - 3], strtoull(argv[*i - 2], 0, 10), strtoull(argv[*i - 1], 0, 10), dev);
+  if (!strcmp(w, "part") || !strcmp(w, "cpart") || !strcmp(w, "rpart"))
+    return *i += 3, create(w[0], argv[*i - 3], strtoull(argv[*i - 2], 0, 10), strtoull(argv[*i - 1], 0, 10), dev);
   if (!strcmp(w, "find")) return !(part = gpupart_partition_find(dev, argv[(*i)++]));
   if (!strcmp(w, "alloc")) return keep(strtoull(argv[(*i)++], 0, 10) * MiB) != GPUPART_OK;
   if (!strcmp(w, "refuse")) return keep(strtoull(argv[(*i)++], 0, 10) * MiB) != GPUPART_ELIMIT;
@@ -98,7 +119,8 @@ static int step(gpupart_device *dev, char **argv, int *i) {
 
 int main(int argc, char **argv) {
   if (argc < 2) return fprintf(stderr, "usage: shm_member LEDGER_DIR STEP...\n"), 2;
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = argv[1]};
+  gpupart_context_desc cd = {
+      .flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = argv[1], .config_text = getenv("SHM_MEMBER_CONFIG")};
   gpupart_sim_desc sim = {.total_bytes = 1024 * MiB};
   gpupart_device_desc dd = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED};
   gpupart_context *ctx = NULL;

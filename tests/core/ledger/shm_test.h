@@ -126,9 +126,9 @@ static inline member spawn_member(const char *const *steps) {
   cr_assert_not_null(exe, "meson sets GPUPART_TEST_SHM_MEMBER");
   char *argv[32] = {(char *)exe, dir};
   for (int i = 0; steps[i]; i++) argv[i + 2] = (char *)steps[i];
-  int in[2], out[2];
-  cr_assert_eq(pipe(in), 0);
-  cr_assert_eq(pipe(out), 0);
+  int in[2], out[2]; /* close-on-exec: a member holds no other member's pipes (dup2 clears it on 0 and 1) */
+  cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+  cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {

@@ -619,16 +619,25 @@ Test(ledger_faults, a_limit_refusal_in_a_joined_partition_names_the_members_hold
   close_shared_env(&e);
 }
 
-/* A guarantee accepted while another partition holds the budget fails its first
- * allocation naming who holds it, in-process and shared alike. */
+/* A guarantee that bytes in use elsewhere keep from being had is refused at creation
+ * (never accepted and then unusable), naming who holds them, in-process and shared
+ * alike; and a budget refusal names who holds the budget. */
 static void budget_refusal_names_the_holder(gpupart_device *dev, int shared) {
-  gpupart_allocation *big = alloc_ok(test_partition(dev, "big", 0, 0), 1000 * MiB), *a = NULL;
-  gpupart_partition *floor = test_partition(dev, "floor", 0, 500 * MiB);
-  cr_expect_eq(gpupart_alloc(floor, 100 * MiB, 0, &a), GPUPART_ELIMIT);
+  gpupart_partition *bigp = test_partition(dev, "big", 0, 0);
+  gpupart_allocation *big = alloc_ok(bigp, 1000 * MiB), *a = NULL;
+  gpupart_partition *floor = NULL;
+  gpupart_partition_desc fd = {.name = "floor", .guarantee = 500 * MiB};
+  cr_expect_eq(gpupart_partition_create(dev, &fd, &floor), GPUPART_EBUSY);
+  cr_expect_null(floor);
   char pid[32];
   snprintf(pid, sizeof pid, "pid %d", (int)getpid());
   cr_expect(has("partition 'big' holds 1048576000 bytes") && (!shared || has(pid)) && has("guarantee of 524288000"),
             "%s", gpupart_last_error());
+  cr_expect(has(shared ? "give-back was asked" : "gave back"), "%s", gpupart_last_error());
+  floor = test_partition(dev, "floor", 0, 0);
+  cr_expect_eq(gpupart_alloc(floor, 100 * MiB, 0, &a), GPUPART_ELIMIT);
+  cr_expect(has("partition 'big' holds 1048576000 bytes") && (!shared || has(pid)), "%s", gpupart_last_error());
+  test_check(dev);
   gpupart_free(big);
 }
 
