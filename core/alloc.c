@@ -397,7 +397,7 @@ static void account_free(gpupart_partition *p, uint64_t size) {
   gpupart__ledger_publish(&gpupart__published(p)->in_use, p->c.in_use);
   p->c.live_allocations--;
   p->c.total_frees++;
-  gpupart__peak_freed(p);
+  if (p->charge != UINT64_MAX) gpupart__peak_freed(p); /* not solo (peak.c) */
 }
 
 /* After the partition lock: the view's release, and a detached block's return to the

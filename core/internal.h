@@ -110,8 +110,11 @@ struct gpupart_partition {
   /* allocations in the slow path (OOM sequence, reclaim) and frees still releasing a view
    * or block outside the lock: destroy is EBUSY */
   atomic_uint allocating;
-  uint64_t charge; /* >= c.in_use, a multiple of the granularity: its share of the device's peak (peak.c) */
-  int configured;  /* made by configuration at device open, not yet handed to a program's create (slow lock) */
+  uint64_t charge; /* >= c.in_use, a multiple of the granularity: its share of the device's peak (peak.c);
+                     UINT64_MAX while it is its device's solo partition */
+  uint64_t peak_crossings, peak_visits; /* raises of the charge, and partitions each one read (peak.c) */
+  int peak_fresh;                       /* its peak_in_use started after its device's peak last did (slow lock) */
+  int configured; /* made by configuration at device open, not yet handed to a program's create (slow lock) */
   char pad_tail[64];
 };
 
@@ -133,11 +136,11 @@ struct gpupart_device {
   gpupart__ledger_member member;     /* this handle's membership of the ledger */
   gpupart_partition **parts;
   uint32_t nparts, cap, created;
-  gpupart__counters retired;                        /* counts of destroyed partitions */
-  atomic_uint allocating;                           /* the partitions' allocating, summed: close is EBUSY */
-  atomic_uint_fast64_t charged;                     /* sum of the partitions' charges (peak.c) */
-  atomic_uint_fast64_t peak_in_use;                 /* highest value of charged since open or the last reset */
-  atomic_uint_fast64_t peak_crossings, peak_visits; /* charge raises, and partitions each one read */
+  gpupart__counters retired;        /* counts of destroyed partitions */
+  atomic_uint allocating;           /* the partitions' allocating, summed: close is EBUSY */
+  atomic_uint_fast64_t charged;     /* sum of the partitions' charges (peak.c) */
+  atomic_uint_fast64_t peak_in_use; /* highest value of charged since open or the last reset */
+  gpupart_partition *solo;          /* the one partition, whose exact peak is the device's (peak.c) */
   /* Shared ledgers: the last trim request of other processes this handle honoured, and
    * whether gpupart_partition_find joins their partitions (not while the device opens, so
    * configured partitions another process made stay its own). Guarded by slow. */

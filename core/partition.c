@@ -61,6 +61,8 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
 
 /* The one place where a partition descriptor's defaults are applied. */
 static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, resolved *out) {
+  if (d->flags & ~GPUPART_PARTITION_UNSYNCHRONIZED)
+    return gpupart__fail(GPUPART_EINVAL, "partition_create: unknown flags 0x%x", d->flags);
   if (bad_share(d->fraction) || bad_share(d->guarantee_fraction))
     return gpupart__fail(GPUPART_EINVAL, "partition_create: a fraction is outside (0, 1]");
   uint64_t limit = share_of(dev, d->fraction, d->limit ? d->limit : dev->budget);
@@ -117,7 +119,9 @@ static int append_locked(gpupart_device *dev, gpupart_partition *p) {
     dev->parts = parts;
     dev->cap = cap;
   }
+  gpupart__peak_regroup_begin(dev);
   dev->parts[dev->nparts++] = p;
+  gpupart__peak_regroup_end(dev);
   dev->created++;
   return GPUPART_OK;
 }
@@ -305,8 +309,9 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
                            .reclaim = d->reclaim,
                            .reclaim_user = d->reclaim_user,
                            .trace = dev->ctx->trace,
-                           .pub = &gpupart__unpublished};
-  gpupart__lock_init(&p->lock);
+                           .pub = &gpupart__unpublished,
+                           .peak_fresh = 1};
+  gpupart__lock_init(&p->lock, (d->flags & GPUPART_PARTITION_UNSYNCHRONIZED) != 0);
   atomic_flag_clear(&p->reclaim_busy);
   pthread_mutex_lock(&dev->slow);
   rc = setup_locked(p, d, &r, join_only);
@@ -377,8 +382,10 @@ static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
   uint32_t i = 0;
   while (i < dev->nparts && dev->parts[i] != p) i++;
   if (i == dev->nparts) return gpupart__fail(GPUPART_EINVAL, "partition_destroy: not a partition of its device");
+  gpupart__peak_regroup_begin(dev);
   memmove(dev->parts + i, dev->parts + i + 1, (dev->nparts - i - 1) * sizeof *dev->parts);
   dev->nparts--;
+  gpupart__peak_regroup_end(dev);
   return GPUPART_OK;
 }
 
