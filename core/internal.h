@@ -57,7 +57,7 @@ struct gpupart_context {
 /* Counters of a partition (or retired into its device when a partition is destroyed). */
 typedef struct gpupart__counters {
   uint64_t in_use, peak_in_use;
-  uint64_t live_allocations, total_allocations, total_frees;
+  uint64_t live_allocations, total_allocations; /* frees: total_allocations - live_allocations */
   uint64_t driver_allocs, driver_frees, failed_allocations;
   uint64_t double_frees;
 } gpupart__counters;
@@ -97,6 +97,8 @@ struct gpupart_partition {
   gpupart_device *dev;
   char *name;
   gpupart__trace *trace; /* its context's trace or NULL: read by the allocation paths (trace.h) */
+  uint64_t fast_size;    /* gpupart_alloc's thin entry: sizes up to this need no further check (alloc.c) */
+  uint64_t fast_align;   /* and alignments up to this one, the device's */
   gpupart__lock lock;    /* guards arena and counters */
   gpupart__arena arena;
   gpupart__counters c;

@@ -230,7 +230,6 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
 
 static void retire_counters(gpupart__counters *into, const gpupart__counters *c) {
   into->total_allocations += c->total_allocations;
-  into->total_frees += c->total_frees;
   into->driver_allocs += c->driver_allocs;
   into->driver_frees += c->driver_frees;
   into->failed_allocations += c->failed_allocations;
@@ -310,7 +309,9 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
                            .reclaim_user = d->reclaim_user,
                            .trace = dev->ctx->trace,
                            .pub = &gpupart__unpublished,
-                           .peak_fresh = 1};
+                           .peak_fresh = 1,
+                           .fast_size = gpupart__largest_block(dev),
+                           .fast_align = dev->alignment};
   gpupart__lock_init(&p->lock, (d->flags & GPUPART_PARTITION_UNSYNCHRONIZED) != 0);
   atomic_flag_clear(&p->reclaim_busy);
   pthread_mutex_lock(&dev->slow);
