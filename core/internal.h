@@ -104,8 +104,7 @@ struct gpupart_partition {
   gpupart__counters c;
   gpupart__growth growth;
   gpupart__ledger_entry *account;
-  gpupart__ledger_counters *pub; /* where its counters are published for gpupart top (ledger.h); never NULL */
-  unsigned pub_forks;            /* gpupart__forks when pub was set: a forked child's differs */
+  gpupart__ledger_publisher pub; /* where its counters are published for gpupart top (ledger.h) */
   gpupart_reclaim_fn reclaim;
   void *reclaim_user;
   atomic_flag reclaim_busy;

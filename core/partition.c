@@ -129,6 +129,7 @@ static int append_locked(gpupart_device *dev, gpupart_partition *p) {
 void gpupart__partition_free(gpupart_partition *p) {
   gpupart_device *dev = p->dev;
   if (p->arena.tlsf) gpupart__arena_fini(&p->arena, p);
+  gpupart__ledger_publisher_remove(&p->pub); /* before its share goes */
   if (p->account) dev->ledger->ops->remove(dev->ledger, p->account);
   gpupart__peak_leave(p);
   gpupart__host_free(&dev->ctx->mem, p->name);
@@ -202,9 +203,7 @@ static int eexist(const gpupart_partition *p) {
  * ledger has a place for them. */
 static void publish_to(gpupart_partition *p) {
   gpupart__ledger *l = p->dev->ledger;
-  gpupart__ledger_watch_forks();
-  p->pub_forks = gpupart__forks;
-  if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
+  if (l->ops->counters) gpupart__ledger_publisher_add(&p->pub, l->ops->counters(l, p->account));
 }
 
 static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only) {
@@ -308,7 +307,7 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
                            .reclaim = d->reclaim,
                            .reclaim_user = d->reclaim_user,
                            .trace = dev->ctx->trace,
-                           .pub = &gpupart__unpublished,
+                           .pub = {.to = &gpupart__unpublished},
                            .peak_fresh = 1,
                            .fast_size = gpupart__largest_block(dev),
                            .fast_align = dev->alignment};
