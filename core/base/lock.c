@@ -18,15 +18,18 @@
 _Thread_local uint64_t gpupart__lock_self;
 
 static _Atomic uint64_t next_token = 1;
-static int can_bias; /* membarrier works in this process: set once by probe */
+static int can_bias;    /* membarrier works in this process: set once by probe */
+static int forbid_bias; /* gpupart__lock_forbid_bias: as where membarrier is refused */
 
 static int membarrier(int cmd) { return (int)syscall(SYS_membarrier, cmd, 0, 0); }
 
 static void probe(void) {
-  if (getenv("GPUPART_NO_BIASED_LOCKS")) return; /* a test's switch: every lock the plain spinlock */
+  if (forbid_bias) return;
   can_bias =
       membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
+
+void gpupart__lock_forbid_bias(void) { forbid_bias = 1; }
 
 void gpupart__lock_init(gpupart__lock *l, int unsynchronized) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;

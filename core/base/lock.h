@@ -44,6 +44,9 @@ typedef struct gpupart__lock {
 extern _Thread_local uint64_t gpupart__lock_self;
 
 void gpupart__lock_init(gpupart__lock *l, int unsynchronized);
+/* Before the process's first lock only: no lock will be biased, as where membarrier is
+ * refused (the tests of that case). */
+void gpupart__lock_forbid_bias(void);
 /* The paths out of line (lock.c): the spinlock, the claim and the revocation. */
 void gpupart__lock_acquire_slow(gpupart__lock *l);
 void gpupart__lock_release_slow(gpupart__lock *l);

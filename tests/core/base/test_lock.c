@@ -181,7 +181,7 @@ Test(lock, a_forked_child_revokes_a_bias_of_a_thread_it_does_not_have) {
 }
 
 Test(lock, without_membarrier_no_lock_is_biased_and_exclusion_holds) {
-  setenv("GPUPART_NO_BIASED_LOCKS", "1", 1); /* read once, at this process's first lock */
+  gpupart__lock_forbid_bias(); /* this test's process has made no lock yet */
   static shared s;
   gpupart__lock_init(&s.lock, 0);
   cr_assert_eq(atomic_load(&s.lock.revoked), 1, "a lock that cannot be revoked is never biased");
