@@ -322,7 +322,7 @@ static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_d
 
 /* The fast path: one lock, one sub-allocator call; info (if any) filled under that lock. */
 static gpupart__range *alloc_fast(gpupart_partition *p, const request *q, gpupart_allocation_info *info) {
-  gpupart__lock_acquire(&p->lock);
+  gpupart__lock_acquire_bias(&p->lock);
   gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
   if (r) account_alloc(p, r, q);
   if (r && info) gpupart__range_info(p, r, info);
@@ -397,7 +397,7 @@ gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t align
                            !(alignment & (alignment - 1)) && !p->trace,
                        1)) {
     const request q = {.size = size, .align = p->fast_align};
-    gpupart__lock_acquire(&p->lock);
+    gpupart__lock_acquire_bias(&p->lock);
     gpupart__range *r = gpupart__arena_try(p, size, q.align);
     if (__builtin_expect(r != NULL, 1)) account_alloc(p, r, &q);
     gpupart__lock_release(&p->lock);
@@ -438,7 +438,7 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   if (!a) return GPUPART_OK;
   gpupart__range *r = gpupart__range_of(a);
   gpupart_partition *p = gpupart__partition_of(a);
-  gpupart__lock_acquire(&p->lock);
+  gpupart__lock_acquire_bias(&p->lock);
   if (!gpupart__handle_live(a)) {
     p->c.double_frees++;
     gpupart__lock_release(&p->lock);

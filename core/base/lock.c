@@ -82,7 +82,7 @@ static void unsync_enter(gpupart__lock *l) {
 #endif
 }
 
-void gpupart__lock_acquire_slow(gpupart__lock *l) {
+void gpupart__lock_acquire_slow(gpupart__lock *l, int claim) {
   if (l->unsynchronized) {
     unsync_enter(l);
     return;
@@ -92,8 +92,11 @@ void gpupart__lock_acquire_slow(gpupart__lock *l) {
     if (spins >= 64) sched_yield();
   if (atomic_load_explicit(&l->revoked, memory_order_relaxed)) return;
   uint64_t owner = atomic_load_explicit(&l->biased_to, memory_order_relaxed);
-  if (owner == GPUPART__LOCK_NO_OWNER) atomic_store_explicit(&l->biased_to, me, memory_order_relaxed);
-  else if (owner != me) revoke_bias(l);
+  if (owner == GPUPART__LOCK_NO_OWNER) {
+    if (claim) atomic_store_explicit(&l->biased_to, me, memory_order_relaxed);
+  } else if (owner != me) {
+    revoke_bias(l);
+  }
 }
 
 void gpupart__lock_release_slow(gpupart__lock *l) {

@@ -1,6 +1,6 @@
 /* The partition lock: a biased lock. The allocation fast path holds it for a few dozen
  * nanoseconds, where one locked read-modify-write instruction (about 5 ns) is a large
- * share of the cost, so the thread that takes a lock first owns its bias and from then on
+ * share of the cost, so the first thread that allocates through a lock owns its bias and from then on
  * enters with two plain stores and a load: no locked instruction while no other thread
  * comes. The first other thread revokes the bias once, for good, with a process-wide
  * barrier (membarrier, lock.c); from then on every thread takes the lock through a
@@ -18,6 +18,9 @@
  * spinlock revokes or claims a bias, so claims and revocations never race. Tokens name
  * threads and are never reused, so a thread that exits leaves a bias no other thread can
  * take for its own; the next other thread revokes it.
+ *
+ * Only the allocation paths claim a bias (gpupart__lock_acquire_bias): a thread that
+ * creates or inspects a partition does not take it from the thread that allocates.
  *
  * An unsynchronized lock (GPUPART_PARTITION_UNSYNCHRONIZED) does nothing: its caller
  * serialises every call on the partition. Builds without NDEBUG catch two threads inside
@@ -48,10 +51,10 @@ void gpupart__lock_init(gpupart__lock *l, int unsynchronized);
  * refused (the tests of that case). */
 void gpupart__lock_forbid_bias(void);
 /* The paths out of line (lock.c): the spinlock, the claim and the revocation. */
-void gpupart__lock_acquire_slow(gpupart__lock *l);
+void gpupart__lock_acquire_slow(gpupart__lock *l, int claim);
 void gpupart__lock_release_slow(gpupart__lock *l);
 
-static inline void gpupart__lock_acquire(gpupart__lock *l) {
+static inline void gpupart__lock_take(gpupart__lock *l, int claim) {
 #ifdef NDEBUG
   if (__builtin_expect(l->unsynchronized, 0)) return;
 #endif
@@ -61,8 +64,16 @@ static inline void gpupart__lock_acquire(gpupart__lock *l) {
     if (__builtin_expect(!atomic_load_explicit(&l->revoked, memory_order_acquire), 1)) return;
     atomic_store_explicit(&l->biased_in, 0, memory_order_release);
   }
-  gpupart__lock_acquire_slow(l);
+  gpupart__lock_acquire_slow(l, claim);
 }
+
+/* The allocation paths: an unowned lock becomes this thread's (its bias). */
+static inline void gpupart__lock_acquire_bias(gpupart__lock *l) { gpupart__lock_take(l, 1); }
+
+/* Every other path (creation, stats, checks, the peak, growth): it takes the lock as the
+ * owner does where it is the owner, and never claims an unowned lock, so a partition made
+ * or inspected on one thread and used by another is biased to the one that allocates. */
+static inline void gpupart__lock_acquire(gpupart__lock *l) { gpupart__lock_take(l, 0); }
 
 static inline void gpupart__lock_release(gpupart__lock *l) {
 #ifdef NDEBUG

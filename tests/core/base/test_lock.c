@@ -28,7 +28,7 @@ typedef struct shared {
 } shared;
 
 static void enter_and_count(shared *s) {
-  gpupart__lock_acquire(&s->lock);
+  gpupart__lock_acquire_bias(&s->lock);
   if (atomic_fetch_add(&s->inside, 1) != 0) atomic_fetch_add(&s->overlaps, 1);
   uint64_t v = s->counter;
   for (volatile int i = 0; i < 4; i++) {} /* widen the window between the read and the write */
@@ -65,15 +65,39 @@ Test(lock, the_first_thread_owns_the_bias_and_enters_without_the_spinlock) {
   if (!biasing_works()) cr_skip_test("membarrier is refused here: no lock is biased");
   gpupart__lock l;
   gpupart__lock_init(&l, 0);
-  gpupart__lock_acquire(&l); /* the claim, through the spinlock */
+  gpupart__lock_acquire_bias(&l); /* the claim, through the spinlock */
   gpupart__lock_release(&l);
   cr_expect_eq(atomic_load(&l.biased_to), gpupart__lock_self);
-  gpupart__lock_acquire(&l);
+  gpupart__lock_acquire_bias(&l);
   cr_expect_eq(atomic_load(&l.held), 0, "the owner enters by its bias, not the spinlock");
   cr_expect_eq(atomic_load(&l.biased_in), 1);
   gpupart__lock_release(&l);
   cr_expect_eq(atomic_load(&l.biased_in), 0);
   cr_expect_eq(atomic_load(&l.revoked), 0);
+}
+
+static void *claim_by_allocating(void *arg) {
+  gpupart__lock *l = arg;
+  gpupart__lock_acquire_bias(l);
+  gpupart__lock_release(l);
+  return (void *)(uintptr_t)gpupart__lock_self;
+}
+
+/* Creation, stats and checks take the lock without claiming it: the thread that
+ * allocates gets the bias, not the one that made the partition. */
+Test(lock, a_thread_that_only_inspects_never_claims_the_bias) {
+  if (!biasing_works()) cr_skip_test("membarrier is refused here: no lock is biased");
+  static gpupart__lock l;
+  gpupart__lock_init(&l, 0);
+  gpupart__lock_acquire(&l);
+  gpupart__lock_release(&l);
+  cr_expect_eq(atomic_load(&l.biased_to), GPUPART__LOCK_NO_OWNER);
+  pthread_t t;
+  void *token = NULL;
+  pthread_create(&t, NULL, claim_by_allocating, &l);
+  pthread_join(t, &token);
+  cr_expect_eq(atomic_load(&l.biased_to), (uint64_t)(uintptr_t)token, "the allocating thread owns the bias");
+  cr_expect_eq(atomic_load(&l.revoked), 0, "nothing was revoked");
 }
 
 Test(lock, a_second_thread_revokes_the_bias_once_while_the_owner_loops_and_both_keep_exclusion) {
@@ -102,9 +126,9 @@ typedef struct handover {
  * chances to get in: it must not until the owner leaves. */
 static void *owner_holding(void *arg) {
   handover *h = arg;
-  gpupart__lock_acquire(&h->lock); /* the claim */
+  gpupart__lock_acquire_bias(&h->lock); /* the claim */
   gpupart__lock_release(&h->lock);
-  gpupart__lock_acquire(&h->lock); /* by the bias */
+  gpupart__lock_acquire_bias(&h->lock); /* by the bias */
   atomic_store(&h->owner_in, 1);
   while (!atomic_load(&h->revoker_started)) sched_yield();
   for (int i = 0; i < 20000 && !atomic_load(&h->revoker_in); i++) sched_yield();
@@ -117,7 +141,7 @@ static void *revoker(void *arg) {
   handover *h = arg;
   while (!atomic_load(&h->owner_in)) sched_yield();
   atomic_store(&h->revoker_started, 1);
-  gpupart__lock_acquire(&h->lock);
+  gpupart__lock_acquire_bias(&h->lock);
   atomic_store(&h->revoker_in, 1);
   gpupart__lock_release(&h->lock);
   return NULL;
@@ -139,7 +163,7 @@ Test(lock, a_revocation_waits_for_the_owner_inside_by_its_bias_to_leave) {
 
 static void *claim_and_exit(void *arg) {
   gpupart__lock *l = arg;
-  gpupart__lock_acquire(l);
+  gpupart__lock_acquire_bias(l);
   gpupart__lock_release(l);
   return NULL;
 }
@@ -152,7 +176,7 @@ Test(lock, a_bias_left_by_a_thread_that_exited_is_revoked_by_the_next_thread) {
   pthread_create(&t, NULL, claim_and_exit, &l);
   pthread_join(t, NULL);
   cr_expect_neq(atomic_load(&l.biased_to), gpupart__lock_self);
-  gpupart__lock_acquire(&l);
+  gpupart__lock_acquire_bias(&l);
   cr_expect_eq(atomic_load(&l.revoked), 1);
   cr_expect_eq(atomic_load(&l.held), 1, "the next thread holds the spinlock");
   gpupart__lock_release(&l);
@@ -170,7 +194,7 @@ Test(lock, a_forked_child_revokes_a_bias_of_a_thread_it_does_not_have) {
   cr_assert_geq(pid, 0);
   if (pid == 0) {
     alarm(30); /* a hang fails the test rather than stopping the suite */
-    gpupart__lock_acquire(&l);
+    gpupart__lock_acquire_bias(&l);
     int ok = atomic_load(&l.revoked) == 1 && atomic_load(&l.held) == 1;
     gpupart__lock_release(&l);
     _exit(ok ? 0 : 1);
@@ -198,11 +222,11 @@ Test(lock, without_membarrier_no_lock_is_biased_and_exclusion_holds) {
 Test(lock, an_unsynchronized_lock_takes_nothing) {
   gpupart__lock l;
   gpupart__lock_init(&l, 1);
-  gpupart__lock_acquire(&l);
+  gpupart__lock_acquire_bias(&l);
   cr_expect_eq(atomic_load(&l.held), 0);
   cr_expect_eq(atomic_load(&l.biased_to), GPUPART__LOCK_NO_OWNER);
   gpupart__lock_release(&l);
-  gpupart__lock_acquire(&l);
+  gpupart__lock_acquire_bias(&l);
   gpupart__lock_release(&l);
 }
 
@@ -211,7 +235,7 @@ Test(lock, an_unsynchronized_lock_takes_nothing) {
 Test(lock, without_ndebug_an_unsynchronized_lock_entered_twice_aborts, .signal = SIGABRT) {
   gpupart__lock l;
   gpupart__lock_init(&l, 1);
-  gpupart__lock_acquire(&l);
-  gpupart__lock_acquire(&l);
+  gpupart__lock_acquire_bias(&l);
+  gpupart__lock_acquire_bias(&l);
 }
 #endif
