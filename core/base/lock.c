@@ -15,7 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-_Thread_local uint64_t gpupart__lock_self;
+_Thread_local uint64_t gpupart__lock_self __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t next_token = 1;
 static int can_bias;    /* membarrier works in this process: set once by probe */

@@ -43,8 +43,11 @@ typedef struct gpupart__lock {
   atomic_int unsync_inside;   /* without NDEBUG: 1 while a thread is inside an unsynchronized lock */
 } gpupart__lock;
 
-/* This thread's token (nonzero once assigned by lock.c; 0 before its first slow path). */
-extern _Thread_local uint64_t gpupart__lock_self;
+/* This thread's token (nonzero once assigned by lock.c; 0 before its first slow path).
+ * initial-exec: read at a fixed offset from the thread pointer, where the default model
+ * would call __tls_get_addr twice per operation in the shared library; 8 bytes of the
+ * static TLS that the C library keeps for libraries loaded with dlopen. */
+extern _Thread_local uint64_t gpupart__lock_self __attribute__((tls_model("initial-exec")));
 
 void gpupart__lock_init(gpupart__lock *l, int unsynchronized);
 /* Before the process's first lock only: no lock will be biased, as where membarrier is
