@@ -397,16 +397,17 @@ typedef struct gpupart_partition_desc {
 } gpupart_partition_desc;
 
 /* Since 0.3: gpupart_partition_desc.flags: the caller synchronizes, as with VMA's
-   VMA_ALLOCATOR_CREATE_EXTERNALLY_SYNCHRONIZED_BIT, and the
-   partition takes no lock at all. The caller must never let two threads at once into
+   VMA_ALLOCATOR_CREATE_EXTERNALLY_SYNCHRONIZED_BIT, and the partition takes no lock at
+   all. The caller must never let two threads at once into
    calls that reach the partition: allocations from it, frees and get_info of its
    allocations, its stats, reset_peak, resize, trim and destroy, and the device's calls
    that visit every partition (device stats, check, dump, trim, reset_peak, close, and
    allocations from the device's other partitions, whose out-of-memory sequence may give
    this partition's empty blocks back). A default partition pays no locked instruction
    either while one thread uses it; this flag saves the rest of the lock's few
-   instructions. Misuse is undefined behaviour in release builds (corrupted accounting);
-   builds without NDEBUG catch two threads inside at once and abort with a message. A
+   instructions. Misuse is undefined behaviour in a release build of the library
+   (corrupted accounting); a debug build (without NDEBUG) catches two threads inside at
+   once and aborts with a message. A
    partition that configuration declared is always synchronized. */
 #define GPUPART_PARTITION_UNSYNCHRONIZED 0x1u
 
