@@ -306,7 +306,7 @@ static gpupart_result validate(const gpupart_partition *p, const gpupart_alloc_d
 
 /* The fast path: one lock, one sub-allocator call; info (if any) filled under that lock. */
 static gpupart__range *alloc_fast(gpupart_partition *p, const request *q, gpupart_allocation_info *info) {
-  gpupart__lock_acquire(&p->lock);
+  gpupart__lock_acquire_bias(&p->lock);
   gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
   if (r) account_alloc(p, r, q);
   if (r && info) gpupart__range_info(p, r, info);
@@ -371,7 +371,25 @@ gpupart_result gpupart_alloc_ex_sized(gpupart_partition *p, const gpupart_alloc_
   return rc ? rc : alloc_any(p, &d, out, NULL);
 }
 
+/* The thin entry: a request the fast path can take as it is (at most the device's
+ * alignment, a size that some block can hold, no trace recording) is checked in one
+ * expression and served under one lock by one sub-allocator call; any other request, and
+ * a miss of the held blocks, takes the whole way (validate, the growth path, its
+ * messages). */
 gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t alignment, gpupart_allocation **out) {
+  if (__builtin_expect(p && out && size - 1 < p->fast_size && alignment <= p->fast_align &&
+                           !(alignment & (alignment - 1)) && !p->trace,
+                       1)) {
+    const request q = {.size = size, .align = p->fast_align};
+    gpupart__lock_acquire_bias(&p->lock);
+    gpupart__range *r = gpupart__arena_try(p, size, q.align);
+    if (__builtin_expect(r != NULL, 1)) account_alloc(p, r, &q);
+    gpupart__lock_release(&p->lock);
+    if (__builtin_expect(r != NULL, 1)) {
+      *out = (gpupart_allocation *)gpupart__tlsf_handle(r);
+      return GPUPART_OK;
+    }
+  }
   const gpupart_alloc_desc d = {.size = size, .alignment = alignment};
   return alloc_any(p, &d, out, NULL);
 }
@@ -380,8 +398,7 @@ static void account_free(gpupart_partition *p, uint64_t size) {
   p->c.in_use -= size;
   gpupart__ledger_publish(&gpupart__published(p)->in_use, p->c.in_use);
   p->c.live_allocations--;
-  p->c.total_frees++;
-  gpupart__peak_freed(p);
+  if (p->charge != UINT64_MAX) gpupart__peak_freed(p); /* not solo (peak.c) */
 }
 
 /* After the partition lock: the view's release, and a detached block's return to the
@@ -405,7 +422,7 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   if (!a) return GPUPART_OK;
   gpupart__range *r = gpupart__range_of(a);
   gpupart_partition *p = gpupart__partition_of(a);
-  gpupart__lock_acquire(&p->lock);
+  gpupart__lock_acquire_bias(&p->lock);
   if (!gpupart__handle_live(a)) {
     p->c.double_frees++;
     gpupart__lock_release(&p->lock);

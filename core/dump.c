@@ -182,8 +182,8 @@ static int copy_device(gpupart_device *dev, snapshot *s) {
   pthread_mutex_lock(&dev->slow);
   for (uint32_t i = 0; i < dev->nparts && !s->overflow; i++) copy_partition(dev->parts[i], s);
   dev->ledger->ops->totals(dev->ledger, &s->totals);
+  s->peak_in_use = gpupart__peak_in_use(dev); /* under the slow lock: a lone partition's peak is read */
   pthread_mutex_unlock(&dev->slow);
-  s->peak_in_use = gpupart__peak_in_use(dev);
   return s->overflow ? -1 : 0;
 }
 

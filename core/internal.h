@@ -58,7 +58,7 @@ struct gpupart_context {
 /* Counters of a partition (or retired into its device when a partition is destroyed). */
 typedef struct gpupart__counters {
   uint64_t in_use, peak_in_use;
-  uint64_t live_allocations, total_allocations, total_frees;
+  uint64_t live_allocations, total_allocations; /* frees: total_allocations - live_allocations */
   uint64_t driver_allocs, driver_frees, failed_allocations;
   uint64_t double_frees;
 } gpupart__counters;
@@ -98,21 +98,25 @@ struct gpupart_partition {
   gpupart_device *dev;
   char *name;
   gpupart__trace *trace; /* its context's trace or NULL: read by the allocation paths (trace.h) */
+  uint64_t fast_size;    /* gpupart_alloc's thin entry: sizes up to this need no further check (alloc.c) */
+  uint64_t fast_align;   /* and alignments up to this one, the device's */
   gpupart__lock lock;    /* guards arena and counters */
   gpupart__arena arena;
   gpupart__counters c;
   gpupart__growth growth;
   gpupart__ledger_entry *account;
-  gpupart__ledger_counters *pub; /* where its counters are published for gpupart top (ledger.h); never NULL */
-  unsigned pub_forks;            /* gpupart__forks when pub was set: a forked child's differs */
+  gpupart__ledger_publisher pub; /* where its counters are published for gpupart top (ledger.h) */
   gpupart_reclaim_fn reclaim;
   void *reclaim_user;
   atomic_flag reclaim_busy;
   /* allocations in the slow path (OOM sequence, reclaim) and frees still releasing a view
    * or block outside the lock: destroy is EBUSY */
   atomic_uint allocating;
-  uint64_t charge; /* >= c.in_use, a multiple of the granularity: its share of the device's peak (peak.c) */
-  int configured;  /* made by configuration at device open, not yet handed to a program's create (slow lock) */
+  uint64_t charge; /* >= c.in_use, a multiple of the granularity: its share of the device's peak (peak.c);
+                     UINT64_MAX while it is its device's solo partition */
+  uint64_t peak_crossings, peak_visits; /* raises of the charge, and partitions each one read (peak.c) */
+  int peak_fresh;                       /* its peak_in_use started after its device's peak last did (slow lock) */
+  int configured; /* made by configuration at device open, not yet handed to a program's create (slow lock) */
   char pad_tail[64];
 };
 
@@ -134,11 +138,11 @@ struct gpupart_device {
   gpupart__ledger_member member;     /* this handle's membership of the ledger */
   gpupart_partition **parts;
   uint32_t nparts, cap, created;
-  gpupart__counters retired;                        /* counts of destroyed partitions */
-  atomic_uint allocating;                           /* the partitions' allocating, summed: close is EBUSY */
-  atomic_uint_fast64_t charged;                     /* sum of the partitions' charges (peak.c) */
-  atomic_uint_fast64_t peak_in_use;                 /* highest value of charged since open or the last reset */
-  atomic_uint_fast64_t peak_crossings, peak_visits; /* charge raises, and partitions each one read */
+  gpupart__counters retired;        /* counts of destroyed partitions */
+  atomic_uint allocating;           /* the partitions' allocating, summed: close is EBUSY */
+  atomic_uint_fast64_t charged;     /* sum of the partitions' charges (peak.c) */
+  atomic_uint_fast64_t peak_in_use; /* highest value of charged since open or the last reset */
+  gpupart_partition *solo;          /* the one partition, whose exact peak is the device's (peak.c) */
   /* Shared ledgers: the last trim request of other processes this handle honoured, and
    * whether gpupart_partition_find joins their partitions (not while the device opens, so
    * configured partitions another process made stay its own). Guarded by slow. */

@@ -62,6 +62,8 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
 
 /* The one place where a partition descriptor's defaults are applied. */
 static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, resolved *out) {
+  if (d->flags & ~GPUPART_PARTITION_UNSYNCHRONIZED)
+    return gpupart__fail(GPUPART_EINVAL, "partition_create: unknown flags 0x%x", d->flags);
   if (bad_share(d->fraction) || bad_share(d->guarantee_fraction))
     return gpupart__fail(GPUPART_EINVAL, "partition_create: a fraction is outside (0, 1]");
   uint64_t limit = share_of(dev, d->fraction, d->limit ? d->limit : dev->budget);
@@ -118,7 +120,9 @@ static int append_locked(gpupart_device *dev, gpupart_partition *p) {
     dev->parts = parts;
     dev->cap = cap;
   }
+  gpupart__peak_regroup_begin(dev);
   dev->parts[dev->nparts++] = p;
+  gpupart__peak_regroup_end(dev);
   dev->created++;
   return GPUPART_OK;
 }
@@ -126,6 +130,7 @@ static int append_locked(gpupart_device *dev, gpupart_partition *p) {
 void gpupart__partition_free(gpupart_partition *p) {
   gpupart_device *dev = p->dev;
   if (p->arena.tlsf) gpupart__arena_fini(&p->arena, p);
+  gpupart__ledger_publisher_remove(&p->pub); /* before its share goes */
   if (p->account) dev->ledger->ops->remove(dev->ledger, p->account);
   gpupart__peak_leave(p);
   gpupart__host_free(&dev->ctx->mem, p->name);
@@ -199,9 +204,7 @@ static int eexist(const gpupart_partition *p) {
  * ledger has a place for them. */
 static void publish_to(gpupart_partition *p) {
   gpupart__ledger *l = p->dev->ledger;
-  gpupart__ledger_watch_forks();
-  p->pub_forks = gpupart__forks;
-  if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
+  if (l->ops->counters) gpupart__ledger_publisher_add(&p->pub, l->ops->counters(l, p->account));
 }
 
 /* Names p and joins or adds its account; *added when it is a new partition of the ledger
@@ -235,7 +238,6 @@ static int finish_locked(gpupart_partition *p, const resolved *r) {
 
 static void retire_counters(gpupart__counters *into, const gpupart__counters *c) {
   into->total_allocations += c->total_allocations;
-  into->total_frees += c->total_frees;
   into->driver_allocs += c->driver_allocs;
   into->driver_frees += c->driver_frees;
   into->failed_allocations += c->failed_allocations;
@@ -327,8 +329,11 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
                            .reclaim = d->reclaim,
                            .reclaim_user = d->reclaim_user,
                            .trace = dev->ctx->trace,
-                           .pub = &gpupart__unpublished};
-  gpupart__lock_init(&p->lock);
+                           .pub = {.to = &gpupart__unpublished},
+                           .peak_fresh = 1,
+                           .fast_size = gpupart__largest_block(dev),
+                           .fast_align = dev->alignment};
+  gpupart__lock_init(&p->lock, (d->flags & GPUPART_PARTITION_UNSYNCHRONIZED) != 0);
   atomic_flag_clear(&p->reclaim_busy);
   int added = 0;
   pthread_mutex_lock(&dev->slow);
@@ -401,8 +406,10 @@ static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
   uint32_t i = 0;
   while (i < dev->nparts && dev->parts[i] != p) i++;
   if (i == dev->nparts) return gpupart__fail(GPUPART_EINVAL, "partition_destroy: not a partition of its device");
+  gpupart__peak_regroup_begin(dev);
   memmove(dev->parts + i, dev->parts + i + 1, (dev->nparts - i - 1) * sizeof *dev->parts);
   dev->nparts--;
+  gpupart__peak_regroup_end(dev);
   return GPUPART_OK;
 }
 

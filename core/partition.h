@@ -27,12 +27,6 @@ void gpupart__device_dra_watch(gpupart_device *dev);
 
 /* Partition lock held: where p publishes its counters now; in a child forked after p was
  * set up, the sink (its parent goes on publishing its own figures in the share). */
-static inline gpupart__ledger_counters *gpupart__published(gpupart_partition *p) {
-  if (p->pub_forks != gpupart__forks) {
-    p->pub = &gpupart__unpublished;
-    p->pub_forks = gpupart__forks;
-  }
-  return p->pub;
-}
+static inline gpupart__ledger_counters *gpupart__published(gpupart_partition *p) { return p->pub.to; }
 
 #endif

@@ -14,7 +14,7 @@ static void add_counters(gpupart_stats *s, const gpupart__counters *c) {
   s->in_use += c->in_use;
   s->live_allocations += c->live_allocations;
   s->total_allocations += c->total_allocations;
-  s->total_frees += c->total_frees;
+  s->total_frees += c->total_allocations - c->live_allocations; /* a retired partition's live are 0 */
   s->driver_allocs += c->driver_allocs;
   s->driver_frees += c->driver_frees;
   s->failed_allocations += c->failed_allocations;
@@ -71,11 +71,9 @@ gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t 
 
 void gpupart_partition_reset_peak(gpupart_partition *p) {
   if (!p) return;
-  gpupart__lock_acquire(&p->lock);
-  p->c.peak_in_use = p->c.in_use;
-  p->arena.peak_reserved = p->arena.reserved;
-  p->dev->ledger->ops->reset_peak(p->dev->ledger, p->account);
-  gpupart__lock_release(&p->lock);
+  pthread_mutex_lock(&p->dev->slow);
+  gpupart__peak_partition_reset(p);
+  pthread_mutex_unlock(&p->dev->slow);
 }
 
 gpupart_result gpupart_device_reset_peak(gpupart_device *dev) {
@@ -114,13 +112,14 @@ gpupart_result gpupart_device_get_stats_sized(const gpupart_device *dev, gpupart
   }
   add_counters(&s, &d->retired);
   d->ledger->ops->totals(d->ledger, &t);
+  uint64_t peak_in_use = gpupart__peak_in_use(d);
   pthread_mutex_unlock(&d->slow);
   gpupart__ledger_report(d->ledger); /* the dead members totals reaped, now that no lock is held */
   s.limit = t.limit;
   s.guarantee = t.guarantee;
   s.peak_reserved = t.peak_reserved;
   if (d->ledger->shared) s.reserved = t.reserved; /* device-wide, across processes */
-  s.peak_in_use = gpupart__peak_in_use(d);
+  s.peak_in_use = peak_in_use;
   return gpupart__copy_out(out, out_size, &s, sizeof s, GPUPART__STATS_SIZE_0_2, "device_get_stats: gpupart_stats");
 }
 
@@ -135,10 +134,10 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
                         (unsigned long long)(p->arena.reserved + p->arena.releasing));
   if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
     return gpupart__say(why, n, "partition '%s': a figure exceeds its peak", p->name);
-  if (p->charge < p->c.in_use)
+  if (p->charge < p->c.in_use) /* a solo partition's is UINT64_MAX */
     return gpupart__say(why, n, "partition '%s': in_use exceeds its charge in the device's peak", p->name);
-  if (p->c.total_allocations - p->c.total_frees != p->c.live_allocations)
-    return gpupart__say(why, n, "partition '%s': allocations minus frees differ from live", p->name);
+  if (p->c.live_allocations > p->c.total_allocations)
+    return gpupart__say(why, n, "partition '%s': more live allocations than allocations", p->name);
   return 0;
 }
 
@@ -173,11 +172,13 @@ static int check_locked(gpupart_device *d, char *why, uint64_t n) {
   for (uint32_t i = 0; i < d->nparts && !rc; i++) {
     rc = check_partition(d->parts[i], why, n);
     in_use += d->parts[i]->c.in_use;
-    charged += d->parts[i]->charge;
+    if (d->parts[i] != d->solo) charged += d->parts[i]->charge;
   }
   if (!rc && charged != atomic_load(&d->charged))
     rc = gpupart__say(why, n, "the partitions' charges differ from the device's sum of them");
-  if (!rc && in_use > gpupart__peak_in_use(d))
+  if (!rc && d->solo && (d->nparts != 1 || d->parts[0] != d->solo || d->solo->charge != UINT64_MAX))
+    rc = gpupart__say(why, n, "the solo partition is not the device's one partition, or is charged");
+  if (!rc && in_use > gpupart__peak_in_use_held(d))
     rc = gpupart__say(why, n, "the partitions' in-use bytes exceed the device's peak");
   while (locked) gpupart__lock_release(&d->parts[--locked]->lock);
   if (!rc) rc = members_entries(d, why, n);

@@ -392,7 +392,24 @@ typedef struct gpupart_partition_desc {
                                  block at once */
   gpupart_reclaim_fn reclaim; /* optional: asked to free memory in the OOM sequence */
   void *reclaim_user;         /* passed to reclaim */
+  /* Since 0.3 (an older client's smaller struct gets 0): */
+  uint32_t flags; /* GPUPART_PARTITION_*; 0 = thread-safe */
 } gpupart_partition_desc;
+
+/* Since 0.3: gpupart_partition_desc.flags: the caller synchronizes, as with VMA's
+   VMA_ALLOCATOR_CREATE_EXTERNALLY_SYNCHRONIZED_BIT, and the partition takes no lock at
+   all. The caller must never let two threads at once into
+   calls that reach the partition: allocations from it, frees and get_info of its
+   allocations, its stats, reset_peak, resize, trim and destroy, and the device's calls
+   that visit every partition (device stats, check, dump, trim, reset_peak, close, and
+   allocations from the device's other partitions, whose out-of-memory sequence may give
+   this partition's empty blocks back). A default partition pays no locked instruction
+   either while one thread uses it; this flag saves the rest of the lock's few
+   instructions. Misuse is undefined behaviour in a release build of the library
+   (corrupted accounting); a debug build (without NDEBUG) catches two threads inside at
+   once and aborts with a message. A
+   partition that configuration declared is always synchronized. */
+#define GPUPART_PARTITION_UNSYNCHRONIZED 0x1u
 
 /* Creates a partition on dev. Limits and guarantees are rounded down to the device's
  * granularity. desc NULL = defaults (the whole budget, no guarantee). A name that

@@ -1,30 +1,93 @@
-/* The partition lock: a test-and-test-and-set spinlock that yields the processor when it
- * spins for long. The allocation fast path holds it for a few dozen nanoseconds, where a
- * pthread mutex's second atomic operation on unlock would be a measurable share of the
- * cost. No driver call runs under it (they run under the device's sleeping slow lock);
- * waiters still back off with sched_yield after a while. */
+/* The partition lock: a biased lock. The allocation fast path holds it for a few dozen
+ * nanoseconds, where one locked read-modify-write instruction (about 5 ns) is a large
+ * share of the cost, so the first thread that allocates through a lock owns its bias and from then on
+ * enters with two plain stores and a load: no locked instruction while no other thread
+ * comes. The first other thread revokes the bias once, for good, with a process-wide
+ * barrier (membarrier, lock.c); from then on every thread takes the lock through a
+ * test-and-test-and-set spinlock that yields the processor when it spins for long. Where
+ * membarrier is unavailable no lock is ever biased. No driver call runs under it (they run
+ * under the device's sleeping slow lock).
+ *
+ * Why the owner's path is enough (a store-buffer, or Dekker, argument): the owner stores
+ * biased_in = 1, then loads revoked; the revoker stores revoked = 1, then runs a barrier
+ * on every CPU that runs a thread of the process (membarrier), then loads biased_in.
+ * Either the owner's load ran after that barrier on its CPU, and sees revoked (the
+ * revoker's store preceded the barrier), or its store preceded the barrier and the
+ * revoker sees biased_in = 1 and waits for the owner's release; a thread that was not
+ * running had its stores made visible by the context switch. Only the thread holding the
+ * spinlock revokes or claims a bias, so claims and revocations never race. Tokens name
+ * threads and are never reused, so a thread that exits leaves a bias no other thread can
+ * take for its own; the next other thread revokes it.
+ *
+ * Only the allocation paths claim a bias (gpupart__lock_acquire_bias): a thread that
+ * creates or inspects a partition does not take it from the thread that allocates.
+ *
+ * An unsynchronized lock (GPUPART_PARTITION_UNSYNCHRONIZED) does nothing: its caller
+ * serialises every call on the partition. Builds without NDEBUG catch two threads inside
+ * at once and abort with a message. */
 #ifndef GPUPART_CORE_LOCK_H
 #define GPUPART_CORE_LOCK_H
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
+
+#define GPUPART__LOCK_NO_OWNER UINT64_MAX /* biased_to before any thread took the lock */
 
 typedef struct gpupart__lock {
-  atomic_int held;
+  atomic_int held;            /* the spinlock: 1 while a thread holds the lock through it */
+  _Atomic uint64_t biased_to; /* the owning thread's token; set once, under the spinlock */
+  atomic_int biased_in;       /* written by the owner only: 1 while it holds the lock by bias */
+  atomic_int revoked;         /* set once, under the spinlock: the bias is off for good */
+  int unsynchronized;         /* set at init: the caller serialises (no lock at all) */
+  atomic_int unsync_inside;   /* without NDEBUG: 1 while a thread is inside an unsynchronized lock */
 } gpupart__lock;
 
-static inline void gpupart__lock_init(gpupart__lock *l) { atomic_init(&l->held, 0); }
+/* This thread's token (nonzero once assigned by lock.c; 0 before its first slow path).
+ * initial-exec: read at a fixed offset from the thread pointer, where the default model
+ * would call __tls_get_addr twice per operation in the shared library; 8 bytes of the
+ * static TLS that the C library keeps for libraries loaded with dlopen. */
+extern _Thread_local uint64_t gpupart__lock_self __attribute__((tls_model("initial-exec")));
 
-static inline int gpupart__lock_try(gpupart__lock *l) {
-  return !atomic_load_explicit(&l->held, memory_order_relaxed) &&
-         !atomic_exchange_explicit(&l->held, 1, memory_order_acquire);
+void gpupart__lock_init(gpupart__lock *l, int unsynchronized);
+/* Before the process's first lock only: no lock will be biased, as where membarrier is
+ * refused (the tests of that case). */
+void gpupart__lock_forbid_bias(void);
+/* The paths out of line (lock.c): the spinlock, the claim and the revocation. */
+void gpupart__lock_acquire_slow(gpupart__lock *l, int claim);
+void gpupart__lock_release_slow(gpupart__lock *l);
+
+static inline void gpupart__lock_take(gpupart__lock *l, int claim) {
+#ifdef NDEBUG
+  if (__builtin_expect(l->unsynchronized, 0)) return;
+#endif
+  if (__builtin_expect(atomic_load_explicit(&l->biased_to, memory_order_relaxed) == gpupart__lock_self, 1)) {
+    atomic_store_explicit(&l->biased_in, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* the store before the load; membarrier does the rest */
+    if (__builtin_expect(!atomic_load_explicit(&l->revoked, memory_order_acquire), 1)) return;
+    atomic_store_explicit(&l->biased_in, 0, memory_order_release);
+  }
+  gpupart__lock_acquire_slow(l, claim);
 }
 
-static inline void gpupart__lock_acquire(gpupart__lock *l) {
-  for (unsigned spins = 0; !gpupart__lock_try(l); spins++)
-    if (spins >= 64) sched_yield();
-}
+/* The allocation paths: an unowned lock becomes this thread's (its bias). */
+static inline void gpupart__lock_acquire_bias(gpupart__lock *l) { gpupart__lock_take(l, 1); }
 
-static inline void gpupart__lock_release(gpupart__lock *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
+/* Every other path (creation, stats, checks, the peak, growth): it takes the lock as the
+ * owner does where it is the owner, and never claims an unowned lock, so a partition made
+ * or inspected on one thread and used by another is biased to the one that allocates. */
+static inline void gpupart__lock_acquire(gpupart__lock *l) { gpupart__lock_take(l, 0); }
+
+static inline void gpupart__lock_release(gpupart__lock *l) {
+#ifdef NDEBUG
+  if (__builtin_expect(l->unsynchronized, 0)) return;
+#endif
+  if (__builtin_expect(atomic_load_explicit(&l->biased_to, memory_order_relaxed) == gpupart__lock_self, 1) &&
+      atomic_load_explicit(&l->biased_in, memory_order_relaxed)) {
+    atomic_store_explicit(&l->biased_in, 0, memory_order_release);
+    return;
+  }
+  gpupart__lock_release_slow(l);
+}
 
 #endif

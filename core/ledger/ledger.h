@@ -76,15 +76,21 @@ static inline uint64_t gpupart__ledger_read(const uint64_t *field) { return __at
 /* publish.c. What a publisher writes before it has an entry (a failed creation's
  * preallocation), or in a child forked after it was set up: a sink nothing reads. */
 extern gpupart__ledger_counters gpupart__unpublished;
-/* How many forks this process's line took since the first publisher was set up: a
- * pthread_atfork child handler counts it up (only a child changes it, while it runs
- * alone). A publisher inherited across a fork must not publish into the share its
- * parent's member owns (the child maps the parent's ledger): it compares the count it
- * was set up with. */
-extern unsigned gpupart__forks;
-/* Starts counting forks (once per process; later calls cost a pthread_once): call it
- * before reading gpupart__forks for a new publisher. */
-void gpupart__ledger_watch_forks(void);
+
+/* One publisher (a partition): where its counters go now. A publisher inherited across a
+ * fork must not publish into the share its parent's member owns (the child maps the
+ * parent's ledger), so every publisher with a place is on a list, and a pthread_atfork
+ * child handler points each at the sink while the child runs alone: publishing itself
+ * checks nothing. */
+typedef struct gpupart__ledger_publisher {
+  gpupart__ledger_counters *to; /* never NULL: &gpupart__unpublished until added */
+  struct gpupart__ledger_publisher *prev, *next;
+  int listed;
+} gpupart__ledger_publisher;
+/* Publishes pub's counters to `to` from now on (its owner's lock held, or unreachable). */
+void gpupart__ledger_publisher_add(gpupart__ledger_publisher *pub, gpupart__ledger_counters *to);
+/* Takes pub off the list (a no-op for one never added); pub then publishes to the sink. */
+void gpupart__ledger_publisher_remove(gpupart__ledger_publisher *pub);
 
 /* Told, after the ledger's lock is released, that dead members were found and their
  * bytes returned (shared ledgers only). */

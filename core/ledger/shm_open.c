@@ -152,7 +152,7 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
   L->mem = mem;
   L->fd = -1;
   for (uint32_t i = 0; i < SHM_MEMBERS; i++) L->proxy[i].fd = -1;
-  gpupart__lock_init(&L->pending_lock);
+  gpupart__lock_init(&L->pending_lock, 0);
   pthread_mutex_init(&L->local, NULL);
   name_self(L);
   int rc = open_file(L, dir, budget);

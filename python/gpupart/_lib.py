@@ -143,6 +143,7 @@ class PartitionDesc(ctypes.Structure):
         ("release_threshold", c_u64),
         ("reclaim", RECLAIM_FN),
         ("reclaim_user", c_void_p),
+        ("flags", c_u32),  # since 0.3: GPUPART_PARTITION_*; the package leaves it 0 (thread-safe)
     ]
 
 

@@ -4,7 +4,9 @@
  * with one whose calls wait at a gate (this suite links the static library, so it can):
  * the gated call waits until a second thread has completed HITS allocations on the same
  * partition, or gives up after a bounded number of yields. The tests assert on how many
- * allocations completed while the driver call was in progress: counts, never timings. */
+ * allocations completed while the driver call was in progress: counts, never timings.
+ * And the partition lock is biased to the thread that allocates, not the one that made
+ * the partition. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -227,5 +229,46 @@ Test(locks, destroy_and_close_are_busy_while_a_free_releases_its_view_outside_th
   cr_expect_eq(atomic_load(&close_rc), GPUPART_EBUSY, "close ran while the free was still using the device");
   if (atomic_load(&destroy_rc) == GPUPART_EBUSY) cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK);
   if (atomic_load(&close_rc) == GPUPART_EBUSY) cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+typedef struct worker {
+  gpupart_partition *p;
+  uint64_t token;
+  int failures;
+} worker;
+
+static void *allocate_here(void *arg) {
+  worker *w = arg;
+  for (int i = 0; i < 1000; i++) {
+    gpupart_allocation *a = NULL;
+    if (gpupart_alloc(w->p, 4096, 0, &a) != GPUPART_OK) w->failures++;
+    gpupart_free(a);
+  }
+  w->token = gpupart__lock_self;
+  return NULL;
+}
+
+/* A partition made on one thread and used on another is biased to the one that
+ * allocates: creation (and the device's figures) took its lock without claiming it, so no
+ * revocation is paid and the worker's operations run no locked instruction. */
+Test(locks, the_partition_lock_is_biased_to_the_thread_that_allocates_not_the_one_that_made_it) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 4 * GiB};
+  gpupart_device *dev = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition *p = test_partition(dev, "worker", 0, 0);
+  gpupart_stats s;
+  cr_assert_eq(gpupart_partition_get_stats(p, &s), GPUPART_OK);
+  if (atomic_load(&p->lock.revoked)) cr_skip_test("membarrier is refused here: no lock is biased");
+  worker w = {.p = p};
+  pthread_t t;
+  pthread_create(&t, NULL, allocate_here, &w);
+  pthread_join(t, NULL);
+  cr_expect_eq(w.failures, 0);
+  cr_expect_eq(atomic_load(&p->lock.biased_to), w.token, "the allocating thread owns the bias");
+  cr_expect_eq(atomic_load(&p->lock.revoked), 0, "no revocation was needed");
+  test_check(dev); /* another thread now: it revokes, and the figures are whole */
+  cr_expect_eq(atomic_load(&p->lock.revoked), 1);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }

@@ -516,3 +516,38 @@ Test(partition, the_preallocation_block_size_is_set_by_configuration_and_named_w
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
+
+Test(partition, unknown_flags_are_refused) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 16 * GiB};
+  gpupart_device *dev = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition_desc d = {.name = "x", .flags = 0x2};
+  gpupart_partition *p = NULL;
+  cr_expect_eq(gpupart_partition_create(dev, &d, &p), GPUPART_EINVAL);
+  cr_expect_null(p);
+  cr_expect(message_has("unknown flags"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* The caller's own serialisation: every figure stays exact, double frees are caught. */
+Test(partition, an_unsynchronized_partition_keeps_exact_figures_and_refuses_double_frees) {
+  gpupart_context *ctx = test_context();
+  gpupart_sim_desc sim = {.total_bytes = 16 * GiB};
+  gpupart_device *dev = test_sim_device(ctx, &sim, NULL);
+  gpupart_partition_desc d = {.name = "mine", .flags = GPUPART_PARTITION_UNSYNCHRONIZED};
+  gpupart_partition *p = make_partition(dev, &d);
+  gpupart_allocation *a[64];
+  for (int i = 0; i < 64; i++) cr_assert_eq(gpupart_alloc(p, (uint64_t)(i + 1) * 1000, 0, &a[i]), GPUPART_OK);
+  for (int i = 0; i < 64; i += 2) cr_assert_eq(gpupart_free(a[i]), GPUPART_OK);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.live_allocations, 32);
+  cr_expect_eq(s.in_use, 32ull * 33 * 1000, "the odd sizes still live: 2+4+...+64 thousand bytes");
+  cr_expect_eq(s.peak_in_use, 64ull * 65 / 2 * 1000);
+  cr_expect_eq(gpupart_free(a[0]), GPUPART_EINVAL, "a double free is still refused");
+  cr_expect_eq(test_stats(p).double_frees, 1);
+  test_check(dev);
+  for (int i = 1; i < 64; i += 2) gpupart_free(a[i]);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}

@@ -1,7 +1,8 @@
 /* The device's peak in use with many partitions and several threads: it never falls
  * below the true peak, stays within a granule of it when two partitions pass a token
  * among 5,000 idle ones, and a new high costs a visit to one partition, not to all of
- * them (counted through the device's internal counters, never timed). This suite links
+ * them (counted through the partitions' internal counters, never timed); a device with one
+ * partition reads its exact peak. This suite links
  * the static library, so it reads those counters. */
 #include <pthread.h>
 #include <sched.h>
@@ -91,10 +92,9 @@ static double visits_per_crossing(uint32_t idle) {
   gpupart_device *dev = device_with_idle(ctx, idle);
   gpupart_partition *p = test_partition(dev, "grow", 0, 0);
   gpupart_allocation *held[64];
-  uint64_t crossings0 = atomic_load(&dev->peak_crossings), visits0 = atomic_load(&dev->peak_visits);
+  uint64_t crossings0 = p->peak_crossings, visits0 = p->peak_visits;
   for (int i = 0; i < 64; i++) cr_assert_eq(gpupart_alloc(p, 3 * MiB, 0, &held[i]), GPUPART_OK);
-  uint64_t crossings = atomic_load(&dev->peak_crossings) - crossings0;
-  uint64_t visits = atomic_load(&dev->peak_visits) - visits0;
+  uint64_t crossings = p->peak_crossings - crossings0, visits = p->peak_visits - visits0;
   for (int i = 0; i < 64; i++) gpupart_free(held[i]);
   cr_assert_eq(gpupart_device_close(dev), GPUPART_OK);
   cr_assert_eq(gpupart_context_destroy(ctx), GPUPART_OK);
@@ -103,7 +103,7 @@ static double visits_per_crossing(uint32_t idle) {
 }
 
 Test(peak, a_new_high_visits_as_many_partitions_with_5000_idle_ones_as_with_none) {
-  double few = visits_per_crossing(0), many = visits_per_crossing(IDLE);
+  double few = visits_per_crossing(1), many = visits_per_crossing(IDLE);
   cr_expect_leq(many, few, "%.1f partitions visited per new high with %d idle partitions, %.1f with none", many, IDLE,
                 few);
   cr_expect_leq(few, 1.0);
@@ -127,6 +127,46 @@ Test(peak, device_reset_peak_starts_the_device_peak_from_what_is_in_use_now) {
   cr_expect_eq(gpupart_device_reset_peak(NULL), GPUPART_EINVAL);
   gpupart_free(a);
   test_check(dev);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* A device handle with one partition reads that partition's exact peak (no charge, so no
+ * device-wide write on the allocation path); a second partition's coming and going, and
+ * either reset, keep the device's figure at or above the true peak. */
+Test(peak, a_lone_partition_s_exact_peak_is_the_device_s_while_others_come_and_go) {
+  gpupart_context *ctx = test_context();
+  gpupart_device *dev = device_with_idle(ctx, 0);
+  gpupart_partition *p = test_partition(dev, "p", 0, 0);
+  gpupart_allocation *a = NULL, *b = NULL;
+  cr_assert_eq(gpupart_alloc(p, 3 * MiB + 5, 0, &a), GPUPART_OK);
+  gpupart_free(a);
+  gpupart_stats s;
+  gpupart_device_get_stats(dev, &s);
+  cr_expect_eq(s.peak_in_use, 3 * MiB + 5, "one partition: the exact peak, not a granule's");
+  test_check(dev);
+  gpupart_partition *q = test_partition(dev, "q", 0, 0);
+  cr_assert_eq(gpupart_alloc(q, 1 * MiB, 0, &b), GPUPART_OK);
+  cr_assert_eq(gpupart_alloc(p, 1 * MiB, 0, &a), GPUPART_OK);
+  gpupart_device_get_stats(dev, &s);
+  cr_expect_geq(s.peak_in_use, 3 * MiB + 5, "the lone partition's peak was kept");
+  test_check(dev);
+  gpupart_free(b);
+  cr_expect_eq(gpupart_partition_destroy(q), GPUPART_OK);
+  test_check(dev);
+  gpupart_partition_reset_peak(p);
+  gpupart_device_get_stats(dev, &s);
+  cr_expect_geq(s.peak_in_use, 3 * MiB + 5, "a partition's reset leaves the device's peak alone");
+  cr_expect_eq(gpupart_device_reset_peak(dev), GPUPART_OK);
+  gpupart_device_get_stats(dev, &s);
+  cr_expect_eq(s.peak_in_use, 2 * MiB, "reset: 1 MiB in use, charged to its granule");
+  gpupart_partition_reset_peak(p); /* fresh again: solo, exact */
+  gpupart_free(a);
+  cr_assert_eq(gpupart_alloc(p, 5, 0, &a), GPUPART_OK);
+  gpupart_device_get_stats(dev, &s);
+  cr_expect_eq(s.peak_in_use, 2 * MiB, "the device's peak since its reset is kept");
+  test_check(dev);
+  gpupart_free(a);
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
