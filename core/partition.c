@@ -56,6 +56,7 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
   g->prealloc_block = d->max_block ? g->max_block : round_block(dev, dev->prealloc_block, largest);
   g->factor = d->growth_factor ? d->growth_factor : dev->growth_factor;
   g->release_threshold = d->release_threshold ? d->release_threshold : dev->release_threshold;
+  g->expandable = (d->flags & GPUPART_PARTITION_EXPANDABLE) || dev->expandable;
   return GPUPART_OK;
 }
 
@@ -203,6 +204,15 @@ static void publish_to(gpupart_partition *p) {
   if (l->ops->counters) p->pub = l->ops->counters(l, p->account);
 }
 
+/* An expandable partition where the backend and device offer virtual memory; elsewhere
+ * it keeps growth blocks (gpupart config says so). */
+static int make_expandable(gpupart_partition *p, uint64_t limit) {
+  int rc = gpupart__arena_expandable(p, limit);
+  if (rc != GPUPART_ENOTSUP) return rc;
+  p->growth.expandable = 0;
+  return GPUPART_OK;
+}
+
 static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only) {
   gpupart_device *dev = p->dev;
   int joined = 0, rc = name_partition(p, d);
@@ -220,7 +230,8 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
   if (rc) return ledger_refused(p, rc, "cannot add");
   publish_to(p);
-  if (r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
+  if (r->growth.expandable) rc = make_expandable(p, r->limit);
+  if (rc == GPUPART_OK && r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
   return rc ? rc : append_locked(dev, p);
 }
 

@@ -1,0 +1,168 @@
+/* The expandable arena (core/arena.c, core/vm/): a partition that is one reserved address
+ * range, growing by mapping granules of the emulated virtual memory of the sim backend.
+ * Counts only: mapped bytes stay within one granule of what the allocations need, a
+ * request spanning granules is one piece, trim unmaps the wholly free granules at the
+ * top and a partition with nothing live holds nothing after trim, the limit binds at the
+ * limit (no block tail), a device without virtual memory keeps blocks, and a
+ * preallocated expandable partition maps its whole limit at once. Host-backed devices
+ * let the tests write every byte of every allocation. */
+#include "policy.h"
+
+#define MiB (1ull << 20)
+#define GRANULE (2 * MiB)
+
+static sim_env env;
+
+static void teardown(void) { close_env(&env); }
+
+static void open_host_backed(int no_vm) {
+  gpupart_sim_desc sim = {.total_bytes = 256 * MiB, .host_backed = 1, .no_vm = no_vm};
+  env = open_env(&sim, NULL);
+}
+
+TestSuite(expandable, .fini = teardown);
+
+static gpupart_partition *expandable(uint64_t limit, int growth) {
+  gpupart_partition_desc d = {.limit = limit, .growth = growth, .flags = GPUPART_PARTITION_EXPANDABLE};
+  return make_partition(env.dev, &d);
+}
+
+static void fill(gpupart_allocation *a, uint8_t v) {
+  gpupart_allocation_info i = info_of(a);
+  memset((void *)(uintptr_t)i.device_address, v, i.size);
+}
+
+static void expect_filled(gpupart_allocation *a, uint8_t v) {
+  gpupart_allocation_info i = info_of(a);
+  const uint8_t *p = (const uint8_t *)(uintptr_t)i.device_address;
+  for (uint64_t k = 0; k < i.size; k += 4093) cr_assert_eq(p[k], v, "byte %llu", (unsigned long long)k);
+  cr_assert_eq(p[i.size - 1], v);
+}
+
+Test(expandable, mapped_bytes_follow_the_allocations_within_a_granule) {
+  open_host_backed(0);
+  gpupart_partition *p = expandable(64 * MiB, 0);
+  gpupart_allocation *a[40];
+  uint64_t in_use = 0;
+  for (int i = 0; i < 40; i++) {
+    uint64_t size = (uint64_t)(i % 5 + 1) * 300 * 1024;
+    a[i] = alloc_ok(p, size);
+    fill(a[i], (uint8_t)i);
+    in_use += size;
+    gpupart_stats s = test_stats(p);
+    cr_assert_geq(s.reserved, s.in_use);
+    cr_assert_lt(s.reserved, s.in_use + GRANULE + 256 * 40, "reserved %llu in use %llu", (unsigned long long)s.reserved,
+                 (unsigned long long)s.in_use);
+    test_check(env.dev);
+  }
+  for (int i = 0; i < 40; i++) expect_filled(a[i], (uint8_t)i);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.in_use, in_use);
+  cr_expect_lt(s.driver_allocs, 40, "granules are mapped as the range grows, not per allocation");
+  uintptr_t base = (uintptr_t)info_of(a[0]).device_address - info_of(a[0]).offset;
+  for (int i = 0; i < 40; i++) cr_expect_eq(info_of(a[i]).device_address - info_of(a[i]).offset, base, "one range");
+  for (int i = 0; i < 40; i++) gpupart_free(a[i]);
+  gpupart_partition_destroy(p);
+}
+
+Test(expandable, an_allocation_spans_several_granules_in_one_piece) {
+  open_host_backed(0);
+  gpupart_partition *p = expandable(64 * MiB, 0);
+  gpupart_allocation *small = alloc_ok(p, 1 * MiB), *big = alloc_ok(p, 7 * MiB + 12345);
+  fill(small, 0x11);
+  fill(big, 0x5a);
+  expect_filled(small, 0x11);
+  expect_filled(big, 0x5a);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.reserved, 10 * MiB, "1 MiB + 7 MiB and a bit in five granules");
+  gpupart_free(small);
+  gpupart_free(big);
+  gpupart_partition_destroy(p);
+}
+
+Test(expandable, trim_unmaps_the_free_granules_at_the_top_and_nothing_is_held_at_the_end) {
+  open_host_backed(0);
+  gpupart_partition *p = expandable(64 * MiB, 0);
+  gpupart_allocation *a[16];
+  for (int i = 0; i < 16; i++) {
+    a[i] = alloc_ok(p, 2 * MiB);
+    fill(a[i], (uint8_t)(i + 1));
+  }
+  cr_assert_eq(test_stats(p).reserved, 32 * MiB);
+  for (int i = 8; i < 16; i++) gpupart_free(a[i]);
+  cr_expect_eq(test_stats(p).reserved, 32 * MiB, "a free unmaps nothing");
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.reserved, 16 * MiB, "the free top went back");
+  cr_expect_eq(dev_stats(env.dev).reserved, 16 * MiB);
+  test_check(env.dev);
+  for (int i = 0; i < 8; i++) expect_filled(a[i], (uint8_t)(i + 1));
+  gpupart_allocation *again = alloc_ok(p, 3 * MiB);
+  fill(again, 0x77);
+  expect_filled(again, 0x77);
+  gpupart_free(again);
+  for (int i = 0; i < 8; i++) gpupart_free(a[i]);
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK);
+  s = test_stats(p);
+  cr_expect_eq(s.reserved, 0, "nothing held");
+  cr_expect_eq(s.driver_allocs, s.driver_frees, "every mapping undone");
+  gpupart_device_info info;
+  cr_assert_eq(gpupart_device_get_info(env.dev, &info), GPUPART_OK);
+  cr_expect_eq(info.free_bytes, info.total_bytes, "the device has every byte back");
+  gpupart_partition_destroy(p);
+}
+
+Test(expandable, the_limit_binds_at_the_limit) {
+  open_host_backed(0);
+  gpupart_partition *p = expandable(64 * MiB, 0);
+  gpupart_allocation *a[64], *extra = NULL;
+  for (int i = 0; i < 64; i++) a[i] = alloc_ok(p, 1 * MiB);
+  cr_expect_eq(gpupart_alloc(p, 1, 0, &extra), GPUPART_ELIMIT);
+  for (int i = 0; i < 63; i++) gpupart_free(a[i]);
+  gpupart_allocation *b = alloc_ok(p, 63 * MiB);
+  fill(b, 3);
+  gpupart_free(b);
+  gpupart_free(a[63]);
+  gpupart_partition_destroy(p);
+}
+
+Test(expandable, a_device_without_virtual_memory_keeps_blocks) {
+  open_host_backed(1);
+  gpupart_partition *p = expandable(64 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 1 * MiB);
+  cr_expect_eq(info_of(a).block_size, 2 * MiB, "a growth block");
+  fill(a, 1);
+  gpupart_free(a);
+  gpupart_partition_destroy(p);
+}
+
+Test(expandable, a_preallocated_partition_maps_its_limit_at_once_and_keeps_it) {
+  open_host_backed(0);
+  gpupart_partition *p = expandable(24 * MiB, GPUPART_GROWTH_OFF);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.reserved, 24 * MiB);
+  gpupart_allocation *a = alloc_ok(p, 24 * MiB);
+  fill(a, 9);
+  expect_filled(a, 9);
+  cr_expect_eq(test_stats(p).driver_allocs, s.driver_allocs, "no mapping after creation");
+  gpupart_free(a);
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK);
+  cr_expect_eq(test_stats(p).reserved, 24 * MiB, "kept");
+  gpupart_partition_destroy(p);
+  cr_expect_eq(dev_stats(env.dev).reserved, 0);
+}
+
+Test(expandable, the_option_switches_it_on_for_every_partition) {
+  gpupart_sim_desc sim = {.total_bytes = 256 * MiB};
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .config_text = "[gpupart]\nexpandable = true\n"};
+  cr_assert_eq(gpupart_context_create(&cd, &env.ctx), GPUPART_OK, "%s", gpupart_last_error());
+  env.dev = test_sim_device(env.ctx, &sim, NULL);
+  gpupart_partition *p = test_partition(env.dev, "a", 64 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 100);
+  gpupart_allocation *b = alloc_ok(p, 100);
+  cr_expect_eq(info_of(a).block_size, GRANULE, "one granule mapped");
+  cr_expect_eq(info_of(b).device_address, info_of(a).device_address + 256);
+  gpupart_free(a);
+  gpupart_free(b);
+  gpupart_partition_destroy(p);
+}
