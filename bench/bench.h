@@ -141,7 +141,8 @@ typedef enum bench_policy {
   BENCH_GROWTH,
   BENCH_PREALLOC,
   BENCH_PARTITIONS,
-  BENCH_CUDAPOOL, /* CUDA targets only: the driver's stream-ordered pool (cuda_baseline.c) */
+  BENCH_CUDAPOOL,   /* CUDA targets only: the driver's stream-ordered pool (cuda_baseline.c) */
+  BENCH_EXPANDABLE, /* one expandable partition (virtual memory), where the backend has it */
   BENCH_POLICY_COUNT
 } bench_policy;
 

@@ -25,7 +25,8 @@ typedef struct options {
 
 static void usage(FILE *f) {
   fputs("usage: gpupart-bench [--backend sim|opencl|vulkan|cuda|all[,...]] [--workload NAME[,NAME...]|all]\n"
-        "                     [--trace FILE.ops[.gz]]... [--policy driver,growth,prealloc,partitions,cudapool]\n"
+        "                     [--trace FILE.ops[.gz]]... [--policy "
+        "driver,growth,prealloc,partitions,cudapool,expandable]\n"
         "                     [--repeat N] [--ops N] [--mem-cap MIB] [--json FILE] [--csv FILE]\n"
         "                     [--plot FILE.png] [--shared]\n"
         "       gpupart-bench --micro[=DIGITS] [--micro-scale F] [--repeat N] [--json FILE]\n"

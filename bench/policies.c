@@ -9,7 +9,10 @@
  *               that), allocations spread over them round-robin;
  *   cudapool    CUDA targets only: the driver's stream-ordered pool (cuMemAllocFromPoolAsync
  *               / cuMemFreeAsync, release threshold UINT64_MAX; cuda_baseline.c), the
- *               strongest NVIDIA baseline; the replay's last call is cuStreamSynchronize.
+ *               strongest NVIDIA baseline; the replay's last call is cuStreamSynchronize;
+ *   expandable  one expandable partition (GPUPART_PARTITION_EXPANDABLE): one reserved
+ *               range that maps granules as it grows; where the backend or device has
+ *               no virtual memory the row is an error that says why.
  * Every gpupart policy goes through the public, thread-safe API only. Each run starts
  * from a fresh device, so growth costs are part of every run, and ends by freeing what
  * the workload left live, outside the timed region. */
@@ -47,7 +50,7 @@ typedef struct rig {
 } rig;
 
 const char *bench_policy_name(bench_policy p) {
-  static const char *const names[] = {"driver", "growth", "prealloc", "partitions", "cudapool"};
+  static const char *const names[] = {"driver", "growth", "prealloc", "partitions", "cudapool", "expandable"};
   return (unsigned)p < BENCH_POLICY_COUNT ? names[p] : "unknown";
 }
 
@@ -206,6 +209,9 @@ static int gpupart_setup(rig *r, const bench_workload *w, size_t n) {
   if (r->policy == BENCH_PREALLOC) return prealloc_setup(r, w, n);
   if (r->policy == BENCH_PARTITIONS) return partitions_setup(r);
   gpupart_partition_desc d = {.name = "growth"};
+  if (r->policy == BENCH_EXPANDABLE)
+    d = (gpupart_partition_desc){.name = "expandable",
+                                 .flags = GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED};
   if (make_partition(r, &d, &r->parts[0])) return -1;
   r->parts[1] = r->parts[2] = r->parts[0];
   return 0;

@@ -81,7 +81,7 @@ typedef struct gpupart__growth {
   uint64_t prealloc_block; /* block size of preallocation (and its resize) */
   double factor;
   uint64_t release_threshold;
-  int expandable; /* asked for: one reserved range growing by mapped granules (arena.c) */
+  int expandable; /* 1 asked for, 2 required: one reserved range growing by mapped granules (arena.c) */
 } gpupart__growth;
 
 /* The blocks a partition holds and the sub-allocator over them (arena.c). */

@@ -56,7 +56,10 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
   g->prealloc_block = d->max_block ? g->max_block : round_block(dev, dev->prealloc_block, largest);
   g->factor = d->growth_factor ? d->growth_factor : dev->growth_factor;
   g->release_threshold = d->release_threshold ? d->release_threshold : dev->release_threshold;
+  if (d->flags & ~(GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED))
+    return gpupart__fail(GPUPART_EINVAL, "partition_create: unknown flags 0x%x", d->flags);
   g->expandable = (d->flags & GPUPART_PARTITION_EXPANDABLE) || dev->expandable;
+  if (d->flags & GPUPART_PARTITION_EXPANDABLE_REQUIRED) g->expandable = 2;
   return GPUPART_OK;
 }
 
@@ -208,7 +211,7 @@ static void publish_to(gpupart_partition *p) {
  * it keeps growth blocks (gpupart config says so). */
 static int make_expandable(gpupart_partition *p, uint64_t limit) {
   int rc = gpupart__arena_expandable(p, limit);
-  if (rc != GPUPART_ENOTSUP) return rc;
+  if (rc != GPUPART_ENOTSUP || p->growth.expandable == 2) return rc;
   p->growth.expandable = 0;
   return GPUPART_OK;
 }

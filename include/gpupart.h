@@ -409,6 +409,9 @@ typedef struct gpupart_partition_desc {
  * Where the backend or device has no virtual memory the partition keeps growth blocks
  * (gpupart config says so for the configured device). */
 #define GPUPART_PARTITION_EXPANDABLE 0x1u
+/* Since 0.3: with EXPANDABLE, creation fails with GPUPART_ENOTSUP (the message says why)
+ * instead of falling back to growth blocks where there is no virtual memory. */
+#define GPUPART_PARTITION_EXPANDABLE_REQUIRED 0x2u
 
 /* Creates a partition on dev. Limits and guarantees are rounded down to the device's
  * granularity. desc NULL = defaults (the whole budget, no guarantee). A name that
