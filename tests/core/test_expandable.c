@@ -6,6 +6,8 @@
  * limit (no block tail), a device without virtual memory keeps blocks, and a
  * preallocated expandable partition maps its whole limit at once. Host-backed devices
  * let the tests write every byte of every allocation. */
+#include <pthread.h>
+
 #include "policy.h"
 
 #define MiB (1ull << 20)
@@ -164,5 +166,93 @@ Test(expandable, the_option_switches_it_on_for_every_partition) {
   cr_expect_eq(info_of(b).device_address, info_of(a).device_address + 256);
   gpupart_free(a);
   gpupart_free(b);
+  gpupart_partition_destroy(p);
+}
+
+/* Random allocations, frees and trims, with the consistency check after every step and
+ * the bytes of every live allocation checked at the end: the tail, the mapped chunks and
+ * the ledger never disagree. */
+Test(expandable, random_steps_keep_every_invariant) {
+  open_host_backed(0);
+  gpupart_partition *p = expandable(96 * MiB, 0);
+  gpupart_allocation *live[64] = {0};
+  uint8_t tag[64] = {0};
+  unsigned seed = 12345;
+  for (int step = 0; step < 3000; step++) {
+    seed = seed * 1103515245u + 12345u;
+    unsigned slot = (seed >> 8) % 64, what = (seed >> 16) % 16;
+    if (what == 0) {
+      cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK);
+    } else if (live[slot]) {
+      expect_filled(live[slot], tag[slot]);
+      gpupart_free(live[slot]);
+      live[slot] = NULL;
+    } else {
+      uint64_t size = 1 + (seed >> 4) % (what < 4 ? 6 * MiB : 64 * 1024);
+      gpupart_result rc = gpupart_alloc(p, size, 0, &live[slot]);
+      if (rc == GPUPART_OK) {
+        tag[slot] = (uint8_t)step;
+        fill(live[slot], tag[slot]);
+      } else {
+        cr_assert_eq(rc, GPUPART_ELIMIT, "%s", gpupart_last_error());
+        live[slot] = NULL;
+      }
+    }
+    test_check(env.dev);
+    gpupart_stats s = test_stats(p);
+    cr_assert_leq(s.reserved, 96 * MiB, "never past the limit");
+  }
+  for (int i = 0; i < 64; i++)
+    if (live[i]) {
+      expect_filled(live[i], tag[i]);
+      gpupart_free(live[i]);
+    }
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK);
+  cr_expect_eq(test_stats(p).reserved, 0);
+  gpupart_partition_destroy(p);
+}
+
+typedef struct worker {
+  gpupart_partition *p;
+  int id, trims;
+} worker;
+
+static void *churn(void *arg) {
+  worker *w = arg;
+  gpupart_allocation *mine[16] = {0};
+  for (int round = 0; round < 400; round++) {
+    int i = round % 16;
+    if (w->trims && round % 7 == 0) gpupart_partition_trim(w->p);
+    if (mine[i]) {
+      gpupart_free(mine[i]);
+      mine[i] = NULL;
+    } else if (gpupart_alloc(w->p, (uint64_t)(1 + (round * 7919 + w->id * 104729) % (3 * MiB)), 0, &mine[i]) !=
+               GPUPART_OK) {
+      mine[i] = NULL;
+    }
+  }
+  for (int i = 0; i < 16; i++) gpupart_free(mine[i]);
+  return NULL;
+}
+
+/* Threads allocating and freeing while one of them trims: growth and trim move the tail
+ * under the slow lock while the fast path runs; nothing is lost. */
+Test(expandable, threads_growing_and_trimming_at_once_leave_nothing_behind) {
+  gpupart_sim_desc sim = {.total_bytes = 1024 * MiB};
+  env = open_env(&sim, NULL);
+  gpupart_partition *p = expandable(512 * MiB, 0);
+  pthread_t t[4];
+  worker w[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = (worker){p, i, i == 0};
+    cr_assert_eq(pthread_create(&t[i], NULL, churn, &w[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  test_check(env.dev);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.in_use, 0);
+  cr_expect_eq(s.live_allocations, 0);
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK);
+  cr_expect_eq(test_stats(p).reserved, 0, "everything unmapped at the end");
   gpupart_partition_destroy(p);
 }
