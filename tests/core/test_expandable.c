@@ -256,3 +256,41 @@ Test(expandable, threads_growing_and_trimming_at_once_leave_nothing_behind) {
   cr_expect_eq(test_stats(p).reserved, 0, "everything unmapped at the end");
   gpupart_partition_destroy(p);
 }
+
+/* On a shared ledger (two contexts of one sim device, as two processes would be): the
+ * mapped bytes of an expandable partition are what the ledger holds, so the other
+ * handle's budget and a guarantee see them, the guarantee keeps them from growing into it,
+ * and trim gives them back to the other handle. */
+Test(expandable, a_shared_ledger_sees_the_mapped_bytes) {
+  char dir[] = "/tmp/gpupart-expandable-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = dir};
+  gpupart_context *other_ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&cd, &env.ctx), GPUPART_OK);
+  cr_assert_eq(gpupart_context_create(&cd, &other_ctx), GPUPART_OK);
+  gpupart_sim_desc sim = {.total_bytes = 256 * MiB};
+  gpupart_device_desc dd = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED};
+  gpupart_device *other = NULL;
+  cr_assert_eq(gpupart_device_open(env.ctx, &dd, &env.dev), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_device_open(other_ctx, &dd, &other), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition_desc gd = {.name = "floor", .limit = 128 * MiB, .guarantee = 64 * MiB};
+  gpupart_partition *guarded = make_partition(other, &gd);
+  gpupart_partition *p = expandable(256 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 100 * MiB), *b = NULL;
+  cr_expect_eq(gpupart_alloc(p, 100 * MiB, 0, &b), GPUPART_ELIMIT, "the guarantee holds: %s", gpupart_last_error());
+  uint64_t left = 0;
+  cr_assert_eq(gpupart_partition_available(guarded, &left), GPUPART_OK);
+  cr_expect_eq(left, 128 * MiB, "the other handle can still take its limit");
+  gpupart_free(a);
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK);
+  gpupart_stats s;
+  cr_assert_eq(gpupart_device_get_stats(other, &s), GPUPART_OK);
+  cr_expect_eq(test_stats(p).reserved, 0);
+  gpupart_allocation *big = alloc_ok(guarded, 128 * MiB);
+  gpupart_free(big);
+  cr_expect_eq(gpupart_partition_destroy(guarded), GPUPART_OK);
+  cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(other), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(other_ctx), GPUPART_OK);
+  test_check(env.dev);
+}
