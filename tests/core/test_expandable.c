@@ -6,7 +6,10 @@
  * limit (no block tail), a device without virtual memory keeps blocks, and a
  * preallocated expandable partition maps its whole limit at once. Host-backed devices
  * let the tests write every byte of every allocation. */
+#include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "policy.h"
 
@@ -15,7 +18,9 @@
 
 static sim_env env;
 
-static void teardown(void) { close_env(&env); }
+static void teardown(void) {
+  if (env.dev) close_env(&env);
+}
 
 static void open_host_backed(int no_vm) {
   gpupart_sim_desc sim = {.total_bytes = 256 * MiB, .host_backed = 1, .no_vm = no_vm};
@@ -257,6 +262,19 @@ Test(expandable, threads_growing_and_trimming_at_once_leave_nothing_behind) {
   gpupart_partition_destroy(p);
 }
 
+/* Removes the test's ledger folder and the files in it. */
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  char path[512];
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
+}
+
 /* On a shared ledger (two contexts of one sim device, as two processes would be): the
  * mapped bytes of an expandable partition are what the ledger holds, so the other
  * handle's budget and a guarantee see them, the guarantee keeps them from growing into it,
@@ -292,5 +310,7 @@ Test(expandable, a_shared_ledger_sees_the_mapped_bytes) {
   cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK);
   cr_expect_eq(gpupart_device_close(other), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(other_ctx), GPUPART_OK);
-  test_check(env.dev);
+  close_env(&env);
+  env = (sim_env){0};
+  remove_dir(dir);
 }
