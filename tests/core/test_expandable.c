@@ -314,3 +314,19 @@ Test(expandable, a_shared_ledger_sees_the_mapped_bytes) {
   env = (sim_env){0};
   remove_dir(dir);
 }
+
+/* The dump shows the mapped bytes as the partition's one block and its allocations only
+ * (the unmapped tail is no allocation). */
+Test(expandable, the_dump_shows_the_mapped_block_and_the_allocations) {
+  gpupart_sim_desc sim = {.total_bytes = 256 * MiB};
+  env = open_env(&sim, NULL);
+  gpupart_partition *p = expandable(64 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 3 * MiB);
+  char *json = NULL;
+  cr_assert_eq(gpupart_device_dump(env.dev, GPUPART_DUMP_ALLOCATIONS, &json, NULL), GPUPART_OK, "%s",
+               gpupart_last_error());
+  cr_expect_not_null(strstr(json, "\"size\": 4194304, \"in_use\": 3145728, \"allocations\": 1"), "%s", json);
+  gpupart_dump_free(json);
+  gpupart_free(a);
+  gpupart_partition_destroy(p);
+}
