@@ -11,27 +11,7 @@
 #include <stdint.h>
 
 #include "gpupart.h"
-
-#define BENCH_MIB (1ull << 20)
-#define BENCH_GIB (1ull << 30)
-#define BENCH_PARTS 3 /* partitions of the "partitions" policy */
-
-/* One operation. size > 0 allocates size bytes into slot; size 0 frees what slot holds.
- * part is the partition an allocation goes to under the "partitions" policy. */
-typedef struct bench_op {
-  uint64_t size;
-  uint32_t slot;
-  uint32_t part;
-} bench_op;
-
-typedef struct bench_workload {
-  char name[64];
-  bench_op *ops;
-  size_t n, cap;
-  uint32_t slots;    /* slots used: slot indices are below it */
-  uint64_t max_size; /* largest request */
-  double scale;      /* sizes were multiplied by it (1 = as generated) */
-} bench_workload;
+#include "replay.h"
 
 /* Builds a workload: slots of freed allocations are reused, so the handle array stays as
  * small as the live set and the replay touches memory the way an application does. */
@@ -56,28 +36,25 @@ typedef struct bench_machine {
   const char *build_type, *optimization, *compiler;
 } bench_machine;
 void bench_machine_get(bench_machine *m);
-void *bench_xmalloc(size_t n);
-void *bench_xcalloc(size_t n, size_t size);
-void *bench_xrealloc(void *p, size_t n);
-_Noreturn void bench_die(const char *fmt, ...);
 uint64_t bench_rand(bench_rng *r);
 uint64_t bench_uniform(bench_rng *r, uint64_t lo, uint64_t hi); /* inclusive */
 uint64_t bench_log_uniform(bench_rng *r, uint64_t lo, uint64_t hi);
 int bench_chance(bench_rng *r, unsigned percent);
-uint64_t bench_round_up(uint64_t v, uint64_t pow2);
 
 /* ---- workloads.c ---- */
 void bench_builder_init(bench_builder *b, bench_workload *w, const char *name);
 void bench_builder_finish(bench_builder *b);
+/* An allocation on the round-robin streams (the built-in workloads, unnamed trace lines). */
 uint32_t bench_emit_alloc(bench_builder *b, uint64_t size);
+/* An allocation on stream `stream` (bench_workload.streams). */
+uint32_t bench_emit_alloc_to(bench_builder *b, uint64_t size, uint32_t stream);
+/* The index of stream (name, process) with the given lane, added when new. */
+uint32_t bench_stream_of(bench_workload *w, uint32_t name, uint32_t process, uint32_t lane);
 void bench_emit_free(bench_builder *b, uint32_t slot);
-void bench_workload_free(bench_workload *w);
 /* floor.c: the smallest single-block arena that serves w's first n operations with
  * every range aligned to align (a power of two; the target's min_alignment), and in
  * *fragmentation what placement in it costs: 1 - its peak in use / its size, in [0, 1). */
 uint64_t bench_floor_bytes(const bench_workload *w, size_t n, uint64_t align, double *fragmentation);
-/* Highest sum of live request sizes, each rounded up to align, over the first n ops. */
-uint64_t bench_workload_peak(const bench_workload *w, size_t n, uint64_t align);
 /* A copy of w with every size multiplied by factor (at least 1 byte). */
 void bench_workload_scaled(const bench_workload *w, double factor, bench_workload *out);
 /* Names of the built-in workloads, NULL-terminated. */
@@ -86,8 +63,6 @@ const char *const *bench_builtin_names(void);
 int bench_builtin(const char *name, bench_workload *out);
 
 /* ---- trace.c ---- */
-/* Loads an .ops or .ops.gz trace; 0, or -1 with a message on stderr. */
-int bench_trace_load(const char *path, bench_workload *out);
 /* The directory of the bundled traces (set at build time). */
 const char *bench_trace_dir(void);
 
@@ -122,7 +97,6 @@ const char *bench_shared_tmpdir(void);
 gpupart_device *bench_device_open(gpupart_context *ctx, const bench_target *t, char *err, size_t n);
 
 /* ---- timing.c ---- */
-uint64_t bench_now_ns(void);
 uint64_t bench_thread_cpu_ns(void);
 /* Per-operation timestamps: the TSC on x86-64 (calibrated against CLOCK_MONOTONIC),
  * CLOCK_MONOTONIC elsewhere. */
@@ -143,26 +117,15 @@ typedef enum bench_policy {
   BENCH_PARTITIONS,
   BENCH_CUDAPOOL,   /* CUDA targets only: the driver's stream-ordered pool (cuda_baseline.c) */
   BENCH_EXPANDABLE, /* one expandable partition (virtual memory), where the backend has it */
+  BENCH_CONFIGURED, /* the GPUPART_* configuration, partitions by the trace's names (replay.c) */
   BENCH_POLICY_COUNT
 } bench_policy;
 
-const char *bench_policy_name(bench_policy p);
+/* The policies a run compares when none is named: every one but "configured", whose
+ * figures depend on the caller's environment. */
+#define BENCH_DEFAULT_POLICIES ((1u << BENCH_POLICY_COUNT) - 1 - (1u << BENCH_CONFIGURED))
 
-typedef struct bench_result {
-  char backend[32], workload[64], policy[16];
-  uint64_t ops;
-  double scale;
-  double ns_per_op, p50_ns, p99_ns;
-  double cpu_ns_per_op; /* thread CPU time instead of wall time: blind to preemption */
-  uint64_t driver_allocs, driver_frees;
-  uint64_t peak_in_use, peak_reserved;
-  double fragmentation, modeled_driver_ms, driver_calls_per_10k;
-  uint64_t floor_reserved;    /* smallest single arena that serves the workload (floor.c) */
-  double floor_fragmentation; /* 1 - the workload's peak / floor_reserved: what placement alone costs */
-  uint64_t failed;
-  int error;         /* the policy could not be set up on this target */
-  char message[200]; /* why */
-} bench_result;
+const char *bench_policy_name(bench_policy p);
 
 /* Replays the first n ops of w under policy p on target t: one warm-up, repeat timed
  * runs (best kept), one per-operation latency pass; every run on a fresh device. */

@@ -16,7 +16,7 @@
 typedef struct options {
   const char *backend, *workloads, *json, *csv, *plot, *micro_only;
   const char *traces[MAX_TRACES];
-  int ntraces, repeat, micro;
+  int ntraces, repeat, micro, together;
   unsigned policies; /* bit per bench_policy */
   size_t ops;        /* 0 = the target's default cap */
   uint64_t mem_cap;  /* 0 = the target's default */
@@ -25,14 +25,16 @@ typedef struct options {
 
 static void usage(FILE *f) {
   fputs("usage: gpupart-bench [--backend sim|opencl|vulkan|cuda|all[,...]] [--workload NAME[,NAME...]|all]\n"
-        "                     [--trace FILE.ops[.gz]]... [--policy "
-        "driver,growth,prealloc,partitions,cudapool,expandable]\n"
+        "                     [--trace FILE.ops[.gz]]... [--together]\n"
+        "                     [--policy driver,growth,prealloc,partitions,cudapool,expandable,configured]\n"
         "                     [--repeat N] [--ops N] [--mem-cap MIB] [--json FILE] [--csv FILE]\n"
         "                     [--plot FILE.png] [--shared]\n"
         "       gpupart-bench --micro[=DIGITS] [--micro-scale F] [--repeat N] [--json FILE]\n"
         "workloads: transformer inference rmm_random vma_algorithms adversarial, or the name of a\n"
         "bundled trace (" DEFAULT_TRACE ", android_systemui); default: all built-in ones and\n" DEFAULT_TRACE
-        " when it is present.\n",
+        " when it is present. --together: the --trace files are the processes of\n"
+        "one run (one workload). Policy configured (only when named) replays under your\n"
+        "GPUPART_* configuration, each allocation on the partition its trace names.\n",
         f);
 }
 
@@ -43,7 +45,7 @@ static unsigned parse_policies(const char *list) {
     int found = 0;
     for (int p = 0; p < BENCH_POLICY_COUNT; p++)
       if (!strcmp(tok, bench_policy_name((bench_policy)p))) bits |= 1u << p, found = 1;
-    if (!strcmp(tok, "all")) bits = (1u << BENCH_POLICY_COUNT) - 1, found = 1;
+    if (!strcmp(tok, "all")) bits |= BENCH_DEFAULT_POLICIES, found = 1;
     if (!found) bench_die("unknown policy '%s'", tok);
   }
   free(copy);
@@ -61,6 +63,10 @@ static long parse_number(const char *flag, const char *v, long min) {
 static int parse_flag(options *o, const char *flag, const char *v) {
   if (!strcmp(flag, "--micro")) return o->micro = 1, 1;
   if (!strcmp(flag, "--shared")) return bench_shared_dir = bench_shared_tmpdir(), 1;
+  if (!strcmp(flag, "--together")) {
+    o->together = 1;
+    return 1;
+  }
   if (!strncmp(flag, "--micro=", 8)) return o->micro = 1, o->micro_only = flag + 8, 1;
   if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) usage(stdout), exit(0);
   if (!v) bench_die("%s needs a value (see --help)", flag);
@@ -80,7 +86,7 @@ static int parse_flag(options *o, const char *flag, const char *v) {
 }
 
 static void parse_args(int argc, char **argv, options *o) {
-  *o = (options){.backend = "all", .repeat = 5, .policies = (1u << BENCH_POLICY_COUNT) - 1, .micro_scale = 1.0};
+  *o = (options){.backend = "all", .repeat = 5, .policies = BENCH_DEFAULT_POLICIES, .micro_scale = 1.0};
   for (int i = 1; i < argc;) i += parse_flag(o, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
   if (o->micro_scale <= 0 || o->micro_scale > 1) bench_die("--micro-scale wants a number in (0, 1]");
 }
@@ -124,6 +130,7 @@ static int load_workloads(const options *o, workload_list *l) {
       if (add_named(l, tok)) return free(copy), -1;
     free(copy);
   }
+  if (o->together && o->ntraces) return bench_trace_load_together(o->traces, o->ntraces, list_add(l));
   for (int i = 0; i < o->ntraces; i++)
     if (bench_trace_load(o->traces[i], list_add(l))) return -1;
   return l->n ? 0 : -1;

@@ -6,13 +6,18 @@
  *               request rounded up to the device alignment) plus a quarter for
  *               fragmentation, capped by the budget;
  *   partitions  three ratio partitions (50/30/20% of the budget, guarantees of half
- *               that), allocations spread over them round-robin;
+ *               that), allocations spread over them round-robin (a trace's n-th partition
+ *               name on partition n mod 3);
  *   cudapool    CUDA targets only: the driver's stream-ordered pool (cuMemAllocFromPoolAsync
  *               / cuMemFreeAsync, release threshold UINT64_MAX; cuda_baseline.c), the
  *               strongest NVIDIA baseline; the replay's last call is cuStreamSynchronize;
  *   expandable  one expandable partition (GPUPART_PARTITION_EXPANDABLE): one reserved
  *               range that maps granules as it grows; where the backend or device has
- *               no virtual memory the row is an error that says why.
+ *               no virtual memory the row is an error that says why;
+ *   configured  run only when named: the caller's own GPUPART_* configuration (variables
+ *               and GPUPART_CONFIG), each allocation on the partition its trace line names,
+ *               one device per process of --together traces (replay.c); on sim, the
+ *               device `gpupart tune` replays on, so its figures are tune's.
  * Every gpupart policy goes through the public, thread-safe API only. Each run starts
  * from a fresh device, so growth costs are part of every run, and ends by freeing what
  * the workload left live, outside the timed region. */
@@ -24,9 +29,6 @@
 #include "bench.h"
 #include "timing.h"
 
-#define MODEL_ALLOC_US 80.0 /* median cuMemAlloc */
-#define MODEL_FREE_US 450.0 /* median cuMemFree */
-
 typedef struct rig {
   gpupart__backend_env env; /* lent to the backend (driver policy) */
   bench_policy policy;
@@ -36,8 +38,11 @@ typedef struct rig {
   /* gpupart policies */
   gpupart_context *ctx;
   gpupart_device *dev;
-  gpupart_partition *parts[BENCH_PARTS]; /* single-partition policies repeat the one */
+  gpupart_partition *own[BENCH_PARTS]; /* single-partition policies repeat the one */
+  gpupart_partition **parts;           /* per stream: own[its lane] */
   gpupart_allocation **handles;
+  /* configured policy */
+  bench_replayer rep;
   /* driver policy */
   const gpupart_backend_ops *ops;
   void *state, *bdev;
@@ -50,7 +55,8 @@ typedef struct rig {
 } rig;
 
 const char *bench_policy_name(bench_policy p) {
-  static const char *const names[] = {"driver", "growth", "prealloc", "partitions", "cudapool", "expandable"};
+  static const char *const names[] = {"driver",   "growth",     "prealloc",  "partitions",
+                                      "cudapool", "expandable", "configured"};
   return (unsigned)p < BENCH_POLICY_COUNT ? names[p] : "unknown";
 }
 
@@ -186,8 +192,8 @@ static int prealloc_setup(rig *r, const bench_workload *w, size_t n) {
   uint64_t size = bench_round_up(peak + peak / 4 + 1, 2 * BENCH_MIB), budget = gpupart_device_budget(r->dev);
   if (size > budget) size = budget;
   gpupart_partition_desc d = {.name = "prealloc", .limit = size, .growth = GPUPART_GROWTH_OFF, .max_block = size};
-  if (make_partition(r, &d, &r->parts[0])) return -1;
-  r->parts[1] = r->parts[2] = r->parts[0];
+  if (make_partition(r, &d, &r->own[0])) return -1;
+  r->own[1] = r->own[2] = r->own[0];
   return 0;
 }
 
@@ -196,8 +202,20 @@ static int partitions_setup(rig *r) {
   static const double fractions[BENCH_PARTS] = {0.5, 0.3, 0.2};
   for (int i = 0; i < BENCH_PARTS; i++) {
     gpupart_partition_desc d = {.name = names[i], .fraction = fractions[i], .guarantee_fraction = fractions[i] / 2};
-    if (make_partition(r, &d, &r->parts[i])) return -1;
+    if (make_partition(r, &d, &r->own[i])) return -1;
   }
+  return 0;
+}
+
+static int own_setup(rig *r, const bench_workload *w, size_t n) {
+  if (r->policy == BENCH_PREALLOC) return prealloc_setup(r, w, n);
+  if (r->policy == BENCH_PARTITIONS) return partitions_setup(r);
+  gpupart_partition_desc d = {.name = "growth"};
+  if (r->policy == BENCH_EXPANDABLE)
+    d = (gpupart_partition_desc){.name = "expandable",
+                                 .flags = GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED};
+  if (make_partition(r, &d, &r->own[0])) return -1;
+  r->own[1] = r->own[2] = r->own[0];
   return 0;
 }
 
@@ -206,14 +224,20 @@ static int gpupart_setup(rig *r, const bench_workload *w, size_t n) {
   r->dev = bench_device_open(r->ctx, r->t, r->err, sizeof r->err);
   if (!r->dev) return -1;
   r->handles = bench_xcalloc(r->slots, sizeof *r->handles);
-  if (r->policy == BENCH_PREALLOC) return prealloc_setup(r, w, n);
-  if (r->policy == BENCH_PARTITIONS) return partitions_setup(r);
-  gpupart_partition_desc d = {.name = "growth"};
-  if (r->policy == BENCH_EXPANDABLE)
-    d = (gpupart_partition_desc){.name = "expandable",
-                                 .flags = GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED};
-  if (make_partition(r, &d, &r->parts[0])) return -1;
-  r->parts[1] = r->parts[2] = r->parts[0];
+  r->parts = bench_xcalloc(w->nstreams ? w->nstreams : 1, sizeof *r->parts);
+  if (own_setup(r, w, n)) return -1;
+  for (uint32_t i = 0; i < w->nstreams; i++) r->parts[i] = r->own[w->streams[i].lane];
+  return 0;
+}
+
+/* ---- configured policy: the caller's GPUPART_* configuration, the trace's partition
+ * names (replay.c); on sim, the replay's own simulated device, the one gpupart tune uses ---- */
+
+static int configured_setup(rig *r, const bench_workload *w) {
+  bench_replay_setup s = {.read_env = 1, .backend = r->t->backend, .index = r->t->index};
+  if (bench_replayer_open(&r->rep, w, &s, r->err, sizeof r->err)) return -1;
+  r->parts = r->rep.parts;
+  r->handles = r->rep.handles;
   return 0;
 }
 
@@ -244,8 +268,13 @@ static uint64_t gpupart_replay_each(rig *r, const bench_op *ops, size_t n, uint3
 }
 
 static void gpupart_teardown(rig *r) {
+  if (r->policy == BENCH_CONFIGURED) {
+    bench_replayer_close(&r->rep);
+    return;
+  }
   for (uint32_t s = 0; r->handles && s < r->slots; s++) gpupart_free(r->handles[s]);
   free(r->handles);
+  free(r->parts);
   if (r->dev && gpupart_device_close(r->dev)) bench_die("device_close: %s", gpupart_last_error());
   if (r->ctx) gpupart_context_destroy(r->ctx);
 }
@@ -255,6 +284,7 @@ static void gpupart_teardown(rig *r) {
 static int rig_setup(rig *r, const bench_target *t, bench_policy p, const bench_workload *w, size_t n) {
   *r = (rig){.policy = p, .t = t, .slots = w->slots ? w->slots : 1};
   if (p == BENCH_CUDAPOOL) return pool_setup(r);
+  if (p == BENCH_CONFIGURED) return configured_setup(r, w);
   return p == BENCH_DRIVER ? driver_setup(r) : gpupart_setup(r, w, n);
 }
 
@@ -286,22 +316,18 @@ static void rig_collect(rig *r, bench_result *out) {
     out->peak_in_use = r->peak_in_use, out->peak_reserved = r->peak_reserved;
     return;
   }
+  if (r->policy == BENCH_CONFIGURED) {
+    bench_replayer_collect(&r->rep, out->ops, out);
+    return;
+  }
   gpupart_stats s, one;
   gpupart_device_get_stats(r->dev, &s);
   out->driver_allocs = s.driver_allocs, out->driver_frees = s.driver_frees;
   out->peak_in_use = s.peak_in_use, out->peak_reserved = s.peak_reserved;
   /* The device's peak in use counts each partition's bytes rounded up to the device's
    * granularity (core/peak.c); a policy of one partition has the exact figure in it. */
-  if (r->parts[1] == r->parts[0] && gpupart_partition_get_stats(r->parts[0], &one) == GPUPART_OK)
+  if (r->own[1] == r->own[0] && gpupart_partition_get_stats(r->own[0], &one) == GPUPART_OK)
     out->peak_in_use = one.peak_in_use;
-}
-
-static void derive(bench_result *out) {
-  out->fragmentation = out->peak_reserved ? 1.0 - (double)out->peak_in_use / (double)out->peak_reserved : 0;
-  out->modeled_driver_ms =
-      ((double)out->driver_allocs * MODEL_ALLOC_US + (double)out->driver_frees * MODEL_FREE_US) / 1000.0;
-  out->driver_calls_per_10k =
-      out->ops ? (double)(out->driver_allocs + out->driver_frees) * 10000.0 / (double)out->ops : 0;
 }
 
 static void init_result(const bench_target *t, bench_policy p, const bench_workload *w, size_t n, bench_result *out) {
@@ -357,5 +383,5 @@ void bench_run(const bench_target *t, bench_policy p, const bench_workload *w, s
                bench_result *out) {
   if (n > w->n) n = w->n;
   init_result(t, p, w, n, out);
-  if (timed_runs(t, p, w, n, repeat < 1 ? 1 : repeat, out) == 0 && latency_run(t, p, w, n, out) == 0) derive(out);
+  if (timed_runs(t, p, w, n, repeat < 1 ? 1 : repeat, out) == 0 && latency_run(t, p, w, n, out) == 0) bench_derive(out);
 }

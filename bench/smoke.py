@@ -55,6 +55,26 @@ def check_table_and_floor(exe, d):
     assert [r["backend"] for r in table(listed)][0] == "sim", listed
 
 
+def check_configured(exe, d):
+    """The configured policy runs only when named, reads the caller's GPUPART_* variables
+    (a partition declared in them holds its limit: the replay is refused past it) and puts
+    every allocation of a built-in workload in partition p0."""
+    out = os.path.join(d, "configured.json")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+    args = [exe, "--backend", "sim", "--workload", "transformer", "--ops", "2000", "--repeat", "1",
+            "--policy", "configured,growth", "--json", out]
+    subprocess.run(args, env=base, check=True, capture_output=True, timeout=240)
+    with open(out) as f:
+        rows = {r["policy"]: r for r in json.load(f)}
+    assert rows["configured"]["error"] is None and rows["configured"]["failed"] == 0, rows
+    assert rows["configured"]["peak_in_use"] == rows["growth"]["peak_in_use"], rows
+    subprocess.run(args, env={**base, "GPUPART_PARTITIONS": "p0:4MiB"}, check=True, capture_output=True, timeout=240)
+    with open(out) as f:
+        limited = {r["policy"]: r for r in json.load(f)}
+    assert limited["configured"]["failed"] > 0 and limited["configured"]["peak_reserved"] <= 4 << 20, limited
+    assert limited["growth"]["failed"] == 0, "the comparison policies ignore the environment"
+
+
 def check_rows(rows):
     assert isinstance(rows, list) and rows, "empty JSON"
     for row in rows:
@@ -85,6 +105,7 @@ def main():
         with open(csv) as f:
             assert f.readline().startswith("backend,workload,policy"), "CSV header"
         check_table_and_floor(exe, d)
+        check_configured(exe, d)
         micro = os.path.join(d, "micro.json")
         run([exe, "--micro", "--micro-scale", "0.002", "--repeat", "1", "--json", micro])
         with open(micro) as f:

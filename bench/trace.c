@@ -112,40 +112,52 @@ static void trace_name(const char *path, char *out, size_t n) {
 /* ---- parsing ---- */
 
 /* The partitions a trace names (the optional third field of `a` lines, as gpupart's
- * recorder writes them), in order of first use: the n-th name replays on partition
- * n % BENCH_PARTS of the "partitions" policy. Traces without names keep the round-robin. */
-typedef struct name_list {
-  char **names;
-  uint32_t n;
-} name_list;
-
-static uint32_t name_index(name_list *l, const char *name) {
-  for (uint32_t i = 0; i < l->n; i++)
-    if (!strcmp(l->names[i], name)) return i;
-  l->names = bench_xrealloc(l->names, (l->n + 1) * sizeof *l->names);
-  l->names[l->n] = strdup(name);
-  if (!l->names[l->n]) bench_die("out of memory");
-  return l->n++;
+ * recorder writes them, with %XX escapes undone), in order of first use: the n-th name is
+ * the workload's name n, and replays on partition n % BENCH_PARTS of the "partitions"
+ * policy. Allocations without a name keep the round-robin streams. */
+static int hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-static void names_free(name_list *l) {
-  for (uint32_t i = 0; i < l->n; i++) free(l->names[i]);
-  free(l->names);
+/* A name as recorded: %XX is byte XX (a malformed or NUL escape is kept as written). */
+static void decode_name(const char *in, char *out) {
+  while (*in) {
+    int hi = in[0] == '%' ? hex(in[1]) : -1, lo = hi >= 0 ? hex(in[2]) : -1;
+    if (lo >= 0 && (hi | lo)) {
+      *out++ = (char)(hi * 16 + lo);
+      in += 3;
+    } else {
+      *out++ = *in++;
+    }
+  }
+  *out = '\0';
 }
 
 typedef struct parser {
   bench_builder b;
   id_map m;
-  name_list parts;
 } parser;
 
 static int parse_alloc(parser *ps, unsigned long long id, unsigned long long size, const char *part) {
   id_map *m = &ps->m;
+  if (size > BENCH_MAX_REQUEST) return -1;
   if (2 * (m->used + 1) > m->cap) map_grow(m);
   size_t i = map_find(m, id);
   if (m->slots[i] != EMPTY) return -1; /* ids are unique within a trace */
-  m->ids[i] = id, m->slots[i] = bench_emit_alloc(&ps->b, size), m->used++;
-  if (*part) ps->b.w->ops[ps->b.w->n - 1].part = name_index(&ps->parts, part) % BENCH_PARTS;
+  uint32_t slot;
+  if (*part) {
+    char name[1024];
+    decode_name(part, name);
+    uint32_t n = bench_name_of(ps->b.w, name);
+    slot = bench_emit_alloc_to(&ps->b, size, bench_stream_of(ps->b.w, n, 0, n % BENCH_PARTS));
+  } else {
+    slot = bench_emit_alloc(&ps->b, size);
+  }
+  m->ids[i] = id;
+  m->slots[i] = slot;
+  m->used++;
   return 0;
 }
 
@@ -171,6 +183,18 @@ static int parse_line(const char *line, parser *ps) {
   return 0;
 }
 
+/* The offending line on stderr, at most 80 bytes, control characters and bytes past
+ * ASCII as '?': a trace is outside input, and may hold a terminal's escape sequences. */
+static void print_line(const char *path, size_t lineno, const char *line) {
+  char shown[81];
+  size_t k = 0;
+  for (; line[k] && line[k] != '\n' && k < sizeof shown - 1; k++)
+    shown[k] = line[k] >= 0x20 && line[k] < 0x7f ? line[k] : '?';
+  shown[k] = '\0';
+  fprintf(stderr, "%s: %s:%zu: not a valid operation: %s%s\n", bench_program, path, lineno, shown,
+          line[k] && line[k] != '\n' ? "..." : "");
+}
+
 static int parse_stream(FILE *f, const char *path, bench_workload *out) {
   char name[64], *line = NULL;
   size_t len = 0, lineno = 0;
@@ -179,18 +203,22 @@ static int parse_stream(FILE *f, const char *path, bench_workload *out) {
   bench_builder_init(&ps.b, out, name);
   map_init(&ps.m, 1 << 16);
   int rc = 0;
+  errno = 0;
   while (!rc && getline(&line, &len, f) > 0) {
     lineno++;
     char first = line[strspn(line, " \t\r\n")];
     if (first == '#' || !first) continue; /* comments and blank lines */
     if (parse_line(line, &ps)) {
-      fprintf(stderr, "gpupart-bench: %s:%zu: not a valid operation: %s", path, lineno, line);
+      print_line(path, lineno, line);
       rc = -1;
     }
   }
+  if (!rc && ferror(f)) {
+    fprintf(stderr, "%s: cannot read %s: %s\n", bench_program, path, strerror(errno ? errno : EIO));
+    rc = -1;
+  }
   free(line);
   map_free(&ps.m);
-  names_free(&ps.parts);
   bench_builder_finish(&ps.b);
   if (rc) bench_workload_free(out);
   return rc;
@@ -200,19 +228,19 @@ int bench_trace_load(const char *path, bench_workload *out) {
   pid_t pid = -1;
   FILE *f = is_gz(path) ? (access(path, R_OK) ? NULL : open_gzip(path, &pid)) : fopen(path, "r");
   if (!f) {
-    fprintf(stderr, "gpupart-bench: cannot read %s: %s\n", path, strerror(errno));
+    fprintf(stderr, "%s: cannot read %s: %s\n", bench_program, path, strerror(errno));
     return -1;
   }
   int rc = parse_stream(f, path, out);
   fclose(f);
   int status = 0;
   if (pid > 0 && (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))) {
-    fprintf(stderr, "gpupart-bench: gzip -dc %s failed\n", path);
+    fprintf(stderr, "%s: gzip -dc %s failed\n", bench_program, path);
     if (!rc) bench_workload_free(out);
     rc = -1;
   }
   if (!rc && !out->n) {
-    fprintf(stderr, "gpupart-bench: %s holds no operations\n", path);
+    fprintf(stderr, "%s: %s holds no operations\n", bench_program, path);
     bench_workload_free(out);
     rc = -1;
   }

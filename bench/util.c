@@ -43,10 +43,12 @@ void bench_machine_get(bench_machine *m) {
 #endif
 }
 
+const char *bench_program = "gpupart-bench";
+
 _Noreturn void bench_die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("gpupart-bench: ", stderr);
+  fprintf(stderr, "%s: ", bench_program);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);

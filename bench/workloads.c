@@ -22,10 +22,45 @@
 
 /* ---- builder ---- */
 
+/* ---- streams and names ---- */
+
+uint32_t bench_stream_of(bench_workload *w, uint32_t name, uint32_t process, uint32_t lane) {
+  for (uint32_t i = 0; i < w->nstreams; i++) {
+    const bench_stream *s = &w->streams[i];
+    if (s->name == name && s->process == process && s->lane == lane) return i;
+  }
+  w->streams = bench_xrealloc(w->streams, (w->nstreams + 1) * sizeof *w->streams);
+  w->streams[w->nstreams] = (bench_stream){.name = name, .process = process, .lane = lane};
+  if (process >= w->processes) w->processes = process + 1;
+  return w->nstreams++;
+}
+
+uint32_t bench_name_of(bench_workload *w, const char *name) {
+  for (uint32_t i = 0; i < w->nnames; i++)
+    if (!strcmp(w->names[i], name)) return i;
+  w->names = bench_xrealloc(w->names, (w->nnames + 1) * sizeof *w->names);
+  w->names[w->nnames] = strdup(name);
+  if (!w->names[w->nnames]) bench_die("out of host memory");
+  return w->nnames++;
+}
+
+/* w's names and streams, copied into out (which has none yet). */
+static void copy_tables(const bench_workload *w, bench_workload *out) {
+  out->names = NULL, out->nnames = 0;
+  out->streams = NULL, out->nstreams = 0, out->processes = 0;
+  for (uint32_t i = 0; i < w->nnames; i++) bench_name_of(out, w->names[i]);
+  for (uint32_t i = 0; i < w->nstreams; i++)
+    bench_stream_of(out, w->streams[i].name, w->streams[i].process, w->streams[i].lane);
+  if (w->processes > out->processes) out->processes = w->processes;
+}
+
+/* ---- builder ---- */
+
 void bench_builder_init(bench_builder *b, bench_workload *w, const char *name) {
   *w = (bench_workload){.scale = 1.0};
   snprintf(w->name, sizeof w->name, "%s", name);
   *b = (bench_builder){.w = w};
+  for (uint32_t lane = 0; lane < BENCH_PARTS; lane++) bench_stream_of(w, BENCH_NO_NAME, 0, lane);
 }
 
 void bench_builder_finish(bench_builder *b) {
@@ -41,13 +76,19 @@ static void push_op(bench_workload *w, bench_op op) {
   w->ops[w->n++] = op;
 }
 
-uint32_t bench_emit_alloc(bench_builder *b, uint64_t size) {
+uint32_t bench_emit_alloc_to(bench_builder *b, uint64_t size, uint32_t stream) {
   bench_workload *w = b->w;
   uint32_t slot = b->nfree ? b->free_slots[--b->nfree] : w->slots++;
   if (!size) size = 1;
   if (size > w->max_size) w->max_size = size;
-  push_op(w, (bench_op){.size = size, .slot = slot, .part = (uint32_t)(b->allocs++ % BENCH_PARTS)});
+  push_op(w, (bench_op){.size = size, .slot = slot, .part = stream});
+  b->allocs++;
   return slot;
+}
+
+/* The first BENCH_PARTS streams are the round-robin ones (bench_builder_init). */
+uint32_t bench_emit_alloc(bench_builder *b, uint64_t size) {
+  return bench_emit_alloc_to(b, size, (uint32_t)(b->allocs % BENCH_PARTS));
 }
 
 void bench_emit_free(bench_builder *b, uint32_t slot) {
@@ -60,6 +101,9 @@ void bench_emit_free(bench_builder *b, uint32_t slot) {
 }
 
 void bench_workload_free(bench_workload *w) {
+  for (uint32_t i = 0; i < w->nnames; i++) free(w->names[i]);
+  free(w->names);
+  free(w->streams);
   free(w->ops);
   *w = (bench_workload){0};
 }
@@ -83,6 +127,7 @@ void bench_workload_scaled(const bench_workload *w, double factor, bench_workloa
   out->cap = w->n;
   out->max_size = 0;
   out->scale = w->scale * factor;
+  copy_tables(w, out);
   for (size_t i = 0; i < w->n; i++) {
     out->ops[i] = w->ops[i];
     if (!w->ops[i].size) continue;
@@ -90,6 +135,26 @@ void bench_workload_scaled(const bench_workload *w, double factor, bench_workloa
     out->ops[i].size = s ? s : 1;
     if (out->ops[i].size > out->max_size) out->max_size = out->ops[i].size;
   }
+}
+
+void bench_workload_only(const bench_workload *w, uint32_t name, bench_workload *out) {
+  *out = *w;
+  out->ops = bench_xmalloc((w->n ? w->n : 1) * sizeof *w->ops);
+  out->n = 0;
+  out->max_size = 0;
+  copy_tables(w, out);
+  char *mine = bench_xcalloc(w->slots ? w->slots : 1, 1); /* slots now holding one of name's */
+  for (size_t i = 0; i < w->n; i++) {
+    const bench_op *o = &w->ops[i];
+    if (o->size && w->streams[o->part].name != name) continue;
+    if (!o->size && !mine[o->slot]) continue;
+    mine[o->slot] = o->size != 0;
+    out->ops[out->n++] = *o;
+    if (o->size > out->max_size) out->max_size = o->size;
+  }
+  out->cap = out->n;
+  out->ops = bench_xrealloc(out->ops, (out->n ? out->n : 1) * sizeof *out->ops); /* kept per name: only its own */
+  free(mine);
 }
 
 /* ---- a live set that frees by index in O(1) (swap with the last) ---- */

@@ -46,5 +46,6 @@ int cmd_check_config(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif

@@ -2,13 +2,13 @@
  * gpupart metrics prints it, or OpenMetrics 1.0.0 when the scraper's Accept header prefers
  * it), / (the status page, page.h) and /top.json (gpupart top --json). One thread, one
  * poll loop, and bounds on everything a client controls: MAX_CONNS connections at once
- * (a new one always gets a slot: the connection that can least be a scrape in progress is
- * closed to make room), HEAD_SECONDS to send the whole request head (else 408 and
- * closed, so idle and slowly sent requests cannot hold the slots), a request head of at
- * most MAX_REQUEST bytes (else 431), CONN_SECONDS for a whole exchange (else closed), one
- * request per connection. Only GET and HEAD are served (else 405); a malformed request
- * line is 400, an unknown path 404. A reading is shared by the requests of CACHE_SECONDS,
- * so a flood of requests cannot keep the ledgers' locks busy. */
+ * (a new one gets a slot: the connection that can least be a scrape in progress is closed
+ * to make room, but never one still sending its head that was accepted less than
+ * EVICT_GRACE ago: new ones wait in the listen queue meanwhile), HEAD_SECONDS to send the whole request head (else 408
+ * and closed, so idle and slowly sent requests cannot hold the slots), a request head of at most MAX_REQUEST bytes
+ * (else 431), CONN_SECONDS for a whole exchange (else closed), one request per connection. Only GET and HEAD are served
+ * (else 405); a malformed request line is 400, an unknown path 404. A reading is shared by the requests of
+ * CACHE_SECONDS, so a flood of requests cannot keep the ledgers' locks busy. */
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -28,6 +28,7 @@
 #define MAX_REQUEST 8192
 #define HEAD_SECONDS 3.0
 #define CONN_SECONDS 10.0
+#define EVICT_GRACE 1.0
 #define CACHE_SECONDS 0.5
 #define DEFAULT_LISTEN "127.0.0.1:9464"
 
@@ -374,25 +375,39 @@ static void close_early(conn *c) {
  * being written (2). */
 static int eviction_rank(const conn *c) { return c->draining ? 0 : c->out ? 2 : 1; }
 
-/* A free slot; when there is none, the connection whose closing costs least (the oldest
- * of those) is closed to make one, so that idle or slow clients can never keep a new
- * scrape out. */
+/* Whether c may be closed to make room at time t: not while it may be a client that has
+ * just connected and is about to send its request (accepted less than EVICT_GRACE ago). */
+static int evictable(const conn *c, double t) { return eviction_rank(c) != 1 || t - c->accepted >= EVICT_GRACE; }
+
+/* A free slot; when there is none, the evictable connection whose closing costs least (the
+ * oldest of those) is closed to make one, so that idle or slow clients can never keep a
+ * new scrape out for long; NULL when every slot holds a connection that is not evictable. */
 static conn *free_slot(server *s) {
   conn *victim = NULL;
+  double t = now();
   for (int i = 0; i < MAX_CONNS; i++) {
     conn *c = &s->c[i];
     if (c->fd < 0) return c;
+    if (!evictable(c, t)) continue;
     int r = victim ? eviction_rank(c) - eviction_rank(victim) : -1;
     if (r < 0 || (r == 0 && c->accepted < victim->accepted)) victim = c;
   }
-  close_early(victim);
+  if (victim) close_early(victim);
   return victim;
+}
+
+/* Whether a connection waiting in the listen queue could get a slot now. */
+static int has_room(const server *s) {
+  double t = now();
+  for (int i = 0; i < MAX_CONNS; i++)
+    if (s->c[i].fd < 0 || evictable(&s->c[i], t)) return 1;
+  return 0;
 }
 
 /* Takes the waiting connections (at most MAX_CONNS per turn, so a flood of them cannot
  * starve the others) and reads each at once: a scraper's request is often there already. */
 static void accept_all(server *s) {
-  for (int k = 0; k < MAX_CONNS; k++) {
+  for (int k = 0; k < MAX_CONNS && has_room(s); k++) {
     int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     conn *c = free_slot(s);
@@ -406,17 +421,31 @@ static void accept_all(server *s) {
   }
 }
 
+/* c is past its deadline: a head still sending is read once more (it may have come in
+ * while the loop served others) and answered when whole; else c is closed, with a 408 when
+ * its head is not in. */
+static void expire_one(server *s, conn *c) {
+  if (!c->out && !c->draining) {
+    on_readable(s, c);
+    if (c->fd >= 0 && c->out) {
+      on_writable(c);
+      return;
+    }
+  }
+  if (c->fd >= 0) close_early(c);
+}
+
 /* Connections past their deadline: 408 to those still sending their request. */
 static void expire(server *s) {
   double t = now();
   for (int i = 0; i < MAX_CONNS; i++)
-    if (s->c[i].fd >= 0 && t >= s->c[i].deadline) close_early(&s->c[i]);
+    if (s->c[i].fd >= 0 && t >= s->c[i].deadline) expire_one(s, &s->c[i]);
 }
 
 static void serve_once(server *s) {
   struct pollfd p[MAX_CONNS + 1];
   int idx[MAX_CONNS + 1], n = 1;
-  p[0] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+  p[0] = (struct pollfd){.fd = s->listen_fd, .events = has_room(s) ? POLLIN : 0};
   for (int i = 0; i < MAX_CONNS; i++)
     if (s->c[i].fd >= 0)
       idx[n] = i,

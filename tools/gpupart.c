@@ -20,6 +20,9 @@ static const char usage[] = "usage: gpupart [--help] [--version] COMMAND [ARGS]\
                             "  config [--json] [--device B:I]      the effective policy for a device, and where\n"
                             "                                      each value came from\n"
                             "  check-config FILE                   validate a configuration file\n"
+                            "  tune [--json] [--budget SIZE] TRACE...\n"
+                            "                                      the configuration an application's own\n"
+                            "                                      allocation trace asks for\n"
                             "  top [--once] [--json]               the shared devices' partitions and processes,\n"
                             "                                      live\n"
                             "  metrics [--output FILE]             the same as Prometheus text\n"
@@ -145,7 +148,8 @@ int main(int argc, char **argv) {
     const char *name;
     int (*run)(int argc, char **argv);
   } commands[] = {{"devices", cmd_devices}, {"config", cmd_config},   {"check-config", cmd_check_config},
-                  {"top", cmd_top},         {"metrics", cmd_metrics}, {"exporter", cmd_exporter}};
+                  {"top", cmd_top},         {"metrics", cmd_metrics}, {"exporter", cmd_exporter},
+                  {"tune", cmd_tune}};
   if (argc < 2) return fputs(usage, stderr), EXIT_USAGE;
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(usage, stdout), EXIT_OK;
   if (strcmp(argv[1], "--version") == 0) return version();

@@ -69,7 +69,7 @@ def test_version_and_help():
     out, _ = expect_rc(["--help"], 0)
     for word in ("devices", "config", "check-config", "exit status", "GPUPART_CONFIG"):
         check(word in out, f"--help mentions {word}", out)
-    for cmd in ("devices", "config", "check-config", "top", "metrics", "exporter"):
+    for cmd in ("devices", "config", "check-config", "top", "metrics", "exporter", "tune"):
         out, _ = expect_rc([cmd, "--help"], 0)
         check(out.startswith(f"usage: gpupart {cmd}"), f"{cmd} --help", out)
 
@@ -1164,6 +1164,28 @@ def test_exporter_bounds_connections_and_slow_clients():
             statuses = list(pool.map(lambda i: e.get("/metrics" if i % 2 else "/")[0], range(200)))
         check(set(statuses) == {200}, f"concurrent: {sorted(set(statuses))}", statuses)
         check(e.p.poll() is None, "the exporter is alive", "")
+
+
+def test_exporter_never_evicts_a_client_that_has_just_connected():
+    """A client that connects and sends its request a moment later is served, even when more
+    connections than the exporter has slots arrive in between: only connections that have
+    sat idle for the eviction grace (1 s) are closed to make room."""
+    with Holders(["train:512:0:2"]) as h, Exporter(h) as e:
+        first = socket.create_connection(("127.0.0.1", e.port), timeout=20)
+        others = [socket.create_connection(("127.0.0.1", e.port), timeout=20) for _ in range(40)]
+        time.sleep(0.25)  # the exporter takes them all meanwhile; well within the grace
+        first.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        reply = b""
+        try:
+            while chunk := first.recv(65536):
+                reply += chunk
+        except ConnectionResetError:
+            pass
+        first.close()
+        for c in others:
+            c.close()
+        check(reply.startswith(b"HTTP/1.1 200 "), "the first client is served, not evicted", reply[:80])
+        check(e.get("/metrics")[0] == 200 and e.p.poll() is None, "still serving, alive", "")
 
 
 def test_exporter_serves_scrapes_past_many_idle_and_slow_connections():

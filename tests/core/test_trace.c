@@ -310,10 +310,56 @@ Test(trace, the_benchmark_parser_loads_a_recorded_trace_with_its_partitions) {
   cr_assert_eq(bench_trace_load(path, &w), 0);
   cr_expect_eq(w.n, ops);
   cr_expect_eq(w.ops[0].size, 4096);
-  cr_expect_eq(w.ops[0].part, 0, "weights: the first partition named");
+  const bench_stream *weights = &w.streams[w.ops[0].part], *activations = &w.streams[w.ops[1].part];
+  cr_expect_eq(weights->lane, 0, "weights: the first partition named");
+  cr_expect_str_eq(w.names[weights->name], "weights");
   cr_expect_eq(w.ops[1].size, 100);
-  cr_expect_eq(w.ops[1].part, 1, "activations: the second");
-  cr_expect_eq(w.ops[4].part, 0);
+  cr_expect_eq(activations->lane, 1, "activations: the second");
+  cr_expect_str_eq(w.names[activations->name], "activations");
+  cr_expect_eq(w.ops[4].part, w.ops[0].part);
+  cr_expect_eq(w.processes, 1);
+  bench_workload_free(&w);
+}
+
+static void write_text(const char *file, const char *text) {
+  FILE *f = fopen(file, "w");
+  cr_assert(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+Test(trace, the_parser_undoes_the_recorders_escapes_in_names) {
+  write_text(path, "a 1 10 odd%20name%25\na 2 10 p%zz%00\nf 1\n");
+  bench_workload w;
+  cr_assert_eq(bench_trace_load(path, &w), 0);
+  cr_expect_str_eq(w.names[w.streams[w.ops[0].part].name], "odd name%");
+  cr_expect_str_eq(w.names[w.streams[w.ops[1].part].name], "p%zz%00", "malformed and NUL escapes stay as written");
+  bench_workload_free(&w);
+}
+
+/* Two processes' files: operation k of a file of m comes at (k + 1/2)/m of the run, so
+ * A's four at 1/8, 3/8, 5/8, 7/8 and B's two at 1/4, 3/4; slots never shared, a name
+ * one name across files, each file its own process. */
+Test(trace, several_processes_interleave_in_proportion_to_their_lengths) {
+  char b[160];
+  snprintf(b, sizeof b, "%s/b.ops", dir);
+  write_text(path, "a 1 100 w\na 2 200 x\nf 1\nf 2\n");
+  write_text(b, "a 1 300 w\nf 1\n");
+  const char *files[] = {path, b};
+  bench_workload w;
+  cr_assert_eq(bench_trace_load_together(files, 2, &w), 0);
+  cr_assert_eq(w.n, 6);
+  cr_expect_eq(w.processes, 2);
+  uint64_t sizes[] = {100, 300, 200, 0, 0, 0};
+  for (int i = 0; i < 6; i++) cr_expect_eq(w.ops[i].size, sizes[i], "op %d", i);
+  cr_expect_neq(w.ops[0].slot, w.ops[1].slot, "the files' first allocations have their own slots");
+  cr_expect_eq(w.ops[3].slot, w.ops[0].slot, "A frees its first");
+  cr_expect_eq(w.ops[4].slot, w.ops[1].slot, "then B frees its one");
+  const bench_stream *a = &w.streams[w.ops[0].part], *bw = &w.streams[w.ops[1].part];
+  cr_expect_eq(a->name, bw->name, "'w' is one name across the files");
+  cr_expect_eq(a->process, 0);
+  cr_expect_eq(bw->process, 1);
+  cr_expect_str_eq(w.name, "t+b");
   bench_workload_free(&w);
 }
 
