@@ -352,8 +352,9 @@ typedef struct gpupart_sim_desc {
                      and that traces record: a mirror's is the real device's (the
                      interposers pass the driver's name of the GPU) */
   /* Since 0.3: the emulated virtual memory of expandable partitions. */
-  uint64_t vm_granule; /* 0 = 2 MiB (CUDA's usual granularity); a power of two, at least
-                          min_alignment: the granule that mappings take */
+  uint64_t vm_granule; /* 0 = 2 MiB (CUDA's usual granularity), or min_alignment where that is
+                          larger; a power of two, at least min_alignment: the granule that
+                          mappings take */
   int no_vm;           /* nonzero: the device has no virtual memory (as OpenCL, or a CUDA
                           vGPU profile without it): expandable partitions keep blocks */
 } gpupart_sim_desc;    /* in one context, sim devices with the same index and total_bytes are the same device;

@@ -89,7 +89,8 @@ static int sim_apply_defaults(const void *in, size_t size, uint64_t sim_total, g
   if (rc == GPUPART_OK) rc = check_pow2("block_granularity", out->block_granularity);
   if (rc == GPUPART_OK) rc = check_pow2("block_round_up", out->block_round_up);
   if (out->block_granularity < out->min_alignment) out->block_granularity = out->min_alignment;
-  if (!out->vm_granule) out->vm_granule = SIM_DEFAULT_VM_GRANULE;
+  if (!out->vm_granule)
+    out->vm_granule = out->min_alignment > SIM_DEFAULT_VM_GRANULE ? out->min_alignment : SIM_DEFAULT_VM_GRANULE;
   if (rc == GPUPART_OK) rc = check_pow2("vm_granule", out->vm_granule);
   if (rc == GPUPART_OK && out->vm_granule < out->min_alignment)
     rc = gpupart__fail(GPUPART_EINVAL, "sim: vm_granule is below min_alignment");

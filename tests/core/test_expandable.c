@@ -22,9 +22,16 @@ static void teardown(void) {
   if (env.dev) close_env(&env);
 }
 
+/* A sim device of this library's descriptor size (its 0.3 fields count). */
+static void open_sim(const gpupart_sim_desc *sim) {
+  env.ctx = test_context();
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = sim, .backend_desc_size = sizeof *sim};
+  cr_assert_eq(gpupart_device_open(env.ctx, &d, &env.dev), GPUPART_OK, "%s", gpupart_last_error());
+}
+
 static void open_host_backed(int no_vm) {
   gpupart_sim_desc sim = {.total_bytes = 256 * MiB, .host_backed = 1, .no_vm = no_vm};
-  env = open_env(&sim, NULL);
+  open_sim(&sim);
 }
 
 TestSuite(expandable, .fini = teardown);
@@ -136,11 +143,20 @@ Test(expandable, the_limit_binds_at_the_limit) {
 Test(expandable, a_device_without_virtual_memory_keeps_blocks) {
   open_host_backed(1);
   gpupart_partition *p = expandable(64 * MiB, 0);
-  gpupart_allocation *a = alloc_ok(p, 1 * MiB);
-  cr_expect_eq(info_of(a).block_size, 2 * MiB, "a growth block");
+  gpupart_allocation *a = alloc_ok(p, 3 * MiB), *b = alloc_ok(p, 3 * MiB);
+  cr_expect_neq(info_of(a).device_address - info_of(a).offset, info_of(b).device_address - info_of(b).offset,
+                "two growth blocks, not one range");
   fill(a, 1);
   gpupart_free(a);
+  gpupart_free(b);
   gpupart_partition_destroy(p);
+  gpupart_partition_desc d = {.name = "required",
+                              .limit = 64 * MiB,
+                              .flags = GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED};
+  gpupart_partition *q = NULL;
+  cr_expect_eq(gpupart_partition_create(env.dev, &d, &q), GPUPART_ENOTSUP);
+  cr_expect(message_has("no virtual memory"), "%s", gpupart_last_error());
+  cr_expect_null(q);
 }
 
 Test(expandable, a_preallocated_partition_maps_its_limit_at_once_and_keeps_it) {
@@ -335,7 +351,7 @@ Test(expandable, the_dump_shows_the_mapped_block_and_the_allocations) {
  * charged (all or nothing, as for blocks); growth after a refusal goes on as before. */
 Test(expandable, a_refused_mapping_leaves_nothing_behind) {
   gpupart_sim_desc sim = {.total_bytes = 256 * MiB, .fail_block_alloc_at = 3};
-  env = open_env(&sim, NULL);
+  open_sim(&sim);
   gpupart_partition_desc d = {.name = "pre",
                               .limit = 64 * MiB,
                               .growth = GPUPART_GROWTH_OFF,
@@ -354,4 +370,21 @@ Test(expandable, a_refused_mapping_leaves_nothing_behind) {
   gpupart_free(b);
   gpupart_free(a);
   gpupart_partition_destroy(p);
+}
+
+/* A device alignment above the default granule raises the granule (it must hold whole
+ * aligned ranges); an explicit granule below the alignment is refused. */
+Test(expandable, the_granule_is_at_least_the_device_alignment) {
+  gpupart_sim_desc sim = {.total_bytes = 1024 * MiB, .min_alignment = 4 * MiB};
+  open_sim(&sim);
+  gpupart_partition *p = expandable(64 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 1000);
+  cr_expect_eq(info_of(a).block_size, 4 * MiB, "one 4 MiB granule mapped");
+  gpupart_free(a);
+  gpupart_partition_destroy(p);
+  gpupart_sim_desc bad = {.total_bytes = 512 * MiB, .min_alignment = 4 * MiB, .vm_granule = 2 * MiB};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &bad, .backend_desc_size = sizeof bad};
+  gpupart_device *dev = NULL;
+  cr_expect_eq(gpupart_device_open(env.ctx, &d, &dev), GPUPART_EINVAL);
+  cr_expect_null(dev);
 }
