@@ -285,6 +285,7 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   gpupart_device *dev = p->dev;
   atomic_fetch_add(&p->allocating, 1);
   atomic_fetch_add(&dev->allocating, 1);
+  gpupart__device_dra_poll(dev, 0); /* a DRA claim's newer generation, at most every GPUPART__DRA_POLL_NS */
   pthread_mutex_lock(&dev->slow);
   gpupart__device_honour_trim_locked(dev); /* shared ledger: other processes' requests */
   refusal why = attempt(p, q, out);

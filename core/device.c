@@ -245,6 +245,7 @@ static gpupart_result open_sized(gpupart_context *ctx, const gpupart_device_desc
   ctx->open_devices++;
   pthread_mutex_unlock(&ctx->lock);
   gpupart__ledger_report(dev->ledger); /* dead members joining reaped (under the context's lock) */
+  gpupart__device_dra_watch(dev);      /* and a generation newer than the context's own, already */
   *out = dev;
   return GPUPART_OK;
 }

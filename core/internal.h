@@ -150,6 +150,12 @@ struct gpupart_device {
    * configured partitions another process made stay its own). Guarded by slow. */
   uint64_t trim_seen;
   int find_joins;
+  /* DRA metadata (device.c): 1 + the index of the configuration's DRA device that names
+   * this device (0: none), the generation applied and its memory; when its file is next
+   * read (atomic: read before taking slow). Guarded by slow. */
+  uint32_t dra;
+  uint64_t dra_generation, dra_memory;
+  atomic_uint_fast64_t dra_next_ns;
   gpupart__ratelimit refusals;   /* events.c: how often refused allocations are logged */
   gpupart__ratelimit oom_events; /* events.c: and OOM-sequence steps and reclaim calls */
 };

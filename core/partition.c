@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "arena.h"
 #include "error.h"
@@ -520,17 +521,107 @@ static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
   return rc;
 }
 
-gpupart_result gpupart_partition_resize(gpupart_partition *p, uint64_t new_limit) {
-  if (!p) return gpupart__fail(GPUPART_EINVAL, "partition_resize: p is NULL");
+int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit) {
   gpupart_device *dev = p->dev;
   uint64_t limit = new_limit & ~(dev->granularity - 1);
   if (!limit)
     return gpupart__fail(GPUPART_EINVAL, "partition_resize: %llu rounds down to 0 at granularity %llu",
                          (unsigned long long)new_limit, (unsigned long long)dev->granularity);
-  pthread_mutex_lock(&dev->slow);
   gpupart__ledger_figures f;
   dev->ledger->ops->get(dev->ledger, p->account, &f);
-  int rc = limit > f.limit ? grow_locked(p, f.limit, limit) : limit < f.limit ? shrink_locked(p, limit) : GPUPART_OK;
-  pthread_mutex_unlock(&dev->slow);
+  return limit > f.limit ? grow_locked(p, f.limit, limit) : limit < f.limit ? shrink_locked(p, limit) : GPUPART_OK;
+}
+
+gpupart_result gpupart_partition_resize(gpupart_partition *p, uint64_t new_limit) {
+  if (!p) return gpupart__fail(GPUPART_EINVAL, "partition_resize: p is NULL");
+  pthread_mutex_lock(&p->dev->slow);
+  int rc = gpupart__partition_resize_locked(p, new_limit);
+  pthread_mutex_unlock(&p->dev->slow);
   return rc;
+}
+
+/* ---- DRA metadata: a claim's newer generation, applied at run time -------------- */
+
+/* The configuration's DRA device that names this device, watched from now on. */
+static void dra_watch(gpupart_device *dev) {
+  const gpupart__config *c = dev->ctx->cfg;
+  for (uint32_t i = 0; i < c->ndra && !dev->dra; i++) {
+    if (!gpupart__dra_names(&c->dra[i], dev->info.uuid, dev->info.pci_bus_id)) continue;
+    dev->dra = i + 1;
+    dev->dra_generation = c->dra[i].generation;
+    dev->dra_memory = c->dra[i].has_memory ? c->dra[i].memory : 0;
+  }
+}
+
+/* The live resize of a claim's new memory: each partition of this handle that held the
+ * whole claim (its limit was the claim's memory) takes the new one. This is the one call
+ * a ledger-wide resize (the operator's group ledger) replaces; in-process it grows within
+ * the device's budget and shrinks down to what the partition holds. Slow lock held. */
+static int dra_apply_locked(gpupart_device *dev, uint64_t old_bytes, uint64_t new_bytes) {
+  uint64_t was = old_bytes & ~(dev->granularity - 1);
+  int rc = GPUPART_OK;
+  for (uint32_t i = 0; i < dev->nparts && rc == GPUPART_OK; i++) {
+    gpupart__ledger_figures f;
+    dev->ledger->ops->get(dev->ledger, dev->parts[i]->account, &f);
+    if (was && f.limit == was) rc = gpupart__partition_resize_locked(dev->parts[i], new_bytes);
+  }
+  return rc;
+}
+
+/* What one look at the file found, logged once the lock is dropped. */
+typedef struct dra_news {
+  int level; /* 0: nothing to say */
+  char line[GPUPART__MSG_MAX + 256];
+} dra_news;
+
+static void dra_update_locked(gpupart_device *dev, const gpupart__dra_device *now, dra_news *out) {
+  const gpupart__dra_device *was = &dev->ctx->cfg->dra[dev->dra - 1];
+  uint64_t from = dev->dra_memory, to = now->has_memory ? now->memory : from;
+  int rc = to != from ? dra_apply_locked(dev, from, to) : GPUPART_OK;
+  out->level = rc ? GPUPART_LOG_WARN : GPUPART_LOG_INFO;
+  if (rc) {
+    snprintf(out->line, sizeof out->line, "DRA claim %s/%s generation %llu: memory %llu -> %llu not applied: %s",
+             was->namespace, was->claim, (unsigned long long)now->generation, (unsigned long long)from,
+             (unsigned long long)to, gpupart_last_error());
+    return; /* tried again at the next look */
+  }
+  snprintf(out->line, sizeof out->line, "DRA claim %s/%s generation %llu: memory %llu -> %llu", was->namespace,
+           was->claim, (unsigned long long)now->generation, (unsigned long long)from, (unsigned long long)to);
+  dev->dra_generation = now->generation;
+  dev->dra_memory = to;
+}
+
+static void dra_look_locked(gpupart_device *dev, dra_news *out) {
+  const gpupart__dra_device *was = &dev->ctx->cfg->dra[dev->dra - 1];
+  gpupart__dra_device now[GPUPART__MAX_DRA];
+  char why[GPUPART__MSG_MAX];
+  int n = gpupart__dra_read(&dev->ctx->mem, was->path, now, GPUPART__MAX_DRA, why, sizeof why);
+  for (int i = 0; i < n; i++)
+    if (now[i].by_uuid == was->by_uuid && !strcmp(now[i].key, was->key) && !strcmp(now[i].request, was->request) &&
+        now[i].generation > dev->dra_generation)
+      dra_update_locked(dev, &now[i], out);
+}
+
+static uint64_t coarse_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+void gpupart__device_dra_poll(gpupart_device *dev, int force) {
+  if (!dev->dra) return;
+  uint64_t now = coarse_ns();
+  if (!force && now < atomic_load_explicit(&dev->dra_next_ns, memory_order_relaxed)) return;
+  dra_news news = {0};
+  pthread_mutex_lock(&dev->slow);
+  atomic_store_explicit(&dev->dra_next_ns, now + GPUPART__DRA_POLL_NS, memory_order_relaxed);
+  dra_look_locked(dev, &news);
+  pthread_mutex_unlock(&dev->slow);
+  if (news.level)
+    gpupart__log(dev->ctx, (gpupart_log_level)news.level, dev->settings.v[GPUPART__OPT_VERBOSE].u != 0, news.line);
+}
+
+void gpupart__device_dra_watch(gpupart_device *dev) {
+  dra_watch(dev);
+  gpupart__device_dra_poll(dev, 1);
 }

@@ -11,6 +11,20 @@ void gpupart__partition_free(gpupart_partition *p);
  * ENOMEM) naming the source; the caller closes the device on failure. */
 int gpupart__partition_create_configured(gpupart_device *dev);
 
+/* gpupart_partition_resize with the device's slow lock held (the DRA watcher's live
+ * resize, device.c). */
+int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit);
+
+/* Reads the DRA metadata file of the claim that names dev again, at most once per
+ * GPUPART__DRA_POLL_NS unless force (the device's open), and applies a newer generation's gpupart.io/memory as a live
+ * resize of the partitions that held the whole claim; logs what it did. Takes dev's slow lock: call it with no gpupart
+ * lock held, on a slow path (an allocation that needs a block), never on the allocation fast path. */
+#define GPUPART__DRA_POLL_NS 250000000ull
+void gpupart__device_dra_poll(gpupart_device *dev, int force);
+/* At device open: finds the configuration's DRA device that names dev, and looks at its
+ * file once (gpupart__device_dra_poll, forced). */
+void gpupart__device_dra_watch(gpupart_device *dev);
+
 /* Partition lock held: where p publishes its counters now; in a child forked after p was
  * set up, the sink (its parent goes on publishing its own figures in the share). */
 static inline gpupart__ledger_counters *gpupart__published(gpupart_partition *p) {

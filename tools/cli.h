@@ -47,5 +47,6 @@ int cmd_top(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_cdi(int argc, char **argv);
 
 #endif

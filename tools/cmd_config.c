@@ -27,7 +27,9 @@ static const char help[] = "usage: gpupart config [--json] [--device BACKEND:IND
                            "                TensorFlow, JAX and PyTorch memory variables seen (never applied),\n"
                            "                clipped {memory_limit|memory_fraction: {asked, source}} where\n"
                            "                an operator's ceiling lowered a value, and orchestrator\n"
-                           "                {shares [{source, device, bytes, applied}], ignored [...]},\n"
+                           "                {shares [{source, device, bytes, applied, claim}], ignored [...]}\n"
+                           "                (claim: a DRA share's {name, namespace, pod_claim, request,\n"
+                           "                generation, guarantee, file}),\n"
                            "                and never_applies [{source, what, device, why}]: [device]\n"
                            "                sections, per-device entries and partitions that name a device\n"
                            "                this machine does not have\n"
@@ -132,16 +134,39 @@ static void json_clipped(const gpupart__settings *s) {
   printf("}");
 }
 
-/* What a share names: "index 1", "every device", or its PCI address or dmem region. */
+/* The device's total bytes, what a portion share (KAI's GPU_PORTION) is a part of. */
+static uint64_t device_total(const gpupart_device *dev) {
+  gpupart_device_info info = {0};
+  return gpupart_device_get_info(dev, &info) == GPUPART_OK ? info.total_bytes : 0;
+}
+
+/* What a share names: "index 1", "every device", or its UUID, PCI address or dmem region. */
 static void share_device(const gpupart__share *sh, char *buf, size_t n) {
   if (sh->all) snprintf(buf, n, "every device");
-  else if (sh->kind == GPUPART__SHARE_HAMI_DEVICE) snprintf(buf, n, "index %u", sh->index);
+  else if (sh->by_index) snprintf(buf, n, "index %u", sh->index);
   else snprintf(buf, n, "%s", sh->key);
+}
+
+/* A DRA share's claim: its names, the generation read and the floor it asks for. */
+static void json_claim(const gpupart__dra_device *d) {
+  printf(", \"claim\": {\"name\": ");
+  json_string(stdout, d->claim);
+  printf(", \"namespace\": ");
+  json_string(stdout, d->namespace);
+  printf(", \"pod_claim\": ");
+  json_string(stdout, d->pod_claim);
+  printf(", \"request\": ");
+  json_string(stdout, d->request);
+  printf(", \"generation\": %llu, \"guarantee\": %llu, \"file\": ", (unsigned long long)d->generation,
+         (unsigned long long)d->guarantee);
+  json_string(stdout, d->path);
+  printf("}");
 }
 
 static void json_shares(gpupart_context *ctx, gpupart_device *dev) {
   const gpupart__config *c = gpupart__introspect_config(ctx);
   const gpupart__settings *s = gpupart__introspect_settings(dev);
+  uint64_t total = device_total(dev);
   char what[160];
   printf(",\n  \"orchestrator\": {\"shares\": [");
   for (uint32_t i = 0; i < c->nshares; i++) {
@@ -150,8 +175,10 @@ static void json_shares(gpupart_context *ctx, gpupart_device *dev) {
     json_string(stdout, c->shares[i].source);
     printf(", \"device\": ");
     json_string(stdout, what);
-    printf(", \"bytes\": %llu, \"applied\": %s}", (unsigned long long)c->shares[i].bytes,
+    printf(", \"bytes\": %llu, \"applied\": %s", (unsigned long long)gpupart__share_bytes(&c->shares[i], total),
            s->share == &c->shares[i] ? "true" : "false");
+    if (c->shares[i].dra) json_claim(&c->dra[c->shares[i].dra - 1]);
+    printf("}");
   }
   printf("%s], \"ignored\": [", c->nshares ? "\n  " : "");
   for (uint32_t i = 0; i < c->nshare_warnings; i++) {
@@ -164,12 +191,14 @@ static void json_shares(gpupart_context *ctx, gpupart_device *dev) {
 static void print_shares(gpupart_context *ctx, gpupart_device *dev) {
   const gpupart__config *c = gpupart__introspect_config(ctx);
   const gpupart__settings *s = gpupart__introspect_settings(dev);
+  uint64_t total = device_total(dev);
   char what[160];
   if (!c->nshares && !c->nshare_warnings) return;
   printf("\norchestrator shares (applied to memory_limit when nothing else sets it):\n");
   for (uint32_t i = 0; i < c->nshares; i++) {
     share_device(&c->shares[i], what, sizeof what);
-    printf("%-40s %-24s %20llu  %s\n", c->shares[i].source, what, (unsigned long long)c->shares[i].bytes,
+    printf("%-40s %-24s %20llu  %s\n", c->shares[i].source, what,
+           (unsigned long long)gpupart__share_bytes(&c->shares[i], total),
            s->share == &c->shares[i] ? "applied" : "not applied");
   }
   for (uint32_t i = 0; i < c->nshare_warnings; i++) printf("%s\n", c->share_warnings[i]);

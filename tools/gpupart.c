@@ -27,6 +27,9 @@ static const char usage[] = "usage: gpupart [--help] [--version] COMMAND [ARGS]\
                             "                                      live\n"
                             "  metrics [--output FILE]             the same as Prometheus text\n"
                             "  exporter [--listen ADDR:PORT]       the same over HTTP: /metrics and a status page\n"
+                            "  cdi --partition NAME --memory AMOUNT\n"
+                            "                                      the CDI edits that put a container under a\n"
+                            "                                      partition (for a DRA driver)\n"
                             "\n"
                             "'gpupart COMMAND --help' describes one command. The policy comes from the GPUPART_*\n"
                             "environment variables and the INI file that GPUPART_CONFIG names (see gpupart(1) and\n"
@@ -149,7 +152,7 @@ int main(int argc, char **argv) {
     int (*run)(int argc, char **argv);
   } commands[] = {{"devices", cmd_devices}, {"config", cmd_config},   {"check-config", cmd_check_config},
                   {"top", cmd_top},         {"metrics", cmd_metrics}, {"exporter", cmd_exporter},
-                  {"tune", cmd_tune}};
+                  {"tune", cmd_tune},       {"cdi", cmd_cdi}};
   if (argc < 2) return fputs(usage, stderr), EXIT_USAGE;
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(usage, stdout), EXIT_OK;
   if (strcmp(argv[1], "--version") == 0) return version();

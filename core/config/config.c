@@ -186,26 +186,38 @@ int gpupart__config_env_changed(const gpupart__config *c, char *buf, size_t n) {
 /* ---- shares assigned by an orchestrator --------------------------------------------- */
 
 #define HAMI "CUDA_DEVICE_MEMORY_LIMIT"
+#define HAMI_HIP "HIP_DEVICE_MEMORY_LIMIT"
 
-/* HAMi's CUDA_DEVICE_MEMORY_LIMIT_<i> (every one set), then CUDA_DEVICE_MEMORY_LIMIT, then
- * Slurm's SLURM_SHARD_MEM_PER_GPU, then the cgroup's dmem.max: the order of precedence
- * among them. Names are found in environ, values read with secure_getenv. */
-static void hami_devices(gpupart__config *c) {
+/* Every variable prefix_<i> that is set, in environ's order. Names are found in environ,
+ * values read with secure_getenv. */
+static void hami_devices(gpupart__config *c, const char *prefix) {
+  size_t n = strlen(prefix);
   for (char **v = environ; v && *v; v++) {
     const char *eq = strchr(*v, '=');
     char name[96];
-    if (!eq || strncmp(*v, HAMI "_", sizeof HAMI) != 0 || (size_t)(eq - *v) >= sizeof name) continue;
+    if (!eq || strncmp(*v, prefix, n) != 0 || (*v)[n] != '_' || (size_t)(eq - *v) >= sizeof name) continue;
     snprintf(name, sizeof name, "%.*s", (int)(eq - *v), *v);
     const char *value = secure_getenv(name);
     if (value && *value) gpupart__share_hami(c, name, value);
   }
 }
 
-static void load_shares(gpupart__config *c) {
+/* The order of precedence among the orchestrators' shares (docs/configuration.md): the
+ * Kubernetes DRA device metadata files (dra_metadata_dir), HAMi's
+ * CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_MEMORY_LIMIT, its AMD HIP_DEVICE_MEMORY_LIMIT_<i>
+ * and HIP_DEVICE_MEMORY_LIMIT, NVIDIA MPS's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, Slurm's
+ * SLURM_SHARD_MEM_PER_GPU, KAI's GPU_PORTION, then the cgroup's dmem.max. */
+static void load_shares(const gpupart__hostmem *m, gpupart__config *c) {
+  const gpupart__value *root = &c->env.global[GPUPART__OPT_DRA_METADATA_DIR];
   const char *v;
-  hami_devices(c);
+  gpupart__share_dra(c, m, root->set ? root->str : gpupart__options[GPUPART__OPT_DRA_METADATA_DIR].def);
+  hami_devices(c, HAMI);
   if ((v = secure_getenv(HAMI)) && *v) gpupart__share_hami(c, HAMI, v);
+  hami_devices(c, HAMI_HIP);
+  if ((v = secure_getenv(HAMI_HIP)) && *v) gpupart__share_hami(c, HAMI_HIP, v);
+  if ((v = secure_getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")) && *v) gpupart__share_mps(c, v);
   if ((v = secure_getenv("SLURM_SHARD_MEM_PER_GPU")) && *v) gpupart__share_slurm(c, v);
+  if ((v = secure_getenv("GPU_PORTION")) && *v) gpupart__share_kai(c, v);
   gpupart__share_dmem(c);
 }
 
@@ -294,7 +306,7 @@ static int load_all(const gpupart__hostmem *m, gpupart__config *c, const gpupart
   if (d->flags & GPUPART_CONTEXT_IGNORE_ENV) /* no variable and no file (include/gpupart.h) */
     return d->config_text && gpupart__ini_parse(&c->file, d->config_text, "config_text", e) ? -1 : 0;
   if (load_env(c, e)) return -1;
-  load_shares(c);
+  load_shares(m, c);
   const char *path = d->config_path, *what = "config_path";
   if (!path && c->env.global[GPUPART__OPT_CONFIG].set) {
     path = c->env.global[GPUPART__OPT_CONFIG].str;

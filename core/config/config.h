@@ -6,6 +6,7 @@
 #ifndef GPUPART_CORE_CONFIG_H
 #define GPUPART_CORE_CONFIG_H
 
+#include "dra.h"
 #include "error.h"
 #include "hostmem.h"
 #include "options.h"
@@ -43,23 +44,34 @@ typedef struct gpupart__foreign {
 } gpupart__foreign;
 #define GPUPART__MAX_FOREIGN 8
 
-/* A memory share an orchestrator assigned, read from its own variables or the cgroup: HAMi's
- * CUDA_DEVICE_MEMORY_LIMIT_<i> and CUDA_DEVICE_MEMORY_LIMIT, Slurm's
- * SLURM_SHARD_MEM_PER_GPU, the cgroup v2 dmem.max. Kept in the order they are read, which
- * is the order of precedence among them (docs/configuration.md). */
+/* A memory share an orchestrator assigned, read from its files, its own variables or the
+ * cgroup: a Kubernetes DRA driver's device metadata (KEP-5304), HAMi's
+ * CUDA_DEVICE_MEMORY_LIMIT[_<i>] and (for AMD) HIP_DEVICE_MEMORY_LIMIT[_<i>], NVIDIA MPS's
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, Slurm's SLURM_SHARD_MEM_PER_GPU, KAI's GPU_PORTION,
+ * the cgroup v2 dmem.max. Kept in the order they are read, which is the order of
+ * precedence among them (docs/configuration.md). */
 typedef enum gpupart__share_kind {
+  GPUPART__SHARE_DRA,         /* a DRA metadata file: the device of a UUID or PCI bus id */
   GPUPART__SHARE_HAMI_DEVICE, /* CUDA_DEVICE_MEMORY_LIMIT_<i>: device index i */
   GPUPART__SHARE_HAMI,        /* CUDA_DEVICE_MEMORY_LIMIT: every device */
+  GPUPART__SHARE_HIP_DEVICE,  /* HIP_DEVICE_MEMORY_LIMIT_<i>: device index i */
+  GPUPART__SHARE_HIP,         /* HIP_DEVICE_MEMORY_LIMIT: every device */
+  GPUPART__SHARE_MPS,         /* CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: an ordinal or a GPU UUID */
   GPUPART__SHARE_SLURM,       /* SLURM_SHARD_MEM_PER_GPU: a PCI address, or every device */
+  GPUPART__SHARE_KAI,         /* GPU_PORTION: a portion of every device's total */
   GPUPART__SHARE_DMEM         /* dmem.max: a region whose name holds the PCI address */
 } gpupart__share_kind;
 
 typedef struct gpupart__share {
   gpupart__share_kind kind;
-  int all;          /* names every device */
-  uint32_t index;   /* HAMI_DEVICE */
-  char key[128];    /* SLURM: the PCI address; DMEM: the region name */
+  int all;      /* names every device */
+  int by_index; /* names device index `index` (HAMI_DEVICE, HIP_DEVICE, an MPS ordinal) */
+  uint32_t index;
+  char key[128];    /* SLURM: the PCI address; MPS: the UUID ("GPU-..."); DMEM: the region;
+                     * DRA: the UUID or PCI bus id */
   uint64_t bytes;   /* 0 = no limit (HAMi's 0m): the next share in the order applies */
+  double portion;   /* KAI: the share is this part of the device's total (bytes is 0) */
+  uint32_t dra;     /* DRA: 1 + the device's index in the configuration's dra[] */
   char source[160]; /* the variable, or "dmem.max of cgroup /path" */
 } gpupart__share;
 #define GPUPART__MAX_SHARES 32
@@ -84,6 +96,8 @@ typedef struct gpupart__config {
   uint32_t nshares;
   char share_warnings[GPUPART__MAX_SHARE_WARNINGS][GPUPART__MSG_MAX]; /* values ignored, and why */
   uint32_t nshare_warnings;
+  gpupart__dra_device dra[GPUPART__MAX_DRA]; /* DRA metadata's devices (shares point here) */
+  uint32_t ndra;
 } gpupart__config;
 
 /* Receives each error line of a check, e.g. "a.ini:3: unknown key 'memroy_fraction'". */
@@ -150,17 +164,35 @@ void gpupart__config_get(const gpupart__config *c, gpupart__opt o, gpupart_backe
 uint32_t gpupart__config_partitions(const gpupart__config *c, gpupart_backend b, uint32_t index,
                                     const gpupart__pspec **out, uint32_t cap);
 
-/* shares.c: records the share of HAMi's variable name = value, of SLURM_SHARD_MEM_PER_GPU,
- * and of the cgroup's dmem.max files; what does not parse is a
- * warning in c->share_warnings, and ignored. */
+/* shares.c: records the share of HAMi's variable name = value (CUDA_DEVICE_MEMORY_LIMIT or
+ * HIP_DEVICE_MEMORY_LIMIT, with or without _<i>), of CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, of
+ * SLURM_SHARD_MEM_PER_GPU, of GPU_PORTION, and of the cgroup's dmem.max files; what does
+ * not parse is a warning in c->share_warnings, and ignored. */
 void gpupart__share_hami(gpupart__config *c, const char *name, const char *value);
+void gpupart__share_mps(gpupart__config *c, const char *value);
 void gpupart__share_slurm(gpupart__config *c, const char *value);
+void gpupart__share_kai(gpupart__config *c, const char *value);
 void gpupart__share_dmem(gpupart__config *c);
+/* Keeps a warning about an ignored value (the first GPUPART__MAX_SHARE_WARNINGS). */
+void gpupart__share_warn(gpupart__config *c, const char *fmt, ...) GPUPART__PRINTF(2, 3);
+/* A new share of that kind and source (a variable, a file); NULL, with a warning, when
+ * the configuration holds GPUPART__MAX_SHARES already. */
+gpupart__share *gpupart__share_add(gpupart__config *c, gpupart__share_kind kind, const char *source);
+/* dra.c: records a share for each device of the DRA metadata files under root
+ * (resourceclaims/<claim>/<request>/<driver>-metadata.json and resourceclaimtemplates/
+ * <podClaimName>/<request>/<driver>-metadata.json); what cannot be read is a warning. */
+void gpupart__share_dra(gpupart__config *c, const gpupart__hostmem *m, const char *root);
 
 /* The orchestrator share that applies to device index with PCI address pci ("" when
- * unknown): the first kind in the order that names it with a limit, the smallest within a
- * kind; NULL when none does. */
+ * unknown), UUID uuid (16 bytes; NULL, or all zero, when it has none) and total bytes
+ * (what a portion is of): the first kind in the order that names it with a limit, the
+ * smallest within a kind; NULL when none does. gpupart__config_share is the same for a
+ * device with no UUID and no total (a portion gives it nothing). */
+const gpupart__share *gpupart__config_share_for(const gpupart__config *c, uint32_t index, const char *pci,
+                                                const uint8_t *uuid, uint64_t total);
 const gpupart__share *gpupart__config_share(const gpupart__config *c, uint32_t index, const char *pci);
+/* The bytes share s gives a device of total bytes: its bytes, or its portion of total. */
+uint64_t gpupart__share_bytes(const gpupart__share *s, uint64_t total);
 
 /* Whether v was set by a variable or the file (not by a descriptor, nor left at its
  * default): a value the operator or the user wrote. */

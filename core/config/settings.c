@@ -84,8 +84,10 @@ static int is_default(const gpupart__value *v) { return !v->src.name || !strcmp(
 static void apply_share(const gpupart__config *c, const gpupart_device_info *info, gpupart__settings *s) {
   gpupart__value *lim = &s->v[GPUPART__OPT_MEMORY_LIMIT];
   if (!is_default(lim)) return;
-  s->share = gpupart__config_share(c, s->index, info->pci_bus_id);
-  if (s->share) *lim = (gpupart__value){.set = 1, .src = {s->share->source, 0}, .u = s->share->bytes};
+  s->share = gpupart__config_share_for(c, s->index, info->pci_bus_id, info->uuid, info->total_bytes);
+  if (s->share)
+    *lim = (gpupart__value){
+        .set = 1, .src = {s->share->source, 0}, .u = gpupart__share_bytes(s->share, info->total_bytes)};
 }
 
 /* Lowers option o to its ceiling max_o when it asks for more, whoever set it. */

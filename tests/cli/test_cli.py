@@ -26,7 +26,8 @@ failures = []
 
 def run(*args, env=None):
     base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_SHARD_MEM_PER_GPU"))}
+            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_SHARD_MEM_PER_GPU",
+                                 "HIP_DEVICE_MEMORY_LIMIT", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPU_PORTION"))}
     base.update(env or {})
     p = subprocess.run([GPUPART, *args], env=base, capture_output=True, text=True, timeout=120)
     return p.returncode, p.stdout, p.stderr
@@ -481,6 +482,49 @@ def test_config_shows_ceilings_and_orchestrator_shares():
     check("CUDA_DEVICE_MEMORY_LIMIT_0" in out and "applied" in out, "text shares", out)
     out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0)
     check(parse_json(out)["clipped"] == {} and parse_json(out)["orchestrator"]["shares"] == [], "none", out)
+
+
+def test_config_shows_the_engines_shares_with_their_bytes():
+    """MPS's entry by UUID prefix names sim:0 (whose UUID begins 00000000) and applies
+    before KAI's portion, whose bytes are shown as that part of the device's total."""
+    env = {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "1=1G,GPU-0000=2G", "GPU_PORTION": "0.25",
+           "HIP_DEVICE_MEMORY_LIMIT_junk": "1g"}
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+    c = parse_json(out)
+    check(c["budget"] == 2 << 30 and c["sources"]["memory_limit"] == "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "MPS applied", out)
+    shares = [(s["source"], s["device"], s["bytes"], s["applied"]) for s in c["orchestrator"]["shares"]]
+    check(shares == [("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "index 1", 1 << 30, False),
+                     ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPU-0000", 2 << 30, True),
+                     ("GPU_PORTION", "every device", 4 << 30, False)], "shares", out)
+    check(len(c["orchestrator"]["ignored"]) == 1 and "HIP_DEVICE_MEMORY_LIMIT_junk" in c["orchestrator"]["ignored"][0],
+          "the bad HIP name is reported", out)
+    out, _ = expect_rc(["config", "--device", "sim:0"], 0, env={"GPU_PORTION": "0.25"})
+    check(re.search(r"(?m)^GPU_PORTION +every device +4294967296  applied$", out), "text: KAI's bytes", out)
+
+
+def test_config_shows_a_dra_claim_by_uuid():
+    """A DRA device metadata file (KEP-5304) naming sim:0 by its UUID: its
+    gpupart.io/memory is the budget, and --json names the claim, its generation and floor."""
+    with tempfile.TemporaryDirectory() as root:
+        d = os.path.join(root, "resourceclaims", "gpu-claim", "gpu")
+        os.makedirs(d)
+        meta = {"apiVersion": "metadata.resource.k8s.io/v1beta1", "kind": "DeviceMetadata",
+                "metadata": {"name": "gpu-claim", "namespace": "team-a", "uid": "u", "generation": 3},
+                "requests": [{"name": "gpu", "devices": [{"driver": "gpu.example.com", "pool": "p", "name": "g",
+                              "attributes": {"uuid": {"string": "GPU-00000000-0000-0000-0000-00000000005a"},
+                                             "gpupart.io/memory": {"string": "3Gi"},
+                                             "gpupart.io/guarantee": {"int": GIB}}}]}]}
+        with open(os.path.join(d, "gpu.example.com-metadata.json"), "w") as f:
+            f.write(json.dumps(dict(meta, apiVersion="metadata.resource.k8s.io/v1")) + "\n" + json.dumps(meta) + "\n")
+        out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env={"GPUPART_DRA_METADATA_DIR": root})
+        c = parse_json(out)
+        check(c["budget"] == 3 * GIB and c["sources"]["memory_limit"] == "DRA claim team-a/gpu-claim request gpu",
+              "the claim's memory is the budget", out)
+        s = c["orchestrator"]["shares"][0]
+        check(s["applied"] and s["claim"]["generation"] == 3 and s["claim"]["guarantee"] == GIB
+              and s["claim"]["namespace"] == "team-a", "the claim", out)
+        out, _ = expect_rc(["config", "--device", "sim:1", "--json"], 0, env={"GPUPART_DRA_METADATA_DIR": root})
+        check(parse_json(out)["budget"] == 16 * GIB, "sim:1 is not the claim's device", out)
 
 
 def test_devices_says_why_a_backend_was_skipped():

@@ -7,8 +7,10 @@
  * each test in its own process, so the double starts fresh and the knobs a test sets in
  * its environment stay its own. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cuda_test.h"
 #include "gpupart_cuda.h"
@@ -408,4 +410,59 @@ Test(cuda, interop_of_null_or_another_backend_is_null_with_a_message) {
   gpupart_free(a);
   cr_expect_eq(gpupart_cuda_ptr(a), 0, "a freed allocation has no pointer");
   close_all(dev, ctx);
+}
+
+/* A Kubernetes DRA claim's metadata file (KEP-5304) names the second GPU by the UUID the
+ * driver reports (cuDeviceGetUuid_v2): that GPU's budget is the claim's memory, the other
+ * GPU's is its own; a newer generation read at the GPU's open resizes the claim's partition. */
+static void write_dra_claim(const char *file, unsigned gen, unsigned long long memory) {
+  FILE *f = fopen(file, "w");
+  cr_assert_not_null(f);
+  fprintf(f,
+          "{\"apiVersion\": \"metadata.resource.k8s.io/v1beta1\", \"kind\": \"DeviceMetadata\", \"metadata\": "
+          "{\"name\": \"c\", \"namespace\": \"n\", \"generation\": %u}, \"requests\": [{\"name\": \"gpu\", "
+          "\"devices\": [{\"driver\": \"gpu.nvidia.com\", \"pool\": \"p\", \"name\": \"gpu-1\", \"attributes\": "
+          "{\"uuid\": {\"string\": \"GPU-d0d1d2d3-d4d5-d6d7-d8d9-dadbdcdddedf\"}, \"gpupart.io/memory\": "
+          "{\"int\": %llu}}}]}]}\n",
+          gen, memory);
+  fclose(f);
+}
+
+Test(cuda, a_dra_claim_names_its_gpu_by_uuid) {
+  char root[] = "/tmp/gpupart-cuda-dra-XXXXXX", dir[128], file[192];
+  cr_assert_not_null(mkdtemp(root));
+  snprintf(dir, sizeof dir, "%s/resourceclaims", root);
+  mkdir(dir, 0755);
+  strcat(dir, "/c");
+  mkdir(dir, 0755);
+  strcat(dir, "/gpu");
+  mkdir(dir, 0755);
+  snprintf(file, sizeof file, "%s/gpu.nvidia.com-metadata.json", dir);
+  write_dra_claim(file, 1, 256 * MiB);
+  setenv("GPUPART_TEST_CUDA_DEVICES", "2", 1);
+  setenv("GPUPART_TEST_CUDA_TOTAL", "1073741824", 1);
+  setenv("GPUPART_CUDA_LIBRARY", getenv("GPUPART_TEST_CUDA_DOUBLE"), 1);
+  setenv("GPUPART_DRA_METADATA_DIR", root, 1);
+  setenv("GPUPART_PARTITIONS", "claim:256MiB", 1);
+  setenv("GPUPART_DEVICE", "1,0", 1); /* the claim's GPU first, as CUDA_VISIBLE_DEVICES would put it */
+  const cuda_test_api *cu = api();
+  gpupart_context_desc cd = {0};
+  gpupart_context *ctx = NULL;
+  cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_device_desc d0 = {.backend = GPUPART_BACKEND_CUDA, .index = 1}, d1 = {.backend = GPUPART_BACKEND_CUDA};
+  gpupart_device *dev0 = NULL, *dev1 = NULL;
+  cr_assert_eq(gpupart_device_open(ctx, &d0, &dev0), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(dev0), 1ull << 30);
+  cr_assert_eq(gpupart_device_close(dev0), GPUPART_OK);
+  write_dra_claim(file, 2, 128 * MiB); /* the claim shrank before this GPU opened */
+  cr_assert_eq(gpupart_device_open(ctx, &d1, &dev1), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(dev1), 256 * MiB, "the context read generation 1");
+  gpupart_stats s;
+  cr_assert_eq(gpupart_partition_get_stats(gpupart_partition_find(dev1, "claim"), &s), GPUPART_OK);
+  cr_expect_eq(s.limit, 128 * MiB, "generation 2, read at the open");
+  close_all(dev1, ctx);
+  expect_driver_clean(cu);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  cr_expect_eq(system(cmd), 0);
 }

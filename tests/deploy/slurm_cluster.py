@@ -91,8 +91,11 @@ def run(root, t):
         os.chmod(root, 0o755)
         script = os.path.join(t.DEPLOY, "slurm", "gpupart-share.sbatch")
         base = t.slurm_env(jobs, {"SLURM_CONF": conf})
-        for k in [k for k in base if k.startswith("SLURM_") and k != "SLURM_CONF"] + ["CUDA_VISIBLE_DEVICES"]:
+        for k in [k for k in base if k.startswith(("SLURM_", "SLURMD_")) and k != "SLURM_CONF"] + \
+                 ["CUDA_VISIBLE_DEVICES", "SHIM_DIR"]:
             del base[k]  # Slurm sets these itself
+        # Slurm's own srun and scontrol, never the shim's: the steps are Slurm's.
+        base["PATH"] = os.pathsep.join(p for p in base["PATH"].split(os.pathsep) if os.path.basename(p) != "shim")
         log = os.path.join(jobs, "job.out")
         reports, out = t.run_batch(base, jobs, ["sbatch", "--wait", f"--output={log}", script], log)
         if len(reports) == 2:

@@ -47,7 +47,8 @@ def check(cond, what, detail=""):
 def clean_env(extra):
     """This process's environment without any configuration gpupart reads, plus extra."""
     keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_", "CUDA_VISIBLE_DEVICES"))}
+            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_", "CUDA_VISIBLE_DEVICES",
+                                 "HIP_DEVICE_MEMORY_LIMIT", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPU_PORTION"))}
     return {**keep, **extra}
 
 
@@ -334,6 +335,26 @@ def test_exporter_manifest(doc):
     check(set(c["resources"]["limits"]) == {"cpu", "memory"}, f"exporter: limits {c['resources']}")
 
 
+def test_podmonitor(docs):
+    """(e) The PodMonitor scrapes what the annotations name: the DaemonSet's pods, by their
+    label, on the container's port named metrics, at the annotations' path."""
+    pm = docs["exporter-podmonitor.yaml"][0]
+    ds = docs["exporter-daemonset.yaml"][0]
+    tpl = ds["spec"]["template"]
+    labels, ann = tpl["metadata"]["labels"], tpl["metadata"]["annotations"]
+    want = pm["spec"]["selector"]["matchLabels"]
+    check(pm["kind"] == "PodMonitor" and want and all(labels.get(k) == v for k, v in want.items()),
+          f"podmonitor: selector {want} does not select the DaemonSet's pods {labels}")
+    check(set(pm["spec"]) == {"selector", "podMetricsEndpoints"}, f"podmonitor: spec {pm['spec']}")
+    ports = {p["name"]: p["containerPort"] for c in tpl["spec"]["containers"] for p in c.get("ports", [])}
+    for ep in pm["spec"]["podMetricsEndpoints"]:
+        check(ep.get("port") in ports and ports[ep["port"]] == int(ann["prometheus.io/port"]),
+              f"podmonitor: port {ep.get('port')} is not the annotated one", f"{ports} {ann}")
+        check(ep.get("path") == ann["prometheus.io/path"], f"podmonitor: path {ep.get('path')}")
+    check(pm["metadata"].get("namespace") == ds["metadata"].get("namespace"),
+          "podmonitor: not in the exporter's namespace")
+
+
 def test_node_shared_and_exporter(docs, vols, root):
     """(b) Two pods of a node in one hostPath ledger, with the ConfigMap's file; (c) the
     exporter DaemonSet's container serving them."""
@@ -347,6 +368,7 @@ def test_node_shared_and_exporter(docs, vols, root):
                                "eval": (grain(b * 4 // 10), grain(b * 2 // 10))}, b, "node-shared")
     doc = docs["exporter-daemonset.yaml"][0]
     test_exporter_manifest(doc)
+    test_podmonitor(docs)
     e = Exporter(doc, vols)
     if check(e.port, "exporter: did not start"):
         for path in ("/metrics", "/top.json"):
@@ -393,36 +415,49 @@ def test_hami(docs, vols, root):
 
 SRUN_SHIM = r"""#!/bin/bash
 # srun as a job step sees it: the step's own SLURM_STEP_ID, --export=ALL,K=V applied,
-# then the command. Only the options the batch script uses are understood.
+# then the command. Only the options the batch script uses are understood. With
+# SHIM_SERIAL set, steps run one after the other, as Slurm runs steps that ask for the
+# same resources.
 set -euo pipefail
 id=$(flock "$SHIM_DIR/steps" bash -c 'n=$(cat "$SHIM_DIR/steps"); n=${n:-0}; echo $((n + 1)) > "$SHIM_DIR/steps"; echo $n')
 exports=()
 while [ $# -gt 0 ]; do
   case $1 in
     --export=ALL,*) IFS=, read -ra kv <<< "${1#--export=ALL,}"; exports+=("${kv[@]}") ;;
-    --ntasks=*|--exact|--gres=*) ;;
+    --gres=shard:[1-9]*) echo "$1" >> "$SHIM_DIR/gres" ;;
+    --ntasks=*|--exact|--overlap) ;;
     -*) echo "srun shim: option $1 not understood" >&2; exit 2 ;;
     *) break ;;
   esac
   shift
 done
+if [ -n "${SHIM_SERIAL:-}" ]; then
+  exec flock "$SHIM_DIR/serial" env SLURM_STEP_ID="$id" SLURM_PROCID=0 "${exports[@]}" "$@"
+fi
 exec env SLURM_STEP_ID="$id" SLURM_PROCID=0 "${exports[@]}" "$@"
+"""
+
+# scontrol show node -o NODE, as Slurm prints the node of tests/deploy/slurm_cluster.py.
+SCONTROL_SHIM = r"""#!/bin/bash
+[ "$*" = "show node -o node1" ] || { echo "scontrol shim: '$*' not understood" >&2; exit 2; }
+echo "NodeName=node1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=2 CPUTot=2 Gres=${SHIM_GRES:-gpu:1,shard:4} State=ALLOCATED"
 """
 
 
 def slurm_env(root, extra):
     """What Slurm sets in a batch job of `--gres=shard:2` on one GPU (values as a real
-    Slurm 22.05 sets them: tests/deploy/run), the shim's srun first on PATH, gpupart and
-    deploy_job as the steps' programs, on sim."""
+    Slurm 22.05 sets them: tests/deploy/run), the shim's srun and scontrol first on PATH,
+    gpupart and deploy_job as the steps' programs, on sim."""
     shim = os.path.join(root, "shim")
     os.makedirs(shim, exist_ok=True)
-    with open(os.path.join(shim, "srun"), "w") as f:
-        f.write(SRUN_SHIM)
-    os.chmod(os.path.join(shim, "srun"), 0o755)
+    for name, text in (("srun", SRUN_SHIM), ("scontrol", SCONTROL_SHIM)):
+        with open(os.path.join(shim, name), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(shim, name), 0o755)
     path = os.pathsep.join([shim, os.path.dirname(GPUPART), os.environ.get("PATH", "/usr/bin:/bin")])
     return {"PATH": path, "SHIM_DIR": shim, "SLURM_JOB_ID": "4242", "SLURM_JOBID": "4242", "SLURM_NTASKS": "2",
             "SLURM_GPUS_ON_NODE": "1", "CUDA_VISIBLE_DEVICES": "0", "SLURM_SHARDS_ON_NODE": "2",
-            "SLURM_SUBMIT_DIR": root, "LEDGER_BASE": root, "GPUPART_BACKEND": "sim",
+            "SLURMD_NODENAME": "node1", "SLURM_SUBMIT_DIR": root, "LEDGER_BASE": root, "GPUPART_BACKEND": "sim",
             "GPUPART_SIM_TOTAL": str(SIM_TOTAL), **extra}
 
 
@@ -431,7 +466,9 @@ def run_batch(env, root, submit, log_path):
     to log_path), waits for its two steps' reports, checks the job's ledger, releases the
     steps; returns the reports and the job's output."""
     release = os.path.join(root, f"release-{len(children)}")
-    open(os.path.join(env["SHIM_DIR"], "steps"), "w").close()
+    if "SHIM_DIR" in env:
+        for name in ("steps", "gres"):
+            open(os.path.join(env["SHIM_DIR"], name), "w").close()
     env = {**env, "TRAIN": f"{JOB} 64 {release}", "EVAL": f"{JOB} 64 {release}"}
     out = open(log_path + ".submit", "w+")
     p = subprocess.Popen(submit, env=clean_env(env), stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -458,6 +495,8 @@ def run_batch(env, root, submit, log_path):
     rc = p.wait(timeout=120)
     out.seek(0)
     check(rc == 0, f"slurm: the batch script exit {rc}", out.read() + log())
+    check("did not run at the same time" not in log() and "step creation temporarily disabled" not in log(),
+          "slurm: the steps ran one after the other", log())
     left = [d for d in os.listdir(root) if d.startswith("gpupart-job-")]
     check(not left, f"slurm: the job's ledger folder was not removed: {left}")
     return reports, log()
@@ -468,25 +507,50 @@ def batch_in_shim(script, root):
     return ["bash", "-c", 'exec bash "$0" > "$1" 2>&1', script, log], log
 
 
+def run_failing_batch(env, root, want):
+    """The batch script under the shim with quick programs: it must fail saying want."""
+    script = os.path.join(DEPLOY, "slurm", "gpupart-share.sbatch")
+    submit, log_path = batch_in_shim(script, root)
+    open(os.path.join(env["SHIM_DIR"], "steps"), "w").close()
+    p = subprocess.run(submit, env=clean_env({"TRAIN": "sleep 0.3", "EVAL": "sleep 0.3", **env}), timeout=120)
+    with open(log_path) as f:
+        log = f.read()
+    check(p.returncode == 1 and want in log, f"slurm: the batch script exit {p.returncode}, wanted 1 and {want!r}", log)
+    left = [d for d in os.listdir(root) if d.startswith("gpupart-job-")]
+    check(not left, f"slurm: the job's ledger folder was not removed after a failure: {left}")
+
+
 def test_slurm_shim(root):
     script = os.path.join(DEPLOY, "slurm", "gpupart-share.sbatch")
-    # --gres=shard:2 of a GPU of 4 shards: half of the GPU.
+    # --gres=shard:2 of a GPU of 4 shards: half of the GPU, one shard for each step.
     reports, log = run_batch(slurm_env(root, {}), root, *batch_in_shim(script, root))
     if len(reports) == 2:
         check(all(r["budget"] == SIM_TOTAL // 2 for r in reports), f"slurm shards: budgets {[r['budget'] for r in reports]}")
         check("step 0 of job 4242" in log and "step 1 of job 4242" in log, "slurm: steps' ids", log)
         check(re.search(r"(?m)^memory_fraction +0\.5 +GPUPART_MEMORY_FRACTION$", log), "slurm: gpupart config's report", log)
+        with open(os.path.join(root, "shim", "gres")) as f:
+            check(f.read() == "--gres=shard:1\n" * 2, "slurm: each step asks for its own shard")
+    # The shards of one GPU are the node's (scontrol), not a constant: 8 per GPU here.
+    reports, _ = run_batch(slurm_env(root, {"SHIM_GRES": "gpu:a100:1(S:0),shard:a100:8(S:0)"}), root,
+                           *batch_in_shim(script, root))
+    if len(reports) == 2:
+        check(all(r["budget"] == SIM_TOTAL // 4 for r in reports), f"slurm 2 of 8 shards: budgets {[r['budget'] for r in reports]}")
     # SLURM_SHARD_MEM_PER_GPU where set: gpupart's memory_limit, the script adds nothing.
     reports, log = run_batch(slurm_env(root, {"SLURM_SHARD_MEM_PER_GPU": "3072M"}), root, *batch_in_shim(script, root))
     if len(reports) == 2:
         check(all(r["budget"] == 3 * GIB for r in reports), f"slurm SLURM_SHARD_MEM_PER_GPU: budgets {[r['budget'] for r in reports]}")
         check("SLURM_SHARD_MEM_PER_GPU" in log, "slurm: gpupart config does not name SLURM_SHARD_MEM_PER_GPU", log)
-    # Whole GPUs (--gpus): the script's GPUPART_MEMORY_FRACTION.
+    # Whole GPUs (--gpus): the script's GPUPART_MEMORY_FRACTION, the steps overlapping.
     env = slurm_env(root, {"GPUPART_MEMORY_FRACTION": "25%"})
     del env["SLURM_SHARDS_ON_NODE"]
     reports, _ = run_batch(env, root, *batch_in_shim(script, root))
     if len(reports) == 2:
         check(all(r["budget"] == SIM_TOTAL // 4 for r in reports), f"slurm --gpus: budgets {[r['budget'] for r in reports]}")
+    # Steps that Slurm runs one after the other, a job with one shard, a node whose shards
+    # cannot be read: each fails the job, saying why.
+    run_failing_batch(slurm_env(root, {"SHIM_SERIAL": "1"}), root, "the steps did not run at the same time")
+    run_failing_batch(slurm_env(root, {"SLURM_SHARDS_ON_NODE": "1"}), root, "each of its 2 steps needs one")
+    run_failing_batch(slurm_env(root, {"SHIM_GRES": "gpu:1"}), root, "cannot read the shards of one GPU")
 
 
 def test_dockerfile_backends():
