@@ -116,6 +116,7 @@ typedef enum bench_policy {
   BENCH_PREALLOC,
   BENCH_PARTITIONS,
   BENCH_CUDAPOOL,   /* CUDA targets only: the driver's stream-ordered pool (cuda_baseline.c) */
+  BENCH_EXPANDABLE, /* one expandable partition (virtual memory), where the backend has it */
   BENCH_CONFIGURED, /* the GPUPART_* configuration, partitions by the trace's names (replay.c) */
   BENCH_POLICY_COUNT
 } bench_policy;

@@ -26,7 +26,7 @@ typedef struct options {
 static void usage(FILE *f) {
   fputs("usage: gpupart-bench [--backend sim|opencl|vulkan|cuda|all[,...]] [--workload NAME[,NAME...]|all]\n"
         "                     [--trace FILE.ops[.gz]]... [--together]\n"
-        "                     [--policy driver,growth,prealloc,partitions,cudapool,configured]\n"
+        "                     [--policy driver,growth,prealloc,partitions,cudapool,expandable,configured]\n"
         "                     [--repeat N] [--ops N] [--mem-cap MIB] [--json FILE] [--csv FILE]\n"
         "                     [--plot FILE.png] [--shared]\n"
         "       gpupart-bench --micro[=DIGITS] [--micro-scale F] [--repeat N] [--json FILE]\n"

@@ -11,6 +11,9 @@
  *   cudapool    CUDA targets only: the driver's stream-ordered pool (cuMemAllocFromPoolAsync
  *               / cuMemFreeAsync, release threshold UINT64_MAX; cuda_baseline.c), the
  *               strongest NVIDIA baseline; the replay's last call is cuStreamSynchronize;
+ *   expandable  one expandable partition (GPUPART_PARTITION_EXPANDABLE): one reserved
+ *               range that maps granules as it grows; where the backend or device has
+ *               no virtual memory the row is an error that says why;
  *   configured  run only when named: the caller's own GPUPART_* configuration (variables
  *               and GPUPART_CONFIG), each allocation on the partition its trace line names,
  *               one device per process of --together traces (replay.c); on sim, the
@@ -52,7 +55,8 @@ typedef struct rig {
 } rig;
 
 const char *bench_policy_name(bench_policy p) {
-  static const char *const names[] = {"driver", "growth", "prealloc", "partitions", "cudapool", "configured"};
+  static const char *const names[] = {"driver",   "growth",     "prealloc",  "partitions",
+                                      "cudapool", "expandable", "configured"};
   return (unsigned)p < BENCH_POLICY_COUNT ? names[p] : "unknown";
 }
 
@@ -207,6 +211,9 @@ static int own_setup(rig *r, const bench_workload *w, size_t n) {
   if (r->policy == BENCH_PREALLOC) return prealloc_setup(r, w, n);
   if (r->policy == BENCH_PARTITIONS) return partitions_setup(r);
   gpupart_partition_desc d = {.name = "growth"};
+  if (r->policy == BENCH_EXPANDABLE)
+    d = (gpupart_partition_desc){.name = "expandable",
+                                 .flags = GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED};
   if (make_partition(r, &d, &r->own[0])) return -1;
   r->own[1] = r->own[2] = r->own[0];
   return 0;

@@ -10,7 +10,7 @@ import tempfile
 FIELDS = ["backend", "workload", "policy", "ns_per_op", "p50_ns", "p99_ns", "driver_allocs",
           "driver_frees", "peak_in_use", "peak_reserved", "fragmentation", "floor_reserved", "floor_fragmentation", "modeled_driver_ms",
           "failed", "cpu", "build_type", "optimization", "compiler"]
-POLICIES = {"driver", "growth", "prealloc", "partitions"}
+POLICIES = {"driver", "growth", "prealloc", "partitions", "expandable"}
 
 
 def run(args, rc=0):

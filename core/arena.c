@@ -14,6 +14,7 @@
 #include "error.h"
 #include "internal.h"
 #include "partition.h"
+#include "vmspace.h"
 
 #define HELD_FRACTION_SHIFT 4 /* a growth block is at most held / 16 */
 
@@ -247,7 +248,13 @@ static int plan_locked(gpupart_partition *p, uint64_t size, uint64_t align, grow
   return bad;
 }
 
+static int grow_expandable(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);
+static int reserve_expandable(gpupart_partition *p, uint64_t bytes);
+static uint64_t shrink_expandable(gpupart_partition *p);
+static void fini_expandable(gpupart_partition *p);
+
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why) {
+  if (p->arena.vm) return grow_expandable(p, size, align, why);
   growth_plan g;
   if (plan_locked(p, size, align, &g))
     return gpupart__fail(GPUPART_EINVAL, "size %llu overflows", (unsigned long long)size);
@@ -299,6 +306,7 @@ static int insert_all(gpupart_partition *p, gpupart__block *list, int prealloc) 
  * nothing: on failure every block taken here is returned. Device slow lock held (or the
  * partition not yet published). */
 int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc) {
+  if (p->arena.vm) return reserve_expandable(p, bytes);
   gpupart__ledger *l = p->dev->ledger;
   gpupart__refusal why = l->ops->reserve(l, p->account, bytes);
   if (why < 0) return why; /* the ledger could not be used: its message says why */
@@ -324,6 +332,7 @@ int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int preal
 
 /* Device slow lock held (or the partition private): the partition's last blocks. */
 void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p) {
+  if (a->vm) fini_expandable(p);
   while (a->blocks) {
     gpupart__block *b = a->blocks;
     gpupart__lock_acquire(&p->lock);
@@ -338,7 +347,7 @@ void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p) {
 /* Device slow lock held, partition lock not held: the empty blocks are detached under
  * the partition lock, then given back to the driver outside it. */
 uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
-  uint64_t released = 0;
+  uint64_t released = p->arena.vm ? shrink_expandable(p) : 0;
   gpupart__block *list = NULL;
   gpupart__lock_acquire(&p->lock);
   for (gpupart__block *b = p->arena.blocks, *next; b; b = next) {
@@ -388,11 +397,212 @@ int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
   }
   gpupart__tlsf_totals t;
   gpupart__tlsf_get_totals(a->tlsf, &t);
-  if (reserved != a->reserved || t.managed != reserved || t.blocks != blocks)
+  uint64_t unmapped = a->tail ? a->tail->size : 0, tails = a->tail ? 1 : 0;
+  if (a->tail && (a->tail->state != GPUPART__RANGE_USED || a->tail->offset != a->blocks->size))
+    return fail_check(why, n, p, "the unmapped tail does not start where the mapped bytes end");
+  if (reserved != a->reserved || t.managed != reserved + unmapped || t.blocks != blocks)
     return fail_check(why, n, p, "reserved bytes differ from the blocks held");
   if (empty != a->empty_bytes) return fail_check(why, n, p, "empty bytes differ from the empty blocks");
-  if (live != p->c.live_allocations || t.used_ranges != live)
+  if (live != p->c.live_allocations || t.used_ranges != live + tails)
     return fail_check(why, n, p, "live allocations differ from the ranges in use");
-  if (p->c.in_use > t.used) return fail_check(why, n, p, "in_use exceeds the bytes handed out");
+  if (p->c.in_use > t.used - unmapped) return fail_check(why, n, p, "in_use exceeds the bytes handed out");
   return 0;
+}
+
+/* ---- the expandable arena ----
+ * One address range reserved at creation (the limit and one granule more, so the
+ * unmapped tail never vanishes), managed by the sub-allocator as one block whose top,
+ * the part not mapped, is a USED range (a->tail) that no allocation can take. Growth maps
+ * the granules a request lacks at the tail's floor and raises it (gpupart__tlsf_move_floor);
+ * trim unmaps the top chunks that lie wholly in the free range below the tail and lowers
+ * it. The partition's one block record stands for the mapped bytes (b->size), which the
+ * ledger is charged for. Locks as for blocks: driver calls under the device's slow lock
+ * with the partition lock dropped. */
+
+int gpupart__arena_expandable(gpupart_partition *p, uint64_t limit) {
+  gpupart_device *dev = p->dev;
+  const gpupart__hostmem *mem = &dev->ctx->mem;
+  uint64_t g = 0;
+  int rc = gpupart__vm_granule(dev->ops, dev->bdev, &g);
+  if (rc) return rc;
+  if (g < dev->alignment || limit > UINT64_MAX / 2)
+    return gpupart__fail(GPUPART_ENOTSUP, "partition '%s': the virtual memory granule %llu is below the alignment",
+                         p->name, (unsigned long long)g);
+  gpupart__vmspace *vs = gpupart__host_calloc(mem, 1, sizeof *vs);
+  gpupart__block *b = gpupart__host_calloc(mem, 1, sizeof *b);
+  rc = vs && b ? gpupart__vm_open(vs, dev->ops, dev->bdev, mem, ((limit + g - 1) & ~(g - 1)) + g) : GPUPART_ENOMEM;
+  gpupart__range *first = NULL, *tail = NULL;
+  if (rc == GPUPART_OK && (vs->range.device_address & (dev->alignment - 1)))
+    rc = gpupart__fail(GPUPART_EBACKEND, "partition '%s': a reserved range off the alignment", p->name);
+  if (rc == GPUPART_OK) first = gpupart__tlsf_add_block(p->arena.tlsf, b, vs->range.device_address, vs->range.size);
+  if (first) tail = gpupart__tlsf_alloc(p->arena.tlsf, vs->range.size, 0);
+  if (rc == GPUPART_OK && !tail) rc = gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
+  if (rc) {
+    if (first) gpupart__tlsf_remove_block(p->arena.tlsf, first);
+    if (vs) gpupart__vm_close(vs);
+    gpupart__host_free(mem, vs);
+    gpupart__host_free(mem, b);
+    return rc == GPUPART_ENOMEM ? gpupart__fail(rc, "partition '%s': out of host memory", p->name) : rc;
+  }
+  b->drv = vs->range;
+  b->drv.size = 0;
+  b->home = first->home;
+  b->prealloc = 1; /* never detached by a free: trim unmaps what is free */
+  link_block(&p->arena, b);
+  p->arena.vm = vs;
+  p->arena.tail = tail;
+  return GPUPART_OK;
+}
+
+/* Each growth maps what the request lacks and 1/32 of what is mapped already, so that
+ * the calls stay near the growth policy's (a stream of small requests does not map one
+ * granule each) while the unused top at the peak stays near 3% at most (measured on the
+ * traces: docs/benchmarks.md). */
+#define AHEAD_SHIFT 5
+
+/* Partition lock held: the bytes to map for a request, multiples of the granule: what
+ * it needs beyond the free range just below the tail (*exact), and with the step ahead
+ * (returned). 0 when the range cannot hold the request itself. */
+static uint64_t expansion(const gpupart_partition *p, uint64_t size, uint64_t align, uint64_t *exact) {
+  const gpupart__range *tail = p->arena.tail, *below = tail->prev_phys;
+  uint64_t g = p->arena.vm->granule, need, have = below && below->state == GPUPART__RANGE_FREE ? below->size : 0;
+  if (gpupart__block_need(p->dev, size, align, &need) || need > tail->size) return 0;
+  *exact = ((need > have ? need - have : 1) + g - 1) & ~(g - 1);
+  if (*exact > tail->size - g) return 0;
+  uint64_t want = *exact + ((p->arena.reserved >> AHEAD_SHIFT) & ~(g - 1));
+  return want <= tail->size - g ? want : *exact;
+}
+
+/* Partition lock held: the partition's record of bytes mapped (+) or unmapped (-). */
+static void count_mapped(gpupart_partition *p, uint64_t bytes, int up) {
+  gpupart__block *b = p->arena.blocks;
+  b->size = up ? b->size + bytes : b->size - bytes;
+  b->drv.size = b->size;
+  p->arena.reserved = up ? p->arena.reserved + bytes : p->arena.reserved - bytes;
+  if (!b->live) p->arena.empty_bytes = up ? p->arena.empty_bytes + bytes : p->arena.empty_bytes - bytes;
+  if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
+}
+
+/* Maps bytes at the tail's floor, paid for in the ledger first. On GPUPART_OK the tail is
+ * raised and the partition lock is HELD (as reserve_block leaves it). */
+static int expand(gpupart_partition *p, uint64_t bytes, gpupart__refusal *why) {
+  gpupart__ledger *l = p->dev->ledger;
+  *why = l->ops->reserve(l, p->account, bytes);
+  if (*why != GPUPART__GRANTED) return *why < 0 ? *why : GPUPART_ELIMIT;
+  int rc = gpupart__vm_map(p->arena.vm, bytes);
+  if (rc) {
+    l->ops->release(l, p->account, bytes);
+    return rc;
+  }
+  gpupart__lock_acquire(&p->lock);
+  p->c.driver_allocs++;
+  gpupart__ledger_publish(&gpupart__published(p)->driver_allocs, p->c.driver_allocs);
+  if (gpupart__tlsf_move_floor(p->arena.tlsf, p->arena.tail, p->arena.vm->mapped) == 0) {
+    count_mapped(p, bytes, 1);
+    return GPUPART_OK;
+  }
+  gpupart__lock_release(&p->lock);
+  gpupart__vm_unmap_top(p->arena.vm);
+  l->ops->release(l, p->account, bytes);
+  gpupart__lock_acquire(&p->lock);
+  p->c.driver_frees++;
+  gpupart__ledger_publish(&gpupart__published(p)->driver_frees, p->c.driver_frees);
+  gpupart__lock_release(&p->lock);
+  return gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name);
+}
+
+/* The step ahead is dropped when the ledger or the driver refuses it. */
+static int grow_expandable(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why) {
+  uint64_t exact = 0;
+  gpupart__lock_acquire(&p->lock);
+  uint64_t bytes = expansion(p, size, align, &exact);
+  gpupart__lock_release(&p->lock);
+  int rc = bytes ? expand(p, bytes, why) : GPUPART_ELIMIT;
+  if ((rc == GPUPART_ELIMIT || rc == GPUPART_EDEVMEM) && bytes > exact) rc = expand(p, exact, why);
+  if (bytes) return rc;
+  *why = GPUPART__REFUSED_LIMIT;
+  return GPUPART_ELIMIT; /* the reserved range (the limit at creation) cannot hold it */
+}
+
+/* Device slow lock held, partition lock not held: the top chunks from floor up are
+ * unmapped, when what they cover is free (the tail's floor moves down first, under the
+ * partition lock; it refuses when an allocation took some of it meanwhile). */
+static uint64_t unmap_down_to(gpupart_partition *p, uint64_t floor) {
+  gpupart__vmspace *vs = p->arena.vm;
+  uint64_t to = vs->mapped, calls = 0;
+  for (uint32_t i = vs->count; i && vs->chunks[i - 1].offset >= floor; i--) to = vs->chunks[i - 1].offset;
+  uint64_t bytes = vs->mapped - to;
+  gpupart__lock_acquire(&p->lock);
+  if (bytes && gpupart__tlsf_move_floor(p->arena.tlsf, p->arena.tail, to) == 0) {
+    count_mapped(p, bytes, 0);
+    p->arena.releasing += bytes;
+  } else {
+    bytes = 0;
+  }
+  gpupart__lock_release(&p->lock);
+  for (uint64_t end = vs->mapped - bytes; vs->mapped > end; calls++) gpupart__vm_unmap_top(vs);
+  if (!bytes) return 0;
+  gpupart__lock_acquire(&p->lock);
+  p->dev->ledger->ops->release(p->dev->ledger, p->account, bytes);
+  p->arena.releasing -= bytes;
+  p->c.driver_frees += calls;
+  gpupart__ledger_publish(&gpupart__published(p)->driver_frees, p->c.driver_frees);
+  gpupart__lock_release(&p->lock);
+  return bytes;
+}
+
+/* Trim: what lies wholly in the free range below the tail; a preallocated partition
+ * keeps its bytes. */
+static uint64_t shrink_expandable(gpupart_partition *p) {
+  if (p->growth.prealloc) return 0;
+  gpupart__lock_acquire(&p->lock);
+  const gpupart__range *tail = p->arena.tail, *below = tail->prev_phys;
+  uint64_t floor = below && below->state == GPUPART__RANGE_FREE ? below->offset : tail->offset;
+  gpupart__lock_release(&p->lock);
+  return unmap_down_to(p, floor);
+}
+
+/* Preallocation (and its resize): bytes mapped now, in chunks of the preallocation block
+ * size at most (whole granules); all or nothing. */
+static int reserve_expandable(gpupart_partition *p, uint64_t bytes) {
+  gpupart__vmspace *vs = p->arena.vm;
+  uint64_t g = vs->granule, max = p->growth.prealloc_block < g ? g : p->growth.prealloc_block & ~(g - 1);
+  uint64_t left = (bytes + g - 1) & ~(g - 1), before = vs->mapped;
+  int rc = left > vs->range.size - g - before
+               ? gpupart__fail(GPUPART_ELIMIT, "partition '%s': %llu bytes more exceed its reserved range", p->name,
+                               (unsigned long long)bytes)
+               : GPUPART_OK;
+  while (left && rc == GPUPART_OK) {
+    uint64_t chunk = left < max ? left : max;
+    gpupart__refusal why = GPUPART__GRANTED;
+    rc = expand(p, chunk, &why);
+    if (rc == GPUPART_OK) gpupart__lock_release(&p->lock);
+    if (rc == GPUPART_OK) left -= chunk;
+  }
+  if (rc == GPUPART_OK) return rc;
+  unmap_down_to(p, before);
+  if (rc != GPUPART_ELIMIT) return rc;
+  return gpupart__fail(GPUPART_ELIMIT, "partition '%s': the budget cannot grant %llu bytes", p->name,
+                       (unsigned long long)bytes);
+}
+
+/* Device slow lock held (or the partition private): every chunk unmapped, the range
+ * given back, the ledger's bytes released. */
+static void fini_expandable(gpupart_partition *p) {
+  gpupart__vmspace *vs = p->arena.vm;
+  gpupart__block *b = p->arena.blocks;
+  uint64_t calls = vs->count, bytes = vs->mapped;
+  gpupart__vm_close(vs);
+  gpupart__lock_acquire(&p->lock);
+  if (bytes) p->dev->ledger->ops->release(p->dev->ledger, p->account, bytes);
+  p->c.driver_frees += calls;
+  gpupart__ledger_publish(&gpupart__published(p)->driver_frees, p->c.driver_frees);
+  unlink_block(&p->arena, b);
+  p->arena.reserved = 0;
+  p->arena.empty_bytes = 0;
+  p->arena.vm = NULL;
+  p->arena.tail = NULL;
+  gpupart__lock_release(&p->lock);
+  gpupart__host_free(&p->dev->ctx->mem, vs);
+  gpupart__host_free(&p->dev->ctx->mem, b);
 }

@@ -24,6 +24,10 @@ static inline uint64_t gpupart__largest_block(const gpupart_device *dev) {
 }
 
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
+/* Makes the arena expandable (partition private, after init): one reserved range sized
+ * from limit. ENOTSUP (the message says why) where the backend or device has no virtual
+ * memory: the arena then keeps growth blocks. */
+int gpupart__arena_expandable(gpupart_partition *p, uint64_t limit);
 void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p);
 gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align);
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);

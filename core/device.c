@@ -195,6 +195,7 @@ static void policy_from_settings(gpupart_device *dev) {
   dev->initial_block = v[GPUPART__OPT_INITIAL_BLOCK].u;
   dev->max_block = v[GPUPART__OPT_MAX_BLOCK].u;
   dev->growth_factor = v[GPUPART__OPT_GROWTH_FACTOR].factor;
+  dev->expandable = (int)v[GPUPART__OPT_EXPANDABLE].u;
 }
 
 static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsigned how) {

@@ -124,8 +124,9 @@ static void copy_alloc(snapshot *s, const gpupart__block *b, const gpupart__rang
       .size = gpupart__range_user_size(r), .offset = r->offset, .address = address, .tag = r->user_tag, .block = block};
 }
 
-/* Partition lock held: one block's ranges, walked by offset. */
-static void copy_block(snapshot *s, const gpupart__block *b, uint32_t index) {
+/* Partition lock held: one block's ranges, walked by offset; an expandable partition's
+ * unmapped tail (a USED range no allocation has) is left out. */
+static void copy_block(snapshot *s, const gpupart__block *b, uint32_t index, const gpupart__range *tail) {
   if (s->nblocks == s->cap_blocks) {
     s->overflow = 1;
     return;
@@ -134,7 +135,7 @@ static void copy_block(snapshot *s, const gpupart__block *b, uint32_t index) {
   *sb = (snap_block){.size = b->size, .prealloc = b->prealloc};
   for (const gpupart__range *r = gpupart__tlsf_block_first(b->home); r; r = r->next_phys) {
     if (r->state == GPUPART__RANGE_FREE && r->size > sb->largest_free) sb->largest_free = r->size;
-    if (r->state != GPUPART__RANGE_USED) continue;
+    if (r->state != GPUPART__RANGE_USED || r == tail) continue;
     sb->in_use += gpupart__range_user_size(r);
     sb->allocations++;
     if (s->with_allocs) copy_alloc(s, b, r, index);
@@ -156,7 +157,8 @@ static void copy_partition_locked(gpupart_partition *p, snapshot *s, snap_part *
   sp->first_block = s->nblocks;
   sp->first_alloc = s->nallocs;
   uint32_t index = 0;
-  for (const gpupart__block *b = p->arena.blocks; b && !s->overflow; b = b->next) copy_block(s, b, index++);
+  for (const gpupart__block *b = p->arena.blocks; b && !s->overflow; b = b->next)
+    copy_block(s, b, index++, p->arena.tail);
   sp->nblocks = s->nblocks - sp->first_block;
   sp->nallocs = s->nallocs - sp->first_alloc;
 }

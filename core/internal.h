@@ -29,6 +29,7 @@
 #include "trace.h"
 
 typedef struct gpupart__ledger_ref gpupart__ledger_ref; /* ledgers.c */
+typedef struct gpupart__vmspace gpupart__vmspace;       /* vm/vmspace.h */
 
 typedef struct gpupart__loaded_backend {
   const gpupart_backend_ops *ops; /* NULL when not built */
@@ -81,6 +82,7 @@ typedef struct gpupart__growth {
   uint64_t prealloc_block; /* block size of preallocation (and its resize) */
   double factor;
   uint64_t release_threshold;
+  int expandable; /* 1 asked for, 2 required: one reserved range growing by mapped granules (arena.c) */
 } gpupart__growth;
 
 /* The blocks a partition holds and the sub-allocator over them (arena.c). */
@@ -91,6 +93,10 @@ typedef struct gpupart__arena {
   uint64_t empty_bytes;             /* bytes of blocks with no live allocation */
   uint64_t releasing;               /* bytes of detached blocks the driver has not had back yet */
   uint64_t last_block;              /* size of the last growth block (geometric sequence) */
+  /* Expandable: the reserved range and its mapped chunks, and the USED range of the
+   * sub-allocator that covers what is not mapped (the range's top); NULL for blocks. */
+  gpupart__vmspace *vm;
+  gpupart__range *tail;
 } gpupart__arena;
 
 struct gpupart_partition {
@@ -131,6 +137,7 @@ struct gpupart_device {
   uint64_t prealloc_block;           /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
   uint64_t initial_block, max_block; /* GPUPART_INITIAL_BLOCK, GPUPART_MAX_BLOCK: defaults of partitions */
   double growth_factor;              /* GPUPART_GROWTH_FACTOR: the same */
+  int expandable;                    /* GPUPART_EXPANDABLE: the same */
   gpupart__settings settings;        /* what the device was opened with, and where each value came from */
   pthread_mutex_t slow;              /* growth, OOM sequence, the partition list */
   gpupart__identity id;              /* the physical device (identity.c) */

@@ -9,6 +9,7 @@
 #include "device.h"
 #include "error.h"
 #include "internal.h"
+#include "vmspace.h"
 
 gpupart_result gpupart__introspect_open(gpupart_context *ctx, const gpupart_device_desc *desc, int exact,
                                         gpupart_device **out) {
@@ -39,6 +40,13 @@ void gpupart__introspect_ledger_dir(const gpupart_context *ctx, char *out, size_
                              .ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0};
   gpupart__settings_compute(ctx->cfg, &in, &s); /* no device: only the options, which cannot fail */
   snprintf(out, n, "%s", gpupart__settings_ledger_dir(&s));
+}
+
+int gpupart__introspect_vm(gpupart_device *dev, uint64_t *granule, char *why, size_t n) {
+  *granule = 0;
+  if (gpupart__vm_granule(dev->ops, dev->bdev, granule) == GPUPART_OK) return 1;
+  snprintf(why, n, "%s", gpupart_last_error());
+  return 0;
 }
 
 int gpupart__introspect_backend_named(const gpupart_context *ctx, gpupart_backend b) {

@@ -57,12 +57,15 @@ static int resolve_growth(const gpupart_device *dev, const gpupart_partition_des
   g->prealloc_block = d->max_block ? g->max_block : round_block(dev, dev->prealloc_block, largest);
   g->factor = d->growth_factor ? d->growth_factor : dev->growth_factor;
   g->release_threshold = d->release_threshold ? d->release_threshold : dev->release_threshold;
+  g->expandable = (d->flags & GPUPART_PARTITION_EXPANDABLE) || dev->expandable;
+  if (d->flags & GPUPART_PARTITION_EXPANDABLE_REQUIRED) g->expandable = 2;
   return GPUPART_OK;
 }
 
 /* The one place where a partition descriptor's defaults are applied. */
 static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, resolved *out) {
-  if (d->flags & ~GPUPART_PARTITION_UNSYNCHRONIZED)
+  if (d->flags &
+      ~(GPUPART_PARTITION_UNSYNCHRONIZED | GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED))
     return gpupart__fail(GPUPART_EINVAL, "partition_create: unknown flags 0x%x", d->flags);
   if (bad_share(d->fraction) || bad_share(d->guarantee_fraction))
     return gpupart__fail(GPUPART_EINVAL, "partition_create: a fraction is outside (0, 1]");
@@ -207,6 +210,15 @@ static void publish_to(gpupart_partition *p) {
   if (l->ops->counters) gpupart__ledger_publisher_add(&p->pub, l->ops->counters(l, p->account));
 }
 
+/* An expandable partition where the backend and device offer virtual memory; elsewhere
+ * it keeps growth blocks (gpupart config says so). */
+static int make_expandable(gpupart_partition *p, uint64_t limit) {
+  int rc = gpupart__arena_expandable(p, limit);
+  if (rc != GPUPART_ENOTSUP || p->growth.expandable == 2) return rc;
+  p->growth.expandable = 0;
+  return GPUPART_OK;
+}
+
 /* Names p and joins or adds its account; *added when it is a new partition of the ledger
  * (then finish_locked lists it once its floor has its bytes). A joined one is listed now. */
 static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only,
@@ -232,7 +244,8 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
 }
 
 static int finish_locked(gpupart_partition *p, const resolved *r) {
-  int rc = r->growth.prealloc ? gpupart__arena_reserve_exact(p, r->limit, 1) : GPUPART_OK;
+  int rc = r->growth.expandable ? make_expandable(p, r->limit) : GPUPART_OK;
+  if (rc == GPUPART_OK && r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
   return rc ? rc : append_locked(p->dev, p);
 }
 

@@ -347,12 +347,18 @@ typedef struct gpupart_sim_desc {
                           uuid as given, zero included): with a zero uuid the device is
                           named by this bus id, as a real device without a UUID is */
   /* Since 0.3 (an older client's smaller struct gets it as none): */
-  char name[256];   /* "" = "gpupart simulated device"; else (NUL-terminated: EINVAL
-                       otherwise) the name the device reports in gpupart_device_info.name
-                       and that traces record: a mirror's is the real device's (the
-                       interposers pass the driver's name of the GPU) */
-} gpupart_sim_desc; /* in one context, sim devices with the same index and total_bytes are the same device;
-                       a sim device with a uuid or pci_bus_id is named by it, as any device */
+  char name[256]; /* "" = "gpupart simulated device"; else (NUL-terminated: EINVAL
+                     otherwise) the name the device reports in gpupart_device_info.name
+                     and that traces record: a mirror's is the real device's (the
+                     interposers pass the driver's name of the GPU) */
+  /* Since 0.3: the emulated virtual memory of expandable partitions. */
+  uint64_t vm_granule; /* 0 = 2 MiB (CUDA's usual granularity), or min_alignment where that is
+                          larger; a power of two, at least min_alignment: the granule that
+                          mappings take */
+  int no_vm;           /* nonzero: the device has no virtual memory (as OpenCL, or a CUDA
+                          vGPU profile without it): expandable partitions keep blocks */
+} gpupart_sim_desc;    /* in one context, sim devices with the same index and total_bytes are the same device;
+                          a sim device with a uuid or pci_bus_id is named by it, as any device */
 
 /* ---- partitions ------------------------------------------------------------------- */
 
@@ -393,7 +399,7 @@ typedef struct gpupart_partition_desc {
   gpupart_reclaim_fn reclaim; /* optional: asked to free memory in the OOM sequence */
   void *reclaim_user;         /* passed to reclaim */
   /* Since 0.3 (an older client's smaller struct gets 0): */
-  uint32_t flags; /* GPUPART_PARTITION_*; 0 = thread-safe */
+  uint32_t flags; /* GPUPART_PARTITION_*; 0 = thread-safe, expandable as the device's option says */
 } gpupart_partition_desc;
 
 /* Since 0.3: gpupart_partition_desc.flags: the caller synchronizes, as with VMA's
@@ -410,6 +416,18 @@ typedef struct gpupart_partition_desc {
    once and aborts with a message. A
    partition that configuration declared is always synchronized. */
 #define GPUPART_PARTITION_UNSYNCHRONIZED 0x1u
+
+/* Since 0.3: gpupart_partition_desc.flags. EXPANDABLE: the partition is expandable even
+ * when the device's option (GPUPART_EXPANDABLE, INI expandable; off by default) is not; the partition is one reserved
+ * address range, sized from its limit, that grows in place by mapping physical granules
+ * and gives wholly free granules at its top back at trim (CUDA virtual memory, emulated
+ * on sim; Vulkan partitions keep growth blocks in this release); a preallocated one maps its whole limit at creation.
+ * Where the backend or device has no virtual memory the partition keeps growth blocks
+ * (gpupart config says so for the configured device). */
+#define GPUPART_PARTITION_EXPANDABLE 0x2u
+/* Since 0.3: with EXPANDABLE, creation fails with GPUPART_ENOTSUP (the message says why)
+ * instead of falling back to growth blocks where there is no virtual memory. */
+#define GPUPART_PARTITION_EXPANDABLE_REQUIRED 0x4u
 
 /* Creates a partition on dev. Limits and guarantees are rounded down to the device's
  * granularity. desc NULL = defaults (the whole budget, no guarantee). A name that

@@ -32,8 +32,9 @@ SEES = {
     "config": {"base", "config"},
     "ledger": {"base", "ledger"},
     "suballoc": {"base", "suballoc"},
+    "vm": {"base", "vm"},
     "door": {"base", "config", "door"},
-    "top": {"base", "config", "ledger", "suballoc", "door", "top"},
+    "top": {"base", "config", "ledger", "suballoc", "vm", "door", "top"},
     "backends": {"base", "door"},
     "tools": {"base", "config", "ledger", "door"},
     "bench": {"base"},
@@ -48,7 +49,7 @@ HEADERS = {
     "bench": {"base": {"backend.h", "registry.h"}},
 }
 ROOM_DIRS = {"base": "core/base", "config": "core/config", "ledger": "core/ledger", "suballoc": "core/suballoc",
-             "door": "core/door", "top": "core"}
+             "vm": "core/vm", "door": "core/door", "top": "core"}
 OUTSIDE = ("backends", "tools", "bench", "interpose", "python", "examples")
 MAX_LINES = 800
 MAX_TOP_FILES = 20
@@ -274,7 +275,7 @@ def library_objects(commands, root, build):
 def tracked(root):
     out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True)
     if out.returncode == 0:
-        return [f for f in out.stdout.split("\n") if f]
+        return sorted({f for f in out.stdout.split("\n") if f})  # once each, even mid-merge
     files = []
     for d, _, names in os.walk(root):
         files += [os.path.relpath(os.path.join(d, n), root) for n in names]

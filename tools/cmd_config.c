@@ -244,6 +244,24 @@ static void json_unreachable(gpupart_context *ctx) {
   printf("%s]", n ? "\n  " : "");
 }
 
+/* Whether expandable partitions can be had here, and why not. */
+static void print_vm(gpupart_device *dev, int json) {
+  char why[1024] = "";
+  uint64_t granule = 0;
+  int vm = gpupart__introspect_vm(dev, &granule, why, sizeof why);
+  if (json) {
+    printf(",\n  \"virtual_memory\": {\"supported\": %s, \"granule\": %llu, \"why\": ", vm ? "true" : "false",
+           (unsigned long long)granule);
+    json_string(stdout, vm ? "" : why);
+    printf("}");
+  } else if (vm) {
+    printf("\nvirtual memory: yes, granule %llu bytes (expandable partitions grow in place)\n",
+           (unsigned long long)granule);
+  } else {
+    printf("\nvirtual memory: no (%s): expandable partitions keep growth blocks\n", why);
+  }
+}
+
 static void print_json(gpupart_context *ctx, gpupart_device *dev) {
   const gpupart__settings *s = gpupart__introspect_settings(dev);
   gpupart_device_info info = {0};
@@ -253,6 +271,7 @@ static void print_json(gpupart_context *ctx, gpupart_device *dev) {
   printf(",\n  \"total\": %llu,\n  \"budget\": %llu", (unsigned long long)info.total_bytes,
          (unsigned long long)gpupart_device_budget(dev));
   json_options(s);
+  print_vm(dev, 1);
   printf(",\n  \"partitions\": [");
   for (uint32_t i = 0; i < s->nparts; i++) json_partition(dev, i);
   printf("%s]", s->nparts ? "\n  " : "");
@@ -306,6 +325,7 @@ static void print_text(gpupart_context *ctx, gpupart_device *dev) {
   printf("total    %llu bytes (%s)\n", (unsigned long long)info.total_bytes, total);
   printf("budget   %llu bytes (%s)\n", (unsigned long long)gpupart_device_budget(dev), budget);
   print_options(gpupart__introspect_settings(dev));
+  print_vm(dev, 0);
   print_partitions(dev);
   print_shares(ctx, dev);
   print_foreign(gpupart__introspect_config(ctx));

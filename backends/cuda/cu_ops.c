@@ -39,12 +39,28 @@ static int cu_block_alloc(void *dev, uint64_t size, gpupart_block *out) {
 
 static void cu_block_free(void *dev, gpupart_block *block) { gpupart__cu_block_free(dev, block); }
 
+static int cu_vm_granule(void *dev, uint64_t *granule) { return gpupart__cu_vm_granule(dev, granule); }
+
+static int cu_vm_reserve(void *dev, uint64_t size, gpupart_block *out) {
+  return gpupart__cu_vm_reserve(dev, size, out);
+}
+
+static void cu_vm_unreserve(void *dev, gpupart_block *range) { gpupart__cu_vm_unreserve(dev, range); }
+
+static int cu_vm_map(void *dev, gpupart_block *range, uint64_t offset, uint64_t size, void **handle) {
+  return gpupart__cu_vm_map(dev, range, offset, size, handle);
+}
+
+static void cu_vm_unmap(void *dev, gpupart_block *range, uint64_t offset, uint64_t size, void *handle) {
+  gpupart__cu_vm_unmap(dev, range, offset, size, handle);
+}
+
 const gpupart_backend_ops gpupart__cuda_ops = {
     .abi_version = GPUPART__BACKEND_ABI,
     .struct_size = sizeof(gpupart_backend_ops),
     .name = "cuda",
     .id = GPUPART_BACKEND_CUDA,
-    .caps = GPUPART__CAP_FREE_MEMORY | GPUPART__CAP_DEVICE_ADDRESS | GPUPART__CAP_IDENTITY,
+    .caps = GPUPART__CAP_FREE_MEMORY | GPUPART__CAP_DEVICE_ADDRESS | GPUPART__CAP_IDENTITY | GPUPART__CAP_VM,
     .load = cu_load,
     .unload = cu_unload,
     .enumerate = cu_enumerate,
@@ -54,4 +70,9 @@ const gpupart_backend_ops gpupart__cuda_ops = {
     .mem_info = cu_mem_info,
     .block_alloc = cu_block_alloc,
     .block_free = cu_block_free,
+    .vm_granule = cu_vm_granule,
+    .vm_reserve = cu_vm_reserve,
+    .vm_unreserve = cu_vm_unreserve,
+    .vm_map = cu_vm_map,
+    .vm_unmap = cu_vm_unmap,
 };

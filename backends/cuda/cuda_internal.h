@@ -38,7 +38,23 @@
   X(ctx_get_device, "cuCtxGetDevice", 2000, "cuCtxGetDevice", 1, (CUdevice *))                                    \
   X(mem_get_info, "cuMemGetInfo", 3020, "cuMemGetInfo_v2", 1, (size_t *, size_t *))                               \
   X(mem_alloc, "cuMemAlloc", 3020, "cuMemAlloc_v2", 1, (CUdeviceptr *, size_t))                                   \
-  X(mem_free, "cuMemFree", 3020, "cuMemFree_v2", 1, (CUdeviceptr))
+  X(mem_free, "cuMemFree", 3020, "cuMemFree_v2", 1, (CUdeviceptr))                                                \
+  X(device_get_attribute, "cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", 0,                                \
+    (int *, CUdevice_attribute, CUdevice))                                                                        \
+  X(ctx_synchronize, "cuCtxSynchronize", 2000, "cuCtxSynchronize", 0, (void))                                     \
+  X(mem_address_reserve, "cuMemAddressReserve", 10020, "cuMemAddressReserve", 0,                                  \
+    (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))                                             \
+  X(mem_address_free, "cuMemAddressFree", 10020, "cuMemAddressFree", 0, (CUdeviceptr, size_t))                    \
+  X(mem_create, "cuMemCreate", 10020, "cuMemCreate", 0,                                                           \
+    (CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))                    \
+  X(mem_release, "cuMemRelease", 10020, "cuMemRelease", 0, (CUmemGenericAllocationHandle))                        \
+  X(mem_map, "cuMemMap", 10020, "cuMemMap", 0,                                                                    \
+    (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))                              \
+  X(mem_unmap, "cuMemUnmap", 10020, "cuMemUnmap", 0, (CUdeviceptr, size_t))                                       \
+  X(mem_set_access, "cuMemSetAccess", 10020, "cuMemSetAccess", 0,                                                 \
+    (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))                                                       \
+  X(mem_get_allocation_granularity, "cuMemGetAllocationGranularity", 10020, "cuMemGetAllocationGranularity", 0,   \
+    (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))
 
 typedef struct gpupart__cu_api {
 #define GPUPART__CU_FIELD(field, query, version, exported, required, params) CUresult(*field) params;
@@ -96,5 +112,12 @@ void gpupart__cu_leave(const gpupart__cu_device *d);
 /* cu_memory.c */
 int gpupart__cu_block_alloc(gpupart__cu_device *d, uint64_t size, gpupart_block *out);
 void gpupart__cu_block_free(gpupart__cu_device *d, gpupart_block *block);
+
+/* cu_vm.c: virtual memory (expandable partitions; core/base/backend.h's vm_* entries) */
+int gpupart__cu_vm_granule(gpupart__cu_device *d, uint64_t *granule);
+int gpupart__cu_vm_reserve(gpupart__cu_device *d, uint64_t size, gpupart_block *out);
+void gpupart__cu_vm_unreserve(gpupart__cu_device *d, gpupart_block *range);
+int gpupart__cu_vm_map(gpupart__cu_device *d, gpupart_block *range, uint64_t offset, uint64_t size, void **handle);
+void gpupart__cu_vm_unmap(gpupart__cu_device *d, gpupart_block *range, uint64_t offset, uint64_t size, void *handle);
 
 #endif

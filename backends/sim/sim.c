@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backend.h"
 #include "error.h"
@@ -19,6 +20,7 @@
 #define SIM_DEFAULT_TOTAL (16ull << 30)
 #define SIM_DEFAULT_ALIGN 256ull
 #define SIM_ADDRESS_BASE (1ull << 40)
+#define SIM_DEFAULT_VM_GRANULE (2ull << 20)
 /* gpupart_sim_desc as 0.1 and 0.2 published it, and as this library knows it. */
 #define SIM_DESC_SIZE_0_1 GPUPART__END(gpupart_sim_desc, host_backed)
 #define SIM_DESC_SIZE_0_2 GPUPART__END(gpupart_sim_desc, block_round_up)
@@ -87,6 +89,11 @@ static int sim_apply_defaults(const void *in, size_t size, uint64_t sim_total, g
   if (rc == GPUPART_OK) rc = check_pow2("block_granularity", out->block_granularity);
   if (rc == GPUPART_OK) rc = check_pow2("block_round_up", out->block_round_up);
   if (out->block_granularity < out->min_alignment) out->block_granularity = out->min_alignment;
+  if (!out->vm_granule)
+    out->vm_granule = out->min_alignment > SIM_DEFAULT_VM_GRANULE ? out->min_alignment : SIM_DEFAULT_VM_GRANULE;
+  if (rc == GPUPART_OK) rc = check_pow2("vm_granule", out->vm_granule);
+  if (rc == GPUPART_OK && out->vm_granule < out->min_alignment)
+    rc = gpupart__fail(GPUPART_EINVAL, "sim: vm_granule is below min_alignment");
   return rc;
 }
 
@@ -135,8 +142,8 @@ static int same_settings(const gpupart_sim_desc *a, const gpupart_sim_desc *b) {
          a->min_alignment == b->min_alignment && a->max_blocks == b->max_blocks &&
          a->fail_block_alloc_at == b->fail_block_alloc_at && a->host_backed == b->host_backed &&
          a->block_granularity == b->block_granularity && a->block_round_up == b->block_round_up &&
-         !memcmp(a->uuid, b->uuid, sizeof a->uuid) && !memcmp(a->pci_bus_id, b->pci_bus_id, sizeof a->pci_bus_id) &&
-         !strcmp(a->name, b->name);
+         a->vm_granule == b->vm_granule && a->no_vm == b->no_vm && !memcmp(a->uuid, b->uuid, sizeof a->uuid) &&
+         !memcmp(a->pci_bus_id, b->pci_bus_id, sizeof a->pci_bus_id) && !strcmp(a->name, b->name);
 }
 
 /* The device (index, total) once; opening it again with other knobs is an error, since
@@ -269,6 +276,86 @@ static void sim_block_free(void *devp, gpupart_block *block) {
   pthread_mutex_unlock(&d->state->lock);
 }
 
+/* ---- emulated virtual memory (expandable partitions) ----
+ * A reserved range is a stretch of the private address space (or, host-backed, an
+ * inaccessible host mapping); mapping a chunk charges the device's used bytes as a block
+ * would (and makes host-backed memory readable and writable), so every figure an
+ * expandable partition shows on sim is the one a real driver would. */
+
+static int sim_vm_granule(void *devp, uint64_t *granule) {
+  sim_device *d = devp;
+  if (d->desc.no_vm) return gpupart__fail(GPUPART_ENOTSUP, "sim: the device has no virtual memory (no_vm)");
+  *granule = d->desc.vm_granule;
+  return GPUPART_OK;
+}
+
+static int sim_vm_reserve(void *devp, uint64_t size, gpupart_block *out) {
+  sim_device *d = devp;
+  *out = (gpupart_block){.size = size};
+  if (d->desc.host_backed) {
+    void *p = size > SIZE_MAX ? MAP_FAILED
+                              : mmap(NULL, (size_t)size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      return gpupart__fail(GPUPART_EDEVMEM, "sim: no host range of %llu bytes", (unsigned long long)size);
+    out->native = out->host_pointer = p;
+    out->device_address = (uint64_t)(uintptr_t)p;
+    return GPUPART_OK;
+  }
+  pthread_mutex_lock(&d->state->lock);
+  uint64_t g = d->desc.vm_granule, at = (d->next_address + g - 1) & ~(g - 1);
+  d->next_address = at + size;
+  pthread_mutex_unlock(&d->state->lock);
+  out->device_address = at;
+  out->native = (void *)(uintptr_t)at;
+  return GPUPART_OK;
+}
+
+static void sim_vm_unreserve(void *devp, gpupart_block *range) {
+  sim_device *d = devp;
+  if (d->desc.host_backed) munmap(range->native, (size_t)range->size);
+}
+
+/* Host-backed: the chunk's pages become readable and writable (fresh, zeroed) or go back
+ * to inaccessible. */
+static int sim_vm_protect(gpupart_block *range, uint64_t offset, uint64_t size, int on) {
+  void *at = (char *)range->native + offset;
+  void *p = mmap(at, (size_t)size, on ? PROT_READ | PROT_WRITE : PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | (on ? 0 : MAP_NORESERVE), -1, 0);
+  return p == at ? 0 : -1;
+}
+
+static void sim_vm_unmap(void *devp, gpupart_block *range, uint64_t offset, uint64_t size, void *handle);
+
+static int sim_vm_map(void *devp, gpupart_block *range, uint64_t offset, uint64_t size, void **handle) {
+  sim_device *d = devp;
+  pthread_mutex_lock(&d->state->lock);
+  d->calls++;
+  const char *why = sim_refusal(d, size);
+  if (!why) {
+    d->used += size;
+    d->blocks++;
+  }
+  pthread_mutex_unlock(&d->state->lock);
+  if (why)
+    return gpupart__fail(GPUPART_EDEVMEM, "sim: mapping of %llu bytes refused: %s", (unsigned long long)size, why);
+  if (d->desc.host_backed && sim_vm_protect(range, offset, size, 1)) {
+    sim_vm_unmap(devp, range, offset, size, NULL);
+    return gpupart__fail(GPUPART_EDEVMEM, "sim: host mapping of %llu bytes refused", (unsigned long long)size);
+  }
+  *handle = NULL;
+  return GPUPART_OK;
+}
+
+static void sim_vm_unmap(void *devp, gpupart_block *range, uint64_t offset, uint64_t size, void *handle) {
+  sim_device *d = devp;
+  (void)handle;
+  if (d->desc.host_backed) sim_vm_protect(range, offset, size, 0);
+  pthread_mutex_lock(&d->state->lock);
+  d->used -= size;
+  d->blocks--;
+  pthread_mutex_unlock(&d->state->lock);
+}
+
 /* A 0.1 program's descriptor: its fields are the first ones of today's, the rest 0. */
 static int sim_open_0_1(void *state, uint32_t index, const void *desc, void **dev) {
   gpupart_sim_desc d;
@@ -282,7 +369,7 @@ const gpupart_backend_ops gpupart__sim_ops = {
     .struct_size = sizeof(gpupart_backend_ops),
     .name = "sim",
     .id = GPUPART_BACKEND_SIM,
-    .caps = GPUPART__CAP_FREE_MEMORY | GPUPART__CAP_DEVICE_ADDRESS | GPUPART__CAP_HOST_POINTER,
+    .caps = GPUPART__CAP_FREE_MEMORY | GPUPART__CAP_DEVICE_ADDRESS | GPUPART__CAP_HOST_POINTER | GPUPART__CAP_VM,
     .load = sim_load,
     .unload = sim_unload,
     .enumerate = sim_enumerate,
@@ -293,4 +380,9 @@ const gpupart_backend_ops gpupart__sim_ops = {
     .block_alloc = sim_block_alloc,
     .block_free = sim_block_free,
     .open_0_1 = sim_open_0_1,
+    .vm_granule = sim_vm_granule,
+    .vm_reserve = sim_vm_reserve,
+    .vm_unreserve = sim_vm_unreserve,
+    .vm_map = sim_vm_map,
+    .vm_unmap = sim_vm_unmap,
 };

@@ -35,6 +35,7 @@ typedef struct gpupart__backend_env {
 #define GPUPART__CAP_HOST_POINTER 0x04u   /* some blocks are host-mapped (block.host_pointer) */
 #define GPUPART__CAP_VIEWS 0x08u          /* per-allocation views; view_release is set */
 #define GPUPART__CAP_IDENTITY 0x10u       /* info.uuid (or pci_bus_id) names the physical GPU */
+#define GPUPART__CAP_VM 0x20u             /* the vm_* entries are set: expandable partitions */
 
 /* One driver allocation. block_alloc fills it; block_free receives it back unchanged. */
 typedef struct gpupart_block {
@@ -54,6 +55,9 @@ typedef struct gpupart_block {
  *                                   spinlock: other threads keep allocating from the
  *                                   partition's held blocks meanwhile
  *   mem_info                        none (may run concurrently with anything)
+ *   vm_granule                      none
+ *   vm_reserve, vm_unreserve,
+ *   vm_map, vm_unmap                the device's slow lock, never a partition spinlock
  *   view construction (the make function given to gpupart__allocation_view) and
  *   view_release                    none (view_release runs after the allocation was
  *                                   unlinked, or for the loser of two concurrent makes)
@@ -107,6 +111,32 @@ typedef struct gpupart_backend_ops {
    * descriptor is the same since 0.1, or came later (no 0.1 program has one): `open`
    * gets it with native_size 0. */
   int (*open_0_1)(void *state, uint32_t index, const void *native_desc, void **dev);
+  /* --- optional: virtual memory (GPUPART__CAP_VM; all four set, or none) ---
+   * An expandable partition is one reserved address range that grows by mapping physical
+   * memory at its end and shrinks, at trim, by unmapping it (docs/design.md, "The
+   * expandable arena"). The core never asks for these piece by piece: creating physical
+   * memory, mapping it and granting access are one entry (vm_map), waiting for the
+   * device, unmapping and releasing another (vm_unmap), so a backend keeps its driver's
+   * order of calls to itself. */
+  /* The granule of physical memory and of mapping offsets on this device (a power of two,
+   * a multiple of info.min_alignment), or ENOTSUP, with a message saying why (no virtual
+   * memory on this device or driver). */
+  int (*vm_granule)(void *dev, uint64_t *granule);
+  /* Reserves an address range of size bytes (a multiple of the granule) with nothing
+   * mapped: out->native names it for the interop functions (a CUdeviceptr, a sparse
+   * VkBuffer), out->device_address its byte 0 (or 0), out->size = size. EDEVMEM when the
+   * driver has no room for it. */
+  int (*vm_reserve)(void *dev, uint64_t size, gpupart_block *out);
+  /* Gives back a range that vm_reserve made, once nothing in it is mapped. */
+  void (*vm_unreserve)(void *dev, gpupart_block *range);
+  /* Creates size bytes of physical memory (a multiple of the granule) and maps it at
+   * offset (a multiple of the granule) of range, readable and writable by the device
+   * (and the peers the backend knows of): *handle is the backend's record of it.
+   * EDEVMEM when the driver refuses the memory; nothing is left behind on failure. */
+  int (*vm_map)(void *dev, gpupart_block *range, uint64_t offset, uint64_t size, void **handle);
+  /* Waits for the device's work on range, unmaps what vm_map mapped at offset and
+   * releases its memory. */
+  void (*vm_unmap)(void *dev, gpupart_block *range, uint64_t offset, uint64_t size, void *handle);
 } gpupart_backend_ops;
 
 /* Size of the table up to and including its last required entry: a backend's

@@ -51,6 +51,8 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
                                 "largest block a growing partition takes (capped by the driver's largest)"},
     [GPUPART__OPT_GROWTH_FACTOR] = {"growth_factor", "GPUPART_GROWTH_FACTOR", GPUPART__T_FACTOR, ENV | FILE_ | DEV,
                                     "2.0", "each new block of a growing partition is the last one times this"},
+    [GPUPART__OPT_EXPANDABLE] = {"expandable", "GPUPART_EXPANDABLE", GPUPART__T_BOOL, ENV | FILE_ | DEV, "false",
+                                 "partitions grow in place in one reserved address range (virtual memory)"},
     [GPUPART__OPT_PARTITIONS] = {"partitions", "GPUPART_PARTITIONS", GPUPART__T_PARTITIONS, ENV, NULL,
                                  "partitions created when a device opens: name:size[:guarantee],..."},
     [GPUPART__OPT_SHARED] = {"shared", "GPUPART_SHARED", GPUPART__T_BOOL, ENV | FILE_, "0",

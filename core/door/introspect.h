@@ -39,6 +39,11 @@ int gpupart__introspect_configured(gpupart_device *dev, uint32_t i, gpupart__int
  * counts, as it does for a device open. */
 void gpupart__introspect_ledger_dir(const gpupart_context *ctx, char *out, size_t n);
 
+/* Whether dev's backend and device offer the virtual memory expandable partitions need:
+ * 1 with the granule in *granule, or 0 with why into why (n bytes); expandable partitions
+ * then keep growth blocks. */
+int gpupart__introspect_vm(gpupart_device *dev, uint64_t *granule, char *why, size_t n);
+
 /* Whether ctx's configuration names backend b (its backend list, or its library path). */
 int gpupart__introspect_backend_named(const gpupart_context *ctx, gpupart_backend b);
 

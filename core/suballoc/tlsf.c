@@ -334,6 +334,54 @@ gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r) {
   return r;
 }
 
+/* Raising r's floor: [r->offset, at) goes to the FREE range below, or to a new FREE
+ * node where there is none (a node reserved first, so failure changes nothing). */
+static int raise_floor(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
+  uint64_t delta = at - r->offset;
+  gpupart__range *p = r->prev_phys;
+  if (p && p->state == GPUPART__RANGE_FREE) {
+    p->size += delta;
+    relist(t, p);
+  } else {
+    if (!reserve_nodes(t, 1)) return -1;
+    gpupart__range *n = take_node(t);
+    n->offset = r->offset;
+    n->size = delta;
+    link_below(n, r);
+    insert_free(t, n);
+  }
+  r->offset = at;
+  r->size -= delta;
+  t->totals.used -= delta;
+  return 0;
+}
+
+/* Lowering r's floor: [at, r->offset) comes out of the FREE range below, which must
+ * reach down to at; a range taken whole goes back to the pool. */
+static int lower_floor(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
+  gpupart__range *p = r->prev_phys;
+  if (!p || p->state != GPUPART__RANGE_FREE || p->offset > at) return -1;
+  uint64_t delta = r->offset - at;
+  t->totals.used += delta;
+  if (p->offset == at) {
+    remove_free(t, p);
+    absorb_below(t, r, p);
+    return 0;
+  }
+  p->size -= delta;
+  relist(t, p);
+  r->offset = at;
+  r->size += delta;
+  return 0;
+}
+
+int gpupart__tlsf_move_floor(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
+  if (!r || gpupart__range_owner(r) != t || r->state != GPUPART__RANGE_USED || at & (t->granule - 1)) return -1;
+  if (at == r->offset) return 0;
+  if (at > r->offset) return at < r->offset + r->size ? raise_floor(t, r, at) : -1;
+  return lower_floor(t, r, at);
+}
+
 /* ---- blocks ---- */
 
 /* The one FREE range that covers a new block. */

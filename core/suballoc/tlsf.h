@@ -148,6 +148,14 @@ int gpupart__tlsf_can_alloc(const gpupart__tlsf *t, uint64_t size, uint64_t alig
  * another allocator. */
 gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r);
 
+/* Moves the floor (lowest offset) of the USED range r to at, a multiple of the granule,
+ * keeping its top: above r->offset (and below its top) the bytes between go to the FREE
+ * range below r, or become one; below it they come out of the FREE range just below r,
+ * which must reach down to at. r keeps its node and handle. The expandable arena keeps
+ * its unmapped tail as such a range. Returns 0, or -1 with nothing changed (r not USED,
+ * at outside those bounds or off the granule, or out of host memory for a node). */
+int gpupart__tlsf_move_floor(gpupart__tlsf *t, gpupart__range *r, uint64_t at);
+
 /* Size of the largest FREE range (0 if none). O(lists + length of the top list). */
 uint64_t gpupart__tlsf_largest_free(const gpupart__tlsf *t);
 uint64_t gpupart__tlsf_granule(const gpupart__tlsf *t);

@@ -92,10 +92,13 @@ static CUdevice current_device(void) {
  * refusal first gives the device's arena's empty cached blocks back (the mirror's own OOM
  * sequence does not reach them) and is tried once more where that gave any back. */
 static CUresult account(uint64_t size, gpupart_allocation **a) {
+  return gpupart__cu_account_on(current_device(), size, a);
+}
+
+CUresult gpupart__cu_account_on(CUdevice dev, uint64_t size, gpupart_allocation **a) {
   *a = NULL;
   if (gpupart__cu_busy) return CUDA_SUCCESS;
   gpupart__cu_busy = 1;
-  CUdevice dev = current_device();
   gpupart_partition *p = dev < 0 ? NULL : device_partition(dev);
   int refused = p && gpupart__ip_account(p, size, a) != 0;
   if (refused && gpupart__cu_arena_wanted() && gpupart__cu_arena_trim(dev))
@@ -104,7 +107,9 @@ static CUresult account(uint64_t size, gpupart_allocation **a) {
   return refused ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
-static void unaccount(gpupart_allocation *a) {
+static void unaccount(gpupart_allocation *a) { gpupart__cu_unaccount(a); }
+
+void gpupart__cu_unaccount(gpupart_allocation *a) {
   if (!a) return;
   gpupart__cu_busy = 1;
   gpupart__ip_unaccount(a);
@@ -363,6 +368,7 @@ static void child_after_fork(void) {
   gpupart__cu_busy = 0;
   gpupart__ip_forget();
   gpupart__ip_map_forget();
+  gpupart__cu_vmm_forget();
   gpupart__cu_arena_forget();
 }
 

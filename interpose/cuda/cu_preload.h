@@ -7,6 +7,9 @@
 #define GPUPART_INTERPOSE_CU_PRELOAD_H
 
 #include <cuda.h>
+#include <stdint.h>
+
+#include "gpupart.h"
 
 #define GPUPART_CU_EXPORT __attribute__((visibility("default")))
 
@@ -27,6 +30,11 @@ typedef enum gpupart__cu_entry {
   CU_GET_PROC,
   CU_GET_PROC_V2,
   CU_PRIMARY_CTX_RESET,
+  CU_MEM_CREATE,
+  CU_MEM_RELEASE,
+  CU_MEM_RETAIN,
+  CU_MEM_MAP,
+  CU_MEM_UNMAP,
   CU_HOOKED,
   CU_CTX_GET_DEVICE = CU_HOOKED,
   CU_DEVICE_GET_UUID_V2,
@@ -50,6 +58,14 @@ gpupart__cu_fn gpupart__cu_real(gpupart__cu_entry e);
  * tells none. It names the mirror (cu_hooks.c's mirror_of), so that the preload meets
  * the GPU's own ledger. */
 int gpupart__cu_device_uuid(CUdevice dev, CUuuid *out);
+
+/* cu_hooks.c: accounts size on device dev's partition (CUDA_SUCCESS with *a, NULL when
+ * not accounted; CUDA_ERROR_OUT_OF_MEMORY when refused), and gives it back. */
+CUresult gpupart__cu_account_on(CUdevice dev, uint64_t size, gpupart_allocation **a);
+void gpupart__cu_unaccount(gpupart_allocation *a);
+
+/* cu_vmm.c: the virtual memory hooks. In a forked child: forgets the parent's records. */
+void gpupart__cu_vmm_forget(void);
 
 /* Set while a hook is inside gpupart (or the driver on gpupart's behalf): the hooks and
  * the routes then pass every call and lookup straight through. */

@@ -48,6 +48,11 @@ static const struct {
     [CU_GET_PROC] = {"cuGetProcAddress", "cuGetProcAddress", 11030, -1},
     [CU_GET_PROC_V2] = {"cuGetProcAddress_v2", "cuGetProcAddress", 12000, -1},
     [CU_PRIMARY_CTX_RESET] = {"cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset", 11000, -1},
+    [CU_MEM_CREATE] = {"cuMemCreate", "cuMemCreate", 10020, -1},
+    [CU_MEM_RELEASE] = {"cuMemRelease", "cuMemRelease", 10020, -1},
+    [CU_MEM_RETAIN] = {"cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", 11000, -1},
+    [CU_MEM_MAP] = {"cuMemMap", "cuMemMap", 10020, -1},
+    [CU_MEM_UNMAP] = {"cuMemUnmap", "cuMemUnmap", 10020, -1},
     [CU_CTX_GET_DEVICE] = {"cuCtxGetDevice", NULL, 0, -1},
     [CU_DEVICE_GET_UUID_V2] = {"cuDeviceGetUuid_v2", NULL, 0, -1},
     [CU_DEVICE_GET_UUID] = {"cuDeviceGetUuid", NULL, 0, -1},
@@ -74,6 +79,11 @@ static const gpupart__cu_fn hooks[CU_HOOKED] = {
     [CU_GET_PROC] = (gpupart__cu_fn)cuGetProcAddress,
     [CU_GET_PROC_V2] = (gpupart__cu_fn)cuGetProcAddress_v2,
     [CU_PRIMARY_CTX_RESET] = (gpupart__cu_fn)cuDevicePrimaryCtxReset_v2,
+    [CU_MEM_CREATE] = (gpupart__cu_fn)cuMemCreate,
+    [CU_MEM_RELEASE] = (gpupart__cu_fn)cuMemRelease,
+    [CU_MEM_RETAIN] = (gpupart__cu_fn)cuMemRetainAllocationHandle,
+    [CU_MEM_MAP] = (gpupart__cu_fn)cuMemMap,
+    [CU_MEM_UNMAP] = (gpupart__cu_fn)cuMemUnmap,
 };
 
 static _Atomic(gpupart__cu_fn) reals[CU_ENTRIES];

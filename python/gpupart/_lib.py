@@ -112,6 +112,8 @@ class SimDescC(ctypes.Structure):
         ("uuid", ctypes.c_uint8 * 16),
         ("pci_bus_id", ctypes.c_char * 32),
         ("name", ctypes.c_char * 256),
+        ("vm_granule", c_u64),
+        ("no_vm", c_int),
     ]
 
 
@@ -143,7 +145,7 @@ class PartitionDesc(ctypes.Structure):
         ("release_threshold", c_u64),
         ("reclaim", RECLAIM_FN),
         ("reclaim_user", c_void_p),
-        ("flags", c_u32),  # since 0.3: GPUPART_PARTITION_*; the package leaves it 0 (thread-safe)
+        ("flags", c_u32),  # since 0.3: GPUPART_PARTITION_*; the package leaves it 0 (thread-safe; expandable as the device's option says)
     ]
 
 

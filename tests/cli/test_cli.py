@@ -151,6 +151,21 @@ def test_config_json_from_the_environment():
     check(all(p["source"] == "GPUPART_PARTITIONS" for p in parts), "partition sources", out)
 
 
+def test_config_says_whether_expandable_partitions_can_be_had():
+    env = {"GPUPART_EXPANDABLE": "sim:0=1"}
+    out, _ = expect_rc(["config", "--device", "sim:0", "--json"], 0, env=env)
+    c = parse_json(out)
+    check(c["expandable"] is True and c["sources"]["expandable"] == "GPUPART_EXPANDABLE", "expandable per device", out)
+    vm = c["virtual_memory"]
+    check(vm["supported"] is True and vm["granule"] == 2 * MIB and vm["why"] == "", "sim emulates it", out)
+    out, _ = expect_rc(["config", "--device", "sim:0"], 0, env=env)
+    check("virtual memory: yes, granule 2097152 bytes" in out, "the text says so", out)
+    rc, out, err = run("config", "--device", "opencl:0")
+    if rc == 0:
+        check("virtual memory: no" in out and "expandable partitions keep growth blocks" in out,
+              "OpenCL has none, and config says so", out)
+
+
 def test_config_shows_the_block_options_with_their_sources():
     env = {"GPUPART_PREALLOC_BLOCK": "64MiB", "GPUPART_INITIAL_BLOCK": "4MiB", "GPUPART_GROWTH_FACTOR": "1.5",
            "GPUPART_MAX_BLOCK": "sim:0=256MiB,sim:1=8MiB"}

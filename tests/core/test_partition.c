@@ -521,7 +521,7 @@ Test(partition, unknown_flags_are_refused) {
   gpupart_context *ctx = test_context();
   gpupart_sim_desc sim = {.total_bytes = 16 * GiB};
   gpupart_device *dev = test_sim_device(ctx, &sim, NULL);
-  gpupart_partition_desc d = {.name = "x", .flags = 0x2};
+  gpupart_partition_desc d = {.name = "x", .flags = 0x80};
   gpupart_partition *p = NULL;
   cr_expect_eq(gpupart_partition_create(dev, &d, &p), GPUPART_EINVAL);
   cr_expect_null(p);
