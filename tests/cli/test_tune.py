@@ -247,6 +247,21 @@ def test_recorded_trace():
         reproduce([trace], c, "recorded runner-up")
 
 
+def test_several_processes_under_a_budget_replay_the_same_every_time():
+    """Several processes replayed in one share a ledger; give-back between them happens at
+    the replay's own growth (no responder thread), so two runs agree figure for figure."""
+    files = recorded_pair()
+    if len(files) != 2:
+        return
+    runs = [tune_json("--budget", "0.8", *files, rc=3) for _ in range(2)]
+    if None in runs:
+        return
+    figures = [[(c.get("failed"), c.get("peak_reserved"), c.get("driver_allocs")) for c in d.get("candidates", [])]
+               for d in runs]
+    check(figures[0] and figures[0] == figures[1], "two runs of tune --budget give the same figures",
+          [f[:5] for f in figures])
+
+
 def test_two_processes_share_their_partitions():
     files = recorded_pair()
     if len(files) != 2:
