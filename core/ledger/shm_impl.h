@@ -60,7 +60,8 @@ typedef struct shm_ledger {
   uint64_t way_looked;        /* and whether a reader asks the members to make way */
   uint64_t way_ignored_until; /* not before this: a reader that asked for longer than SHM_WAY_MS */
   char path[4096];
-  int64_t pid; /* this process as it names itself when it holds the lock */
+  shm_folder folder; /* what the file's folder was when it was opened (shm_folder.h) */
+  int64_t pid;       /* this process as it names itself when it holds the lock */
   char command[16];
   int inherited; /* in a child forked after the attachment was made (shm_guard.c): no member */
   int lost;      /* atomic: the file was truncated or replaced under this process */
