@@ -3,7 +3,9 @@
  * needed) whose supplementary group is a group folder's (mode 2770), open one sim device
  * shared through it and see each other's bytes in one ledger, whose name carries no uid
  * and whose mode is 0660 whatever their umask; the outside reader (as gpupart top and the
- * exporter) lists every ledger of the folder, whoever made it; a third uid outside the
+ * exporter) lists every ledger of the folder, whoever made it; a ledger deleted under its
+ * members is made anew 0660 for the group, and a member then sees the survivor's bytes;
+ * a third uid outside the
  * group is refused with a message that says so; a world-writable group folder, a
  * world-accessible ledger, one the group cannot write and one of another group are
  * refused. The children change their credentials, which needs root: the suite exits 77
@@ -161,6 +163,25 @@ Test(ledger_group, a_group_folder_anyone_may_write_is_refused) {
   uint32_t n = 0;
   cr_expect_eq(gpupart__ledger_shm_scan(dir, 200, &s, &n), GPUPART_ECONFIG, "the reader refuses it too");
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(ledger_group, a_deleted_ledger_is_made_anew_for_the_group) {
+  shared_env e = open_shared_env(); /* root: in every group */
+  gpupart_partition *p = test_partition(e.dev, "p", 256 * MiB, 0);
+  gpupart_allocation *a = alloc_ok(p, 200 * MiB);
+  char path[256];
+  ledger_path(path, sizeof path);
+  cr_assert_eq(unlink(path), 0);
+  let_members_look();
+  test_check(e.dev); /* finds the file gone and makes it anew, with its figures */
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0, "%s made anew", path);
+  cr_expect_eq(st.st_mode & 0777, 0660);
+  cr_expect_eq(st.st_gid, GROUP);
+  child b = spawn_member_of(MEMBER_B, "p", 10 * MiB, 100 * MiB); /* 200 + 10 + 100 > 256: it sees root's bytes */
+  end_member(&b);
+  gpupart_free(a);
+  close_shared_env(&e);
 }
 
 /* The ledger made by a member, then changed by hand (mode, group; given to the other
