@@ -5,10 +5,9 @@
  * and whose mode is 0660 whatever their umask; the outside reader (as gpupart top and the
  * exporter) lists every ledger of the folder, whoever made it; a ledger deleted under its
  * members is made anew 0660 for the group, and a member then sees the survivor's bytes;
- * a third uid outside the
- * group is refused with a message that says so; a world-writable group folder, a
- * world-accessible ledger, one the group cannot write and one of another group are
- * refused. The children change their credentials, which needs root: the suite exits 77
+ * a third uid outside the group is refused with a message that says so; a world-writable
+ * group folder, a world-accessible ledger, one the group cannot write and one of another
+ * group are refused. The children change their credentials, which needs root: the suite exits 77
  * (skipped) otherwise. Each test has its own scratch folder, made a group folder. */
 #include <criterion/criterion.h>
 #include <grp.h>
