@@ -32,7 +32,7 @@ int gpupart__shm_folder(const char *dir, shm_folder *f) {
   if (geteuid() != 0 && !group_member(st.st_gid))
     return gpupart__fail(GPUPART_ECONFIG,
                          "ledger folder %s is the group folder of gid %u (mode %04o): this process (uid %u) is not "
-                         "in that group, so it may not share its ledgers: refused; add the user to the group, or set "
+                         "in that group, so it may not use its ledgers: refused; add the user to the group, or set "
                          "GPUPART_LEDGER_DIR to another folder",
                          dir, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
   return GPUPART_OK;
