@@ -14,6 +14,8 @@
  *                        leaves), made at once or by the next taking;
  *   shm_members.c members' liveness, reaping, and the holder's marks in the file;
  *   shm_guard.c   the mappings, the SIGBUS handler over them, and forked children;
+ *   shm_folder.c  the folder (a user's or a group's): the file's name, the checks of its
+ *                        owner and mode, making it (shm_folder.h), shared with the reader;
  *   shm_format.c  the file format (shm_format.h), shared with the reader.
  * The outside reader (snapshot.c) uses none of this: only the file format. */
 #ifndef GPUPART_CORE_LEDGER_SHM_IMPL_H

@@ -2,12 +2,12 @@
  * when there is none: 0600, or 0660 in a group folder, shm_folder.h) under an flock, so
  * that one process sets a new file up while the others wait; it must be a regular file
  * its folder allows (this user's with no group or other permission bits, or in a group
- * folder the group's with none for others), and either empty (this process sizes it with posix_fallocate, so a
- * full folder is a clear ECONFIG, and writes the header, the magic last) or exactly a
- * ledger of this version for this device. A ledger that no live process uses is this
- * process's to size: the file outlives its processes, and the budget of a run long gone
- * must not bind this one. Each mapping is guarded against truncation
- * (shm_guard.c) from the moment it exists. */
+ * folder the group's with none for others), and either empty (this process sizes it
+ * with posix_fallocate, so a full folder is a clear ECONFIG, and writes the header, the
+ * magic last) or exactly a ledger of this version for this device. A ledger that no live
+ * process uses is this process's to size: the file outlives its processes, and the
+ * budget of a run long gone must not bind this one. Each mapping is guarded against
+ * truncation (shm_guard.c) from the moment it exists. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
