@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 #define GPUPART_VERSION_MAJOR 0
-#define GPUPART_VERSION_MINOR 2
+#define GPUPART_VERSION_MINOR 3
 #define GPUPART_VERSION_PATCH 0
 
 /* ---- results ---------------------------------------------------------------------- */

@@ -26,4 +26,4 @@ __all__ = [
     "DeviceMemoryError", "LimitError", "NoBackend", "NoDevice", "BackendError", "NotSupported",
     "ConfigError", "Busy", "Exists", "Corrupt", "last_error",
 ]
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -87,7 +87,7 @@ def _struct(cls: Any, call: str, **values: Any) -> Any:
 
 
 def version() -> str:
-    """The loaded library's version string, e.g. "0.2.0"."""
+    """The loaded library's version string, e.g. "0.3.0"."""
     return _lib.lib().gpupart_version_string().decode()
 
 

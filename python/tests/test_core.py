@@ -16,7 +16,7 @@ from conftest import MiB
 
 
 def test_library_is_version_0_2():
-    assert gpupart.version().startswith("0.2.")
+    assert gpupart.version().startswith("0.3.")
 
 
 # ctypes struct -> (C type name, C header) for the layout check.
