@@ -329,4 +329,4 @@ gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_
 
 /* The budget of the physical device: every handle of one device in a context shares the
  * first open's (join_ledger). */
-uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? dev->budget : 0; }
+uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? gpupart__budget_now(dev) : 0; }

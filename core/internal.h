@@ -171,4 +171,15 @@ struct gpupart_device {
   gpupart__ratelimit oom_events; /* events.c: and OOM-sequence steps and reclaim calls */
 };
 
+/* The device's budget as it is now: a shared ledger's is read from it each time (an
+ * operator may change it from outside: gpupart resize --budget); dev->budget is the
+ * in-process one, and the shared one at open. No gpupart lock needed (the ledger's is
+ * innermost). */
+static inline uint64_t gpupart__budget_now(const gpupart_device *dev) {
+  if (!dev->ledger || !dev->ledger->shared) return dev->budget;
+  gpupart__ledger_figures t;
+  dev->ledger->ops->totals(dev->ledger, &t);
+  return t.limit ? t.limit : dev->budget; /* 0: the ledger could not be read just now */
+}
+
 #endif

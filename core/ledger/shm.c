@@ -186,8 +186,9 @@ static int admit_locked(shm_ledger *L, uint64_t m, const char *name, uint64_t li
   uint32_t ms = my_member_slot(L, m), share = free_share_locked(h), part = 0;
   if (ms == SHM_MEMBERS) return GPUPART_EINVAL;
   int i = gpupart__shm_find_part(h, name);
-  if (i >= 0 && (has_share_locked(h, m, (uint32_t)i) ||
-                 (!join && (h->part[i].limit != limit || h->part[i].guarantee != guarantee))))
+  if (i >= 0 &&
+      (has_share_locked(h, m, (uint32_t)i) || (!join && !(h->part[i].flags & SHM_PART_RESIZED) &&
+                                               (h->part[i].limit != limit || h->part[i].guarantee != guarantee))))
     return GPUPART_EEXIST;
   if (i < 0 && join) return GPUPART_OK; /* no partition to join: x stays unused */
   if (share == SHM_SHARES) return shares_full(L);
@@ -385,6 +386,7 @@ static int shm_set_limit(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t 
   rc = !p ? gone(L) : new_limit > L->h->budget ? GPUPART_ELIMIT : p->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
   if (rc == GPUPART_OK) {
     p->limit = new_limit;
+    p->flags |= SHM_PART_RESIZED;
     if (p->guarantee > new_limit) {
       p->guarantee = new_limit;
       gpupart__shm_recompute(L->h);
@@ -461,9 +463,7 @@ static void shm_report(gpupart__ledger *l) {
 
 /* ---- who holds the bytes, for refusal messages ---- */
 
-/* Appends "pid P (comm) N bytes (C cached)" for each share of partition part but skip's, biggest
- * first, at most four; returns the bytes of them all. */
-static uint64_t name_members(const shm_header *h, uint32_t part, const shm_share *skip, char *out, size_t n) {
+uint64_t gpupart__shm_name_members(const shm_header *h, uint32_t part, const shm_share *skip, char *out, size_t n) {
   uint64_t total = 0;
   uint32_t named = 0, more = 0;
   for (uint32_t k = 0; k < SHM_SHARES; k++) {
@@ -496,7 +496,7 @@ static void name_partitions(const shm_header *h, uint32_t own, char *out, size_t
     snprintf(out + len, n - len, "%spartition '%.*s' holds %llu bytes and keeps %llu more as its guarantee (",
              named++ ? "; " : "", (int)strnlen(p->name, SHM_NAME), p->name, (unsigned long long)p->reserved,
              (unsigned long long)unused_of(p));
-    name_members(h, i, NULL, out, n);
+    gpupart__shm_name_members(h, i, NULL, out, n);
     len = strlen(out);
     snprintf(out + len, n - len, ")");
   }
@@ -510,7 +510,7 @@ static void shm_holders(gpupart__ledger *l, const gpupart__ledger_entry *e, gpup
   if (read_begin(L)) return;
   const shm_share *s = gpupart__shm_share_of(L, e);
   if (s && bound == GPUPART__REFUSED_LIMIT) {
-    name_members(L->h, s->part, s, out, n);
+    gpupart__shm_name_members(L->h, s->part, s, out, n);
   } else if (s) {
     name_partitions(L->h, s->part, out, n);
   }

@@ -3,6 +3,7 @@
  * only those listed below it:
  *   shm_open.c    opening or creating the file, and gpupart__ledger_shm_create;
  *   shm.c         the ledger interface (ledger.h) over the file;
+ *   shm_resize.c  changes from outside (resize.h): a partition's figures, the budget;
  *   shm_wake.c    give-back requests (the wake word the responders sleep on) and the
  *                        floors' shortfall;
  *   shm_lock.c    taking and dropping the ledger's lock, and what each taking checks
@@ -80,8 +81,11 @@ typedef struct shm_ledger {
   uint64_t pending_bytes;
 } shm_ledger;
 
-/* shm.c */
+/* shm.c. name_members: appends "pid P (comm) N bytes (C cached)" for each share of
+ * partition part but skip's, at most four, to out (lock held, or a private copy);
+ * returns the bytes of them all. */
 extern const gpupart__ledger_ops gpupart__shm_ops;
+uint64_t gpupart__shm_name_members(const shm_header *h, uint32_t part, const shm_share *skip, char *out, size_t n);
 
 /* shm_wake.c: the ask_trim, wait_asked, wake_seen, wake_local and shortfall ops. */
 void gpupart__shm_ask_trim(gpupart__ledger *l);
