@@ -132,6 +132,8 @@ struct gpupart_device {
   void *bdev;
   gpupart_device_info info;
   uint64_t budget, granularity, alignment;
+  uint64_t ceiling; /* shared ledger: the most this process may hold on the device (memory_limit_max,
+                     * memory_fraction_max), whatever the shared budget; 0: none */
   int growth;
   uint64_t release_threshold;        /* default of partitions that leave theirs 0 */
   uint64_t prealloc_block;           /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */

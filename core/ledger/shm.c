@@ -313,13 +313,38 @@ static uint64_t grantable_locked(const shm_header *h, const shm_part *p, gpupart
   return own <= device ? own : device;
 }
 
+/* Lock held: the bytes this attachment's live shares hold together. */
+static uint64_t own_locked(shm_ledger *L) {
+  uint64_t own = 0;
+  for (shm_entry *x = L->handles; x; x = x->next) {
+    const shm_share *s = x->removed ? NULL : gpupart__shm_share_of(L, (gpupart__ledger_entry *)(void *)x);
+    if (s) own = add_sat(own, s->reserved);
+  }
+  return own;
+}
+
+/* Lock held: what p may still take, within this process's ceiling too. */
+static uint64_t grant_locked(shm_ledger *L, const shm_part *p, gpupart__refusal *bound) {
+  uint64_t can = grantable_locked(L->h, p, bound);
+  if (!L->ceiling) return can;
+  uint64_t room = sub0(L->ceiling, own_locked(L));
+  if (room < can) *bound = GPUPART__REFUSED_CEILING;
+  return room < can ? room : can;
+}
+
+static void shm_set_ceiling(gpupart__ledger *l, uint64_t bytes) {
+  shm_ledger *L = shm(l);
+  if (!bytes || gpupart__shm_lock(L)) return;
+  if (!L->ceiling || bytes < L->ceiling) L->ceiling = bytes;
+  gpupart__shm_unlock(L);
+}
+
 /* Lock held: grants bytes to s if they fit; a refusal first returns dead members' bytes
  * (which may free s's partition's other shares, never s). */
 static gpupart__refusal reserve_locked(shm_ledger *L, shm_share *s, uint64_t bytes) {
   gpupart__refusal bound;
   shm_part *p = part_of(L, s);
-  if (bytes > grantable_locked(L->h, p, &bound) &&
-      !(gpupart__shm_reap(L) && bytes <= grantable_locked(L->h, p, &bound)))
+  if (bytes > grant_locked(L, p, &bound) && !(gpupart__shm_reap(L) && bytes <= grant_locked(L, p, &bound)))
     return bound;
   gpupart__shm_set_reserved_locked(L->h, p, s, add_sat(s->reserved, bytes));
   return GPUPART__GRANTED;
@@ -370,9 +395,9 @@ static uint64_t shm_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gpup
   *bound = rc;
   if (rc) return 0;
   shm_share *s = gpupart__shm_share_of(L, e);
-  uint64_t can = s ? grantable_locked(L->h, part_of(L, s), bound) : 0;
+  uint64_t can = s ? grant_locked(L, part_of(L, s), bound) : 0;
   if (!s) *bound = gone(L);
-  if (s && others_bound(L, s, *bound) && gpupart__shm_reap(L)) can = grantable_locked(L->h, part_of(L, s), bound);
+  if (s && others_bound(L, s, *bound) && gpupart__shm_reap(L)) can = grant_locked(L, part_of(L, s), bound);
   gpupart__shm_unlock(L);
   return can;
 }
@@ -543,4 +568,5 @@ const gpupart__ledger_ops gpupart__shm_ops = {
     .wait_asked = gpupart__shm_wait_asked,
     .wake_seen = gpupart__shm_wake_seen,
     .wake_local = gpupart__shm_wake_local,
+    .set_ceiling = shm_set_ceiling,
 };

@@ -75,6 +75,7 @@ typedef struct shm_ledger {
   uint32_t reaped;           /* dead members reaped since the lock was taken */
   uint64_t reaped_bytes;     /* and the bytes they held */
   struct shm_entry *handles; /* this attachment's entry handles */
+  uint64_t ceiling;          /* the most bytes their shares may hold together; 0: none (set_ceiling) */
   /* Guarded by pending_lock: reaped, not yet reported (the report op). */
   gpupart__lock pending_lock;
   uint32_t pending;

@@ -172,3 +172,55 @@ Test(ledger_resize, a_missing_or_foreign_file_is_refused) {
   c.wait_ms = -1;
   cr_expect_eq(gpupart__ledger_change_file(path, &c), GPUPART_EINVAL);
 }
+
+/* ---- ceilings: memory_limit_max and memory_fraction_max bind in shared mode ---------- */
+
+static gpupart_device *open_with(const char *config, gpupart_context **ctx) {
+  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = dir, .config_text = config};
+  gpupart_device *dev = NULL;
+  cr_assert_eq(gpupart_context_create(&cd, ctx), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(open_shared(*ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  return dev;
+}
+
+static void ceiling_binds(const char *config, const char *name) {
+  const char *steps[] = {"part", "be", "0", "0", "alloc", "100", "ready", "wait", "check", NULL};
+  member m = started(steps); /* made the ledger with the whole 1 GiB as its budget */
+  gpupart_context *ctx = NULL;
+  gpupart_device *dev = open_with(config, &ctx);
+  cr_expect_eq(gpupart_device_budget(dev), 1024 * MiB, "the shared budget applies");
+  gpupart_partition *p = NULL;
+  gpupart_partition_desc d = {.name = "mine", .limit = 800 * MiB, .release_threshold = 1};
+  cr_assert_eq(gpupart_partition_create(dev, &d, &p), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_allocation *a = NULL, *b = NULL;
+  cr_expect_eq(gpupart_alloc(p, 200 * MiB, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_alloc(p, 100 * MiB, 0, &b), GPUPART_ELIMIT, "past the 256 MiB ceiling");
+  cr_expect(has("ceiling") && has(name), "%s", gpupart_last_error());
+  cr_expect_leq(part_stats(p).reserved, 256 * MiB);
+  gpupart_free(a);
+  cr_expect_eq(gpupart_alloc(p, 250 * MiB, 0, &b), GPUPART_OK, "freed bytes count again: %s", gpupart_last_error());
+  gpupart_free(b);
+  test_check(dev);
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  finish(&m, 0);
+}
+
+Test(ledger_resize, memory_limit_max_binds_inside_a_larger_shared_budget) {
+  ceiling_binds("[gpupart]\nmemory_limit_max = 256MiB\n", "memory_limit_max");
+}
+
+Test(ledger_resize, memory_fraction_max_binds_inside_a_larger_shared_budget) {
+  ceiling_binds("[gpupart]\nmemory_fraction_max = 25%\n", "memory_fraction_max");
+}
+
+Test(ledger_resize, a_ceiling_binds_another_process_too) {
+  const char *first[] = {"part", "be", "0", "0", "alloc", "100", "ready", "wait", "check", NULL};
+  member m = started(first);
+  setenv("SHM_MEMBER_CONFIG", "[gpupart]\nmemory_limit_max = 256MiB\n", 1);
+  const char *capped[] = {"part", "own", "800", "0", "alloc", "200", "refuse", "100", "check", NULL};
+  int code = run_member(capped);
+  unsetenv("SHM_MEMBER_CONFIG");
+  cr_expect_eq(code, 0, "the capped process was refused past its ceiling, not past the shared budget");
+  finish(&m, 0);
+}
