@@ -80,6 +80,7 @@ static int parse_args(int argc, char **argv, resize_args *a) {
     if (parse_option(argc, argv, &i, a)) return EXIT_USAGE;
   if (a->budget && (a->partition || a->limit || a->guarantee))
     return cli_usage_error("resize", "--budget changes the device: no PARTITION, --limit or --guarantee with it");
+  if (a->device && !*a->device) return cli_usage_error("resize", "--device needs a value");
   if (!a->budget && (!a->partition || !a->limit))
     return cli_usage_error("resize", "name a PARTITION and its --limit, or give --budget");
   return EXIT_OK;

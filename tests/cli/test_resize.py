@@ -80,7 +80,7 @@ def test_resize_picks_the_device_and_rejects_bad_usage():
         t.check("exceeds the device budget" in err, "past the budget", err)
         for bad in (["train"], ["--limit", "1MiB"], ["train", "--limit", "x"], ["train", "--limit", "0"],
                     ["--budget", "1GiB", "train", "--limit", "1MiB"], ["train", "--limit", "1MiB", "--wait", "-1"],
-                    ["a", "b", "--limit", "1MiB"], ["--budget", "50%"]):
+                    ["a", "b", "--limit", "1MiB"], ["--budget", "50%"], ["--device", "", "train", "--limit", "1MiB"]):
             t.expect_rc(["resize", *bad], 2, env=h.env())
     empty = t.Holders()
     with empty:
