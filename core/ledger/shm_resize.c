@@ -119,13 +119,14 @@ static int refuse(const shm_ledger *L, const gpupart__ledger_change *c, const ab
 }
 
 /* Tries until the change fits or the wait is over, asking the members to give back
- * between tries. */
+ * (again every ASK_EVERY tries: every ask wakes every responder of the file). */
+#define ASK_EVERY 50
 static int apply(shm_ledger *L, const gpupart__ledger_change *c) {
   struct timespec deadline = gpupart__shm_deadline(c->wait_ms), pause = {0, 2000000};
   above a = {0};
   int rc = try_once(L, c, &a);
-  while (rc == ABOVE && !gpupart__shm_past(&deadline)) {
-    gpupart__shm_ask_trim(&L->base);
+  for (unsigned tries = 0; rc == ABOVE && !gpupart__shm_past(&deadline); tries++) {
+    if (tries % ASK_EVERY == 0) gpupart__shm_ask_trim(&L->base);
     nanosleep(&pause, NULL);
     rc = try_once(L, c, &a);
   }
