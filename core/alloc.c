@@ -26,10 +26,11 @@
 typedef int refusal;
 enum {
   REFUSED_NONE = 0,
-  REFUSED_LIMIT,  /* the partition's limit: ELIMIT */
-  REFUSED_BUDGET, /* the device budget: ELIMIT */
-  REFUSED_DRIVER, /* the driver: EDEVMEM */
-  REFUSED_HOST,   /* host memory: ENOMEM */
+  REFUSED_LIMIT,   /* the partition's limit: ELIMIT */
+  REFUSED_BUDGET,  /* the device budget: ELIMIT */
+  REFUSED_CEILING, /* this process's ceiling on a shared device: ELIMIT */
+  REFUSED_DRIVER,  /* the driver: EDEVMEM */
+  REFUSED_HOST,    /* host memory: ENOMEM */
 };
 
 static int is_final(refusal why) { return why == REFUSED_HOST || why < 0; }
@@ -59,6 +60,7 @@ static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, co
 static refusal refusal_of(int rc, gpupart__refusal bound) {
   if (rc == GPUPART_EDEVMEM) return REFUSED_DRIVER;
   if (rc == GPUPART_ENOMEM) return REFUSED_HOST;
+  if (rc == GPUPART_ELIMIT && bound == GPUPART__REFUSED_CEILING) return REFUSED_CEILING;
   if (rc == GPUPART_ELIMIT) return bound == GPUPART__REFUSED_BUDGET ? REFUSED_BUDGET : REFUSED_LIMIT;
   return rc; /* another failure (EBACKEND, ...): passed on as it is */
 }
@@ -225,11 +227,25 @@ static void budget_cause(const gpupart_partition *p, const gpupart__ledger_figur
              f->guarantee);
 }
 
+/* The ceiling binds this process whatever the shared budget leaves: named with its source. */
+static void ceiling_cause(const gpupart_partition *p, char *out, size_t n) {
+  const gpupart__value *v = p->dev->settings.v;
+  int by_limit = v[GPUPART__OPT_MEMORY_LIMIT_MAX].u && v[GPUPART__OPT_MEMORY_LIMIT_MAX].u == p->dev->ceiling;
+  const gpupart__value *c = &v[by_limit ? GPUPART__OPT_MEMORY_LIMIT_MAX : GPUPART__OPT_MEMORY_FRACTION_MAX];
+  char where[GPUPART__PATH_MAX + 16];
+  gpupart__source_format(c->src, where, sizeof where);
+  snprintf(out, n,
+           "this process's ceiling on the device is reached: %s caps what it holds at %" PRIu64
+           " bytes (%s), whatever the shared budget leaves",
+           by_limit ? "memory_limit_max" : "memory_fraction_max", p->dev->ceiling, GPUPART__ECHO(where));
+}
+
 static void refusal_text(const gpupart_partition *p, const request *q, refusal why, const gpupart__ledger_figures *f,
                          uint64_t in_use, char *out, size_t n) {
   switch (why) {
   case REFUSED_LIMIT: limit_cause(p, q, f, in_use, out, n); break;
   case REFUSED_BUDGET: budget_cause(p, f, out, n); break;
+  case REFUSED_CEILING: ceiling_cause(p, out, n); break;
   case REFUSED_DRIVER: snprintf(out, n, "the driver refused a block"); break;
   default: snprintf(out, n, "out of host memory");
   }

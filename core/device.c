@@ -168,6 +168,27 @@ static int choose(gpupart_device *dev, gpupart__settings_in *in) {
   return rc;
 }
 
+/* The operator's ceiling on what this process holds on the device (0: none): the lower of
+ * memory_limit_max and memory_fraction_max of the device's total, where set. */
+static uint64_t ceiling_of(const gpupart_device *dev) {
+  const gpupart__value *v = dev->settings.v;
+  uint64_t c = v[GPUPART__OPT_MEMORY_LIMIT_MAX].u;
+  double f = v[GPUPART__OPT_MEMORY_FRACTION_MAX].share;
+  uint64_t of_total = f > 0 && f < 1 ? (uint64_t)((long double)dev->info.total_bytes * f) : 0;
+  if (of_total && (!c || of_total < c)) c = of_total;
+  return c & ~(dev->granularity - 1);
+}
+
+/* A shared ledger's budget may be larger than this process's ceiling, now or once an
+ * operator raises it: the ledger caps what the process's shares hold together (its own
+ * budget is the ledger's). */
+static void bind_ceiling(gpupart_device *dev) {
+  uint64_t c = ceiling_of(dev);
+  if (!c || !dev->ledger->ops->set_ceiling) return;
+  dev->ceiling = c;
+  dev->ledger->ops->set_ceiling(dev->ledger, c);
+}
+
 /* Joins the ledger of this physical device: the context's existing one when the device
  * is already open in it (whose budget this handle then shares), else a new one. */
 static int join_ledger(gpupart_device *dev) {
@@ -179,8 +200,9 @@ static int join_ledger(gpupart_device *dev) {
   gpupart__ledger_figures t;
   dev->ledger->ops->totals(dev->ledger, &t);
   if (dev->settings.v[GPUPART__OPT_VERBOSE].u) dev->ledger->verbose = 1; /* its events go to stderr too */
-  if (t.limit && t.limit != dev->budget) {                               /* 0: the ledger could not be read just now */
-    gpupart__event_budget(dev, dev->budget, t.limit);                    /* says which budget applies */
+  if (dev->ledger->shared) bind_ceiling(dev);
+  if (t.limit && t.limit != dev->budget) {            /* 0: the ledger could not be read just now */
+    gpupart__event_budget(dev, dev->budget, t.limit); /* says which budget applies */
     dev->budget = t.limit;
   }
   return GPUPART_OK;
@@ -329,4 +351,4 @@ gpupart_result gpupart_device_get_info_sized(const gpupart_device *dev, gpupart_
 
 /* The budget of the physical device: every handle of one device in a context shares the
  * first open's (join_ledger). */
-uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? dev->budget : 0; }
+uint64_t gpupart_device_budget(const gpupart_device *dev) { return dev ? gpupart__budget_now(dev) : 0; }

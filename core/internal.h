@@ -132,6 +132,8 @@ struct gpupart_device {
   void *bdev;
   gpupart_device_info info;
   uint64_t budget, granularity, alignment;
+  uint64_t ceiling; /* shared ledger: the most this process may hold on the device (memory_limit_max,
+                     * memory_fraction_max), whatever the shared budget; 0: none */
   int growth;
   uint64_t release_threshold;        /* default of partitions that leave theirs 0 */
   uint64_t prealloc_block;           /* GPUPART_PREALLOC_BLOCK; 0 = the largest block the driver allows */
@@ -170,5 +172,16 @@ struct gpupart_device {
   gpupart__ratelimit refusals;   /* events.c: how often refused allocations are logged */
   gpupart__ratelimit oom_events; /* events.c: and OOM-sequence steps and reclaim calls */
 };
+
+/* The device's budget as it is now: a shared ledger's is read from it each time (an
+ * operator may change it from outside: gpupart resize --budget); dev->budget is the
+ * in-process one, and the shared one at open. No gpupart lock needed (the ledger's is
+ * innermost). */
+static inline uint64_t gpupart__budget_now(const gpupart_device *dev) {
+  if (!dev->ledger || !dev->ledger->shared) return dev->budget;
+  gpupart__ledger_figures t;
+  dev->ledger->ops->totals(dev->ledger, &t);
+  return t.limit ? t.limit : dev->budget; /* 0: the ledger could not be read just now */
+}
 
 #endif

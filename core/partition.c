@@ -69,14 +69,15 @@ static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, r
     return gpupart__fail(GPUPART_EINVAL, "partition_create: unknown flags 0x%x", d->flags);
   if (bad_share(d->fraction) || bad_share(d->guarantee_fraction))
     return gpupart__fail(GPUPART_EINVAL, "partition_create: a fraction is outside (0, 1]");
-  uint64_t limit = share_of(dev, d->fraction, d->limit ? d->limit : dev->budget);
-  if (!d->fraction && !d->limit) limit = dev->budget & ~(dev->granularity - 1); /* a shared budget may be finer */
+  uint64_t budget = gpupart__budget_now(dev); /* a shared ledger's, as it is now */
+  uint64_t limit = share_of(dev, d->fraction, d->limit ? d->limit : budget);
+  if (!d->fraction && !d->limit) limit = budget & ~(dev->granularity - 1); /* a shared budget may be finer */
   if (!limit)
     return gpupart__fail(GPUPART_EINVAL, "partition_create: the limit rounds down to 0 at granularity %llu",
                          (unsigned long long)dev->granularity);
-  if (limit > dev->budget)
+  if (limit > budget)
     return gpupart__fail(GPUPART_ELIMIT, "partition_create: limit %llu exceeds the budget %llu",
-                         (unsigned long long)limit, (unsigned long long)dev->budget);
+                         (unsigned long long)limit, (unsigned long long)budget);
   uint64_t guarantee = share_of(dev, d->guarantee_fraction, d->guarantee);
   if (guarantee > limit)
     return gpupart__fail(GPUPART_EINVAL, "partition_create: guarantee %llu exceeds the limit %llu",
@@ -219,6 +220,29 @@ static int make_expandable(gpupart_partition *p, uint64_t limit) {
   return GPUPART_OK;
 }
 
+/* Whether add joined a shared partition whose figures were changed since its creation
+ * (gpupart resize, another member's resize, a DRA generation): its figures are the
+ * ledger's, not the descriptor's, and it is never preallocated again. */
+static int resized_join(gpupart_partition *p, const resolved *r) {
+  gpupart__ledger_figures f;
+  if (!p->dev->ledger->shared) return 0;
+  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
+  return f.limit != r->limit || f.guarantee != r->guarantee;
+}
+
+/* No lock held: the log says which figures apply to a partition joined after a resize. */
+static void log_resized_join(gpupart_partition *p, const resolved *r) {
+  gpupart__ledger_figures f;
+  char line[GPUPART__MSG_MAX];
+  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
+  snprintf(line, sizeof line,
+           "partition_create: the shared partition '%s' was resized since it was made: it is joined, and the "
+           "ledger's figures apply (limit %llu, guarantee %llu bytes; the descriptor asked for %llu and %llu)",
+           p->name, (unsigned long long)f.limit, (unsigned long long)f.guarantee, (unsigned long long)r->limit,
+           (unsigned long long)r->guarantee);
+  gpupart__log(p->dev->ctx, GPUPART_LOG_WARN, (int)p->dev->settings.v[GPUPART__OPT_VERBOSE].u, line);
+}
+
 /* Names p and joins or adds its account; *added when it is a new partition of the ledger
  * (then finish_locked lists it once its floor has its bytes). A joined one is listed now. */
 static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only,
@@ -239,6 +263,10 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
   if (rc) return ledger_refused(p, rc, "cannot add");
   publish_to(p);
+  if (resized_join(p, r)) {
+    *added = 2; /* logged once the lock is dropped */
+    return append_locked(dev, p);
+  }
   *added = 1;
   return GPUPART_OK;
 }
@@ -353,7 +381,8 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   rc = setup_locked(p, d, &r, join_only, &added);
   if (rc) discard_locked(dev, p);
   pthread_mutex_unlock(&dev->slow);
-  if (rc == GPUPART_OK && added) rc = place(p, &r);
+  if (rc == GPUPART_OK && added == 1) rc = place(p, &r);
+  if (rc == GPUPART_OK && added == 2) log_resized_join(p, &r);
   gpupart__ledger_report(dev->ledger); /* dead members a preallocation reaped */
   if (rc == GPUPART_OK) *out = p;
   return rc;
@@ -530,7 +559,7 @@ static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_li
   int rc = l->ops->set_limit(l, p->account, new_limit);
   if (rc)
     return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu", p->name,
-                         (unsigned long long)new_limit, (unsigned long long)p->dev->budget);
+                         (unsigned long long)new_limit, (unsigned long long)gpupart__budget_now(p->dev));
   if (!p->growth.prealloc) return GPUPART_OK;
   rc = gpupart__arena_reserve_exact(p, new_limit - old_limit, 1);
   if (rc) l->ops->set_limit(l, p->account, old_limit);

@@ -11,8 +11,16 @@ void gpupart__partition_free(gpupart_partition *p);
  * ENOMEM) naming the source; the caller closes the device on failure. */
 int gpupart__partition_create_configured(gpupart_device *dev);
 
-/* gpupart_partition_resize with the device's slow lock held (the DRA watcher's live
- * resize, device.c). */
+/* The in-process part of a live resize, the device's slow lock held: p's empty blocks go
+ * (a shrink), the ledger's limit changes (with a shared ledger, the partition's in the
+ * file: every member process sees it at its next reservation, and the partition is marked
+ * resized so that a later job with its first figures joins it; growth is bounded by the
+ * ledger's budget, not the one this process opened with), and a preallocated partition
+ * that grew reserves the difference. gpupart_partition_resize and a DRA claim's newer
+ * generation (gpupart__device_dra_poll) both come here; a change from outside (`gpupart
+ * resize`, core/ledger/resize.h) writes the ledger alone, as members read it anyway.
+ * OK; EINVAL (rounds down to 0); ELIMIT (past the budget); EBUSY (the members hold more
+ * than new_limit). */
 int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit);
 
 /* Reads the DRA metadata file of the claim that names dev again, at most once per

@@ -222,7 +222,7 @@ static int refuse_floor(gpupart_device *dev, const gpupart_partition *p, uint64_
   return gpupart__fail(GPUPART_EBUSY,
                        "partition_create: the guarantee of %" PRIu64 " bytes of '%s' cannot be honoured now: %" PRId64
                        " bytes of it are held by others (budget %" PRIu64 "): %s; %s",
-                       guarantee, p->name, lack, dev->budget, who, how);
+                       guarantee, p->name, lack, gpupart__budget_now(dev), who, how);
 }
 
 int gpupart__device_make_room(gpupart_device *dev, const gpupart_partition *p, uint64_t guarantee) {

@@ -314,7 +314,8 @@ static inline gpupart_result gpupart__inline_device_get_info(const gpupart_devic
   return gpupart_device_get_info_sized(dev, out, sizeof(gpupart_device_info));
 }
 /* This process's budget on the device in bytes, shared by every handle of the same
- * physical device in the context (the first open's); 0 for NULL. */
+ * physical device in the context (the first open's); 0 for NULL. Since 0.3: with a shared
+ * ledger, the ledger's budget as it is now (`gpupart resize --budget` changes it). */
 GPUPART_API uint64_t gpupart_device_budget(const gpupart_device *dev);
 
 /* The simulated backend: a device with no memory behind it (or host memory, for tests

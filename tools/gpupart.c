@@ -27,6 +27,8 @@ static const char usage[] = "usage: gpupart [--help] [--version] COMMAND [ARGS]\
                             "                                      live\n"
                             "  metrics [--output FILE]             the same as Prometheus text\n"
                             "  exporter [--listen ADDR:PORT]       the same over HTTP: /metrics and a status page\n"
+                            "  resize PARTITION --limit AMOUNT     change a shared partition's limit (and\n"
+                            "                                      guarantee), or --budget, from outside\n"
                             "  cdi --partition NAME --memory AMOUNT\n"
                             "                                      the CDI edits that put a container under a\n"
                             "                                      partition (for a DRA driver)\n"
@@ -152,7 +154,7 @@ int main(int argc, char **argv) {
     int (*run)(int argc, char **argv);
   } commands[] = {{"devices", cmd_devices}, {"config", cmd_config},   {"check-config", cmd_check_config},
                   {"top", cmd_top},         {"metrics", cmd_metrics}, {"exporter", cmd_exporter},
-                  {"tune", cmd_tune},       {"cdi", cmd_cdi}};
+                  {"tune", cmd_tune},       {"cdi", cmd_cdi},         {"resize", cmd_resize}};
   if (argc < 2) return fputs(usage, stderr), EXIT_USAGE;
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(usage, stdout), EXIT_OK;
   if (strcmp(argv[1], "--version") == 0) return version();

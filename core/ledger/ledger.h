@@ -36,6 +36,10 @@ enum {
   GPUPART__GRANTED = 0,
   GPUPART__REFUSED_LIMIT,  /* the partition's own limit */
   GPUPART__REFUSED_BUDGET, /* the device budget, less other partitions' unused guarantees */
+  /* Since 0.3: this process's ceiling on the device (a shared ledger's set_ceiling: the
+   * memory_limit_max / memory_fraction_max the process started with), whatever the
+   * shared budget leaves */
+  GPUPART__REFUSED_CEILING,
 };
 
 /* An entry's figures. In a shared ledger a partition can have several members (processes
@@ -174,6 +178,11 @@ typedef struct gpupart__ledger_ops {
   /* Wakes the responders sleeping on the file without a request (a responder being
    * stopped looks at its stop flag). */
   void (*wake_local)(gpupart__ledger *l);
+  /* Caps the bytes this process's shares of the ledger (its attachment) may hold
+   * together at bytes, the lowest of the ceilings asked for (0 asks for none): reserve
+   * refuses past it (GPUPART__REFUSED_CEILING) and grantable counts it, whatever the
+   * shared budget leaves. */
+  void (*set_ceiling)(gpupart__ledger *l, uint64_t bytes);
 } gpupart__ledger_ops;
 
 struct gpupart__ledger {

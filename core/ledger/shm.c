@@ -185,8 +185,9 @@ static int admit_locked(shm_ledger *L, uint64_t m, const char *name, uint64_t li
   uint32_t ms = my_member_slot(L, m), share = free_share_locked(h), part = 0;
   if (ms == SHM_MEMBERS) return GPUPART_EINVAL;
   int i = gpupart__shm_find_part(h, name);
-  if (i >= 0 && (has_share_locked(h, m, (uint32_t)i) ||
-                 (!join && (h->part[i].limit != limit || h->part[i].guarantee != guarantee))))
+  if (i >= 0 &&
+      (has_share_locked(h, m, (uint32_t)i) || (!join && !(h->part[i].flags & SHM_PART_RESIZED) &&
+                                               (h->part[i].limit != limit || h->part[i].guarantee != guarantee))))
     return GPUPART_EEXIST;
   if (i < 0 && join) return GPUPART_OK; /* no partition to join: x stays unused */
   if (share == SHM_SHARES) return shares_full(L);
@@ -311,13 +312,38 @@ static uint64_t grantable_locked(const shm_header *h, const shm_part *p, gpupart
   return own <= device ? own : device;
 }
 
+/* Lock held: the bytes this attachment's live shares hold together. */
+static uint64_t own_locked(shm_ledger *L) {
+  uint64_t own = 0;
+  for (shm_entry *x = L->handles; x; x = x->next) {
+    const shm_share *s = x->removed ? NULL : gpupart__shm_share_of(L, (gpupart__ledger_entry *)(void *)x);
+    if (s) own = add_sat(own, s->reserved);
+  }
+  return own;
+}
+
+/* Lock held: what p may still take, within this process's ceiling too. */
+static uint64_t grant_locked(shm_ledger *L, const shm_part *p, gpupart__refusal *bound) {
+  uint64_t can = grantable_locked(L->h, p, bound);
+  if (!L->ceiling) return can;
+  uint64_t room = sub0(L->ceiling, own_locked(L));
+  if (room < can) *bound = GPUPART__REFUSED_CEILING;
+  return room < can ? room : can;
+}
+
+static void shm_set_ceiling(gpupart__ledger *l, uint64_t bytes) {
+  shm_ledger *L = shm(l);
+  if (!bytes || gpupart__shm_lock(L)) return;
+  if (!L->ceiling || bytes < L->ceiling) L->ceiling = bytes;
+  gpupart__shm_unlock(L);
+}
+
 /* Lock held: grants bytes to s if they fit; a refusal first returns dead members' bytes
  * (which may free s's partition's other shares, never s). */
 static gpupart__refusal reserve_locked(shm_ledger *L, shm_share *s, uint64_t bytes) {
   gpupart__refusal bound;
   shm_part *p = part_of(L, s);
-  if (bytes > grantable_locked(L->h, p, &bound) &&
-      !(gpupart__shm_reap(L) && bytes <= grantable_locked(L->h, p, &bound)))
+  if (bytes > grant_locked(L, p, &bound) && !(gpupart__shm_reap(L) && bytes <= grant_locked(L, p, &bound)))
     return bound;
   gpupart__shm_set_reserved_locked(L->h, p, s, add_sat(s->reserved, bytes));
   return GPUPART__GRANTED;
@@ -368,9 +394,9 @@ static uint64_t shm_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gpup
   *bound = rc;
   if (rc) return 0;
   shm_share *s = gpupart__shm_share_of(L, e);
-  uint64_t can = s ? grantable_locked(L->h, part_of(L, s), bound) : 0;
+  uint64_t can = s ? grant_locked(L, part_of(L, s), bound) : 0;
   if (!s) *bound = gone(L);
-  if (s && others_bound(L, s, *bound) && gpupart__shm_reap(L)) can = grantable_locked(L->h, part_of(L, s), bound);
+  if (s && others_bound(L, s, *bound) && gpupart__shm_reap(L)) can = grant_locked(L, part_of(L, s), bound);
   gpupart__shm_unlock(L);
   return can;
 }
@@ -384,6 +410,7 @@ static int shm_set_limit(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t 
   rc = !p ? gone(L) : new_limit > L->h->budget ? GPUPART_ELIMIT : p->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
   if (rc == GPUPART_OK) {
     p->limit = new_limit;
+    p->flags |= SHM_PART_RESIZED;
     if (p->guarantee > new_limit) {
       p->guarantee = new_limit;
       gpupart__shm_recompute(L->h);
@@ -460,9 +487,7 @@ static void shm_report(gpupart__ledger *l) {
 
 /* ---- who holds the bytes, for refusal messages ---- */
 
-/* Appends "pid P (comm) N bytes (C cached)" for each share of partition part but skip's, biggest
- * first, at most four; returns the bytes of them all. */
-static uint64_t name_members(const shm_header *h, uint32_t part, const shm_share *skip, char *out, size_t n) {
+uint64_t gpupart__shm_name_members(const shm_header *h, uint32_t part, const shm_share *skip, char *out, size_t n) {
   uint64_t total = 0;
   uint32_t named = 0, more = 0;
   for (uint32_t k = 0; k < SHM_SHARES; k++) {
@@ -495,7 +520,7 @@ static void name_partitions(const shm_header *h, uint32_t own, char *out, size_t
     snprintf(out + len, n - len, "%spartition '%.*s' holds %llu bytes and keeps %llu more as its guarantee (",
              named++ ? "; " : "", (int)strnlen(p->name, SHM_NAME), p->name, (unsigned long long)p->reserved,
              (unsigned long long)unused_of(p));
-    name_members(h, i, NULL, out, n);
+    gpupart__shm_name_members(h, i, NULL, out, n);
     len = strlen(out);
     snprintf(out + len, n - len, ")");
   }
@@ -509,7 +534,7 @@ static void shm_holders(gpupart__ledger *l, const gpupart__ledger_entry *e, gpup
   if (read_begin(L)) return;
   const shm_share *s = gpupart__shm_share_of(L, e);
   if (s && bound == GPUPART__REFUSED_LIMIT) {
-    name_members(L->h, s->part, s, out, n);
+    gpupart__shm_name_members(L->h, s->part, s, out, n);
   } else if (s) {
     name_partitions(L->h, s->part, out, n);
   }
@@ -542,4 +567,5 @@ const gpupart__ledger_ops gpupart__shm_ops = {
     .wait_asked = gpupart__shm_wait_asked,
     .wake_seen = gpupart__shm_wake_seen,
     .wake_local = gpupart__shm_wake_local,
+    .set_ceiling = shm_set_ceiling,
 };

@@ -20,6 +20,11 @@
 int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
                                const char *dir, gpupart__ledger **out);
 
+/* Attaches to the existing ledger file at path without creating, claiming or joining it
+ * (resize.h): its device is the one the header names. The codes of
+ * gpupart__ledger_shm_create, and ECONFIG for a missing or empty file. */
+int gpupart__ledger_shm_attach_file(const gpupart__hostmem *mem, const char *path, gpupart__ledger **out);
+
 /* For tests: takes the ledger lock of the file at path as a member does (waiting at most
  * timeout_ms), marks the file as being changed by this process, named command, and keeps
  * the lock until the returned descriptor is closed or the process dies; -1 on failure. */

@@ -41,11 +41,16 @@ typedef struct shm_member {
 } shm_member;
 
 /* A partition; free while it has no members. Its members and reserved are the sums of its
- * shares (recomputed from them after a death). */
+ * shares (recomputed from them after a death). flags: SHM_PART_RESIZED once its figures
+ * were changed after its creation (by a member or from outside, resize.h): a later
+ * creation with other figures then joins it, the ledger's figures applying, rather than
+ * being refused (EEXIST); other bits are ignored (a file written as version 4 before
+ * them held 0 here). */
+#define SHM_PART_RESIZED 1u
 typedef struct shm_part {
   char name[SHM_NAME];
   uint64_t limit, guarantee, reserved, peak_reserved;
-  uint32_t members, pad;
+  uint32_t members, flags;
 } shm_part;
 
 /* One member's part of a partition, on a cache line of its own: its owner writes pub on

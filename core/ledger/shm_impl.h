@@ -3,6 +3,7 @@
  * only those listed below it:
  *   shm_open.c    opening or creating the file, and gpupart__ledger_shm_create;
  *   shm.c         the ledger interface (ledger.h) over the file;
+ *   shm_resize.c  changes from outside (resize.h): a partition's figures, the budget;
  *   shm_wake.c    give-back requests (the wake word the responders sleep on) and the
  *                        floors' shortfall;
  *   shm_lock.c    taking and dropping the ledger's lock, and what each taking checks
@@ -77,14 +78,18 @@ typedef struct shm_ledger {
   uint32_t reaped;           /* dead members reaped since the lock was taken */
   uint64_t reaped_bytes;     /* and the bytes they held */
   struct shm_entry *handles; /* this attachment's entry handles */
+  uint64_t ceiling;          /* the most bytes their shares may hold together; 0: none (set_ceiling) */
   /* Guarded by pending_lock: reaped, not yet reported (the report op). */
   gpupart__lock pending_lock;
   uint32_t pending;
   uint64_t pending_bytes;
 } shm_ledger;
 
-/* shm.c */
+/* shm.c. name_members: appends "pid P (comm) N bytes (C cached)" for each share of
+ * partition part but skip's, at most four, to out (lock held, or a private copy);
+ * returns the bytes of them all. */
 extern const gpupart__ledger_ops gpupart__shm_ops;
+uint64_t gpupart__shm_name_members(const shm_header *h, uint32_t part, const shm_share *skip, char *out, size_t n);
 
 /* shm_wake.c: the ask_trim, wait_asked, wake_seen, wake_local and shortfall ops. */
 void gpupart__shm_ask_trim(gpupart__ledger *l);

@@ -9,6 +9,7 @@
  * budget of a run long gone must not bind this one. Each mapping is guarded against
  * truncation (shm_guard.c) from the moment it exists. */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -143,12 +144,10 @@ static void name_self(shm_ledger *L) {
   memcpy(L->command, name, sizeof L->command);
 }
 
-int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
-                               const char *dir, gpupart__ledger **out) {
-  *out = NULL;
-  if (!dir || !*dir) return gpupart__fail(GPUPART_EINVAL, "device_open: no ledger folder given");
+/* A new attachment of device id's ledger, no file yet; NULL when out of host memory. */
+static shm_ledger *new_attachment(const gpupart__hostmem *mem, const gpupart__identity *id) {
   shm_ledger *L = gpupart__host_calloc(mem, 1, sizeof *L);
-  if (!L) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
+  if (!L) return NULL;
   L->base.ops = &gpupart__shm_ops;
   L->base.id = *id;
   L->base.shared = 1;
@@ -158,8 +157,65 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
   gpupart__lock_init(&L->pending_lock, 0);
   pthread_mutex_init(&L->local, NULL);
   name_self(L);
+  return L;
+}
+
+int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
+                               const char *dir, gpupart__ledger **out) {
+  *out = NULL;
+  if (!dir || !*dir) return gpupart__fail(GPUPART_EINVAL, "device_open: no ledger folder given");
+  shm_ledger *L = new_attachment(mem, id);
+  if (!L) return gpupart__fail(GPUPART_ENOMEM, "device_open: out of host memory");
   int rc = open_file(L, dir, budget);
   if (rc == GPUPART_OK) rc = claim_if_unused(L, budget);
+  if (rc) {
+    discard(L);
+    return rc;
+  }
+  *out = &L->base;
+  return GPUPART_OK;
+}
+
+/* The folder of L's path (a user's or a group's), as a member's open finds it. */
+static int folder_of_path(shm_ledger *L) {
+  char dir[sizeof L->path];
+  snprintf(dir, sizeof dir, "%s", L->path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  return gpupart__shm_folder(dir, &L->folder);
+}
+
+/* An existing, set-up file only: its device is the one its header names. */
+static int open_existing(shm_ledger *L) {
+  struct stat st;
+  int rc = folder_of_path(L);
+  if (rc) return rc;
+  L->fd = open(L->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (L->fd < 0) return gpupart__fail(GPUPART_ECONFIG, "ledger %s: %s", L->path, strerror(errno));
+  flock(L->fd, LOCK_EX); /* not while its creator sets it up */
+  rc = gpupart__shm_check_owner(L->fd, L->path, &L->folder, &st);
+  if (rc == GPUPART_OK && st.st_size == 0)
+    rc = gpupart__fail(GPUPART_ECONFIG, "ledger %s is empty: no process has set it up", L->path);
+  char key[GPUPART__IDENTITY_MAX] = {0}; /* checked with the rest of the header by attach_file */
+  if (rc == GPUPART_OK && pread(L->fd, key, sizeof key - 1, offsetof(shm_header, identity)) < 0) key[0] = '\0';
+  memcpy(L->base.id.key, key, sizeof key);
+  if (rc == GPUPART_OK) rc = attach_file(L, &st);
+  if (rc == GPUPART_OK && gpupart__shm_attach(L->fd, L->h, &L->attach))
+    rc = gpupart__fail(GPUPART_EBUSY, "ledger %s: all %u attachment slots are taken by live processes", L->path,
+                       SHM_ATTACHMENTS);
+  flock(L->fd, LOCK_UN);
+  return rc;
+}
+
+int gpupart__ledger_shm_attach_file(const gpupart__hostmem *mem, const char *path, gpupart__ledger **out) {
+  *out = NULL;
+  gpupart__identity none = {0};
+  shm_ledger *L = new_attachment(mem, &none);
+  if (!L) return gpupart__fail(GPUPART_ENOMEM, "ledger: out of host memory");
+  snprintf(L->path, sizeof L->path, "%s", path);
+  int rc = open_existing(L);
   if (rc) {
     discard(L);
     return rc;

@@ -16,6 +16,8 @@
 #include "config_env.h"
 #include "internal.h"
 #include "partition.h"
+#include "resize.h"
+#include "snapshot.h"
 
 static char root[64], file[256];
 
@@ -200,6 +202,43 @@ Test(dra_runtime, an_older_generation_or_a_broken_file_changes_nothing) {
   cr_expect_eq(limit_of(p), 4 * GiB, "a claim whose file is gone keeps what it had");
   gpupart_free(a);
   gpupart_free(b);
+  gpupart_device_close(dev);
+  gpupart_context_destroy(ctx);
+}
+
+/* With a shared ledger the generation's resize is the ledger's (every member sees it), and
+ * it may grow past the budget the process opened with when the operator raised the
+ * ledger's (gpupart resize --budget). */
+Test(dra_runtime, a_newer_generation_resizes_a_shared_partition_past_the_opening_budget) {
+  char ledgers[128];
+  snprintf(ledgers, sizeof ledgers, "%s/ledgers", root);
+  cr_assert_eq(mkdir(ledgers, 0700), 0);
+  setenv("GPUPART_SHARED", "1", 1);
+  setenv("GPUPART_LEDGER_DIR", ledgers, 1);
+  gpupart_context *ctx = claim_context(4 * GiB);
+  gpupart_device *dev = open_sim(ctx);
+  gpupart_partition *p = gpupart_partition_find(dev, "claim");
+  cr_assert_eq(gpupart_device_budget(dev), 12 * GiB);
+  gpupart__ledger_snapshot *s = NULL;
+  uint32_t n = 0;
+  cr_assert_eq(gpupart__ledger_shm_scan(ledgers, 200, &s, &n), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(n, 1);
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", ledgers, s->file);
+  free(s);
+  gpupart__ledger_change c = {.limit = 15 * GiB};
+  cr_assert_eq(gpupart__ledger_change_file(path, &c), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(dev), 15 * GiB, "the member reads the ledger's budget");
+  write_claim(2, 14 * GiB);
+  past_the_poll_interval();
+  gpupart_allocation *a = NULL;
+  cr_assert_eq(gpupart_alloc(p, 64 * MiB, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(limit_of(p), 14 * GiB, "%s", test_log_text);
+  cr_assert_eq(gpupart__ledger_shm_scan(ledgers, 200, &s, &n), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect(n == 1 && s->entries == 1 && s->entry[0].figures.limit == 14 * GiB, "the ledger's figure");
+  free(s);
+  cr_expect_eq(gpupart_device_check(dev), GPUPART_OK);
+  gpupart_free(a);
   gpupart_device_close(dev);
   gpupart_context_destroy(ctx);
 }
