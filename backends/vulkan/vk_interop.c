@@ -39,8 +39,7 @@ static void *make_view(void *backend_dev, const gpupart_allocation_info *info, v
   v->offset = info->offset, v->size = info->size;
   v->room = (info->size + d->alignment - 1) & ~(d->alignment - 1);
   if (v->room > info->block_size - info->offset) v->room = info->block_size - info->offset;
-  /* An expandable partition's pages are separate memory objects, never one mapping. */
-  unsigned char *mapped = gpupart__vk_range_of(d, info->native_block) ? NULL : gpupart__vk_block_host(d, v->memory);
+  unsigned char *mapped = gpupart__vk_block_host(d, v->memory);
   v->host = mapped ? mapped + info->offset : NULL;
   return v;
 }
@@ -91,14 +90,10 @@ gpupart_result gpupart_vulkan_memory_type(const gpupart_device *dev, uint32_t *t
   return GPUPART_OK;
 }
 
-/* The device and placement of a, and whether a lies in an expandable partition's sparse
- * buffer (*sparse). EINVAL (message set) for NULL, freed, or another backend. */
-static int placement(const gpupart_allocation *a, gpupart__vk_device **d, gpupart_allocation_info *info, int *sparse) {
-  if (!(*d = gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN))) return GPUPART_EINVAL;
-  gpupart_result rc = gpupart_allocation_get_info(a, info);
-  if (rc) return rc;
-  *sparse = gpupart__vk_range_of(*d, info->native_block) != NULL;
-  return GPUPART_OK;
+/* The placement of a, and whether a lies in an expandable partition's sparse buffer
+ * (*sparse). EINVAL (message set) for NULL, freed, or another backend. */
+static int placement(const gpupart_allocation *a, gpupart_allocation_info *info, int *sparse) {
+  return gpupart__allocation_place(a, GPUPART_BACKEND_VULKAN, info, sparse);
 }
 
 static int refuse_sparse(const char *call) {
@@ -111,9 +106,8 @@ static int refuse_sparse(const char *call) {
 gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, VkDeviceMemory *memory, VkDeviceSize *offset) {
   if (!memory || !offset) return gpupart__fail(GPUPART_EINVAL, "vulkan_memory: an output is NULL");
   *memory = VK_NULL_HANDLE, *offset = 0;
-  gpupart__vk_device *d;
   gpupart_allocation_info info;
-  int sparse, rc = placement(a, &d, &info, &sparse);
+  int sparse, rc = placement(a, &info, &sparse);
   if (rc) return rc;
   if (sparse) return refuse_sparse("vulkan_memory");
   *memory = (VkDeviceMemory)info.native_block, *offset = info.offset;
@@ -121,6 +115,10 @@ gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, VkDeviceMemory
 }
 
 void *gpupart_vulkan_host_pointer(const gpupart_allocation *a) {
+  gpupart_allocation_info info;
+  int sparse;
+  if (placement(a, &info, &sparse)) return NULL;
+  if (sparse) return NULL; /* its pages are separate memory objects, never one mapping */
   const vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
   return v ? v->host : NULL;
 }
@@ -165,15 +163,15 @@ gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBuffe
   if (!out) return gpupart__fail(GPUPART_EINVAL, "vulkan_create_buffer: out is NULL");
   *out = VK_NULL_HANDLE;
   if (!usage) return gpupart__fail(GPUPART_EINVAL, "vulkan_create_buffer: usage is 0");
-  gpupart__vk_device *d = gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN);
+  const gpupart__vk_device *d = gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN);
   if (!d) return GPUPART_EINVAL;
   if (usage & ~d->usages)
     return gpupart__fail(GPUPART_ENOTSUP,
                          "vulkan_create_buffer: usage bits 0x%x are not supported here (supported: 0x%x)",
                          usage & ~d->usages, d->usages);
   gpupart_allocation_info info;
-  int sparse = 0;
-  if (gpupart_allocation_get_info(a, &info) == GPUPART_OK && gpupart__vk_range_of(d, info.native_block)) sparse = 1;
+  int sparse;
+  if (placement(a, &info, &sparse)) return GPUPART_EINVAL;
   if (sparse) return refuse_sparse("vulkan_create_buffer");
   vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
   /* NULL: freed meanwhile (EINVAL, message set by the check) or out of host memory. */
@@ -191,16 +189,16 @@ gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBuffe
 gpupart_result gpupart_vulkan_buffer_range(const gpupart_allocation *a, VkBuffer *buffer, VkDeviceSize *offset) {
   if (!buffer || !offset) return gpupart__fail(GPUPART_EINVAL, "vulkan_buffer_range: an output is NULL");
   *buffer = VK_NULL_HANDLE, *offset = 0;
-  gpupart__vk_device *d;
   gpupart_allocation_info info;
-  int sparse, rc = placement(a, &d, &info, &sparse);
+  int sparse, rc = placement(a, &info, &sparse);
   if (rc) return rc;
   if (sparse) {
     *buffer = (VkBuffer)info.native_block, *offset = info.offset;
     return GPUPART_OK;
   }
   /* A block's allocation: its own buffer with every usage, at offset 0. */
-  return gpupart_vulkan_create_buffer(a, d->usages, buffer);
+  const gpupart__vk_device *d = gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN);
+  return d ? gpupart_vulkan_create_buffer(a, d->usages, buffer) : GPUPART_EINVAL;
 }
 
 const gpupart_backend_ops gpupart__vulkan_ops = {

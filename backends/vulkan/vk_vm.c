@@ -99,14 +99,6 @@ int gpupart__vk_vm_granule(void *devp, uint64_t *granule) {
   return GPUPART_OK;
 }
 
-const gpupart__vk_range *gpupart__vk_range_of(gpupart__vk_device *d, const void *native) {
-  pthread_mutex_lock(&d->lock);
-  const gpupart__vk_range *r = d->ranges;
-  while (r && (const void *)r->buffer != native) r = r->next;
-  pthread_mutex_unlock(&d->lock);
-  return r;
-}
-
 /* Counts size bytes of sparse address space on the VkDevice, or says why not. */
 static int take_space(gpupart__vk_device *d, uint64_t size) {
   pthread_mutex_lock(&d->state->lock);
@@ -163,10 +155,6 @@ int gpupart__vk_vm_reserve(void *devp, uint64_t size, gpupart_block *out) {
     return rc;
   }
   r->size = size;
-  pthread_mutex_lock(&d->lock);
-  r->next = d->ranges;
-  d->ranges = r;
-  pthread_mutex_unlock(&d->lock);
   *out = (gpupart_block){.size = size, .device_address = address, .native = (void *)r->buffer, .backend_data = r};
   return GPUPART_OK;
 }
@@ -174,13 +162,6 @@ int gpupart__vk_vm_reserve(void *devp, uint64_t size, gpupart_block *out) {
 void gpupart__vk_vm_unreserve(void *devp, gpupart_block *range) {
   gpupart__vk_device *d = devp;
   gpupart__vk_range *r = range->backend_data;
-  pthread_mutex_lock(&d->lock);
-  for (gpupart__vk_range **p = &d->ranges; *p; p = &(*p)->next)
-    if (*p == r) {
-      *p = r->next;
-      break;
-    }
-  pthread_mutex_unlock(&d->lock);
   d->dfn.DestroyBuffer(d->device, r->buffer, NULL);
   give_space(d, r->size);
   gpupart__host_free(d->state->mem, r);
