@@ -266,9 +266,15 @@ Test(vulkan_expandable, data_written_by_fill_copy_and_a_shader_at_every_allocati
   gpupart_partition *p = partition(&r, "x", 64 * MiB, EXPANDABLE);
   static item it[40];
   uint64_t total = 0;
+  int across = 0; /* allocations across the end of what was mapped before them: two memory objects */
   for (int i = 0; i < 40; i++) {
     uint64_t size = i % 7 == 3 ? 3 * MiB + 4 * (uint64_t)i : 4 * (1 + ((uint64_t)i * i * 7919) % 60000);
+    uint64_t mapped = stats(p).reserved; /* the mapped prefix [0, mapped) of the range */
     it[i] = new_item(p, size, (uint32_t)i + 1);
+    VkBuffer b;
+    VkDeviceSize off;
+    cr_assert_eq(gpupart_vulkan_buffer_range(it[i].a, &b, &off), GPUPART_OK);
+    across += mapped && off < mapped && off + size > mapped;
     total += size;
     if (i == 0) {
       VkBuffer b0;
@@ -287,6 +293,7 @@ Test(vulkan_expandable, data_written_by_fill_copy_and_a_shader_at_every_allocati
     cr_expect_eq(it[i].buffer, it[0].buffer, "one sparse buffer for the partition");
   }
   cr_expect_geq(several, 20, "most allocations span several granules (granule %llu)", (unsigned long long)granule);
+  cr_expect_geq(across, 3, "allocations across two memory objects: %d", across);
   gpupart_stats s = stats(p);
   cr_expect_gt(s.driver_allocs, 1, "the range grew several times");
   cr_expect_lt(s.driver_allocs, 40, "memory objects per growth, not per allocation");
