@@ -12,8 +12,9 @@
  *               / cuMemFreeAsync, release threshold UINT64_MAX; cuda_baseline.c), the
  *               strongest NVIDIA baseline; the replay's last call is cuStreamSynchronize;
  *   expandable  one expandable partition (GPUPART_PARTITION_EXPANDABLE): one reserved
- *               range that maps granules as it grows; where the backend or device has
- *               no virtual memory the row is an error that says why;
+ *               range (limit: four times the workload's peak) that maps granules as it
+ *               grows; where the backend or device has no virtual memory the row is an
+ *               error that says why;
  *   configured  run only when named: the caller's own GPUPART_* configuration (variables
  *               and GPUPART_CONFIG), each allocation on the partition its trace line names,
  *               one device per process of --together traces (replay.c); on sim, the
@@ -207,12 +208,24 @@ static int partitions_setup(rig *r) {
   return 0;
 }
 
+/* The expandable partition's limit, which sizes its reserved range: four times the workload's
+ * peak (the budget at most), so that the range fits where address space is scarce (a
+ * Vulkan device's sparseAddressSpaceSize is 2 GiB on lavapipe) without binding the run. */
+static uint64_t expandable_limit(rig *r, const bench_workload *w, size_t n) {
+  gpupart_device_info info;
+  gpupart_device_get_info(r->dev, &info);
+  uint64_t size = bench_round_up(4 * bench_workload_peak(w, n, info.min_alignment) + 1, 2 * BENCH_MIB);
+  uint64_t budget = gpupart_device_budget(r->dev);
+  return size < budget ? size : budget;
+}
+
 static int own_setup(rig *r, const bench_workload *w, size_t n) {
   if (r->policy == BENCH_PREALLOC) return prealloc_setup(r, w, n);
   if (r->policy == BENCH_PARTITIONS) return partitions_setup(r);
   gpupart_partition_desc d = {.name = "growth"};
   if (r->policy == BENCH_EXPANDABLE)
     d = (gpupart_partition_desc){.name = "expandable",
+                                 .limit = expandable_limit(r, w, n),
                                  .flags = GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED};
   if (make_partition(r, &d, &r->own[0])) return -1;
   r->own[1] = r->own[2] = r->own[0];

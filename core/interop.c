@@ -41,6 +41,16 @@ void *gpupart__allocation_device(const gpupart_allocation *a, gpupart_backend b)
   return p->dev->bdev;
 }
 
+int gpupart__allocation_place(const gpupart_allocation *a, gpupart_backend b, gpupart_allocation_info *info,
+                              int *in_range) {
+  gpupart_partition *p = lock_live(a, b);
+  if (!p) return GPUPART_EINVAL;
+  gpupart__range_info(p, gpupart__range_of(a), info);
+  *in_range = p->arena.vm != NULL;
+  gpupart__lock_release(&p->lock);
+  return GPUPART_OK;
+}
+
 /* Installs made on a's range unless a was freed meanwhile (the handle's generation tells)
  * or another thread installed one first; returns the view a now has, NULL when freed.
  * A view that lost is released, with no lock held. */

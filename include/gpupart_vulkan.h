@@ -65,7 +65,14 @@ GPUPART_API VkPhysicalDevice gpupart_vulkan_physical_device(const gpupart_device
 GPUPART_API VkDevice gpupart_vulkan_device(const gpupart_device *dev);
 /* The queue family of the one queue (index 0) that gpupart created on its own device: a
  * compute-capable family where there is one. UINT32_MAX for an adopted device (the
- * application knows its queues), NULL, or a device of another backend. */
+ * application knows its queues), NULL, or a device of another backend.
+ * Since 0.3, expandable partitions: where the device has sparse binding, gpupart's own
+ * device also binds pages with vkQueueBindSparse, on queue 1 of this family where the
+ * family has two queues (or on a queue of another family with SPARSE_BINDING), else on
+ * queue 0 itself (lavapipe). Queue 0 shared so needs the host synchronization Vulkan asks
+ * of every queue: the application does not submit to it while a gpupart call that may
+ * grow or shrink an expandable partition of the device runs (gpupart_alloc*,
+ * gpupart_partition_trim, gpupart_partition_destroy, gpupart_device_close). */
 GPUPART_API uint32_t gpupart_vulkan_queue_family(const gpupart_device *dev);
 /* The memory type index and its property flags that dev partitions. EINVAL for NULL or
  * a device of another backend. */
@@ -76,11 +83,16 @@ GPUPART_API gpupart_result gpupart_vulkan_memory_type(const gpupart_device *dev,
  * of the device's min_alignment, or of the alignment asked for). The allocation may use
  * its requested size from there; bind images with vkBindImageMemory only if their
  * memory requirements fit that size, alignment and memory type. EINVAL for NULL, a
- * freed allocation, or one of another backend; outputs are then VK_NULL_HANDLE and 0. */
+ * freed allocation, or one of another backend; outputs are then VK_NULL_HANDLE and 0.
+ * Since 0.3: ENOTSUP (outputs VK_NULL_HANDLE and 0) for an allocation of an expandable
+ * partition, which lies in a sparse VkBuffer bound to several memory objects, not in one
+ * VkDeviceMemory: use gpupart_vulkan_buffer_range. */
 GPUPART_API gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, VkDeviceMemory *memory,
                                                  VkDeviceSize *offset);
 
 /* A VkBuffer of a's requested size, with the given usage, bound at a's memory and offset.
+ * Since 0.3: ENOTSUP for an allocation of an expandable partition (no VkBuffer can be
+ * bound inside a sparse buffer): gpupart_vulkan_buffer_range names its buffer and offset.
  * Made on the first call for a usage (a later call whose usage is a subset of an earlier
  * one returns that buffer), owned by the allocation and destroyed by gpupart_free.
  * Supported usage bits: TRANSFER_SRC/DST, UNIFORM/STORAGE (TEXEL) BUFFER, INDEX, VERTEX,
@@ -94,8 +106,27 @@ GPUPART_API gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, Vk
 GPUPART_API gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBufferUsageFlags usage,
                                                         VkBuffer *out);
 
+/* Since 0.3: a buffer that holds allocation a, and a's offset in it, for either kind of
+ * partition, so one code path serves both:
+ *  - an expandable partition's allocation (GPUPART_PARTITION_EXPANDABLE,
+ *    GPUPART_EXPANDABLE=1): the partition's one sparse VkBuffer, owned by gpupart, and
+ *    a's offset in it (a multiple of min_alignment, or of the alignment asked for). The
+ *    buffer has every usage gpupart_vulkan_create_buffer supports; the pages under a are
+ *    bound before gpupart_alloc returns and stay bound until a is freed and the partition
+ *    trimmed. Use [offset, offset + a's size) only: the rest belongs to other allocations
+ *    or is not bound. Mind maxStorageBufferRange and maxUniformBufferRange when binding
+ *    a descriptor over the range.
+ *  - a block partition's allocation: the buffer gpupart_vulkan_create_buffer makes with
+ *    every supported usage, offset 0 (owned by the allocation).
+ * The buffer must not be destroyed, nor used after gpupart_free(a). Errors: EINVAL (NULL,
+ * freed, another backend; outputs VK_NULL_HANDLE and 0), and create_buffer's for a block
+ * partition's allocation. */
+GPUPART_API gpupart_result gpupart_vulkan_buffer_range(const gpupart_allocation *a, VkBuffer *buffer,
+                                                       VkDeviceSize *offset);
+
 /* The host address of a's first byte when the device's memory type is HOST_VISIBLE (the
- * block stays mapped while it is held), else NULL. For a type without HOST_COHERENT the
+ * block stays mapped while it is held), else NULL (and, since 0.3, NULL for an allocation
+ * of an expandable partition: its pages are not one mapping). For a type without HOST_COHERENT the
  * application flushes and invalidates the range itself: offsets and sizes rounded to
  * the device's min_alignment are multiples of nonCoherentAtomSize. NULL (message set)
  * for NULL, freed, or another backend. */

@@ -63,7 +63,7 @@ int gpupart__vk_mem_info(void *devp, uint64_t *free_bytes, uint64_t *total_bytes
 }
 
 /* Counts the block against the VkDevice's share and the heap, or says why it cannot. */
-static int reserve(gpupart__vk_device *d, uint64_t size) {
+int gpupart__vk_heap_take(gpupart__vk_device *d, uint64_t size) {
   uint64_t budget = d->heap_size, usage = 0;
   if (d->budget_ext) heap_budget(d, &budget, &usage);
   gpupart__vk_shared *sh = d->shared;
@@ -86,7 +86,7 @@ static int reserve(gpupart__vk_device *d, uint64_t size) {
   return GPUPART_OK;
 }
 
-static void unreserve(gpupart__vk_device *d, uint64_t size) {
+void gpupart__vk_heap_give(gpupart__vk_device *d, uint64_t size) {
   pthread_mutex_lock(&d->state->lock);
   d->shared->blocks--;
   d->shared->heap_used[d->heap_index] -= size;
@@ -153,7 +153,7 @@ int gpupart__vk_block_alloc(void *devp, uint64_t size, gpupart_block *out) {
   if (size > d->max_block)
     return gpupart__fail(GPUPART_EDEVMEM, "vulkan: block of %llu bytes exceeds the largest allocation, %llu bytes",
                          (unsigned long long)size, (unsigned long long)d->max_block);
-  int rc = reserve(d, size);
+  int rc = gpupart__vk_heap_take(d, size);
   if (rc) return rc;
   gpupart__vk_block *b = gpupart__host_calloc(d->state->mem, 1, sizeof *b);
   uint64_t address = 0;
@@ -161,7 +161,7 @@ int gpupart__vk_block_alloc(void *devp, uint64_t size, gpupart_block *out) {
   else b->size = size, rc = back(d, b, &address);
   if (rc) {
     if (b) release(d, b);
-    unreserve(d, size);
+    gpupart__vk_heap_give(d, size);
     return rc;
   }
   link_block(d, b);
@@ -183,7 +183,7 @@ void gpupart__vk_block_free(void *devp, gpupart_block *block) {
   pthread_mutex_unlock(&d->lock);
   uint64_t size = b->size;
   release(d, b);
-  unreserve(d, size);
+  gpupart__vk_heap_give(d, size);
 }
 
 /* The persistent mapping of the block behind memory, or NULL. Called while the core

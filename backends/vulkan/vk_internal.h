@@ -4,7 +4,8 @@
  * object that ops->open returns, and the per-block and per-allocation records. Files:
  * vk_load.c (library, instance, tables, errors), vk_device.c (enumerate, open, close,
  * memory type and limits), vk_block.c (blocks, budget, views), vk_interop.c (the public
- * gpupart_vulkan_* calls and the ops table). */
+ * gpupart_vulkan_* calls and the ops table), vk_vm.c (sparse buffers: the virtual memory of
+ * expandable partitions). */
 #ifndef GPUPART_BACKENDS_VK_INTERNAL_H
 #define GPUPART_BACKENDS_VK_INTERNAL_H
 
@@ -31,7 +32,8 @@ _Static_assert(sizeof(VkDeviceMemory) == sizeof(void *), "the Vulkan backend nee
 
 #define GPUPART_VK_DEVICE_FNS(X)                                                                 \
   X(DestroyDevice) X(AllocateMemory) X(FreeMemory) X(MapMemory) X(UnmapMemory) X(CreateBuffer)  \
-  X(DestroyBuffer) X(GetBufferMemoryRequirements) X(BindBufferMemory)
+  X(DestroyBuffer) X(GetBufferMemoryRequirements) X(BindBufferMemory) X(GetDeviceQueue)          \
+  X(QueueBindSparse) X(CreateFence) X(DestroyFence) X(WaitForFences)
 /* clang-format on */
 
 #define GPUPART_VK_FN_FIELD(n) PFN_vk##n n;
@@ -52,6 +54,7 @@ typedef struct gpupart__vk_shared {
   uint32_t refs;
   uint32_t blocks;                         /* live gpupart blocks on this VkDevice */
   uint64_t heap_used[VK_MAX_MEMORY_HEAPS]; /* bytes of those blocks per heap */
+  uint64_t sparse_reserved;                /* bytes of gpupart's sparse buffers on it */
 } gpupart__vk_shared;
 
 /* The loaded library (ops->load), one per context. */
@@ -103,7 +106,22 @@ typedef struct gpupart__vk_device {
   gpupart_device_info info;
   pthread_mutex_t lock; /* guards blocks */
   gpupart__vk_block *blocks;
+  /* Sparse binding (vk_vm.c), on gpupart's own devices only: */
+  int sparse;                  /* 1: sparseBinding + sparseResidencyBuffer enabled, a queue */
+  uint32_t sparse_family;      /* the queue family that binds ... */
+  uint32_t sparse_queue_index; /* ... and the queue in it (1 where the family has two) */
+  VkQueue sparse_queue;        /* fetched at configure */
+  uint64_t granule;            /* a sparse buffer's memory alignment; 0 = no sparse */
+  uint64_t sparse_space;       /* sparseAddressSpaceSize, for all sparse buffers of the VkDevice */
+  uint64_t sparse_max;         /* the largest sparse buffer (maxBufferSize, or the space) */
+  char sparse_why[160];        /* why not, where granule is 0 */
 } gpupart__vk_device;
+
+/* One reserved range (vm_reserve): a sparse VkBuffer; gpupart_block.backend_data. */
+typedef struct gpupart__vk_range {
+  VkBuffer buffer;
+  uint64_t size;
+} gpupart__vk_range;
 
 /* The facts of one physical device that enumerate and open both need. */
 typedef struct gpupart__vk_facts {
@@ -164,5 +182,23 @@ void gpupart__vk_block_free(void *dev, gpupart_block *block);
 void *gpupart__vk_block_host(gpupart__vk_device *d, VkDeviceMemory memory);
 int gpupart__vk_shared_attach(gpupart__vk_device *d);
 void gpupart__vk_shared_detach(gpupart__vk_device *d);
+/* Counts size bytes of one driver allocation against the VkDevice's share of allocations
+ * and the heap (EDEVMEM with the reason), and gives them back. */
+int gpupart__vk_heap_take(gpupart__vk_device *d, uint64_t size);
+void gpupart__vk_heap_give(gpupart__vk_device *d, uint64_t size);
+
+/* vk_vm.c */
+/* The queue create info of the sparse family where it differs from d->queue_family
+ * (*extra = 1), or the queue count to ask in d->queue_family (1 or 2); sets d->sparse_*
+ * when the physical device has sparseBinding and sparseResidencyBuffer. */
+void gpupart__vk_sparse_plan(gpupart__vk_device *d, uint32_t *queues_in_family, int *extra);
+/* After the device exists and its memory type is chosen: the queue and the granule, or
+ * the reason why none (d->sparse_why). Never fails the device. */
+void gpupart__vk_sparse_configure(gpupart__vk_device *d, const gpupart__vk_facts *f);
+int gpupart__vk_vm_granule(void *dev, uint64_t *granule);
+int gpupart__vk_vm_reserve(void *dev, uint64_t size, gpupart_block *out);
+void gpupart__vk_vm_unreserve(void *dev, gpupart_block *range);
+int gpupart__vk_vm_map(void *dev, gpupart_block *range, uint64_t offset, uint64_t size, void **handle);
+void gpupart__vk_vm_unmap(void *dev, gpupart_block *range, uint64_t offset, uint64_t size, void *handle);
 
 #endif

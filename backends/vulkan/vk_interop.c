@@ -3,7 +3,10 @@
  * made on first use under the partition lock, holding where the allocation is and the
  * buffers created for it (one per usage asked for), released by gpupart_free through
  * view_release. Each buffer is checked against its own memory requirements (memory
- * type, offset alignment, size within the allocation's range) before it is bound. */
+ * type, offset alignment, size within the allocation's range) before it is bound. An
+ * allocation of an expandable partition is a range of the partition's sparse buffer
+ * (vk_vm.c): gpupart_vulkan_buffer_range names it; the calls that speak of one
+ * VkDeviceMemory refuse it (ENOTSUP) and it has no host pointer. */
 #include <stdlib.h>
 
 #include "interop.h"
@@ -87,18 +90,35 @@ gpupart_result gpupart_vulkan_memory_type(const gpupart_device *dev, uint32_t *t
   return GPUPART_OK;
 }
 
+/* The placement of a, and whether a lies in an expandable partition's sparse buffer
+ * (*sparse). EINVAL (message set) for NULL, freed, or another backend. */
+static int placement(const gpupart_allocation *a, gpupart_allocation_info *info, int *sparse) {
+  return gpupart__allocation_place(a, GPUPART_BACKEND_VULKAN, info, sparse);
+}
+
+static int refuse_sparse(const char *call) {
+  return gpupart__fail(GPUPART_ENOTSUP,
+                       "%s: the allocation is a range of an expandable partition's sparse VkBuffer, not of one "
+                       "VkDeviceMemory: use gpupart_vulkan_buffer_range",
+                       call);
+}
+
 gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, VkDeviceMemory *memory, VkDeviceSize *offset) {
   if (!memory || !offset) return gpupart__fail(GPUPART_EINVAL, "vulkan_memory: an output is NULL");
   *memory = VK_NULL_HANDLE, *offset = 0;
-  if (!gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN)) return GPUPART_EINVAL;
   gpupart_allocation_info info;
-  gpupart_result rc = gpupart_allocation_get_info(a, &info);
+  int sparse, rc = placement(a, &info, &sparse);
   if (rc) return rc;
+  if (sparse) return refuse_sparse("vulkan_memory");
   *memory = (VkDeviceMemory)info.native_block, *offset = info.offset;
   return GPUPART_OK;
 }
 
 void *gpupart_vulkan_host_pointer(const gpupart_allocation *a) {
+  gpupart_allocation_info info;
+  int sparse;
+  if (placement(a, &info, &sparse)) return NULL;
+  if (sparse) return NULL; /* its pages are separate memory objects, never one mapping */
   const vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
   return v ? v->host : NULL;
 }
@@ -149,6 +169,10 @@ gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBuffe
     return gpupart__fail(GPUPART_ENOTSUP,
                          "vulkan_create_buffer: usage bits 0x%x are not supported here (supported: 0x%x)",
                          usage & ~d->usages, d->usages);
+  gpupart_allocation_info info;
+  int sparse;
+  if (placement(a, &info, &sparse)) return GPUPART_EINVAL;
+  if (sparse) return refuse_sparse("vulkan_create_buffer");
   vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
   /* NULL: freed meanwhile (EINVAL, message set by the check) or out of host memory. */
   if (!v) return gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN) ? GPUPART_ENOMEM : GPUPART_EINVAL;
@@ -162,13 +186,28 @@ gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBuffe
   return rc;
 }
 
+gpupart_result gpupart_vulkan_buffer_range(const gpupart_allocation *a, VkBuffer *buffer, VkDeviceSize *offset) {
+  if (!buffer || !offset) return gpupart__fail(GPUPART_EINVAL, "vulkan_buffer_range: an output is NULL");
+  *buffer = VK_NULL_HANDLE, *offset = 0;
+  gpupart_allocation_info info;
+  int sparse, rc = placement(a, &info, &sparse);
+  if (rc) return rc;
+  if (sparse) {
+    *buffer = (VkBuffer)info.native_block, *offset = info.offset;
+    return GPUPART_OK;
+  }
+  /* A block's allocation: its own buffer with every usage, at offset 0. */
+  const gpupart__vk_device *d = gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN);
+  return d ? gpupart_vulkan_create_buffer(a, d->usages, buffer) : GPUPART_EINVAL;
+}
+
 const gpupart_backend_ops gpupart__vulkan_ops = {
     .abi_version = GPUPART__BACKEND_ABI,
     .struct_size = sizeof(gpupart_backend_ops),
     .name = "vulkan",
     .id = GPUPART_BACKEND_VULKAN,
     .caps = GPUPART__CAP_FREE_MEMORY | GPUPART__CAP_DEVICE_ADDRESS | GPUPART__CAP_HOST_POINTER | GPUPART__CAP_VIEWS |
-            GPUPART__CAP_IDENTITY,
+            GPUPART__CAP_IDENTITY | GPUPART__CAP_VM,
     .load = gpupart__vk_load,
     .unload = gpupart__vk_unload,
     .enumerate = gpupart__vk_enumerate,
@@ -180,4 +219,9 @@ const gpupart_backend_ops gpupart__vulkan_ops = {
     .block_free = gpupart__vk_block_free,
     .view_release = view_release,
     .open_0_1 = gpupart__vk_open_0_1,
+    .vm_granule = gpupart__vk_vm_granule,
+    .vm_reserve = gpupart__vk_vm_reserve,
+    .vm_unreserve = gpupart__vk_vm_unreserve,
+    .vm_map = gpupart__vk_vm_map,
+    .vm_unmap = gpupart__vk_vm_unmap,
 };

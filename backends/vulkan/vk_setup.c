@@ -1,5 +1,6 @@
 /* Setting a Vulkan device up for gpupart: creating gpupart's own VkDevice (one queue,
- * buffer device address and VK_EXT_memory_budget where present), then, for own and
+ * buffer device address and VK_EXT_memory_budget where present, sparse binding and a
+ * queue for it where present: vk_vm.c), then, for own and
  * adopted devices alike, choosing the memory type and deriving what the core is told:
  *  - min_alignment covers (a) the alignment a buffer with every usage of
  *    gpupart_vulkan_create_buffer needs, asked of the device itself with a probe buffer
@@ -56,18 +57,27 @@ int gpupart__vk_create_device(gpupart__vk_device *d, const gpupart__vk_facts *f)
   if (bda && d->api_version < VK_API_VERSION_1_2) ext[n++] = VK_KHR_BUFFER_DEVICE_ADDRESS_EXTENSION_NAME;
   VkPhysicalDeviceBufferDeviceAddressFeatures bda_on = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES, .bufferDeviceAddress = VK_TRUE};
-  float priority = 1.0f;
+  float priority[2] = {1.0f, 1.0f};
   d->queue_family = queue_family(d);
-  VkDeviceQueueCreateInfo queue = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                   .queueFamilyIndex = d->queue_family,
-                                   .queueCount = 1,
-                                   .pQueuePriorities = &priority};
+  uint32_t in_family;
+  int extra;
+  gpupart__vk_sparse_plan(d, &in_family, &extra);
+  VkDeviceQueueCreateInfo queues[2] = {{.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                        .queueFamilyIndex = d->queue_family,
+                                        .queueCount = in_family,
+                                        .pQueuePriorities = priority},
+                                       {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                        .queueFamilyIndex = d->sparse_family,
+                                        .queueCount = 1,
+                                        .pQueuePriorities = priority}};
+  VkPhysicalDeviceFeatures sparse = {.sparseBinding = VK_TRUE, .sparseResidencyBuffer = VK_TRUE};
   VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                            .pNext = bda ? &bda_on : NULL,
-                           .queueCreateInfoCount = 1,
-                           .pQueueCreateInfos = &queue,
+                           .queueCreateInfoCount = 1 + (uint32_t)extra,
+                           .pQueueCreateInfos = queues,
                            .enabledExtensionCount = n,
-                           .ppEnabledExtensionNames = ext};
+                           .ppEnabledExtensionNames = ext,
+                           .pEnabledFeatures = d->sparse ? &sparse : NULL};
   VkResult r = d->ifn.CreateDevice(d->physical, &ci, NULL, &d->device);
   if (r != VK_SUCCESS) return d->device = VK_NULL_HANDLE, gpupart__vk_fail(r, "vkCreateDevice");
   d->owns_device = 1;
@@ -164,5 +174,6 @@ int gpupart__vk_configure(gpupart__vk_device *d, const gpupart__vk_facts *f, uin
   if (!d->max_block)
     return gpupart__fail(GPUPART_ENOTSUP, "vulkan: memory type %u allows no allocation of %llu-byte alignment",
                          d->type_index, (unsigned long long)d->alignment);
+  gpupart__vk_sparse_configure(d, f);
   return GPUPART_OK;
 }

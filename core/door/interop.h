@@ -17,6 +17,13 @@ void *gpupart__device_native(const gpupart_device *dev, gpupart_backend b);
  * opened through backend b; NULL (message set) for NULL, freed, or another backend. */
 void *gpupart__allocation_device(const gpupart_allocation *a, gpupart_backend b);
 
+/* Where live allocation a of backend b is (what gpupart_allocation_get_info says), and
+ * whether it lies in an expandable partition's reserved range (*in_range 1: info's
+ * native_block is what vm_reserve made) or in a block (0). EINVAL (message set) for NULL,
+ * freed, or another backend. */
+int gpupart__allocation_place(const gpupart_allocation *a, gpupart_backend b, gpupart_allocation_info *info,
+                              int *in_range);
+
 /* Builds a view of a live allocation. Runs with no gpupart lock held (it may block in the
  * driver) but must not call back into gpupart; two threads may build a view of the same
  * allocation at once, and the one not kept is released through the backend's
