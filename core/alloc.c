@@ -444,14 +444,13 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
     gpupart__lock_release(&p->lock);
     return gpupart__fail(GPUPART_EINVAL, "free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
   }
-  gpupart__block *b = gpupart__range_block(r);
   uint64_t size = gpupart__range_user_size(r);
   void *view = r->user_ext;
   r->user_ext = NULL;
   uint64_t trace_id = __builtin_expect(p->trace != NULL, 0) ? *gpupart__tlsf_aux(r) : 0; /* before the node's reuse */
-  gpupart__tlsf_free(p->arena.tlsf, r);
+  gpupart__range *fr = gpupart__tlsf_free(p->arena.tlsf, r);
   account_free(p, size);
-  gpupart__block *gone = gpupart__arena_on_free(p, b);
+  gpupart__block *gone = gpupart__arena_on_free(p, fr);
   int outside = view || gone;
   if (outside) {
     atomic_fetch_add(&p->allocating, 1);

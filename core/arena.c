@@ -33,15 +33,20 @@ int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev) {
   return a->tlsf ? GPUPART_OK : GPUPART_ENOMEM;
 }
 
-void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r) {
-  gpupart__block *b = gpupart__range_block(r);
-  if (b->live++ == 0) p->arena.empty_bytes -= b->size;
+/* Partition lock held. A block is empty when the sub-allocator holds it as one FREE
+ * range: no count per block is kept on the fast path, its emptiness is read here, on the
+ * slow paths (growth, release, trim, a free that emptied a block). */
+static int block_empty(const gpupart__block *b) {
+  return gpupart__tlsf_block_is_empty(gpupart__tlsf_block_first(b->home));
 }
 
-gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align) {
-  gpupart__range *r = gpupart__tlsf_alloc(p->arena.tlsf, size, align);
-  if (r) gpupart__arena_on_alloc(p, r);
-  return r;
+/* Partition lock held: the bytes of the empty blocks held (preallocated ones included),
+ * counted until they pass bound (then some sum above it). O(blocks). */
+static uint64_t empty_bytes_past(const gpupart_partition *p, uint64_t bound) {
+  uint64_t empty = 0;
+  for (const gpupart__block *b = p->arena.blocks; b && empty <= bound; b = b->next)
+    if (block_empty(b)) empty += b->size;
+  return empty;
 }
 
 /* The geometric, held-bounded growth size (before caps). */
@@ -145,7 +150,6 @@ static int insert_block(gpupart_partition *p, gpupart__block *b, int prealloc) {
   b->prealloc = prealloc;
   link_block(&p->arena, b);
   p->arena.reserved += b->size;
-  p->arena.empty_bytes += b->size;
   if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
   p->c.driver_allocs++;
   gpupart__ledger_publish(&gpupart__published(p)->driver_allocs, p->c.driver_allocs);
@@ -158,7 +162,6 @@ static void detach_block(gpupart_partition *p, gpupart__block *b) {
   gpupart__tlsf_remove_block(p->arena.tlsf, gpupart__tlsf_block_first(b->home));
   unlink_block(&p->arena, b);
   p->arena.reserved -= b->size;
-  if (b->live == 0) p->arena.empty_bytes -= b->size;
   p->arena.releasing += b->size;
 }
 
@@ -232,7 +235,7 @@ static int plan_growth(const gpupart_partition *p, uint64_t size, uint64_t align
  * blocks go: they could not hold this request, and a new block may fit where several
  * small empty ones did not. */
 static int should_release_first(const gpupart_partition *p, uint64_t block) {
-  return p->arena.empty_bytes && p->arena.reserved + block > p->arena.peak_reserved;
+  return p->arena.reserved + block > p->arena.peak_reserved && empty_bytes_past(p, 0);
 }
 
 /* Partition lock taken here: the plan, after releasing empty blocks where it says so. */
@@ -352,7 +355,7 @@ uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
   gpupart__lock_acquire(&p->lock);
   for (gpupart__block *b = p->arena.blocks, *next; b; b = next) {
     next = b->next;
-    if (b->live || b->prealloc) continue;
+    if (b->prealloc || !block_empty(b)) continue;
     detach_block(p, b);
     b->chain = list;
     list = b;
@@ -366,15 +369,10 @@ uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
   return released;
 }
 
-/* Partition lock held. Called after a range of b was freed: an emptied block is due back
- * to the driver when the cached empty bytes pass the release threshold; it is then
- * detached and returned, for the caller to release with gpupart__arena_release_detached
- * once the partition lock is dropped. NULL when nothing is due. */
-gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b) {
-  if (--b->live) return NULL;
-  p->arena.empty_bytes += b->size;
+gpupart__block *gpupart__arena_emptied(gpupart_partition *p, const gpupart__range *whole) {
+  gpupart__block *b = gpupart__range_block(whole);
   uint64_t threshold = p->growth.release_threshold;
-  if (!threshold || b->prealloc || p->arena.empty_bytes <= threshold) return NULL;
+  if (!threshold || b->prealloc || empty_bytes_past(p, threshold) <= threshold) return NULL;
   detach_block(p, b);
   return b;
 }
@@ -386,11 +384,9 @@ static int fail_check(char *why, uint64_t n, const gpupart_partition *p, const c
 int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
   const gpupart__arena *a = &p->arena;
   if (gpupart__tlsf_check(a->tlsf, why, n)) return -1;
-  uint64_t reserved = 0, empty = 0, live = 0, blocks = 0;
+  uint64_t reserved = 0, blocks = 0;
   for (const gpupart__block *b = a->blocks; b; b = b->next, blocks++) {
     reserved += b->size;
-    live += b->live;
-    if (!b->live) empty += b->size;
     const gpupart__range *first = gpupart__tlsf_block_first(b->home);
     if (first->offset != 0 || gpupart__range_block(first) != b)
       return fail_check(why, n, p, "block lost its first range");
@@ -402,8 +398,7 @@ int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
     return fail_check(why, n, p, "the unmapped tail does not start where the mapped bytes end");
   if (reserved != a->reserved || t.managed != reserved + unmapped || t.blocks != blocks)
     return fail_check(why, n, p, "reserved bytes differ from the blocks held");
-  if (empty != a->empty_bytes) return fail_check(why, n, p, "empty bytes differ from the empty blocks");
-  if (live != p->c.live_allocations || t.used_ranges != live + tails)
+  if (t.used_ranges != p->c.live_allocations + tails)
     return fail_check(why, n, p, "live allocations differ from the ranges in use");
   if (p->c.in_use > t.used - unmapped) return fail_check(why, n, p, "in_use exceeds the bytes handed out");
   return 0;
@@ -479,7 +474,6 @@ static void count_mapped(gpupart_partition *p, uint64_t bytes, int up) {
   b->size = up ? b->size + bytes : b->size - bytes;
   b->drv.size = b->size;
   p->arena.reserved = up ? p->arena.reserved + bytes : p->arena.reserved - bytes;
-  if (!b->live) p->arena.empty_bytes = up ? p->arena.empty_bytes + bytes : p->arena.empty_bytes - bytes;
   if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
 }
 
@@ -599,7 +593,6 @@ static void fini_expandable(gpupart_partition *p) {
   gpupart__ledger_publish(&gpupart__published(p)->driver_frees, p->c.driver_frees);
   unlink_block(&p->arena, b);
   p->arena.reserved = 0;
-  p->arena.empty_bytes = 0;
   p->arena.vm = NULL;
   p->arena.tail = NULL;
   gpupart__lock_release(&p->lock);

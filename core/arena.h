@@ -1,5 +1,5 @@
 /* The arena of a partition (arena.c): its driver blocks and the growth policy. Partition
- * lock held: try, on_alloc, on_free, check. Device slow lock held and partition lock NOT
+ * lock held: try, on_free, emptied, check. Device slow lock held and partition lock NOT
  * held (they call the driver): fini, grow (returns GPUPART_OK with the partition lock held
  * and a block in place that fits the request), reserve_exact, release_empty,
  * release_detached. */
@@ -29,12 +29,25 @@ int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
  * memory: the arena then keeps growth blocks. */
 int gpupart__arena_expandable(gpupart_partition *p, uint64_t limit);
 void gpupart__arena_fini(gpupart__arena *a, gpupart_partition *p);
-gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align);
+/* Partition lock held: a range of the held blocks, or NULL. The arena counts nothing
+ * per allocation: a block's emptiness is the sub-allocator's (one FREE range). */
+static inline gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t size, uint64_t align) {
+  return gpupart__tlsf_alloc(p->arena.tlsf, size, align);
+}
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);
 int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc);
 uint64_t gpupart__arena_release_empty(gpupart_partition *p);
-void gpupart__arena_on_alloc(gpupart_partition *p, gpupart__range *r);
-gpupart__block *gpupart__arena_on_free(gpupart_partition *p, gpupart__block *b);
+/* Partition lock held, whole the FREE range that covers a block a free just emptied: the
+ * block when it is due back to the driver (the cached empty bytes pass the release
+ * threshold), detached for the caller to release with gpupart__arena_release_detached once
+ * the partition lock is dropped; NULL when nothing is due. */
+gpupart__block *gpupart__arena_emptied(gpupart_partition *p, const gpupart__range *whole);
+/* Partition lock held, after a free whose resulting FREE range is fr (gpupart__tlsf_free):
+ * only a free that left its block one FREE range leaves the fast path. */
+static inline gpupart__block *gpupart__arena_on_free(gpupart_partition *p, const gpupart__range *fr) {
+  if (__builtin_expect(!gpupart__tlsf_block_is_empty(fr), 1)) return NULL;
+  return gpupart__arena_emptied(p, fr);
+}
 void gpupart__arena_release_detached(gpupart_partition *p, gpupart__block *b);
 int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n);
 

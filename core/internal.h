@@ -70,7 +70,6 @@ typedef struct gpupart__block {
   uint64_t size;                      /* bytes reserved in the ledger and managed by the tlsf */
   struct gpupart__block *prev, *next; /* the arena's block list */
   gpupart__tlsf_block *home;          /* the sub-allocator's record of it (its first range) */
-  uint64_t live;                      /* live allocations in the block */
   int prealloc;                       /* reserved at creation; released only at destroy */
   struct gpupart__block *chain;       /* a private list of blocks being taken or released */
 } gpupart__block;
@@ -90,7 +89,6 @@ typedef struct gpupart__arena {
   gpupart__tlsf *tlsf;
   gpupart__block *blocks;
   uint64_t reserved, peak_reserved; /* bytes of blocks held */
-  uint64_t empty_bytes;             /* bytes of blocks with no live allocation */
   uint64_t releasing;               /* bytes of detached blocks the driver has not had back yet */
   uint64_t last_block;              /* size of the last growth block (geometric sequence) */
   /* Expandable: the reserved range and its mapped chunks, and the USED range of the

@@ -249,10 +249,14 @@ static void mark_used(gpupart__tlsf *t, gpupart__range *r, const request *q) {
 
 /* A FREE range whose size changed moves to the list of its new size, if that differs:
  * most changes stay within one size class, and then no list is touched. */
-static void relist(gpupart__tlsf *t, gpupart__range *r) {
-  if (list_of(r->size >> t->shift) == r->list) return;
+static void move_list(gpupart__tlsf *t, gpupart__range *r) {
   remove_free(t, r);
   insert_free(t, r);
+}
+
+/* Inline, unlike the move it may make: it runs on every allocation and most frees. */
+static inline __attribute__((always_inline)) void relist(gpupart__tlsf *t, gpupart__range *r) {
+  if (list_of(r->size >> t->shift) != r->list) move_list(t, r);
 }
 
 /* Links n, a fresh node, into r's chain just below r (offsets are the caller's). */
@@ -410,10 +414,6 @@ gpupart__range *gpupart__tlsf_add_block(gpupart__tlsf *t, void *block, uint64_t 
   t->totals.managed = managed;
   t->totals.blocks++;
   return b->first;
-}
-
-int gpupart__tlsf_block_is_empty(const gpupart__range *r) {
-  return r && r->state == GPUPART__RANGE_FREE && !r->prev_phys && !r->next_phys;
 }
 
 int gpupart__tlsf_remove_block(gpupart__tlsf *t, gpupart__range *r) {

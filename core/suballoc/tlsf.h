@@ -130,8 +130,11 @@ gpupart__range *gpupart__tlsf_add_block(gpupart__tlsf *t, void *block, uint64_t 
 /* Removes a block that is entirely free: r must be a FREE range with no neighbours
  * (gpupart__tlsf_block_is_empty(r)). Returns 0, or -1 (nothing changed) otherwise. */
 int gpupart__tlsf_remove_block(gpupart__tlsf *t, gpupart__range *r);
-/* Nonzero when r is the only range of its block and is FREE. */
-int gpupart__tlsf_block_is_empty(const gpupart__range *r);
+/* Nonzero when r is the only range of its block and is FREE: the block is empty. Inline,
+ * as the arena asks it after every free. */
+static inline int gpupart__tlsf_block_is_empty(const gpupart__range *r) {
+  return r && r->state == GPUPART__RANGE_FREE && !r->prev_phys && !r->next_phys;
+}
 
 /* A USED range of at least size bytes (rounded up to the granule) whose base + offset is
  * a multiple of align (a power of two; 0 or anything below the granule = the granule).

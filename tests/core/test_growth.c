@@ -259,6 +259,48 @@ Test(growth, release_threshold_never_releases_a_block_still_in_use) {
   cr_expect_eq(test_stats(p).reserved, 0);
 }
 
+/* Emptiness is read from the sub-allocator (one FREE range over the block), not counted:
+ * whatever the order of the frees and the alignment pad left between the ranges, a block
+ * is empty, and released under a threshold of one byte, at its last free and not before. */
+Test(growth, a_block_is_released_at_its_last_free_whatever_the_order) {
+  static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  gpupart_partition_desc d = {.release_threshold = 1};
+  gpupart_partition *p = make_partition(env.dev, &d);
+  for (uint64_t o = 0; o < 6; o++) {
+    gpupart_allocation *a[3];
+    a[0] = alloc_ok(p, 256 * 1024);
+    cr_assert_eq(gpupart_alloc(p, 100 * 1024, 512 * 1024, &a[1]), GPUPART_OK, "%s", gpupart_last_error());
+    a[2] = alloc_ok(p, 300 * 1024);
+    gpupart_stats s = test_stats(p);
+    cr_assert_eq(s.driver_allocs, o + 1, "the three share one block");
+    uint64_t block = s.reserved;
+    for (int i = 0; i < 3; i++) {
+      gpupart_free(a[orders[o][i]]);
+      test_check(env.dev);
+      s = test_stats(p);
+      cr_expect_eq(s.reserved, i < 2 ? block : 0, "order %llu, free %d", (unsigned long long)o, i);
+      cr_expect_eq(s.driver_frees, i < 2 ? o : o + 1);
+    }
+  }
+}
+
+/* Growth gives back the empty blocks first when a new block would set a new peak of
+ * reserved bytes; a block that still holds an allocation stays. */
+Test(growth, growth_releases_empty_blocks_before_a_new_peak_and_keeps_used_ones) {
+  gpupart_partition *p = test_partition(env.dev, "a", 0, 0);
+  gpupart_allocation *a = alloc_ok(p, 2 * MiB), *b = alloc_ok(p, 2 * MiB);
+  cr_assert_eq(test_stats(p).driver_allocs, 2);
+  gpupart_free(a); /* its block is empty and cached (no threshold) */
+  cr_expect_eq(test_stats(p).reserved, 4 * MiB);
+  gpupart_allocation *c = alloc_ok(p, 6 * MiB); /* fits neither: the empty block goes first */
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.driver_frees, 1);
+  cr_expect_eq(s.reserved, 2 * MiB + info_of(c).block_size);
+  test_check(env.dev);
+  gpupart_free(b);
+  gpupart_free(c);
+}
+
 /* A deterministic generator, so the synthetic pattern is the same on every run. */
 static uint64_t lcg(uint64_t *s) {
   *s = *s * 6364136223846793005ull + 1442695040888963407ull;
