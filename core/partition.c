@@ -15,6 +15,7 @@
 #include "events.h"
 #include "extstruct.h"
 #include "internal.h"
+#include "shm.h"
 #include "peak.h"
 #include "trim.h"
 
@@ -323,6 +324,24 @@ static int place(gpupart_partition *p, const resolved *r) {
   return rc;
 }
 
+/* A partition added to an operator's ledger (gpupart ledger create) takes the ledger's
+ * limit and guarantee whatever this process asked: a mismatch is a warning naming both. */
+static int ledger_figures(gpupart_partition *p, resolved *r) {
+  gpupart__ledger_figures f;
+  char line[512];
+  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
+  if (f.limit == r->limit && f.guarantee == r->guarantee) return GPUPART_OK;
+  snprintf(line, sizeof line,
+           "partition_create: '%s': the operator's ledger of %s says limit %llu and guarantee %llu bytes; this "
+           "process asked for limit %llu and guarantee %llu: the ledger's figures apply",
+           p->name, p->dev->id.key, (unsigned long long)f.limit, (unsigned long long)f.guarantee,
+           (unsigned long long)r->limit, (unsigned long long)r->guarantee);
+  gpupart__log(p->dev->ctx, GPUPART_LOG_WARN, 1, line); /* said by default: the operator's word overrides */
+  r->limit = f.limit;
+  r->guarantee = f.guarantee;
+  return GPUPART_OK;
+}
+
 /* Creates (or, in a shared ledger, joins) the partition of descriptor d; join_only: only
  * joins one another process made. */
 static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join_only, gpupart_partition **out) {
@@ -353,6 +372,7 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   rc = setup_locked(p, d, &r, join_only, &added);
   if (rc) discard_locked(dev, p);
   pthread_mutex_unlock(&dev->slow);
+  if (rc == GPUPART_OK && added) rc = ledger_figures(p, &r);
   if (rc == GPUPART_OK && added) rc = place(p, &r);
   gpupart__ledger_report(dev->ledger); /* dead members a preallocation reaped */
   if (rc == GPUPART_OK) *out = p;
@@ -400,15 +420,19 @@ static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
 }
 
 /* A configured partition that another handle of the same physical device already made
- * (its names are device-wide) is that handle's: a second open does not make it again. */
-static int made_elsewhere(gpupart_device *dev, const char *name) {
-  return dev->ledger->ops->find(dev->ledger, name) && !gpupart_partition_find(dev, name);
+ * (its names are device-wide) is that handle's: a second open does not make it again.
+ * In the operator's ledger (gpupart ledger create) every job joins it at open, with the
+ * ledger's figures (a mismatch is a warning: ledger_figures). */
+static int made_elsewhere(gpupart_device *dev, const char *name, int operator) {
+  return !operator&& dev->ledger->ops->find(dev->ledger, name) && !gpupart_partition_find(dev, name);
 }
 
 int gpupart__partition_create_configured(gpupart_device *dev) {
   const gpupart__settings *s = &dev->settings;
+  char path[4096];
+  int operator= s->nparts && gpupart__ledger_shm_operator_of(dev->ledger, NULL, path, sizeof path);
   for (uint32_t i = 0; i < s->nparts; i++) {
-    if (made_elsewhere(dev, s->parts[i]->name)) continue;
+    if (made_elsewhere(dev, s->parts[i]->name, operator)) continue;
     int rc = create_one(dev, s->parts[i]);
     if (rc) return rc;
   }

@@ -48,5 +48,6 @@ int cmd_metrics(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_cdi(int argc, char **argv);
+int cmd_ledger(int argc, char **argv);
 
 #endif
