@@ -383,6 +383,50 @@ def test_node_shared_and_exporter(docs, vols, root):
     release_jobs(jobs, release)
 
 
+def test_operator_ledger(docs, vols, root):
+    """(e) The operator's ledger DaemonSet: its init container's `gpupart ledger create`,
+    run as the manifest says on sim, makes the node's ledger in the hostPath folder that
+    node-shared.yaml's pods use; jobs started there afterwards get its budget and
+    partitions whatever their own configuration asks, and the critical floor is held
+    before its job starts."""
+    ds = next(d for d in docs["operator-ledger.yaml"] if d["kind"] == "DaemonSet")
+    spec = pod_spec(ds)
+    inits = {c["name"]: c for c in spec["initContainers"]}
+    check(list(inits) == ["ledger-folder", "ledger-create"], f"operator-ledger: init containers {list(inits)}")
+    create = inits["ledger-create"]
+    check(run_as_user(spec, create) == 1000, "operator-ledger: ledger create does not run as the jobs' user (1000)")
+    hp = {v["name"]: v for v in spec["volumes"]}["gpupart-ledger"]["hostPath"]
+    check(hp == {"path": "/run/gpupart", "type": "DirectoryOrCreate"}, f"operator-ledger: hostPath {hp}")
+    env, mounts = container_env(ds, create, vols)
+    argv = [GPUPART if a == "gpupart" else translate(a, mounts) for a in create["command"]]
+    check(create["command"][:3] == ["gpupart", "ledger", "create"], f"operator-ledger: command {create['command']}")
+    rc, out, err = run(argv, clean_env(env))
+    if not check(rc == 0, f"operator-ledger: gpupart ledger create exit {rc}", out + err):
+        return
+    ledger = mounts["/run/gpupart"]
+    devices = top(ledger)["devices"]
+    b = grain(SIM_TOTAL * 9 // 10)
+    wanted = {"critical": (grain(b * 5 // 10), grain(b * 4 // 10)), "besteffort": (grain(b * 6 // 10), 0)}
+    if check(len(devices) == 1, f"operator-ledger: {len(devices)} ledgers"):
+        d = devices[0]
+        got = {p["name"]: (p["limit"], p["guarantee"]) for p in d["partitions"]}
+        check(got == wanted and d["budget"] == b and d["guarantees"] == wanted["critical"][1],
+              f"operator-ledger: ledger {got} budget {d['budget']}, wanted {wanted} {b}", json.dumps(d))
+    # node-shared.yaml's pods, each naming one of the operator's partitions with other figures
+    envs = []
+    for pod, name in zip(docs["node-shared.yaml"], ("critical", "besteffort")):
+        e, _ = container_env(pod, pod_spec(pod)["containers"][0], vols,
+                             {"GPUPART_PARTITIONS": f"{name}:10%:5%", "GPUPART_MEMORY_FRACTION": "50%"})
+        envs.append(e)
+    jobs, release = start_jobs(envs, root)
+    for j, name in zip(jobs, ("critical", "besteffort")):
+        check(j.report["budget"] == b, f"operator-ledger {name}: budget {j.report['budget']}, wanted the ledger's {b}")
+        expect_partition(j.report, name, *wanted[name], f"operator-ledger {name}")
+    release_jobs(jobs, release)
+    rc, out, err = run([GPUPART, "ledger", "remove", "--ledger-dir", ledger], clean_env(env))
+    check(rc == 0 and not os.listdir(ledger), f"operator-ledger: gpupart ledger remove exit {rc}", out + err)
+
+
 def test_hami(docs, vols, root):
     """HAMi's injected CUDA_DEVICE_MEMORY_LIMIT_0 (gpumem MiB, as `4096m`) is the budget
     the container's partitions split; CUDA_DEVICE_MEMORY_LIMIT for every device likewise."""
@@ -579,6 +623,7 @@ def main():
             test_configmap_file(docs, root)
             test_pod_shared(docs, vols, root)
             test_node_shared_and_exporter(docs, vols, root)
+            test_operator_ledger(docs, vols, root)
             test_hami(docs, vols, root)
             os.makedirs(os.path.join(root, "slurm"))
             test_slurm_shim(os.path.join(root, "slurm"))
