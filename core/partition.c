@@ -244,7 +244,29 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
   return GPUPART_OK;
 }
 
+/* A shared partition is preallocated by one member: a preallocation takes the whole
+ * limit, so where other processes hold bytes of it already this one could take none and
+ * then never allocate. Refused at creation, naming them and the fix. */
+static int shared_prealloc_locked(gpupart_partition *p) {
+  gpupart__ledger *l = p->dev->ledger;
+  gpupart__ledger_figures f;
+  char who[640];
+  l->ops->get(l, p->account, &f);
+  if (!l->shared || f.reserved <= f.own_reserved) return GPUPART_OK;
+  l->ops->holders(l, p->account, GPUPART__REFUSED_LIMIT, who, sizeof who);
+  return gpupart__fail(GPUPART_ECONFIG,
+                       "partition_create: '%s' is preallocated (allow_growth = false) but other processes hold %llu "
+                       "bytes of this shared partition already (%s), so it could take nothing: a preallocated shared "
+                       "partition has one member; give each process a partition of its own name, or let this one "
+                       "grow (allow_growth = true)",
+                       p->name, (unsigned long long)(f.reserved - f.own_reserved), who);
+}
+
 static int finish_locked(gpupart_partition *p, const resolved *r) {
+  if (r->growth.prealloc) {
+    int rc = shared_prealloc_locked(p);
+    if (rc) return rc;
+  }
   int rc = r->growth.expandable ? make_expandable(p, r->limit) : GPUPART_OK;
   if (rc == GPUPART_OK && r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
   return rc ? rc : append_locked(p->dev, p);

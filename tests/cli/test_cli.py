@@ -1572,6 +1572,27 @@ def test_ledger_job_takes_the_ledgers_figures():
         subprocess.run(["rm", "-rf", d])
 
 
+def test_shared_preallocation_has_one_member():
+    """allow_growth = false on a shared device: the first process preallocates the
+    partition's limit; a second one preallocating the same partition could take nothing,
+    so its creation is refused naming the holder and the fix (it used to fail with 'the
+    budget cannot grant')."""
+    d = tempfile.mkdtemp(prefix="gpupart-prealloc-")
+    try:
+        first, line = start_holder(d, "+p:512:0:100")
+        check(line == "ready\n", "the first process preallocates", line)
+        second, line2 = start_holder(d, "+p:512:0:100")
+        rc, err = end_holder(second)
+        check(line2 == "" and rc == 1 and "GPUPART_ECONFIG" in err and f"pid {first.pid} (cli_holder) 536870912 bytes" in err
+              and "allow_growth = true" in err and "partition of its own name" in err,
+              f"a second preallocating member is refused clearly: exit {rc}", err)
+        other, line3 = start_holder(d, "+q:256:0:100")
+        check(line3 == "ready\n", "a partition of its own name preallocates beside it", line3)
+        check(end_holder(other)[0] == 0 and end_holder(first)[0] == 0, "the holders end cleanly")
+    finally:
+        subprocess.run(["rm", "-rf", d])
+
+
 def main():
     global GPUPART
     GPUPART = os.path.abspath(sys.argv[1])
