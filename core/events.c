@@ -86,7 +86,7 @@ void gpupart__event_reaped(gpupart__ledger *l, uint32_t members, uint64_t bytes)
 }
 
 void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies) {
-  char line[1024], more[128], path[4096];
+  char line[4800], more[128], path[4096];
   gpupart__ledger *l = dev->ledger;
   int operator= gpupart__ledger_shm_operator_of(l, NULL, path, sizeof path); /* said by default */
   if (!may_log(dev->ctx, dev_verbose(dev) || operator, & l->events, "ledger events", more, sizeof more)) return;
@@ -94,7 +94,7 @@ void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies
     snprintf(line, sizeof line,
              "device_open: budget mismatch on %s: this process asked for %" PRIu64 " bytes; the "
              "operator's ledger %s says %" PRIu64 ", which applies%s",
-             dev->id.key, asked, GPUPART__ECHO(path), applies, more);
+             dev->id.key, asked, path, applies, more);
   else if (l->shared)
     snprintf(line, sizeof line,
              "device_open: budget mismatch on %s: this process asked for %" PRIu64 " bytes; the "

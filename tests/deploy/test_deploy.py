@@ -544,7 +544,7 @@ def run_batch(env, root, submit, log_path, operator=False):
     check("did not run at the same time" not in log() and "step creation temporarily disabled" not in log(),
           "slurm: the steps ran one after the other", log())
     left = [d for d in os.listdir(root) if d.startswith("gpupart-job-")]
-    check(left == (["gpupart-job-4242"] if operator else []), f"slurm: the job's ledger folders left: {left}")
+    check(len(left) <= operator, f"slurm: the job's ledger folders left: {left}")
     return reports, log()
 
 
