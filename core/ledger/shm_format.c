@@ -231,6 +231,13 @@ uint64_t gpupart__shm_drop_member(shm_header *h, uint32_t i) {
   return bytes;
 }
 
+int gpupart__shm_operator_alive(const shm_header *h, uint32_t i) {
+  if (i >= SHM_MEMBERS || !gpupart__shm_is_operator(&h->member[i])) return 0;
+  for (uint32_t k = 0; k < SHM_SHARES; k++)
+    if (h->share[k].member == h->member[i].id && h->share[k].reserved) return 0;
+  return 1;
+}
+
 int gpupart__shm_part_operator(const shm_header *h, uint32_t part) {
   for (uint32_t k = 0; k < SHM_SHARES; k++) {
     const shm_share *s = &h->share[k];

@@ -150,6 +150,10 @@ uint64_t gpupart__shm_drop_member(shm_header *h, uint32_t i);
 int gpupart__shm_check(const shm_header *h, char *why, uint64_t n);
 /* Whether member slot m is the operator's (SHM_OPERATOR_PID). */
 static inline int gpupart__shm_is_operator(const shm_member *m) { return m->id && m->pid == SHM_OPERATOR_PID; }
+/* Whether member slot i is the operator's and alive as such: the operator never reserves,
+ * so a slot marked so whose shares hold bytes (a dead member's pid scribbled over) is
+ * judged by its lock byte like any other, and its bytes are still reaped. */
+int gpupart__shm_operator_alive(const shm_header *h, uint32_t i);
 /* Whether partition part is one the operator declared (the operator's member has a share
  * of it). */
 int gpupart__shm_part_operator(const shm_header *h, uint32_t part);
