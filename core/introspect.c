@@ -65,7 +65,7 @@ static int open_local(gpupart_context *ctx, const gpupart_device_desc *desc, int
 }
 
 int gpupart__introspect_ledger_create(gpupart_context *ctx, const gpupart_device_desc *desc, int exact, char *path,
-                                      size_t n, uint64_t *budget, uint32_t *nparts) {
+                                      size_t n, uint64_t *budget, uint32_t *nparts, int *shared) {
   gpupart_device *dev;
   int rc = open_local(ctx, desc, exact, &dev);
   if (rc) return rc;
@@ -83,6 +83,7 @@ int gpupart__introspect_ledger_create(gpupart_context *ctx, const gpupart_device
   }
   *budget = dev->budget;
   *nparts = k;
+  *shared = s->v[GPUPART__OPT_SHARED].u != 0;
   rc = !parts ? gpupart__fail(GPUPART_ENOMEM, "ledger create: out of host memory")
               : gpupart__ledger_shm_operator_create(&ctx->mem, &dev->id, dev->budget, gpupart__settings_ledger_dir(s),
                                                     parts, k, path, n);

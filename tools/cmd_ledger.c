@@ -76,12 +76,17 @@ static int run(gpupart_context *ctx, const ledger_args *a) {
   char path[4096], size[32];
   uint64_t budget = 0;
   uint32_t nparts = 0;
-  int rc = a->create ? gpupart__introspect_ledger_create(ctx, &a->desc, a->exact, path, sizeof path, &budget, &nparts)
+  int shared = 1;
+  int rc = a->create ? gpupart__introspect_ledger_create(ctx, &a->desc, a->exact, path, sizeof path, &budget, &nparts,
+                                                         &shared)
                      : gpupart__introspect_ledger_remove(ctx, &a->desc, a->exact, a->force, path, sizeof path);
   if (rc) return cli_failure(a->create ? "ledger create" : "ledger remove", rc);
   if (!a->create) return printf("removed %s\n", path), EXIT_OK;
   human_bytes(budget, size, sizeof size);
   printf("created %s: budget %s, %u partition%s\n", path, size, nparts, nparts == 1 ? "" : "s");
+  if (!shared)
+    fprintf(stderr, "gpupart: warning: this configuration does not say shared (GPUPART_SHARED=1, shared = true): "
+                    "jobs use the ledger only when they run shared in its folder\n");
   return EXIT_OK;
 }
 

@@ -1501,6 +1501,16 @@ def test_ledger_usage():
     expect_rc(["ledger", "frob"], 2)
     expect_rc(["ledger", "create", "--force"], 2)
     expect_rc(["ledger", "create", "--ledger-dir="], 2)
+    d = tempfile.mkdtemp(prefix="gpupart-op-")
+    try:
+        _, err = expect_rc(["ledger", "create", "--ledger-dir", d], 0,
+                           env={"GPUPART_BACKEND": "sim", "GPUPART_SIM_TOTAL": "1GiB"})
+        check("does not say shared" in err, "create warns when the configuration is not shared", err)
+        _, err = expect_rc(["ledger", "create", "--ledger-dir", d, "--device", "sim:0"], 1,
+                           env={"GPUPART_BACKEND": "sim", "GPUPART_SIM_TOTAL": "1GiB"})
+        check("already the operator's" in err, "--device names the same device", err)
+    finally:
+        subprocess.run(["rm", "-rf", d])
     out, _ = expect_rc(["ledger", "--help"], 0)
     check("ledger create" in out and "--force" in out, "ledger --help", out)
 
