@@ -11,6 +11,7 @@
  * remain (only with --force when they hold bytes) move into a file made anew with their
  * own figures, as after any deletion (shm_move.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -145,12 +146,28 @@ static int remove_locked(shm_ledger *L, int force) {
   return GPUPART_OK;
 }
 
+/* Whether the file at path looks like an operator's ledger, read without attaching (an
+ * attachment to a ledger no live process uses would claim it anew): the lock-held check
+ * that follows decides. */
+static int looks_operator(const gpupart__hostmem *mem, const char *path) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), yes = 0;
+  shm_header *h = fd < 0 ? NULL : gpupart__host_calloc(mem, 1, sizeof *h);
+  if (h && pread(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h && gpupart__shm_header_ok(h))
+    yes = operator_slot(h) < SHM_MEMBERS;
+  gpupart__host_free(mem, h);
+  if (fd >= 0) close(fd);
+  return yes;
+}
+
 int gpupart__ledger_shm_operator_remove(const gpupart__hostmem *mem, const gpupart__identity *id, const char *dir,
                                         int force, char *path, size_t path_len) {
   struct stat st;
   gpupart__ledger *l = NULL;
   gpupart__ledger_shm_path(dir ? dir : "", id, path, path_len);
   if (lstat(path, &st) != 0) return gpupart__fail(GPUPART_EINVAL, "ledger %s: %s", path, strerror(errno));
+  if (!looks_operator(mem, path))
+    return gpupart__fail(GPUPART_EINVAL, "ledger %s is not an operator's ledger (gpupart ledger create made none)",
+                         path);
   int rc = gpupart__ledger_shm_create(mem, id, 1, dir, &l);
   if (rc) return rc;
   shm_ledger *L = (shm_ledger *)l;

@@ -87,6 +87,10 @@ Test(ledger_operator, remove_names_the_members_that_hold_bytes_and_refuses_an_or
   child c = spawn_holder("theirs", 64 * MiB);
   cr_expect_eq(operator_remove(0), GPUPART_EINVAL, "an ordinary ledger is no operator's");
   child_release(c);
+  cr_expect_eq(operator_remove(0), GPUPART_EINVAL, "an ordinary ledger no process uses");
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect_eq(s->budget, 1 * GiB, "a refused removal leaves the file as it was");
+  free(s);
   cr_assert_eq(operator_create(1 * GiB, NULL, 0), GPUPART_OK, "%s", gpupart_last_error());
   c = spawn_holder("theirs", 64 * MiB);
   char pid[32];
