@@ -28,11 +28,29 @@ static int fail(char *err, size_t n, const char *what, const char *name) {
   return -1;
 }
 
+/* The configuration text a process of the replay opens with: with several processes
+ * replayed in one, no responder thread, so that give-back across them happens at the
+ * replay's own next growth, in the same order on every run (a thread would make the
+ * figures vary); the caller frees it. NULL where the setup gives no text. */
+static char *process_text(const bench_replayer *r, const bench_replay_setup *s) {
+  static const char no_responder[] = "[gpupart]\nresponder = 0\n\n";
+  if (!s->config_text || r->processes < 2) return NULL;
+  size_t len = strlen(s->config_text);
+  char *t = bench_xcalloc(sizeof no_responder + len, 1);
+  memcpy(t, no_responder, sizeof no_responder - 1);
+  memcpy(t + sizeof no_responder - 1, s->config_text, len + 1);
+  return t;
+}
+
 static int open_process(bench_replayer *r, const bench_replay_setup *s, uint32_t k, char *err, size_t n) {
   unsigned flags = GPUPART_CONTEXT_NO_TRACE | (s->read_env ? 0u : GPUPART_CONTEXT_IGNORE_ENV);
-  gpupart_context_desc cd = {
-      .flags = flags, .config_text = s->config_text, .ledger_dir = r->ledger_dir[0] ? r->ledger_dir : NULL};
-  if (gpupart_context_create(&cd, &r->ctx[k])) return fail(err, n, "context_create", NULL);
+  char *text = process_text(r, s);
+  gpupart_context_desc cd = {.flags = flags,
+                             .config_text = text ? text : s->config_text,
+                             .ledger_dir = r->ledger_dir[0] ? r->ledger_dir : NULL};
+  int rc = gpupart_context_create(&cd, &r->ctx[k]);
+  free(text);
+  if (rc) return fail(err, n, "context_create", NULL);
   gpupart_device_desc dd = {.backend = s->backend,
                             .index = s->index,
                             .backend_desc = s->backend == GPUPART_BACKEND_SIM ? &r->sim : NULL,

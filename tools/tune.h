@@ -12,14 +12,15 @@
 
 #include "replay.h"
 
-/* The settings searched, in the order they are printed. A new one (GPUPART_EXPANDABLE,
- * say) is one entry here and one row of the table in tune_search.c. */
+/* The settings searched, in the order they are printed. A new one is one entry here and
+ * one row of the table in tune_search.c. */
 typedef enum tune_dim_id {
   TUNE_ALLOW_GROWTH,
   TUNE_INITIAL_BLOCK,
   TUNE_MAX_BLOCK,
   TUNE_GROWTH_FACTOR,
   TUNE_RELEASE_THRESHOLD,
+  TUNE_EXPANDABLE,
   TUNE_DIMS
 } tune_dim_id;
 
@@ -41,6 +42,7 @@ typedef struct tune_dim {
   uint64_t coarse[8]; /* the first grid, TUNE_END-terminated */
   uint64_t fine[10];  /* what refinement tries, one setting at a time, TUNE_END-terminated */
   int growth_only;    /* meaningless when preallocating (left at the default then) */
+  int blocks_only;    /* meaningless to an expandable partition, which has no growth blocks */
 } tune_dim;
 
 const tune_dim *tune_dim_get(tune_dim_id d);
@@ -65,8 +67,9 @@ typedef struct tune_search {
   bench_workload *w; /* every stream named (unnamed allocations: "p0") */
   uint64_t budget;   /* bytes: memory_limit of every configuration; 0 = none */
   tune_objective objective;
-  int declarable;  /* every partition name can be declared (GPUPART_PARTITIONS syntax) */
-  int prealloc_ok; /* preallocation is searched (one process, every name declarable) */
+  int declarable;    /* every partition name can be declared (GPUPART_PARTITIONS syntax) */
+  int prealloc_ok;   /* preallocation is searched (one process, every name declarable) */
+  int expandable_ok; /* expandable partitions are searched (the simulated device has virtual memory) */
   tune_candidate *c;
   size_t n, cap;
   size_t replays;       /* replays run, sub-workloads' included */
@@ -99,7 +102,8 @@ void tune_search_free(tune_search *s);
  * written. Both return the length written (output cut at n, always terminated). */
 size_t tune_ini(const tune_search *s, const tune_candidate *c, char *out, size_t n);
 size_t tune_env(const tune_search *s, const tune_candidate *c, char *out, size_t n);
-/* One line describing c's settings ("growth initial_block=8MiB p0<=2666MiB"). */
+/* One line describing c's settings: its mode (growth, expandable or prealloc), the
+ * settings it changes and its partition sizes ("growth initial_block=8MiB p0:2666MiB"). */
 void tune_describe(const tune_search *s, const tune_candidate *c, char *out, size_t n);
 /* A setting's value as configuration writes it ("8MiB", "1.5", "none", "false"). */
 void tune_value_text(const tune_dim *d, uint64_t v, char *out, size_t n);

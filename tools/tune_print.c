@@ -240,6 +240,7 @@ static void json_head(const tune_run *t) {
   else printf("null");
   printf(", \"configurations\": %zu, \"replays\": %zu, \"seconds\": %.3f", t->s.n, t->s.replays, t->seconds);
   printf(", \"prealloc_searched\": %s", t->s.prealloc_ok ? "true" : "false");
+  printf(", \"expandable_searched\": %s", t->s.expandable_ok ? "true" : "false");
 }
 
 void tune_print_json(const tune_run *t) {

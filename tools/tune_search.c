@@ -2,11 +2,13 @@
  * tried on the application's own trace with the configured replay (bench/replay.c) on a
  * simulated device, in three bounded stages:
  *   grid     every combination of each setting's coarse values (the growth settings only
- *            when growing); a preallocating combination declares each partition at the
- *            least size that serves all of its allocations (found by bisection over
- *            granules, replaying that partition's operations alone);
- *   refine   from the best growth configuration so far, each setting in turn over its
- *            finer values, kept where it ranks better, twice over;
+ *            when growing, the block settings only for partitions that are not
+ *            expandable, and expandable ones where the device has virtual memory); a
+ *            preallocating combination declares each partition at the least size that
+ *            serves all of its allocations (found by bisection over granules, replaying
+ *            that partition's operations alone);
+ *   refine   from the best growth configuration with blocks so far, each setting in turn
+ *            over its finer values, kept where it ranks better, twice over;
  *   limits   the best growth configurations (and the default) with each partition's
  *            limit bisected down to the least that still serves its allocations: a
  *            partition at its limit gives cached blocks back instead of growing.
@@ -28,22 +30,24 @@
 #define LIMIT_BASES 3   /* growth configurations given bisected limits, besides the default */
 #define MAX_DECLARED 64 /* partitions configuration may declare (per source, docs/configuration.md) */
 
-/* The settings searched. To search another (GPUPART_EXPANDABLE, say), add its id to
- * tune_dim_id (tune.h) and its row here: the grid crosses it with the others, refinement
- * tries its fine values, and the INI, GPUPART_* lines, table and JSON show it. The table
- * is laid out by hand, one row per setting (clang-format would put each field on a line). */
+/* The settings searched. To search another, add its id to tune_dim_id (tune.h) and its
+ * row here: the grid crosses it with the others, refinement tries its fine values, and
+ * the INI, GPUPART_* lines, table and JSON show it; normalise() says where it means
+ * nothing. The table is laid out by hand, one row per setting (clang-format would put
+ * each field on a line). */
 /* clang-format off */
 static const tune_dim dims[TUNE_DIMS] = {
-    [TUNE_ALLOW_GROWTH] = {"allow_growth", "GPUPART_ALLOW_GROWTH", TUNE_BOOL, 1, {1, 0, TUNE_END}, {TUNE_END}, 0},
+    [TUNE_ALLOW_GROWTH] = {"allow_growth", "GPUPART_ALLOW_GROWTH", TUNE_BOOL, 1, {1, 0, TUNE_END}, {TUNE_END}, 0, 0},
     [TUNE_INITIAL_BLOCK] = {"initial_block", "GPUPART_INITIAL_BLOCK", TUNE_BYTES, 2 * MIB,
                             {2 * MIB, 8 * MIB, 32 * MIB, TUNE_END},
-                            {2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB, 64 * MIB, 128 * MIB, TUNE_END}, 1},
+                            {2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB, 64 * MIB, 128 * MIB, TUNE_END}, 1, 1},
     [TUNE_MAX_BLOCK] = {"max_block", "GPUPART_MAX_BLOCK", TUNE_BYTES, GIB, {64 * MIB, 256 * MIB, GIB, TUNE_END},
-                        {32 * MIB, 64 * MIB, 128 * MIB, 256 * MIB, 512 * MIB, GIB, 2 * GIB, 4 * GIB, TUNE_END}, 1},
+                        {32 * MIB, 64 * MIB, 128 * MIB, 256 * MIB, 512 * MIB, GIB, 2 * GIB, 4 * GIB, TUNE_END}, 1, 1},
     [TUNE_GROWTH_FACTOR] = {"growth_factor", "GPUPART_GROWTH_FACTOR", TUNE_FACTOR, 2000, {1500, 2000, 4000, TUNE_END},
-                            {1250, 1500, 2000, 3000, 4000, 8000, TUNE_END}, 1},
+                            {1250, 1500, 2000, 3000, 4000, 8000, TUNE_END}, 1, 1},
     [TUNE_RELEASE_THRESHOLD] = {"release_threshold", "GPUPART_RELEASE_THRESHOLD", TUNE_THRESHOLD, 0,
-                                {0, 1, TUNE_END}, {0, 1, 32 * MIB, 128 * MIB, 512 * MIB, TUNE_END}, 1},
+                                {0, 1, TUNE_END}, {0, 1, 32 * MIB, 128 * MIB, 512 * MIB, TUNE_END}, 1, 1},
+    [TUNE_EXPANDABLE] = {"expandable", "GPUPART_EXPANDABLE", TUNE_BOOL, 0, {0, 1, TUNE_END}, {0, 1, TUNE_END}, 1, 0},
 };
 /* clang-format on */
 
@@ -73,12 +77,18 @@ static long find(const tune_search *s, const uint64_t *v, const uint64_t *limits
   return -1;
 }
 
-/* Growth settings mean nothing while preallocating: they are left at the default, so
- * two preallocating configurations that differ only there are one. */
-static void normalise(uint64_t *v) {
-  if (v[TUNE_ALLOW_GROWTH]) return;
+/* Settings that mean nothing in v's mode are left at the default, so that two
+ * configurations that differ only there are one: the growth settings (expandable
+ * included: a preallocated partition maps or takes its whole size at creation either
+ * way) while preallocating, the block settings for an expandable partition (it grows by
+ * what each request lacks and 1/32 more, and a free never gives memory back). With
+ * several processes the block settings stay: a partition joined from another process's
+ * ledger keeps growth blocks. Expandable is off where the device has no virtual memory. */
+static void normalise(const tune_search *s, uint64_t *v) {
+  if (!s->expandable_ok) v[TUNE_EXPANDABLE] = 0;
+  int preallocating = !v[TUNE_ALLOW_GROWTH], expandable = v[TUNE_EXPANDABLE] && s->w->processes <= 1;
   for (int d = 0; d < TUNE_DIMS; d++)
-    if (dims[d].growth_only) v[d] = dims[d].def;
+    if ((preallocating && dims[d].growth_only) || (expandable && dims[d].blocks_only)) v[d] = dims[d].def;
 }
 
 /* ---- one replay ---- */
@@ -261,12 +271,19 @@ int tune_limited(const tune_search *s, const tune_candidate *c) {
   return 0;
 }
 
-/* The best growing configuration without limits (the default is one). */
+/* Whether refinement has something to try from settings v: a growing configuration
+ * whose block settings mean something (an expandable one in one process has none left:
+ * the grid tried it). */
+static int refinable(const tune_search *s, const uint64_t *v) {
+  return v[TUNE_ALLOW_GROWTH] && !(v[TUNE_EXPANDABLE] && s->w->processes <= 1);
+}
+
+/* The best refinable configuration without limits (the default is one). */
 static size_t best_growth(const tune_search *s) {
   size_t best = 0;
   for (size_t i = 1; i < s->n; i++) {
     const tune_candidate *c = &s->c[i];
-    if (c->v[TUNE_ALLOW_GROWTH] && !tune_limited(s, c) && compare(s, c, &s->c[best]) < 0) best = i;
+    if (refinable(s, c->v) && !tune_limited(s, c) && compare(s, c, &s->c[best]) < 0) best = i;
   }
   return best;
 }
@@ -294,7 +311,7 @@ static void grid(tune_search *s) {
   for (;;) {
     uint64_t v[TUNE_DIMS];
     for (int d = 0; d < TUNE_DIMS; d++) v[d] = dims[d].coarse[at[d]];
-    normalise(v);
+    normalise(s, v);
     if (v[TUNE_ALLOW_GROWTH]) evaluate(s, v, NULL, "grid");
     else if (s->prealloc_ok && growth_at_first(at)) prealloc_candidate(s, v);
     int d = TUNE_DIMS - 1;
@@ -303,7 +320,7 @@ static void grid(tune_search *s) {
   }
 }
 
-/* One setting at a time over its fine values, from the best growth configuration. */
+/* One setting at a time over its fine values, from the best refinable configuration. */
 static void refine(tune_search *s) {
   size_t best = best_growth(s);
   for (int pass = 0; pass < REFINE_PASSES; pass++)
@@ -312,8 +329,8 @@ static void refine(tune_search *s) {
         uint64_t v[TUNE_DIMS];
         memcpy(v, s->c[best].v, sizeof v);
         v[d] = *f;
-        normalise(v);
-        if (!v[TUNE_ALLOW_GROWTH]) continue;
+        normalise(s, v);
+        if (!refinable(s, v)) continue;
         size_t i = evaluate(s, v, NULL, "refine");
         if (compare(s, &s->c[i], &s->c[best]) < 0) best = i;
       }
@@ -369,6 +386,9 @@ void tune_search_init(tune_search *s, bench_workload *w, uint64_t budget, tune_o
   /* A preallocated partition's memory is its first process's: another process that
    * shares it could allocate nothing, so preallocation is searched for one process. */
   s->prealloc_ok = s->declarable && w->processes <= 1 && w->nnames <= MAX_DECLARED;
+  gpupart_sim_desc sim;
+  bench_replay_sim(w, &sim);
+  s->expandable_ok = !sim.no_vm;
 }
 
 int tune_search_run(tune_search *s, char *err, size_t n) {

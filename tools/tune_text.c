@@ -110,9 +110,10 @@ void tune_describe(const tune_search *s, const tune_candidate *c, char *out, siz
   text t = {out, n, 0};
   char v[48];
   out[0] = '\0';
-  put(&t, "%s", c->v[TUNE_ALLOW_GROWTH] ? "growth" : "prealloc");
+  int expandable = c->v[TUNE_ALLOW_GROWTH] && c->v[TUNE_EXPANDABLE];
+  put(&t, "%s", expandable ? "expandable" : c->v[TUNE_ALLOW_GROWTH] ? "growth" : "prealloc");
   for (int d = 0; d < TUNE_DIMS; d++) {
-    if (d == TUNE_ALLOW_GROWTH || !written(c, (tune_dim_id)d)) continue;
+    if (d == TUNE_ALLOW_GROWTH || d == TUNE_EXPANDABLE || !written(c, (tune_dim_id)d)) continue;
     tune_value_text(tune_dim_get((tune_dim_id)d), c->v[d], v, sizeof v);
     put(&t, " %s=%s", tune_dim_get((tune_dim_id)d)->key, v);
   }

@@ -1,10 +1,9 @@
 /* The shared ledger: the same accounting as local.c, kept in a file of the
  * ledger folder (GPUPART_LEDGER_DIR, default /dev/shm) that every process of the user
- * maps, one file per physical device, so that budgets and guarantees hold across
- * processes. The file (shm_format.h) holds partitions (name, limit, guarantee,
- * reserved, peak) and shares: one per member of a partition, with the bytes that member
- * reserved, so that processes join a partition by name and share its limit; a partition
- * goes when its last share does. This file is the ledger interface over it; every call
+ * (of the group, in a group folder: shm_folder.h) maps, one file per physical device, so that budgets and guarantees
+ * hold across processes. The file (shm_format.h) holds partitions (name, limit, guarantee, reserved, peak) and shares:
+ * one per member of a partition, with the bytes that member reserved, so that processes join a partition by name and
+ * share its limit; a partition goes when its last share does. This file is the ledger interface over it; every call
  * takes the ledger's lock (shm_lock.c), which also finds dead members and repairs
  * what a holder that died left. A member is alive while its process holds an
  * open-file-description lock on the member's byte of the file, which the kernel drops

@@ -1,7 +1,7 @@
 /* The shared ledger (shm*.c, shm_impl.h): the ledger interface over a file that every
- * process of the user maps, so that one physical device's budget and guarantees hold
- * across processes (GPUPART_DEVICE_SHARED, GPUPART_SHARED=1). Its outside reader, which
- * shares only the file format, is snapshot.h. */
+ * process of the user (or, in a group folder, of the group: shm_folder.h) maps, so that one physical device's budget
+ * and guarantees hold across processes (GPUPART_DEVICE_SHARED, GPUPART_SHARED=1). Its outside reader, which shares only
+ * the file format, is snapshot.h. */
 #ifndef GPUPART_CORE_LEDGER_SHM_H
 #define GPUPART_CORE_LEDGER_SHM_H
 
@@ -13,7 +13,9 @@
 /* Attaches to the shared ledger of device id in folder dir (never NULL or empty: the
  * ledger_dir option's default is the configuration's, not the ledger's), creating it
  * with budget when there is none; an existing ledger keeps its budget. ECONFIG (cannot open or create it, owned by
- * another user, permissions other than 0600, the folder full, another version's), ECORRUPT (not a ledger of this
+ * another user or permissions other than 0600, or in a group folder not the group's, not
+ * 0660, a folder others may write or this process not in its group; the folder full,
+ * another version's), ECORRUPT (not a ledger of this
  * library and device, or a damaged one), EBUSY (its lock held past the wait), ENOMEM; the message names the file. */
 int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
                                const char *dir, gpupart__ledger **out);

@@ -23,30 +23,6 @@
 #include "shm.h"
 #include "shm_format.h"
 
-void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n) {
-  char key[GPUPART__IDENTITY_MAX];
-  size_t i = 0;
-  for (; id->key[i] && i + 1 < sizeof key; i++) {
-    char c = id->key[i];
-    int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
-    key[i] = plain ? c : '_';
-  }
-  key[i] = '\0';
-  snprintf(out, n, "%s/gpupart-%u-%s.ledger", dir, (unsigned)geteuid(), key);
-}
-
-int gpupart__shm_check_owner(int fd, const char *path, struct stat *st) {
-  if (fstat(fd, st) != 0) return gpupart__fail(GPUPART_ECONFIG, "ledger %s: %s", path, strerror(errno));
-  if (!S_ISREG(st->st_mode)) return gpupart__fail(GPUPART_ECONFIG, "ledger %s is not a regular file", path);
-  if (st->st_uid != geteuid())
-    return gpupart__fail(GPUPART_ECONFIG, "ledger %s belongs to uid %u, not to this user (%u): refused", path,
-                         (unsigned)st->st_uid, (unsigned)geteuid());
-  if (st->st_mode & 077)
-    return gpupart__fail(GPUPART_ECONFIG, "ledger %s has mode %03o; a ledger must be 0600: refused", path,
-                         (unsigned)(st->st_mode & 0777));
-  return GPUPART_OK;
-}
-
 /* A ledger another version of the library made (its magic is ours, its version not): its
  * processes may still be using it, and its layout is not this one's. */
 int gpupart__shm_other_version(int fd, const char *path) {

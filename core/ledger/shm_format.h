@@ -17,6 +17,7 @@
 
 #include "identity.h"
 #include "ledger.h"
+#include "shm_folder.h"
 
 #define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
 /* 4: no mutex in the file (a lock word naming an attachment instead), an epoch, a
@@ -85,15 +86,11 @@ static inline uint64_t gpupart__shm_unused(const shm_part *p) { return gpupart__
 
 /* ---- the file ---- */
 
-/* ECONFIG unless fd is this user's regular file with no group or other permissions; st
- * is filled. The message names path. */
-/* The file of device id's ledger in dir: dir/gpupart-<uid>-<identity>.ledger. */
-void gpupart__ledger_shm_path(const char *dir, const gpupart__identity *id, char *out, size_t n);
+/* The file's name and the checks of its owner and mode: shm_folder.h. */
 /* A new file's header: this version's sizes, the device and budget, a random epoch and
  * member base; the magic is stored last (release), so a reader never trusts a half-made
  * header. */
 void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64_t budget);
-int gpupart__shm_check_owner(int fd, const char *path, struct stat *st);
 /* ECONFIG when the file carries the magic of a gpupart ledger of another version. */
 int gpupart__shm_other_version(int fd, const char *path);
 /* Whether the header's magic, version, size and table sizes are this library's. */

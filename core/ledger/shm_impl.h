@@ -16,6 +16,8 @@
  *                        leaves), made at once or by the next taking;
  *   shm_members.c members' liveness, reaping, and the holder's marks in the file;
  *   shm_guard.c   the mappings, the SIGBUS handler over them, and forked children;
+ *   shm_folder.c  the folder (a user's or a group's): the file's name, the checks of its
+ *                        owner and mode, making it (shm_folder.h), shared with the reader;
  *   shm_format.c  the file format (shm_format.h), shared with the reader.
  * The outside reader (snapshot.c) uses none of this: only the file format. */
 #ifndef GPUPART_CORE_LEDGER_SHM_IMPL_H
@@ -62,7 +64,8 @@ typedef struct shm_ledger {
   uint64_t way_looked;        /* and whether a reader asks the members to make way */
   uint64_t way_ignored_until; /* not before this: a reader that asked for longer than SHM_WAY_MS */
   char path[4096];
-  int64_t pid; /* this process as it names itself when it holds the lock */
+  shm_folder folder; /* what the file's folder was when it was opened (shm_folder.h) */
+  int64_t pid;       /* this process as it names itself when it holds the lock */
   char command[16];
   int inherited; /* in a child forked after the attachment was made (shm_guard.c): no member */
   int lost;      /* atomic: the file was truncated or replaced under this process */

@@ -74,10 +74,10 @@ static int lock_successor(move *m) {
 static int open_successor(move *m) {
   shm_ledger *L = m->L;
   struct stat st;
-  m->fd = open(L->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  m->fd = gpupart__shm_open_file(L->path, &L->folder);
   if (m->fd < 0) return -1;
   flock(m->fd, LOCK_EX);
-  int ok = gpupart__shm_check_owner(m->fd, L->path, &st) == GPUPART_OK && st.st_nlink > 0 &&
+  int ok = gpupart__shm_check_owner(m->fd, L->path, &L->folder, &st) == GPUPART_OK && st.st_nlink > 0 &&
            (st.st_size == 0 ? make_successor(L, m->fd, &m->n) : adopt_successor(L, m->fd, &st, &m->n)) == 0 &&
            gpupart__shm_guard(L, m->n) == GPUPART_OK && lock_successor(m) == 0;
   flock(m->fd, LOCK_UN);

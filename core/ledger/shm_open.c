@@ -1,12 +1,13 @@
-/* Attaching to a shared ledger (shm_impl.h): the file is opened (created 0600 with
- * O_NOFOLLOW when there is none) under an flock, so that one process sets a new file up
- * while the others wait; it must be this user's regular file with no group or other
- * permission bits, and either empty (this process sizes it with posix_fallocate, so a
- * full folder is a clear ECONFIG, and writes the header, the magic last) or exactly a
- * ledger of this version for this device. A ledger that no live process uses is this
- * process's to size: the file outlives its processes, and the budget of a run long gone
- * must not bind this one. Each mapping is guarded against truncation
- * (shm_guard.c) from the moment it exists. */
+/* Attaching to a shared ledger (shm_impl.h): the file is opened (made with O_NOFOLLOW
+ * when there is none: 0600, or 0660 in a group folder, shm_folder.h) under an flock, so
+ * that one process sets a new file up while the others wait; it must be a regular file
+ * its folder allows (this user's with no group or other permission bits, or in a group
+ * folder the group's with none for others), and either empty (this process sizes it
+ * with posix_fallocate, so a full folder is a clear ECONFIG, and writes the header, the
+ * magic last) or exactly a ledger of this version for this device. A ledger that no live
+ * process uses is this process's to size: the file outlives its processes, and the
+ * budget of a run long gone must not bind this one. Each mapping is guarded against
+ * truncation (shm_guard.c) from the moment it exists. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -63,15 +64,17 @@ static int attach_file(shm_ledger *L, const struct stat *st) {
 
 static int open_file(shm_ledger *L, const char *dir, uint64_t budget) {
   struct stat st;
-  gpupart__ledger_shm_path(dir, &L->base.id, L->path, sizeof L->path);
-  L->fd = open(L->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int rc = gpupart__shm_folder(dir, &L->folder);
+  if (rc) return rc;
+  gpupart__ledger_shm_path(dir, &L->folder, &L->base.id, L->path, sizeof L->path);
+  L->fd = gpupart__shm_open_file(L->path, &L->folder);
   if (L->fd < 0)
     return gpupart__fail(GPUPART_ECONFIG,
                          "ledger %s: %s (the folder is ledger_dir: GPUPART_LEDGER_DIR, the file's "
                          "ledger_dir or /dev/shm)",
                          L->path, strerror(errno));
   flock(L->fd, LOCK_EX); /* one process sets a new file up; the others wait for it */
-  int rc = gpupart__shm_check_owner(L->fd, L->path, &st);
+  rc = gpupart__shm_check_owner(L->fd, L->path, &L->folder, &st);
   if (rc == GPUPART_OK && st.st_size == 0) {
     rc = create_file(L, dir, budget);
     L->epoch = L->h ? L->h->epoch : 0;

@@ -21,6 +21,16 @@
 #include "shm.h"
 #include "shm_impl.h"
 
+/* The file of device id's ledger in folder dir (a user's or a group's, shm_folder.h);
+ * path holds the folder's name when it cannot be looked at (ECONFIG, the message says). */
+static int path_of(const char *dir, const gpupart__identity *id, char *path, size_t n) {
+  shm_folder f;
+  snprintf(path, n, "%s", dir ? dir : "");
+  int rc = gpupart__shm_folder(dir ? dir : "", &f);
+  if (rc == GPUPART_OK) gpupart__ledger_shm_path(dir, &f, id, path, n);
+  return rc;
+}
+
 /* Lock held: the operator's member slot, or SHM_MEMBERS. */
 static uint32_t operator_slot(const shm_header *h) {
   for (uint32_t i = 0; i < SHM_MEMBERS; i++)
@@ -114,9 +124,10 @@ int gpupart__ledger_shm_operator_create(const gpupart__hostmem *mem, const gpupa
                                         const char *dir, const gpupart__operator_part *parts, uint32_t n, char *path,
                                         size_t path_len) {
   gpupart__ledger *l = NULL;
-  gpupart__ledger_shm_path(dir ? dir : "", id, path, path_len);
+  int rc = path_of(dir, id, path, path_len);
+  if (rc) return rc;
   if (!budget) return gpupart__fail(GPUPART_EINVAL, "ledger %s: a budget of 0 bytes", path);
-  int rc = figures_fit(path, budget, parts, n);
+  rc = figures_fit(path, budget, parts, n);
   if (rc == GPUPART_OK) rc = gpupart__ledger_shm_create(mem, id, budget, dir, &l);
   if (rc) return rc;
   shm_ledger *L = (shm_ledger *)l;
@@ -163,12 +174,13 @@ int gpupart__ledger_shm_operator_remove(const gpupart__hostmem *mem, const gpupa
                                         int force, char *path, size_t path_len) {
   struct stat st;
   gpupart__ledger *l = NULL;
-  gpupart__ledger_shm_path(dir ? dir : "", id, path, path_len);
+  int rc = path_of(dir, id, path, path_len);
+  if (rc) return rc;
   if (lstat(path, &st) != 0) return gpupart__fail(GPUPART_EINVAL, "ledger %s: %s", path, strerror(errno));
   if (!looks_operator(mem, path))
     return gpupart__fail(GPUPART_EINVAL, "ledger %s is not an operator's ledger (gpupart ledger create made none)",
                          path);
-  int rc = gpupart__ledger_shm_create(mem, id, 1, dir, &l);
+  rc = gpupart__ledger_shm_create(mem, id, 1, dir, &l);
   if (rc) return rc;
   shm_ledger *L = (shm_ledger *)l;
   if ((rc = gpupart__shm_lock(L)) == GPUPART_OK) {

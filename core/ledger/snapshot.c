@@ -31,6 +31,7 @@ static uint64_t add_sat(uint64_t a, uint64_t b) { return gpupart__shm_add(a, b);
 /* One file being read: its descriptor, the private copy, and who was alive when it was taken. */
 typedef struct reading {
   const char *path;
+  shm_folder folder;
   int fd;
   shm_header *h;
   uint8_t alive[SHM_MEMBERS];
@@ -42,7 +43,7 @@ static int open_checked(reading *r) {
   struct stat st;
   r->fd = open(r->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (r->fd < 0) return gpupart__fail(GPUPART_ECONFIG, "ledger %s: %s", r->path, strerror(errno));
-  return gpupart__shm_check_owner(r->fd, r->path, &st);
+  return gpupart__shm_check_owner(r->fd, r->path, &r->folder, &st);
 }
 
 /* The file's setup lock held: its size and version must be this library's. */
@@ -108,7 +109,7 @@ static int header_matches(const reading *r, const char *file, gpupart__ledger_sn
   gpupart__identity id = {{0}};
   char want[sizeof out->file + 2];
   snprintf(id.key, sizeof id.key, "%.*s", (int)strnlen(h->identity, sizeof id.key - 1), h->identity);
-  gpupart__ledger_shm_path("", &id, want, sizeof want);
+  gpupart__ledger_shm_path("", &r->folder, &id, want, sizeof want);
   if (strcmp(want + 1, file) != 0)
     return gpupart__fail(GPUPART_ECORRUPT, "ledger %s: its header names device '%s', not its file name's: refused",
                          r->path, id.key);
@@ -204,12 +205,14 @@ static void build(reading *r, gpupart__ledger_snapshot *out) {
   out->peak_reserved = h->peak_reserved;
 }
 
-int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, gpupart__ledger_snapshot *out) {
+/* File of folder dir, which f describes, into out. */
+static int read_in(const char *dir, const shm_folder *f, const char *file, int timeout_ms,
+                   gpupart__ledger_snapshot *out) {
   char path[4096];
   memset(out, 0, sizeof *out);
   snprintf(out->file, sizeof out->file, "%s", file);
   snprintf(path, sizeof path, "%s/%s", dir, file);
-  reading r = {.path = path, .fd = -1, .h = malloc(sizeof(shm_header))};
+  reading r = {.path = path, .folder = *f, .fd = -1, .h = malloc(sizeof(shm_header))};
   if (!r.h) out->status = gpupart__fail(GPUPART_ENOMEM, "ledger snapshot: out of host memory");
   else if (strchr(file, '/')) out->status = gpupart__fail(GPUPART_EINVAL, "ledger %s: not a file name", file);
   else out->status = open_checked(&r);
@@ -222,13 +225,21 @@ int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, 
   return out->status;
 }
 
-/* Whether name is a ledger file name of this user: gpupart-<uid>-<key>.ledger. */
-static int is_my_ledger(const char *name) {
-  char prefix[64];
-  int n = snprintf(prefix, sizeof prefix, "gpupart-%u-", (unsigned)geteuid());
-  size_t len = strlen(name);
-  return strncmp(name, prefix, (size_t)n) == 0 && len > (size_t)n + 7 && strcmp(name + len - 7, ".ledger") == 0 &&
-         len < sizeof((gpupart__ledger_snapshot *)0)->file;
+int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, gpupart__ledger_snapshot *out) {
+  shm_folder f;
+  int rc = gpupart__shm_folder(dir, &f);
+  if (rc == GPUPART_OK) return read_in(dir, &f, file, timeout_ms, out);
+  memset(out, 0, sizeof *out);
+  snprintf(out->file, sizeof out->file, "%s", file);
+  snprintf(out->why, sizeof out->why, "%s", gpupart_last_error());
+  out->status = rc;
+  return rc;
+}
+
+/* Whether name is a ledger file name of the folder (gpupart-<uid>-<key>.ledger of this
+ * user, or in a group folder gpupart-<key>.ledger of anyone) that a snapshot can hold. */
+static int is_ledger(const shm_folder *f, const char *name) {
+  return gpupart__shm_is_ledger_name(f, name) && strlen(name) < sizeof((gpupart__ledger_snapshot *)0)->file;
 }
 
 static int by_file(const void *a, const void *b) {
@@ -239,6 +250,9 @@ int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_sn
   *out = NULL;
   *n = 0;
   if (!dir || !*dir) return gpupart__fail(GPUPART_EINVAL, "ledger snapshot: no ledger folder given");
+  shm_folder f;
+  int rc = gpupart__shm_folder(dir, &f);
+  if (rc) return rc;
   DIR *dh = opendir(dir);
   if (!dh) return gpupart__fail(GPUPART_ECONFIG, "ledger folder %s: %s", dir, strerror(errno));
   gpupart__ledger_snapshot *s = calloc(GPUPART__SNAPSHOT_FILES, sizeof *s);
@@ -247,7 +261,7 @@ int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_sn
     return gpupart__fail(GPUPART_ENOMEM, "ledger snapshot: out of host memory");
   }
   for (struct dirent *e; *n < GPUPART__SNAPSHOT_FILES && (e = readdir(dh));)
-    if (is_my_ledger(e->d_name)) gpupart__ledger_shm_read(dir, e->d_name, timeout_ms, &s[(*n)++]);
+    if (is_ledger(&f, e->d_name)) read_in(dir, &f, e->d_name, timeout_ms, &s[(*n)++]);
   closedir(dh);
   qsort(s, *n, sizeof *s, by_file);
   *out = s;

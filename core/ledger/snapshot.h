@@ -59,7 +59,8 @@ typedef struct gpupart__ledger_snapshot {
   char identity[GPUPART__IDENTITY_MAX]; /* the device key (identity.h); "" when unread */
   int status;     /* GPUPART_OK; EBUSY (its lock was held past the timeout, or it is being set up);
                    * ECORRUPT (not a ledger, or not the one its name says); ECONFIG (unreadable,
-                   * not this user's, not 0600, or a ledger of another version) */
+                   * not what its folder allows (shm_folder.h: this user's and 0600, or
+                   * in a group folder the group's and 0660), or of another version) */
   int consistent; /* status OK and every invariant of the ledger holds (else why says which) */
   char why[256];  /* the failure or the broken invariant; "" */
   uint64_t budget, guarantees, reserved, peak_reserved;
@@ -78,9 +79,11 @@ typedef struct gpupart__ledger_snapshot {
  * timeout_ms), so any bytes, a truncation or a read-only folder only make the read fail.
  * What a holder that died mid-update left is recomputed in the copy. Returns out->status. */
 int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, gpupart__ledger_snapshot *out);
-/* Every ledger of this user in dir (a folder: never NULL or empty), each read as above, sorted
- * by file name: *out (free() it) holds *n of them, at most GPUPART__SNAPSHOT_FILES.
- * ECONFIG (the message names the folder) when dir cannot be listed; ENOMEM. */
+/* Every ledger of this user in dir (a folder: never NULL or empty), or in a group folder
+ * every ledger of the group (shm_folder.h), each read as above, sorted by file name: *out
+ * (free() it) holds *n of them, at most GPUPART__SNAPSHOT_FILES. ECONFIG (the message
+ * names the folder) when dir cannot be listed or is a group folder refused (others may
+ * write it, or this process is not in its group); ENOMEM. */
 int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n);
 
 #endif

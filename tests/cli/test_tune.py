@@ -247,6 +247,21 @@ def test_recorded_trace():
         reproduce([trace], c, "recorded runner-up")
 
 
+def test_several_processes_under_a_budget_replay_the_same_every_time():
+    """Several processes replayed in one share a ledger; give-back between them happens at
+    the replay's own growth (no responder thread), so two runs agree figure for figure."""
+    files = recorded_pair()
+    if len(files) != 2:
+        return
+    runs = [tune_json("--budget", "0.8", *files, rc=3) for _ in range(2)]
+    if None in runs:
+        return
+    figures = [[(c.get("failed"), c.get("peak_reserved"), c.get("driver_allocs")) for c in d.get("candidates", [])]
+               for d in runs]
+    check(figures[0] and figures[0] == figures[1], "two runs of tune --budget give the same figures",
+          [f[:5] for f in figures])
+
+
 def test_two_processes_share_their_partitions():
     files = recorded_pair()
     if len(files) != 2:
@@ -353,6 +368,49 @@ def test_more_partitions_than_configuration_declares():
         check(len(c["settings"]["partitions"]) <= 64, "at most 64 partitions declared", c["description"])
     if d["recommended"]:
         check_config_accepts(d["recommended"], "70 partitions")
+
+
+def test_expandable_wins_where_blocks_fragment():
+    """Rounds of 3-9 MiB buffers (and a few hundred bytes over), held together and then
+    freed: growth blocks leave each block's tail unused, an expandable partition maps what
+    each request lacks in place. The name (a space) cannot be declared, so neither
+    preallocation nor limits compete: expandable must rank first, with the least
+    fragmentation and peak of all, and its GPUPART_EXPANDABLE line must reproduce it."""
+    lines, ident = [], 0
+    for _ in range(4):
+        live = []
+        for k in range(60):
+            ident += 1
+            lines.append(f"a {ident} {(k % 7 + 3) * MIB + 12345} odd%20name")
+            live.append(ident)
+        lines += [f"f {i}" for i in live]
+    trace = os.path.join(TMP, "expandable.ops")
+    with open(trace, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    d = tune_json(trace)
+    if not d:
+        return
+    check(d["expandable_searched"] is True, "the simulated device offers virtual memory: expandable searched", d)
+    rec = check_search(d, "expandable")
+    if not rec:
+        return
+    check(rec["settings"]["expandable"] is True and rec["description"] == "expandable",
+          "expandable recommended", rec["description"])
+    check("GPUPART_EXPANDABLE=true" in rec["env"] and "expandable = true" in rec["ini"],
+          "GPUPART_EXPANDABLE in the lines and the INI", rec)
+    blocks = [c for c in d["candidates"] if c["eligible"] and not c["settings"]["expandable"]]
+    check(blocks and all(rec["peak_reserved"] < c["peak_reserved"] and rec["fragmentation"] < c["fragmentation"]
+                         for c in blocks), "expandable: less peak and fragmentation than every block configuration",
+          (rec, blocks[:1]))
+    out, _ = tune(trace)
+    check("Recommended: expandable" in out, "the recommendation line names expandable", out)
+    for c in d["candidates"]:
+        if c["settings"]["expandable"] and c["settings"]["allow_growth"]:
+            s = c["settings"]
+            check((s["initial_block"], s["max_block"], s["growth_factor"], s["release_threshold"])
+                  == (2 * MIB, 1 << 30, 2, None), "block settings left at their defaults when expandable", c)
+    reproduce([trace], rec, "expandable")
+    check_config_accepts(rec, "expandable")
 
 
 def test_progress_when_asked():

@@ -56,7 +56,9 @@ static inline void ledger_path(char *out, size_t n) {
   gpupart_device_info info = {.backend = GPUPART_BACKEND_SIM, .total_bytes = 1 * GiB};
   gpupart__identity id;
   gpupart__identity_of(&info, &id);
-  gpupart__ledger_shm_path(dir, &id, out, n);
+  shm_folder f;
+  cr_assert_eq(gpupart__shm_folder(dir, &f), GPUPART_OK);
+  gpupart__ledger_shm_path(dir, &f, &id, out, n);
 }
 
 /* In a child: opens the shared device, allocates bytes in partition name, writes one byte

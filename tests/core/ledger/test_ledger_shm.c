@@ -97,7 +97,9 @@ Test(ledger_shm, the_environment_switches_the_shared_ledger_on) {
   gpupart_device_get_info(dev, &info);
   gpupart__identity id;
   gpupart__identity_of(&info, &id);
-  gpupart__ledger_shm_path(dir, &id, path, sizeof path);
+  shm_folder f;
+  cr_assert_eq(gpupart__shm_folder(dir, &f), GPUPART_OK);
+  gpupart__ledger_shm_path(dir, &f, &id, path, sizeof path);
   cr_expect_eq(access(path, F_OK), 0, "%s exists", path);
   cr_expect_eq(gpupart_device_close(dev), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
