@@ -8,9 +8,9 @@
 # partitions with their floors that the job's steps then get, whatever the steps' own
 # configuration says, each floor held from the job's start. gpupart-epilog.sh ends it.
 #
-# A ledger is its user's (mode 0600, the UID in its name), so this one serves the steps
-# of one job (one user). Jobs of different users on one GPU are accounted together only
-# with a group-owned ledger folder, which gpupart does not have yet (docs/deploy.md).
+# The job's folder is its user's, so this ledger serves the steps of one job (one user).
+# Jobs of different users on one GPU meet in a node-wide group folder's ledger, made at
+# boot (deploy/systemd/gpupart-ledger.service; docs/deploy.md, "The operator's ledger").
 #
 # Slurm runs the prolog as root with SLURM_JOB_ID and SLURM_JOB_USER set; run as the job's
 # user itself (as the tests do), it makes the ledger without changing user. A failure

@@ -646,11 +646,12 @@ def test_systemd_unit(root):
                 key, value = line.rstrip("\n").split("=", 1)
                 unit.setdefault(key, []).append(value)
     check(unit.get("Type") == ["oneshot"] and unit.get("RemainAfterExit") == ["yes"], f"systemd: {unit}")
-    check(unit.get("RuntimeDirectory") == ["gpupart"] and unit.get("RuntimeDirectoryMode") == ["0700"]
-          and "User" in unit, f"systemd: the ledger folder is not the unit user's: {unit}")
+    check(unit.get("RuntimeDirectory") == ["gpupart"] and unit.get("RuntimeDirectoryMode") == ["2770"]
+          and "User" in unit and "Group" in unit, f"systemd: the ledger folder is not a group folder: {unit}")
     env = dict(e.split("=", 1) for e in unit.get("Environment", []))
     folder = os.path.join(root, "run-gpupart")
-    os.makedirs(folder, mode=0o700)
+    os.makedirs(folder)
+    os.chmod(folder, 0o2770)  # as RuntimeDirectoryMode makes it: a group folder of this process's group
     ini = os.path.join(root, "gpupart.ini")
     with open(ini, "w") as f:
         f.write(OPERATOR_INI.replace("shared = true\n", f"shared = true\nledger_dir = {folder}\n"))
@@ -663,6 +664,10 @@ def test_systemd_unit(root):
         return [GPUPART] + [folder if a == "/run/gpupart" else a for a in argv[1:]]
     rc, out, err = run(command("ExecStart"), clean_env(env))
     check(rc == 0 and "budget" in out, f"systemd: ExecStart exit {rc}", out + err)
+    names = os.listdir(folder)
+    check(len(names) == 1 and re.fullmatch(r"gpupart-[^0-9].*\.ledger", names[0])
+          and os.stat(os.path.join(folder, names[0])).st_mode & 0o777 == 0o660,
+          f"systemd: the group's ledger (no uid in its name, 0660): {names}")
     b = grain(SIM_TOTAL // 4)
     devices = top(folder)["devices"]
     if check(len(devices) == 1, f"systemd: {len(devices)} ledgers"):
