@@ -4,7 +4,8 @@
  * cannot fit are refused before the file is touched; a second create and a removal of a
  * ledger that is not the operator's are refused; a removal names the live members that
  * hold bytes; and the operator's mark, written over a dead member's slot, does not keep
- * that member's bytes from being reaped (the file is hostile input). Helpers:
+ * that member's bytes from being reaped (the file is hostile input); in a group folder the
+ * operator's ledger is the group's file (0660, no uid in its name). Helpers:
  * tests/core/ledger/shm_test.h. */
 #include <fcntl.h>
 #include <signal.h>
@@ -130,4 +131,23 @@ Test(ledger_operator, the_operators_mark_over_a_dead_members_slot_keeps_none_of_
   gpupart_context_destroy(ctx);
   munmap(h, sizeof *h);
   close(fd);
+}
+
+Test(ledger_operator, in_a_group_folder_the_operators_ledger_is_the_groups) {
+  cr_assert_eq(chmod(dir, 02770), 0);
+  gpupart__operator_part parts[] = {{"critical", 512 * MiB, 400 * MiB}};
+  cr_assert_eq(operator_create(1 * GiB, parts, 1), GPUPART_OK, "%s", gpupart_last_error());
+  char path[4096];
+  ledger_path(path, sizeof path);
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0, "%s: the group's file, no uid in its name", path);
+  cr_expect_eq(st.st_mode & 0777, 0660);
+  gpupart_context *ctx = shared_context();
+  gpupart_device *dev = NULL;
+  cr_assert_eq(open_shared(ctx, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_allocation *a = NULL;
+  cr_expect_eq(gpupart_alloc(test_partition(dev, "be", 0, 0), 700 * MiB, 0, &a), GPUPART_ELIMIT, "the floor holds");
+  gpupart_device_close(dev);
+  gpupart_context_destroy(ctx);
+  cr_expect_eq(operator_remove(0), GPUPART_OK, "%s", gpupart_last_error());
 }
