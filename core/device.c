@@ -193,7 +193,8 @@ static void bind_ceiling(gpupart_device *dev) {
  * is already open in it (whose budget this handle then shares), else a new one. */
 static int join_ledger(gpupart_device *dev) {
   const gpupart__value *v = dev->settings.v;
-  const char *shared_dir = v[GPUPART__OPT_SHARED].u ? gpupart__settings_ledger_dir(&dev->settings) : NULL;
+  int shared = v[GPUPART__OPT_SHARED].u && !dev->ctx->local_only;
+  const char *shared_dir = shared ? gpupart__settings_ledger_dir(&dev->settings) : NULL;
   gpupart__identity_of(&dev->info, &dev->id);
   int rc = gpupart__ledger_acquire(dev->ctx, &dev->id, dev->budget, shared_dir, &dev->ledger, &dev->member);
   if (rc) return rc;

@@ -13,6 +13,7 @@
 
 #include "events.h"
 #include "internal.h"
+#include "shm.h"
 
 /* The library's one way to say something: the context's log function, else stderr when
  * verbose (GPUPART_VERBOSE) is set. */
@@ -85,10 +86,16 @@ void gpupart__event_reaped(gpupart__ledger *l, uint32_t members, uint64_t bytes)
 }
 
 void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies) {
-  char line[512], more[128];
+  char line[4800], more[128], path[4096];
   gpupart__ledger *l = dev->ledger;
-  if (!may_log(dev->ctx, dev_verbose(dev), &l->events, "ledger events", more, sizeof more)) return;
-  if (l->shared)
+  int operator= gpupart__ledger_shm_operator_of(l, NULL, path, sizeof path); /* said by default */
+  if (!may_log(dev->ctx, dev_verbose(dev) || operator, & l->events, "ledger events", more, sizeof more)) return;
+  if (operator)
+    snprintf(line, sizeof line,
+             "device_open: budget mismatch on %s: this process asked for %" PRIu64 " bytes; the "
+             "operator's ledger %s says %" PRIu64 ", which applies%s",
+             dev->id.key, asked, path, applies, more);
+  else if (l->shared)
     snprintf(line, sizeof line,
              "device_open: budget mismatch on %s: this process asked for %" PRIu64 " bytes; the "
              "shared ledger's budget of %" PRIu64 " (set by the process that made it) applies%s",
@@ -98,5 +105,5 @@ void gpupart__event_budget(gpupart_device *dev, uint64_t asked, uint64_t applies
              "device_open: %s is already open in this context with a budget of %" PRIu64
              " bytes; this open asked for %" PRIu64 " and shares the first one's %" PRIu64 "%s",
              dev->id.key, applies, asked, applies, more);
-  gpupart__log(dev->ctx, GPUPART_LOG_WARN, dev_verbose(dev), line);
+  gpupart__log(dev->ctx, GPUPART_LOG_WARN, dev_verbose(dev) || operator, line);
 }

@@ -53,6 +53,7 @@ struct gpupart_context {
   uint32_t open_devices;
   gpupart__ledger_ref *ledgers; /* one per physical device open in the context */
   gpupart__trace *trace;        /* GPUPART_TRACE: the recording, or NULL (trace.c) */
+  int local_only;               /* introspect.c: the operator's command opens devices without their shared ledger */
   atomic_int unreachable_said;  /* verbose.c: configuration that cannot apply here was looked for */
 };
 

@@ -15,6 +15,7 @@
 #include "events.h"
 #include "extstruct.h"
 #include "internal.h"
+#include "shm.h"
 #include "peak.h"
 #include "trim.h"
 
@@ -243,8 +244,10 @@ static void log_resized_join(gpupart_partition *p, const resolved *r) {
   gpupart__log(p->dev->ctx, GPUPART_LOG_WARN, (int)p->dev->settings.v[GPUPART__OPT_VERBOSE].u, line);
 }
 
-/* Names p and joins or adds its account; *added when it is a new partition of the ledger
- * (then finish_locked lists it once its floor has its bytes). A joined one is listed now. */
+/* Names p and joins or adds its account; *added 1 when it is a new share of the ledger's
+ * partition (then finish_locked lists it once its floor has its bytes), 2 when it joined
+ * a partition resized from outside with other figures than r's (listed now, logged by
+ * the caller). A joined one is listed now. */
 static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, const resolved *r, int join_only,
                         int *added) {
   gpupart_device *dev = p->dev;
@@ -263,15 +266,38 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
                          (unsigned long long)r->guarantee, (unsigned long long)dev->budget);
   if (rc) return ledger_refused(p, rc, "cannot add");
   publish_to(p);
-  if (resized_join(p, r)) {
-    *added = 2; /* logged once the lock is dropped */
+  char path[8];
+  if (resized_join(p, r) && !gpupart__ledger_shm_operator_of(dev->ledger, p->name, path, sizeof path)) {
+    *added = 2; /* logged once the lock is dropped; the operator's partitions: ledger_figures */
     return append_locked(dev, p);
   }
   *added = 1;
   return GPUPART_OK;
 }
 
+/* A shared partition is preallocated by one member: a preallocation takes the whole
+ * limit, so where other processes hold bytes of it already this one could take none and
+ * then never allocate. Refused at creation, naming them and the fix. */
+static int shared_prealloc_locked(gpupart_partition *p) {
+  gpupart__ledger *l = p->dev->ledger;
+  gpupart__ledger_figures f;
+  char who[640];
+  l->ops->get(l, p->account, &f);
+  if (!l->shared || f.reserved <= f.own_reserved) return GPUPART_OK;
+  l->ops->holders(l, p->account, GPUPART__REFUSED_LIMIT, who, sizeof who);
+  return gpupart__fail(GPUPART_ECONFIG,
+                       "partition_create: '%s' is preallocated (allow_growth = false) but other processes hold %llu "
+                       "bytes of this shared partition already (%s), so it could take nothing: a preallocated shared "
+                       "partition has one member; give each process a partition of its own name, or let this one "
+                       "grow (allow_growth = true)",
+                       p->name, (unsigned long long)(f.reserved - f.own_reserved), who);
+}
+
 static int finish_locked(gpupart_partition *p, const resolved *r) {
+  if (r->growth.prealloc) {
+    int rc = shared_prealloc_locked(p);
+    if (rc) return rc;
+  }
   int rc = r->growth.expandable ? make_expandable(p, r->limit) : GPUPART_OK;
   if (rc == GPUPART_OK && r->growth.prealloc) rc = gpupart__arena_reserve_exact(p, r->limit, 1);
   return rc ? rc : append_locked(p->dev, p);
@@ -351,6 +377,24 @@ static int place(gpupart_partition *p, const resolved *r) {
   return rc;
 }
 
+/* A partition added to an operator's ledger (gpupart ledger create) takes the ledger's
+ * limit and guarantee whatever this process asked: a mismatch is a warning naming both. */
+static int ledger_figures(gpupart_partition *p, resolved *r) {
+  gpupart__ledger_figures f;
+  char line[512];
+  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
+  if (f.limit == r->limit && f.guarantee == r->guarantee) return GPUPART_OK;
+  snprintf(line, sizeof line,
+           "partition_create: '%s': the operator's ledger of %s says limit %llu and guarantee %llu bytes; this "
+           "process asked for limit %llu and guarantee %llu: the ledger's figures apply",
+           p->name, p->dev->id.key, (unsigned long long)f.limit, (unsigned long long)f.guarantee,
+           (unsigned long long)r->limit, (unsigned long long)r->guarantee);
+  gpupart__log(p->dev->ctx, GPUPART_LOG_WARN, 1, line); /* said by default: the operator's word overrides */
+  r->limit = f.limit;
+  r->guarantee = f.guarantee;
+  return GPUPART_OK;
+}
+
 /* Creates (or, in a shared ledger, joins) the partition of descriptor d; join_only: only
  * joins one another process made. */
 static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join_only, gpupart_partition **out) {
@@ -381,8 +425,9 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   rc = setup_locked(p, d, &r, join_only, &added);
   if (rc) discard_locked(dev, p);
   pthread_mutex_unlock(&dev->slow);
-  if (rc == GPUPART_OK && added == 1) rc = place(p, &r);
   if (rc == GPUPART_OK && added == 2) log_resized_join(p, &r);
+  if (rc == GPUPART_OK && added == 1) rc = ledger_figures(p, &r);
+  if (rc == GPUPART_OK && added == 1) rc = place(p, &r);
   gpupart__ledger_report(dev->ledger); /* dead members a preallocation reaped */
   if (rc == GPUPART_OK) *out = p;
   return rc;
@@ -429,15 +474,19 @@ static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
 }
 
 /* A configured partition that another handle of the same physical device already made
- * (its names are device-wide) is that handle's: a second open does not make it again. */
-static int made_elsewhere(gpupart_device *dev, const char *name) {
-  return dev->ledger->ops->find(dev->ledger, name) && !gpupart_partition_find(dev, name);
+ * (its names are device-wide) is that handle's: a second open does not make it again.
+ * In the operator's ledger (gpupart ledger create) every job joins it at open, with the
+ * ledger's figures (a mismatch is a warning: ledger_figures). */
+static int made_elsewhere(gpupart_device *dev, const char *name, int operator) {
+  return !operator&& dev->ledger->ops->find(dev->ledger, name) && !gpupart_partition_find(dev, name);
 }
 
 int gpupart__partition_create_configured(gpupart_device *dev) {
   const gpupart__settings *s = &dev->settings;
+  char path[4096];
+  int operator= s->nparts && gpupart__ledger_shm_operator_of(dev->ledger, NULL, path, sizeof path);
   for (uint32_t i = 0; i < s->nparts; i++) {
-    if (made_elsewhere(dev, s->parts[i]->name)) continue;
+    if (made_elsewhere(dev, s->parts[i]->name, operator)) continue;
     int rc = create_one(dev, s->parts[i]);
     if (rc) return rc;
   }

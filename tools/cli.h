@@ -49,5 +49,6 @@ int cmd_exporter(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_cdi(int argc, char **argv);
 int cmd_resize(int argc, char **argv);
+int cmd_ledger(int argc, char **argv);
 
 #endif

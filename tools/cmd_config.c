@@ -90,7 +90,8 @@ static void json_partition(gpupart_device *dev, uint32_t i) {
   char src[GPUPART__PATH_MAX + 16];
   gpupart__introspect_configured(dev, i, &c);
   gpupart_partition_get_stats(c.handle, &st);
-  source_text(c.spec->src, src, sizeof src);
+  if (!gpupart__introspect_ledger_source(dev, gpupart_partition_name(c.handle), src, sizeof src))
+    source_text(c.spec->src, src, sizeof src);
   printf("%s\n    {\"name\": ", i ? "," : "");
   json_string(stdout, gpupart_partition_name(c.handle));
   printf(", \"limit\": %llu, \"guarantee\": %llu, \"allow_growth\": %s, \"reserved\": %llu, \"source\": ",
@@ -270,6 +271,11 @@ static void print_json(gpupart_context *ctx, gpupart_device *dev) {
   json_string(stdout, info.name);
   printf(",\n  \"total\": %llu,\n  \"budget\": %llu", (unsigned long long)info.total_bytes,
          (unsigned long long)gpupart_device_budget(dev));
+  char src[GPUPART__PATH_MAX + 16];
+  if (gpupart__introspect_ledger_source(dev, NULL, src, sizeof src)) {
+    printf(",\n  \"budget_source\": ");
+    json_string(stdout, src);
+  }
   json_options(s);
   print_vm(dev, 1);
   printf(",\n  \"partitions\": [");
@@ -309,7 +315,8 @@ static void print_partitions(gpupart_device *dev) {
     gpupart_stats st = {0};
     gpupart__introspect_configured(dev, i, &c);
     gpupart_partition_get_stats(c.handle, &st);
-    source_text(c.spec->src, src, sizeof src);
+    if (!gpupart__introspect_ledger_source(dev, gpupart_partition_name(c.handle), src, sizeof src))
+      source_text(c.spec->src, src, sizeof src);
     printf("%-20s %16llu %16llu %-7s %s\n", gpupart_partition_name(c.handle), (unsigned long long)st.limit,
            (unsigned long long)st.guarantee, c.preallocated ? "off" : "on", src);
   }
@@ -323,7 +330,10 @@ static void print_text(gpupart_context *ctx, gpupart_device *dev) {
   human_bytes(gpupart_device_budget(dev), budget, sizeof budget);
   printf("device   %s:%u  %s\n", gpupart_backend_name(info.backend), info.index, info.name);
   printf("total    %llu bytes (%s)\n", (unsigned long long)info.total_bytes, total);
-  printf("budget   %llu bytes (%s)\n", (unsigned long long)gpupart_device_budget(dev), budget);
+  char src[GPUPART__PATH_MAX + 16];
+  int ledger = gpupart__introspect_ledger_source(dev, NULL, src, sizeof src);
+  printf("budget   %llu bytes (%s)%s%s\n", (unsigned long long)gpupart_device_budget(dev), budget,
+         ledger ? "  source " : "", ledger ? src : "");
   print_options(gpupart__introspect_settings(dev));
   print_vm(dev, 0);
   print_partitions(dev);

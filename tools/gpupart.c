@@ -32,6 +32,8 @@ static const char usage[] = "usage: gpupart [--help] [--version] COMMAND [ARGS]\
                             "  cdi --partition NAME --memory AMOUNT\n"
                             "                                      the CDI edits that put a container under a\n"
                             "                                      partition (for a DRA driver)\n"
+                            "  ledger create | remove              the operator's shared ledger, made before any\n"
+                            "                                      job with the configured budget and floors\n"
                             "\n"
                             "'gpupart COMMAND --help' describes one command. The policy comes from the GPUPART_*\n"
                             "environment variables and the INI file that GPUPART_CONFIG names (see gpupart(1) and\n"
@@ -154,7 +156,8 @@ int main(int argc, char **argv) {
     int (*run)(int argc, char **argv);
   } commands[] = {{"devices", cmd_devices}, {"config", cmd_config},   {"check-config", cmd_check_config},
                   {"top", cmd_top},         {"metrics", cmd_metrics}, {"exporter", cmd_exporter},
-                  {"tune", cmd_tune},       {"cdi", cmd_cdi},         {"resize", cmd_resize}};
+                  {"tune", cmd_tune},       {"cdi", cmd_cdi},         {"resize", cmd_resize},
+                  {"ledger", cmd_ledger}};
   if (argc < 2) return fputs(usage, stderr), EXIT_USAGE;
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return fputs(usage, stdout), EXIT_OK;
   if (strcmp(argv[1], "--version") == 0) return version();

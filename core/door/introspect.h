@@ -47,4 +47,22 @@ int gpupart__introspect_vm(gpupart_device *dev, uint64_t *granule, char *why, si
 /* Whether ctx's configuration names backend b (its backend list, or its library path). */
 int gpupart__introspect_backend_named(const gpupart_context *ctx, gpupart_backend b);
 
+/* The operator's ledger (gpupart ledger create): the device of desc (exact as for
+ * gpupart__introspect_open) opened with ctx's configuration without its shared ledger,
+ * then its shared ledger made in the configured folder with that budget and the
+ * configured partitions' limits and guarantees, kept without a member process. path gets
+ * the file, budget and nparts what was declared, shared whether the configuration says
+ * shared (jobs of it use the ledger). The codes of gpupart__ledger_shm_operator_create
+ * (EEXIST: it is there already; EBUSY: jobs use it). */
+int gpupart__introspect_ledger_create(gpupart_context *ctx, const gpupart_device_desc *desc, int exact, char *path,
+                                      size_t n, uint64_t *budget, uint32_t *nparts, int *shared);
+/* Ends it (gpupart ledger remove): EBUSY naming the live members that hold bytes unless
+ * force; EINVAL when there is none. */
+int gpupart__introspect_ledger_remove(gpupart_context *ctx, const gpupart_device_desc *desc, int exact, int force,
+                                      char *path, size_t n);
+/* Whether dev's figures come from the operator's ledger: its budget (name NULL), or the
+ * partition named name. 1 with "ledger PATH" in out (n bytes), the source gpupart config
+ * shows; else 0. */
+int gpupart__introspect_ledger_source(gpupart_device *dev, const char *name, char *out, size_t n);
+
 #endif

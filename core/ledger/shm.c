@@ -185,9 +185,11 @@ static int admit_locked(shm_ledger *L, uint64_t m, const char *name, uint64_t li
   uint32_t ms = my_member_slot(L, m), share = free_share_locked(h), part = 0;
   if (ms == SHM_MEMBERS) return GPUPART_EINVAL;
   int i = gpupart__shm_find_part(h, name);
-  if (i >= 0 &&
-      (has_share_locked(h, m, (uint32_t)i) || (!join && !(h->part[i].flags & SHM_PART_RESIZED) &&
-                                               (h->part[i].limit != limit || h->part[i].guarantee != guarantee))))
+  /* the operator's partition, and one resized from outside, is joined with its figures
+   * whatever the member asked (the caller compares and warns) */
+  int differs = i >= 0 && (h->part[i].limit != limit || h->part[i].guarantee != guarantee);
+  if (i >= 0 && (has_share_locked(h, m, (uint32_t)i) || (!join && differs && !(h->part[i].flags & SHM_PART_RESIZED) &&
+                                                         !gpupart__shm_part_operator(h, (uint32_t)i))))
     return GPUPART_EEXIST;
   if (i < 0 && join) return GPUPART_OK; /* no partition to join: x stays unused */
   if (share == SHM_SHARES) return shares_full(L);

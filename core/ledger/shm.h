@@ -25,6 +25,30 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
  * gpupart__ledger_shm_create, and ECONFIG for a missing or empty file. */
 int gpupart__ledger_shm_attach_file(const gpupart__hostmem *mem, const char *path, gpupart__ledger **out);
 
+/* One partition the operator declares: its name, limit and guarantee in bytes. */
+typedef struct gpupart__operator_part {
+  char name[GPUPART__LEDGER_NAME_MAX];
+  uint64_t limit, guarantee;
+} gpupart__operator_part;
+
+/* The operator's ledger of device id in dir (shm_operator.c): made before any job, with
+ * budget and the n partitions, kept without a member process; path (path_len bytes) gets
+ * the file's name. EEXIST when the file is the operator's already, EBUSY when jobs use
+ * it, ELIMIT/EINVAL when the figures do not fit, and the codes of
+ * gpupart__ledger_shm_create; the message says which. */
+int gpupart__ledger_shm_operator_create(const gpupart__hostmem *mem, const gpupart__identity *id, uint64_t budget,
+                                        const char *dir, const gpupart__operator_part *parts, uint32_t n, char *path,
+                                        size_t path_len);
+/* Ends it: the operator's member goes and the file is unlinked. EINVAL when there is no
+ * such file or it is no operator's; EBUSY naming the live members that hold bytes, unless
+ * force (they then move to a file of their own, shm_move.c). */
+int gpupart__ledger_shm_operator_remove(const gpupart__hostmem *mem, const gpupart__identity *id, const char *dir,
+                                        int force, char *path, size_t path_len);
+
+/* Whether l is a shared ledger that is the operator's (and, name not NULL, whether the
+ * operator declared the partition of that name): 1 with its file's name in path. */
+int gpupart__ledger_shm_operator_of(gpupart__ledger *l, const char *name, char *path, size_t n);
+
 /* For tests: takes the ledger lock of the file at path as a member does (waiting at most
  * timeout_ms), marks the file as being changed by this process, named command, and keeps
  * the lock until the returned descriptor is closed or the process dies; -1 on failure. */

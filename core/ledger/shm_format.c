@@ -146,7 +146,8 @@ void gpupart__shm_describe_holder(int64_t pid, const char command[16], char *out
   size_t len = strnlen(command, 16);
   for (size_t i = 0; i < len; i++) comm[i] = command[i] >= ' ' && command[i] < 0x7f ? command[i] : '?';
   comm[len] = '\0';
-  if (pid > 0) snprintf(out, n, "pid %lld (%s)", (long long)pid, len ? comm : "?");
+  if (pid == SHM_OPERATOR_PID) snprintf(out, n, "the operator's ledger (gpupart ledger create)");
+  else if (pid > 0) snprintf(out, n, "pid %lld (%s)", (long long)pid, len ? comm : "?");
   else snprintf(out, n, "a process that did not say which (not a gpupart library, or one stopped before it said)");
 }
 
@@ -204,6 +205,23 @@ uint64_t gpupart__shm_drop_member(shm_header *h, uint32_t i) {
     }
   h->member[i] = (shm_member){0};
   return bytes;
+}
+
+int gpupart__shm_operator_alive(const shm_header *h, uint32_t i) {
+  if (i >= SHM_MEMBERS || !gpupart__shm_is_operator(&h->member[i])) return 0;
+  for (uint32_t k = 0; k < SHM_SHARES; k++)
+    if (h->share[k].member == h->member[i].id && h->share[k].reserved) return 0;
+  return 1;
+}
+
+int gpupart__shm_part_operator(const shm_header *h, uint32_t part) {
+  for (uint32_t k = 0; k < SHM_SHARES; k++) {
+    const shm_share *s = &h->share[k];
+    if (s->member && s->part == part && gpupart__shm_share_valid(h, s) &&
+        gpupart__shm_is_operator(&h->member[s->member_slot]))
+      return 1;
+  }
+  return 0;
 }
 
 int gpupart__shm_find_part(const shm_header *h, const char *name) {

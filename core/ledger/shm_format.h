@@ -32,6 +32,11 @@
 #define SHM_ATTACH_BASE (SHM_LOCK_BASE + 65536) /* attachment a's liveness byte */
 #define SHM_READERS (SHM_LOCK_BASE - 1)         /* held for reading by readers asking the members to make way */
 #define SHM_ATTACHMENTS 1024u                   /* attachments (one per context and file) at once */
+/* The pid a member slot carries when it is the operator's (gpupart ledger create,
+ * shm_operator.c): no process holds its byte, it is alive until `gpupart ledger remove`,
+ * and its shares hold no bytes: they keep the operator's partitions, with their limits
+ * and floors, in the file while no job is a member of them. */
+#define SHM_OPERATOR_PID ((int64_t)-1)
 
 typedef struct shm_member {
   uint64_t id;      /* 0 = free; unique across files (a random base at creation) */
@@ -145,6 +150,15 @@ void gpupart__shm_recompute(shm_header *h);
 uint64_t gpupart__shm_drop_member(shm_header *h, uint32_t i);
 /* Every invariant: 0, or -1 with the first broken one written to why. */
 int gpupart__shm_check(const shm_header *h, char *why, uint64_t n);
+/* Whether member slot m is the operator's (SHM_OPERATOR_PID). */
+static inline int gpupart__shm_is_operator(const shm_member *m) { return m->id && m->pid == SHM_OPERATOR_PID; }
+/* Whether member slot i is the operator's and alive as such: the operator never reserves,
+ * so a slot marked so whose shares hold bytes (a dead member's pid scribbled over) is
+ * judged by its lock byte like any other, and its bytes are still reaped. */
+int gpupart__shm_operator_alive(const shm_header *h, uint32_t i);
+/* Whether partition part is one the operator declared (the operator's member has a share
+ * of it). */
+int gpupart__shm_part_operator(const shm_header *h, uint32_t part);
 /* The partition named name (compared over SHM_NAME bytes), or -1. */
 int gpupart__shm_find_part(const shm_header *h, const char *name);
 

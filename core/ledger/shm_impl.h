@@ -1,6 +1,8 @@
 /* The library's side of a shared ledger: what one attachment (one context's mapping of
  * one ledger file) keeps, and the calls between the files that make it up, each calling
  * only those listed below it:
+ *   shm_operator.c the operator's ledger (gpupart ledger create and remove), made and
+ *                        ended without a member process;
  *   shm_open.c    opening or creating the file, and gpupart__ledger_shm_create;
  *   shm.c         the ledger interface (ledger.h) over the file;
  *   shm_resize.c  changes from outside (resize.h): a partition's figures, the budget;

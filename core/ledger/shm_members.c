@@ -44,7 +44,7 @@ static int proxy_alive(shm_ledger *L, uint32_t i) {
 }
 
 int gpupart__shm_alive(shm_ledger *L, uint32_t i) {
-  if (L->mine[i]) return 1;
+  if (L->mine[i] || gpupart__shm_operator_alive(L->h, i)) return 1;
   if (L->proxy[i].fd >= 0) return proxy_alive(L, i);
   return gpupart__shm_held_elsewhere(L->fd, i);
 }

@@ -96,7 +96,7 @@ static int take_copy(reading *r, int timeout_ms) {
     rc = gpupart__fail(GPUPART_ECORRUPT, "ledger %s: shorter than a ledger when read (truncated?)", r->path);
   flock(r->fd, LOCK_UN);
   for (uint32_t i = 0; rc == GPUPART_OK && i < SHM_MEMBERS; i++)
-    r->alive[i] = r->h->member[i].id && gpupart__shm_held_elsewhere(r->fd, i);
+    r->alive[i] = r->h->member[i].id && (gpupart__shm_operator_alive(r->h, i) || gpupart__shm_held_elsewhere(r->fd, i));
   return rc;
 }
 

@@ -1528,6 +1528,138 @@ def test_the_status_page_in_a_headless_browser():
             check((marks > 0) == (p["guarantee"] > 0), f"{p['name']}: guarantee mark ({marks} px)", p)
 
 
+# ---- gpupart ledger: the operator's ledger, made before any job ----
+
+def operator_env(d, **extra):
+    return {"GPUPART_BACKEND": "sim", "GPUPART_SIM_TOTAL": "1GiB", "GPUPART_SHARED": "1", "GPUPART_LEDGER_DIR": d,
+            "GPUPART_PARTITIONS": "critical:50%:40%,be:80%:0", **extra}
+
+
+def ledger_file(d):
+    names = [n for n in os.listdir(d) if n.endswith(".ledger")]
+    return os.path.join(d, names[0]) if len(names) == 1 else None
+
+
+def start_holder(d, *specs):
+    """A job of shared sim device 0 (1 GiB) in folder d; (process, first line)."""
+    p = subprocess.Popen([HOLDER, d, "1024", *specs], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    return p, p.stdout.readline()
+
+
+def end_holder(p):
+    p.stdin.close()
+    rc = p.wait(timeout=60)
+    return rc, p.stderr.read()
+
+
+def test_ledger_usage():
+    expect_rc(["ledger"], 2)
+    expect_rc(["ledger", "frob"], 2)
+    expect_rc(["ledger", "create", "--force"], 2)
+    expect_rc(["ledger", "create", "--ledger-dir="], 2)
+    d = tempfile.mkdtemp(prefix="gpupart-op-")
+    try:
+        _, err = expect_rc(["ledger", "create", "--ledger-dir", d], 0,
+                           env={"GPUPART_BACKEND": "sim", "GPUPART_SIM_TOTAL": "1GiB"})
+        check("does not say shared" in err, "create warns when the configuration is not shared", err)
+        _, err = expect_rc(["ledger", "create", "--ledger-dir", d, "--device", "sim:0"], 1,
+                           env={"GPUPART_BACKEND": "sim", "GPUPART_SIM_TOTAL": "1GiB"})
+        check("already the operator's" in err, "--device names the same device", err)
+    finally:
+        subprocess.run(["rm", "-rf", d])
+    out, _ = expect_rc(["ledger", "--help"], 0)
+    check("ledger create" in out and "--force" in out, "ledger --help", out)
+
+
+def test_ledger_create_holds_floors_before_jobs():
+    d = tempfile.mkdtemp(prefix="gpupart-op-")
+    try:
+        out, _ = expect_rc(["ledger", "create", "--ledger-dir", d], 0, env=operator_env("/nonexistent"))
+        path = ledger_file(d)
+        check(path and f"created {path}: budget 1 GiB, 2 partitions" in out, "ledger create says what it made", out)
+        check(path and os.stat(path).st_mode & 0o777 == 0o600, "the operator's ledger is 0600")
+        _, err = expect_rc(["ledger", "create"], 1, env=operator_env(d))
+        check("already the operator's" in err, "a second create is refused", err)
+        text, _ = expect_rc(["top", "--json", "--ledger-dir", d], 0)
+        check('"critical"' in text and '"be"' in text and "427819008" in text, "top lists the operator's partitions",
+              text)
+        # the floor (40% of 1 GiB) is held before its job starts: "be" (limit 80%) cannot take 700 MiB
+        p, line = start_holder(d, "be:1000:0:700")
+        rc, err = end_holder(p)
+        check(line == "" and rc == 1 and "keeps 427819008 more as its guarantee" in err and "operator's ledger" in err,
+              f"a job cannot take the operator's floor before its job starts: exit {rc}", line + err)
+        # two jobs join: each gets the ledger's figures whatever it asked
+        be, line_be = start_holder(d, "be:1000:0:300")
+        crit, line_crit = start_holder(d, "critical:10:0:400")
+        check(line_be == "ready\n" and line_crit == "ready\n", "two jobs join the operator's ledger", line_be + line_crit)
+        text, _ = expect_rc(["top", "--json", "--ledger-dir", d], 0)
+        check(str(857735168) in text and str(536870912) in text, "the partitions keep the operator's limits", text)
+        _, err = expect_rc(["ledger", "remove", "--ledger-dir", d], 1, env=operator_env("/nonexistent"))
+        check(f"pid {be.pid} (cli_holder) 314572800 bytes" in err and f"pid {crit.pid}" in err and "--force" in err,
+              "remove is refused while jobs hold bytes, naming them", err)
+        rc_be, err_be = end_holder(be)
+        rc_crit, err_crit = end_holder(crit)
+        check(rc_be == 0 and rc_crit == 0, "the jobs end cleanly", err_be + err_crit)
+        check("'critical': the operator's ledger of" in err_crit and "asked for limit 10485760" in err_crit,
+              "a job whose figures differ is warned, naming both", err_crit)
+        out, _ = expect_rc(["ledger", "remove"], 0, env=operator_env(d))
+        check(path and f"removed {path}" in out and not os.path.exists(path), "remove ends it", out)
+        _, err = expect_rc(["ledger", "remove"], 1, env=operator_env(d))
+        check("No such file" in err, "removing nothing is refused", err)
+    finally:
+        subprocess.run(["rm", "-rf", d])
+
+
+def test_ledger_job_takes_the_ledgers_figures():
+    d = tempfile.mkdtemp(prefix="gpupart-op-")
+    try:
+        expect_rc(["ledger", "create"], 0, env=operator_env(d))
+        path = ledger_file(d)
+        job = operator_env(d, GPUPART_MEMORY_FRACTION="50%", GPUPART_PARTITIONS="critical:10%:5%,mine:10%")
+        out, err = expect_rc(["config", "--json"], 0, env=job)
+        c = parse_json(out)
+        check(c["budget"] == GIB and c.get("budget_source") == f"ledger {path}", "the job's budget is the ledger's", out)
+        parts = {p["name"]: p for p in c["partitions"]}
+        check(parts["critical"]["limit"] == 512 * MIB and parts["critical"]["source"] == f"ledger {path}",
+              "the operator's partition applies, with its source", out)
+        check(parts["mine"]["source"] == "GPUPART_PARTITIONS", "the job's own partition keeps its source", out)
+        check("budget mismatch" in err and "asked for 536870912" in err and f"operator's ledger {path}" in err,
+              "a budget mismatch is a warning by default", err)
+        check("the ledger's figures apply" in err, "a partition mismatch is a warning by default", err)
+        out, _ = expect_rc(["config"], 0, env=job)
+        check(re.search(rf"^budget +1073741824 bytes \(1 GiB\)  source ledger {re.escape(path)}$", out, re.M),
+              "gpupart config names the ledger as the budget's source", out)
+        # --force ends it under a job holding bytes; the job goes on with a ledger of its own
+        p, line = start_holder(d, "be:1000:0:100")
+        out, _ = expect_rc(["ledger", "remove", "--force"], 0, env=operator_env(d))
+        rc, err = end_holder(p)
+        check(line == "ready\n" and rc == 0, f"a job under a forced remove ends cleanly: exit {rc}", err)
+    finally:
+        subprocess.run(["rm", "-rf", d])
+
+
+def test_shared_preallocation_has_one_member():
+    """allow_growth = false on a shared device: the first process preallocates the
+    partition's limit; a second one preallocating the same partition could take nothing,
+    so its creation is refused naming the holder and the fix (it used to fail with 'the
+    budget cannot grant')."""
+    d = tempfile.mkdtemp(prefix="gpupart-prealloc-")
+    try:
+        first, line = start_holder(d, "+p:512:0:100")
+        check(line == "ready\n", "the first process preallocates", line)
+        second, line2 = start_holder(d, "+p:512:0:100")
+        rc, err = end_holder(second)
+        check(line2 == "" and rc == 1 and "GPUPART_ECONFIG" in err and f"pid {first.pid} (cli_holder) 536870912 bytes" in err
+              and "allow_growth = true" in err and "partition of its own name" in err,
+              f"a second preallocating member is refused clearly: exit {rc}", err)
+        other, line3 = start_holder(d, "+q:256:0:100")
+        check(line3 == "ready\n", "a partition of its own name preallocates beside it", line3)
+        check(end_holder(other)[0] == 0 and end_holder(first)[0] == 0, "the holders end cleanly")
+    finally:
+        subprocess.run(["rm", "-rf", d])
+
+
 def main():
     global GPUPART
     GPUPART = os.path.abspath(sys.argv[1])

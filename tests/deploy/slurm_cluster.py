@@ -20,6 +20,27 @@ def free_port():
         return s.getsockname()[1]
 
 
+# The site's Prolog and Epilog as slurmd runs them (as root, with the job's SLURM_JOB_ID and
+# SLURM_JOB_USER and little else): deploy/slurm's scripts with the test's folder, operator
+# file and gpupart, and only for the jobs after the marker file exists.
+SITE_SCRIPT = """#!/bin/bash
+[ -e {d}/operator-on ] || exit 0
+export LEDGER_BASE={jobs} OPERATOR_INI={d}/operator.ini GPUPART={gpupart} GPUPART_BACKEND=sim GPUPART_SIM_TOTAL={total}
+exec bash {script}
+"""
+
+
+def write_site_scripts(d, t):
+    with open(os.path.join(d, "operator.ini"), "w") as f:
+        f.write(t.OPERATOR_INI)
+    for name in ("prolog", "epilog"):
+        path = os.path.join(d, f"{name}.sh")
+        with open(path, "w") as f:
+            f.write(SITE_SCRIPT.format(d=d, jobs=os.path.join(os.path.dirname(d), "jobs"), gpupart=t.GPUPART,
+                                       total=t.SIM_TOTAL, script=os.path.join(t.DEPLOY, "slurm", f"gpupart-{name}.sh")))
+        os.chmod(path, 0o755)
+
+
 def write_conf(d, host):
     conf = os.path.join(d, "slurm.conf")
     ports = free_port(), free_port()
@@ -43,6 +64,9 @@ SelectTypeParameters=CR_Core
 GresTypes=gpu,shard
 ReturnToService=2
 MpiDefault=none
+Prolog={d}/prolog.sh
+Epilog={d}/epilog.sh
+PrologFlags=Alloc
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 NodeName={host} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={os.cpu_count()} RealMemory=1000 Gres=gpu:1,shard:4 State=UNKNOWN
@@ -66,6 +90,25 @@ def wait_idle(env, t, deadline=30):
     return False
 
 
+def operator_job(t, d, jobs, base, script):
+    """The batch script again with the site's Prolog making the job's operator's ledger
+    (a quarter of the GPU, whatever the job's shards say) and its Epilog ending it."""
+    open(os.path.join(d, "operator-on"), "w").close()
+    log = os.path.join(jobs, "job-operator.out")
+    reports, out = t.run_batch(base, jobs, ["sbatch", "--wait", f"--output={log}", script], log, operator=True)
+    if len(reports) == 2:
+        t.check(all(r["budget"] == t.SIM_TOTAL // 4 for r in reports),
+                f"slurm cluster prolog: the steps' budgets {[r['budget'] for r in reports]}, wanted the ledger's", out)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and any(n.startswith("gpupart-job-") for n in os.listdir(jobs)):
+        time.sleep(0.2)
+    left = [n for n in os.listdir(jobs) if n.startswith("gpupart-job-")]
+    t.check(not left, f"slurm cluster epilog: the job's ledger folder was not removed: {left}")
+    os.unlink(os.path.join(d, "operator-on"))
+    print("test_deploy: with the site's prolog (the operator's ledger), the job's steps:")
+    print("\n".join(l for l in out.splitlines() if l.startswith(("step", "{", "gpupart: warning: device_open"))))
+
+
 def run(root, t):
     """Runs the batch script under sbatch in the private cluster; t is test_deploy."""
     missing = [p for p in ("slurmctld", "slurmd", "sbatch", "sinfo") if not shutil.which(p)]
@@ -76,6 +119,7 @@ def run(root, t):
     os.makedirs(d)
     host = socket.gethostname().split(".")[0]
     conf = write_conf(d, host)
+    write_site_scripts(d, t)
     env = {**os.environ, "SLURM_CONF": conf}
     logs = [open(os.path.join(d, n), "w") for n in ("slurmctld.log", "slurmd.log")]
     daemons = [subprocess.Popen(["slurmctld", "-D", "-i", "-f", conf], env=env, stdout=logs[0], stderr=subprocess.STDOUT)]
@@ -102,6 +146,7 @@ def run(root, t):
             t.check(all(r["budget"] == t.SIM_TOTAL // 2 for r in reports),
                     f"slurm cluster: --gres=shard:2 of 4: budgets {[r['budget'] for r in reports]}", out)
             t.check("GPUs 0" in out, "slurm cluster: CUDA_VISIBLE_DEVICES was not 0", out)
+        operator_job(t, d, jobs, base, script)
         version = subprocess.run(["sbatch", "--version"], env=env, capture_output=True, text=True)
         print(f"test_deploy: the batch script ran under sbatch in a one-node Slurm cluster "
               f"({(version.stdout + version.stderr).strip()}); the job's output:")

@@ -16,6 +16,7 @@ node path for a hostPath) and the program each container runs (deploy_job).
 Usage: test_deploy.py PATH/TO/gpupart PATH/TO/deploy_job DEPLOY_DIR [--slurm-cluster]"""
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -174,9 +175,10 @@ def expect_partition(report, name, limit, guarantee, what):
           json.dumps(report))
 
 
-def expect_one_ledger(ledger_dir, wanted, budget, what):
+def expect_one_ledger(ledger_dir, wanted, budget, what, operator=False):
     """The ledger folder holds one device whose members own exactly the partitions wanted
-    ({name: (limit, guarantee)}), all alive, with the device's budget."""
+    ({name: (limit, guarantee)}), all alive, with the device's budget (and, operator, the
+    operator's member of gpupart ledger create besides)."""
     devices = top(ledger_dir)["devices"]
     if not check(len(devices) == 1, f"{what}: {len(devices)} ledgers in the folder, wanted 1", json.dumps(devices)):
         return
@@ -184,7 +186,7 @@ def expect_one_ledger(ledger_dir, wanted, budget, what):
     got = {p["name"]: (p["limit"], p["guarantee"]) for p in d["partitions"]}
     check(d["status"] == "ok" and d["consistent"], f"{what}: ledger {d['status']}", json.dumps(d))
     check(got == wanted, f"{what}: ledger partitions {got}, wanted {wanted}", json.dumps(d))
-    check(len(d["members"]) == len(wanted) and all(m["alive"] for m in d["members"]),
+    check(len(d["members"]) == len(wanted) + operator and all(m["alive"] for m in d["members"]),
           f"{what}: members {d['members']}")
     check(d["budget"] == budget and d["guarantees"] == sum(g for _, g in wanted.values()),
           f"{what}: budget {d['budget']} guarantees {d['guarantees']}", json.dumps(d))
@@ -383,6 +385,50 @@ def test_node_shared_and_exporter(docs, vols, root):
     release_jobs(jobs, release)
 
 
+def test_operator_ledger(docs, vols, root):
+    """(e) The operator's ledger DaemonSet: its init container's `gpupart ledger create`,
+    run as the manifest says on sim, makes the node's ledger in the hostPath folder that
+    node-shared.yaml's pods use; jobs started there afterwards get its budget and
+    partitions whatever their own configuration asks, and the critical floor is held
+    before its job starts."""
+    ds = next(d for d in docs["operator-ledger.yaml"] if d["kind"] == "DaemonSet")
+    spec = pod_spec(ds)
+    inits = {c["name"]: c for c in spec["initContainers"]}
+    check(list(inits) == ["ledger-folder", "ledger-create"], f"operator-ledger: init containers {list(inits)}")
+    create = inits["ledger-create"]
+    check(run_as_user(spec, create) == 1000, "operator-ledger: ledger create does not run as the jobs' user (1000)")
+    hp = {v["name"]: v for v in spec["volumes"]}["gpupart-ledger"]["hostPath"]
+    check(hp == {"path": "/run/gpupart", "type": "DirectoryOrCreate"}, f"operator-ledger: hostPath {hp}")
+    env, mounts = container_env(ds, create, vols)
+    argv = [GPUPART if a == "gpupart" else translate(a, mounts) for a in create["command"]]
+    check(create["command"][:3] == ["gpupart", "ledger", "create"], f"operator-ledger: command {create['command']}")
+    rc, out, err = run(argv, clean_env(env))
+    if not check(rc == 0, f"operator-ledger: gpupart ledger create exit {rc}", out + err):
+        return
+    ledger = mounts["/run/gpupart"]
+    devices = top(ledger)["devices"]
+    b = grain(SIM_TOTAL * 9 // 10)
+    wanted = {"critical": (grain(b * 5 // 10), grain(b * 4 // 10)), "besteffort": (grain(b * 6 // 10), 0)}
+    if check(len(devices) == 1, f"operator-ledger: {len(devices)} ledgers"):
+        d = devices[0]
+        got = {p["name"]: (p["limit"], p["guarantee"]) for p in d["partitions"]}
+        check(got == wanted and d["budget"] == b and d["guarantees"] == wanted["critical"][1],
+              f"operator-ledger: ledger {got} budget {d['budget']}, wanted {wanted} {b}", json.dumps(d))
+    # node-shared.yaml's pods, each naming one of the operator's partitions with other figures
+    envs = []
+    for pod, name in zip(docs["node-shared.yaml"], ("critical", "besteffort")):
+        e, _ = container_env(pod, pod_spec(pod)["containers"][0], vols,
+                             {"GPUPART_PARTITIONS": f"{name}:10%:5%", "GPUPART_MEMORY_FRACTION": "50%"})
+        envs.append(e)
+    jobs, release = start_jobs(envs, root)
+    for j, name in zip(jobs, ("critical", "besteffort")):
+        check(j.report["budget"] == b, f"operator-ledger {name}: budget {j.report['budget']}, wanted the ledger's {b}")
+        expect_partition(j.report, name, *wanted[name], f"operator-ledger {name}")
+    release_jobs(jobs, release)
+    rc, out, err = run([GPUPART, "ledger", "remove", "--ledger-dir", ledger], clean_env(env))
+    check(rc == 0 and not os.listdir(ledger), f"operator-ledger: gpupart ledger remove exit {rc}", out + err)
+
+
 def test_hami(docs, vols, root):
     """HAMi's injected CUDA_DEVICE_MEMORY_LIMIT_0 (gpumem MiB, as `4096m`) is the budget
     the container's partitions split; CUDA_DEVICE_MEMORY_LIMIT for every device likewise."""
@@ -461,7 +507,7 @@ def slurm_env(root, extra):
             "GPUPART_SIM_TOTAL": str(SIM_TOTAL), **extra}
 
 
-def run_batch(env, root, submit, log_path):
+def run_batch(env, root, submit, log_path, operator=False):
     """Runs the batch script (submit: a command line that runs it, writing the job's output
     to log_path), waits for its two steps' reports, checks the job's ledger, releases the
     steps; returns the reports and the job's output."""
@@ -490,7 +536,7 @@ def run_batch(env, root, submit, log_path):
         b = reports[0]["budget"]
         if check(len(ledgers) == 1, f"slurm: ledger folders {ledgers}"):
             expect_one_ledger(ledgers[0], {"train": (grain(b * 6 // 10), grain(b * 4 // 10)),
-                                           "eval": (grain(b * 4 // 10), grain(b * 2 // 10))}, b, "slurm")
+                                           "eval": (grain(b * 4 // 10), grain(b * 2 // 10))}, b, "slurm", operator)
     open(release, "w").close()
     rc = p.wait(timeout=120)
     out.seek(0)
@@ -498,7 +544,7 @@ def run_batch(env, root, submit, log_path):
     check("did not run at the same time" not in log() and "step creation temporarily disabled" not in log(),
           "slurm: the steps ran one after the other", log())
     left = [d for d in os.listdir(root) if d.startswith("gpupart-job-")]
-    check(not left, f"slurm: the job's ledger folder was not removed: {left}")
+    check(len(left) <= operator, f"slurm: the job's ledger folders left: {left}")
     return reports, log()
 
 
@@ -553,6 +599,87 @@ def test_slurm_shim(root):
     run_failing_batch(slurm_env(root, {"SHIM_GRES": "gpu:1"}), root, "cannot read the shards of one GPU")
 
 
+OPERATOR_INI = """[gpupart]
+memory_fraction = 25%
+shared = true
+
+[partition train]
+size = 60%
+guarantee = 40%
+
+[partition eval]
+size = 40%
+guarantee = 20%
+"""
+
+
+def test_slurm_prolog(root):
+    """gpupart-prolog.sh makes the job's operator's ledger before its steps (a quarter of
+    the GPU, whatever the job's shards say); the batch script's steps join it with its
+    figures; gpupart-epilog.sh ends it and removes the folder."""
+    ini = os.path.join(root, "operator.ini")
+    with open(ini, "w") as f:
+        f.write(OPERATOR_INI)
+    env = slurm_env(root, {"OPERATOR_INI": ini, "SLURM_JOB_USER": pwd.getpwuid(os.geteuid()).pw_name})
+    rc, out, err = run(["bash", os.path.join(DEPLOY, "slurm", "gpupart-prolog.sh")], clean_env(env))
+    folder = os.path.join(root, "gpupart-job-4242")
+    if not check(rc == 0 and os.path.isdir(folder), f"slurm prolog: exit {rc}", out + err):
+        return
+    script = os.path.join(DEPLOY, "slurm", "gpupart-share.sbatch")
+    reports, log = run_batch(env, root, *batch_in_shim(script, root), operator=True)
+    if reports:
+        check(all(r["budget"] == SIM_TOTAL // 4 for r in reports), f"slurm prolog: budgets {[r['budget'] for r in reports]}")
+        check("the operator's ledger" in log and "budget mismatch" in log, "slurm prolog: the steps' warning", log)
+    rc, out, err = run(["bash", os.path.join(DEPLOY, "slurm", "gpupart-epilog.sh")], clean_env(env))
+    check(rc == 0 and not os.path.exists(folder), f"slurm epilog: exit {rc}, folder left: {os.path.exists(folder)}",
+          out + err)
+
+
+def test_systemd_unit(root):
+    """deploy/systemd/gpupart-ledger.service: a oneshot that stays active, its ledger
+    folder made for its user, ExecStart creating the operator's ledger with the unit's
+    GPUPART_CONFIG and ExecStop ending it, both run here on sim as the unit says."""
+    unit = {}
+    with open(os.path.join(DEPLOY, "systemd", "gpupart-ledger.service")) as f:
+        for line in f:
+            if "=" in line and not line.startswith(("#", "[")):
+                key, value = line.rstrip("\n").split("=", 1)
+                unit.setdefault(key, []).append(value)
+    check(unit.get("Type") == ["oneshot"] and unit.get("RemainAfterExit") == ["yes"], f"systemd: {unit}")
+    check(unit.get("RuntimeDirectory") == ["gpupart"] and unit.get("RuntimeDirectoryMode") == ["2770"]
+          and "User" in unit and "Group" in unit, f"systemd: the ledger folder is not a group folder: {unit}")
+    env = dict(e.split("=", 1) for e in unit.get("Environment", []))
+    folder = os.path.join(root, "run-gpupart")
+    os.makedirs(folder)
+    os.chmod(folder, 0o2770)  # as RuntimeDirectoryMode makes it: a group folder of this process's group
+    ini = os.path.join(root, "gpupart.ini")
+    with open(ini, "w") as f:
+        f.write(OPERATOR_INI.replace("shared = true\n", f"shared = true\nledger_dir = {folder}\n"))
+    check(env.get("GPUPART_CONFIG") == "/etc/gpupart/gpupart.ini", f"systemd: GPUPART_CONFIG {env}")
+    env = {"GPUPART_CONFIG": ini, "GPUPART_BACKEND": "sim", "GPUPART_SIM_TOTAL": str(SIM_TOTAL)}
+
+    def command(key):
+        argv = unit[key][0].split()
+        check(argv[0] == "/usr/bin/gpupart", f"systemd: {key} runs {argv[0]}")
+        return [GPUPART] + [folder if a == "/run/gpupart" else a for a in argv[1:]]
+    rc, out, err = run(command("ExecStart"), clean_env(env))
+    check(rc == 0 and "budget" in out, f"systemd: ExecStart exit {rc}", out + err)
+    names = os.listdir(folder)
+    check(len(names) == 1 and re.fullmatch(r"gpupart-[^0-9].*\.ledger", names[0])
+          and os.stat(os.path.join(folder, names[0])).st_mode & 0o777 == 0o660,
+          f"systemd: the group's ledger (no uid in its name, 0660): {names}")
+    b = grain(SIM_TOTAL // 4)
+    devices = top(folder)["devices"]
+    if check(len(devices) == 1, f"systemd: {len(devices)} ledgers"):
+        d = devices[0]
+        got = {p["name"]: (p["limit"], p["guarantee"]) for p in d["partitions"]}
+        check(got == {"train": (grain(b * 6 // 10), grain(b * 4 // 10)), "eval": (grain(b * 4 // 10), grain(b * 2 // 10))}
+              and d["budget"] == b and [m["command"] for m in d["members"]] == ["operator"],
+              f"systemd: the operator's ledger {got}, budget {d['budget']}", json.dumps(d))
+    rc, out, err = run(command("ExecStop"), clean_env(env))
+    check(rc == 0 and not os.listdir(folder), f"systemd: ExecStop exit {rc}", out + err)
+
+
 def test_dockerfile_backends():
     """The image's build enables every backend, the layers and the CUDA preload library
     (an `auto` feature whose header is missing is silently left out), and has cuda.h."""
@@ -579,9 +706,13 @@ def main():
             test_configmap_file(docs, root)
             test_pod_shared(docs, vols, root)
             test_node_shared_and_exporter(docs, vols, root)
+            test_operator_ledger(docs, vols, root)
             test_hami(docs, vols, root)
             os.makedirs(os.path.join(root, "slurm"))
             test_slurm_shim(os.path.join(root, "slurm"))
+            os.makedirs(os.path.join(root, "slurm-prolog"))
+            test_slurm_prolog(os.path.join(root, "slurm-prolog"))
+            test_systemd_unit(root)
     finally:
         for c in children:
             if c.poll() is None:

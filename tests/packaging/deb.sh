@@ -70,7 +70,8 @@ lacks "$dev" "$libdir/libgpupart\.so\.0"
 contains "$tools" "usr/bin/gpupart" "usr/share/man/man1/gpupart\.1\.gz"
 contains "$tools" "usr/share/doc/gpupart-tools/examples/kubernetes/pod-shared\.yaml" \
   "usr/share/doc/gpupart-tools/examples/slurm/gpupart-share\.sbatch" "usr/share/doc/gpupart-tools/examples/docker/Dockerfile" \
-  "usr/share/doc/gpupart-tools/examples/ray/gpupart_ray\.py" "usr/share/doc/gpupart-tools/examples/kubernetes/exporter-podmonitor\.yaml"
+  "usr/share/doc/gpupart-tools/examples/ray/gpupart_ray\.py" "usr/share/doc/gpupart-tools/examples/kubernetes/exporter-podmonitor\.yaml" \
+  "usr/share/doc/gpupart-tools/examples/systemd/gpupart-ledger\.service" "usr/share/doc/gpupart-tools/examples/slurm/gpupart-prolog\.sh"
 bench="$tmp/gpupart-bench_${deb_version}_$arch.deb"
 contains "$bench" "usr/bin/gpupart-bench" "usr/share/man/man1/gpupart-bench\.1\.gz" \
   "usr/share/gpupart/traces/kineto_resnet50_v100\.ops\.gz" "usr/share/gpupart/traces/android_systemui\.ops\.gz" \
