@@ -452,20 +452,25 @@ int gpupart__arena_expandable(gpupart_partition *p, uint64_t limit) {
 /* Each growth maps what the request lacks and 1/32 of what is mapped already, so that
  * the calls stay near the growth policy's (a stream of small requests does not map one
  * granule each) while the unused top at the peak stays near 3% at most (measured on the
- * traces: docs/benchmarks.md). */
+ * traces: docs/benchmarks.md). And at least the partition's initial block (rounded up to
+ * the granule; never past the range): with a small granule (lavapipe's 4 KiB) 1/32 of a
+ * small mapped range is a granule or two, and every growth would be a driver call. */
 #define AHEAD_SHIFT 5
 
 /* Partition lock held: the bytes to map for a request, multiples of the granule: what
  * it needs beyond the free range just below the tail (*exact), and with the step ahead
- * (returned). 0 when the range cannot hold the request itself. */
+ * and the minimum step (returned, capped by the range). 0 when the range cannot hold the
+ * request itself. */
 static uint64_t expansion(const gpupart_partition *p, uint64_t size, uint64_t align, uint64_t *exact) {
   const gpupart__range *tail = p->arena.tail, *below = tail->prev_phys;
   uint64_t g = p->arena.vm->granule, need, have = below && below->state == GPUPART__RANGE_FREE ? below->size : 0;
   if (gpupart__block_need(p->dev, size, align, &need) || need > tail->size) return 0;
   *exact = ((need > have ? need - have : 1) + g - 1) & ~(g - 1);
   if (*exact > tail->size - g) return 0;
-  uint64_t want = *exact + ((p->arena.reserved >> AHEAD_SHIFT) & ~(g - 1));
-  return want <= tail->size - g ? want : *exact;
+  uint64_t want = *exact + ((p->arena.reserved >> AHEAD_SHIFT) & ~(g - 1)), room = tail->size - g;
+  uint64_t least = p->growth.initial_block > room ? room : (p->growth.initial_block + g - 1) & ~(g - 1);
+  if (want < least) want = least;
+  return want <= room ? want : *exact;
 }
 
 /* Partition lock held: the partition's record of bytes mapped (+) or unmapped (-). */

@@ -388,3 +388,38 @@ Test(expandable, the_granule_is_at_least_the_device_alignment) {
   cr_expect_eq(gpupart_device_open(env.ctx, &d, &dev), GPUPART_EINVAL);
   cr_expect_null(dev);
 }
+
+/* A small granule (lavapipe's sparse block is 4 KiB) does not mean a mapping per growth:
+ * each growth maps at least the partition's initial block (2 MiB by default, rounded up
+ * to the granule), never past the range. */
+Test(expandable, a_small_granule_maps_at_least_the_initial_block) {
+  gpupart_sim_desc sim = {.total_bytes = 256 * MiB, .host_backed = 1, .vm_granule = 4096};
+  open_sim(&sim);
+  gpupart_partition *p = expandable(64 * MiB, 0);
+  gpupart_allocation *a[256];
+  for (int i = 0; i < 256; i++) a[i] = alloc_ok(p, 4096);
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.driver_allocs, 1, "%llu mappings for 256 allocations of 4 KiB (1 MiB)",
+               (unsigned long long)s.driver_allocs);
+  cr_expect_eq(s.reserved, 2 * MiB, "one initial block mapped");
+  fill(a[255], 0x3c);
+  expect_filled(a[255], 0x3c);
+  for (int i = 0; i < 256; i++) gpupart_free(a[i]);
+  gpupart_partition_destroy(p);
+  gpupart_partition_desc d = {.limit = 64 * MiB, .initial_block = 8 * MiB, .flags = GPUPART_PARTITION_EXPANDABLE};
+  p = make_partition(env.dev, &d);
+  for (int i = 0; i < 256; i++) a[i] = alloc_ok(p, 4096);
+  s = test_stats(p);
+  cr_expect_eq(s.driver_allocs, 1, "%llu mappings", (unsigned long long)s.driver_allocs);
+  cr_expect_eq(s.reserved, 8 * MiB, "the step is the partition's initial block");
+  for (int i = 0; i < 256; i++) gpupart_free(a[i]);
+  gpupart_partition_destroy(p);
+  d.limit = 2 * MiB;
+  p = make_partition(env.dev, &d);
+  for (int i = 0; i < 200; i++) a[i] = alloc_ok(p, 4096);
+  s = test_stats(p);
+  cr_expect_eq(s.driver_allocs, 1, "the step is capped by the range: the 2 MiB limit mapped at once");
+  cr_expect_eq(s.reserved, 2 * MiB);
+  for (int i = 0; i < 200; i++) gpupart_free(a[i]);
+  gpupart_partition_destroy(p);
+}
