@@ -384,7 +384,8 @@ typedef struct gpupart_partition_desc {
   uint64_t guarantee;         /* floor in bytes; both 0 = best effort (no floor) */
   int growth;                 /* GPUPART_GROWTH_*; DEFAULT = the device's */
   uint64_t initial_block;     /* 0 = the device's initial_block option (GPUPART_INITIAL_BLOCK, since
-                                 0.3), else 2 MiB */
+                                 0.3), else 2 MiB. Since 0.3 also the smallest mapping an
+                                 expandable partition's growth makes */
   uint64_t max_block;         /* 0 = the device's max_block option (GPUPART_MAX_BLOCK, since 0.3),
                                  else 1 GiB; capped by the backend's max_block_bytes; for a
                                  preallocated partition a nonzero max_block is also the block size

@@ -46,7 +46,9 @@ const gpupart__option gpupart__options[GPUPART__OPT_COUNT] = {
     [GPUPART__OPT_PREALLOC_BLOCK] = {"prealloc_block", "GPUPART_PREALLOC_BLOCK", GPUPART__T_LIMIT, ENV | FILE_ | DEV,
                                      "none", "block size of preallocation; none = the largest the driver allows"},
     [GPUPART__OPT_INITIAL_BLOCK] = {"initial_block", "GPUPART_INITIAL_BLOCK", GPUPART__T_SIZE, ENV | FILE_ | DEV,
-                                    "2MiB", "first block a growing partition takes (rounded up to the granularity)"},
+                                    "2MiB",
+                                    "first block a growing partition takes (rounded up to the granularity); the "
+                                    "smallest mapping an expandable one's growth makes"},
     [GPUPART__OPT_MAX_BLOCK] = {"max_block", "GPUPART_MAX_BLOCK", GPUPART__T_SIZE, ENV | FILE_ | DEV, "1GiB",
                                 "largest block a growing partition takes (capped by the driver's largest)"},
     [GPUPART__OPT_GROWTH_FACTOR] = {"growth_factor", "GPUPART_GROWTH_FACTOR", GPUPART__T_FACTOR, ENV | FILE_ | DEV,
