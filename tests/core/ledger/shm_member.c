@@ -1,7 +1,9 @@
 /* shm_member: a separate program (exec'd, not forked) that the shared-ledger tests run as
- * a member of a shared sim device, so that the tests cover real processes with their own
+ * a member of a shared device, so that the tests cover real processes with their own
  * address space and library state. It opens a 1 GiB sim device with GPUPART_DEVICE_SHARED
- * in the ledger folder given first, then runs its script, one word per step:
+ * in the ledger folder given first (after "--backend vulkan": gpupart's own device on the
+ * first Vulkan device instead, its budget set by SHM_MEMBER_CONFIG), then runs its script,
+ * one word per step:
  *   part NAME LIMIT_MIB GUARANTEE_MIB  create (0 0: join the partition of that name)
  *   cpart NAME LIMIT_MIB GUARANTEE_MIB the same, keeping its empty blocks cached
  *   rpart NAME LIMIT_MIB GUARANTEE_MIB the same, with a reclaim callback that frees what
@@ -118,16 +120,23 @@ static int step(gpupart_device *dev, char **argv, int *i) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) return fprintf(stderr, "usage: shm_member LEDGER_DIR STEP...\n"), 2;
+  if (argc < 2) return fprintf(stderr, "usage: shm_member LEDGER_DIR [--backend sim|vulkan] STEP...\n"), 2;
+  int first = 2, vulkan = 0;
+  if (argc > 3 && !strcmp(argv[2], "--backend")) {
+    vulkan = !strcmp(argv[3], "vulkan");
+    if (!vulkan && strcmp(argv[3], "sim")) return fprintf(stderr, "shm_member: unknown backend '%s'\n", argv[3]), 2;
+    first = 4;
+  }
   gpupart_context_desc cd = {
       .flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = argv[1], .config_text = getenv("SHM_MEMBER_CONFIG")};
   gpupart_sim_desc sim = {.total_bytes = 1024 * MiB};
   gpupart_device_desc dd = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED};
+  if (vulkan) dd = (gpupart_device_desc){.backend = GPUPART_BACKEND_VULKAN, .flags = GPUPART_DEVICE_SHARED};
   gpupart_context *ctx = NULL;
   gpupart_device *dev = NULL;
   if (gpupart_context_create(&cd, &ctx) || gpupart_device_open(ctx, &dd, &dev)) return fail(0, "open");
   int rc = 0;
-  for (int i = 2, n = 1; i < argc && !rc; n++) {
+  for (int i = first, n = 1; i < argc && !rc; n++) {
     const char *w = argv[i];
     if (step(dev, argv, &i)) rc = fail(n, w);
   }
