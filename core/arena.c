@@ -449,13 +449,26 @@ int gpupart__arena_expandable(gpupart_partition *p, uint64_t limit) {
   return GPUPART_OK;
 }
 
-/* Each growth maps what the request lacks and 1/32 of what is mapped already, so that
- * the calls stay near the growth policy's (a stream of small requests does not map one
- * granule each) while the unused top at the peak stays near 3% at most (measured on the
- * traces: docs/benchmarks.md). And at least the partition's initial block (rounded up to
- * the granule; never past the range): with a small granule (lavapipe's 4 KiB) 1/32 of a
- * small mapped range is a granule or two, and every growth would be a driver call. */
+/* Each growth maps what the request lacks and a step ahead, so that the calls stay near
+ * the growth policy's (a stream of small requests does not map one granule each) while
+ * the unused top at the peak stays small (measured on the traces: docs/benchmarks.md).
+ * The step ahead is 1/32 of what is mapped plus the partition's initial block, the
+ * latter never more than 1/32 of what is mapped either (so at most 1/16 in all, and
+ * nothing ahead while 1/32 is under a granule). Growth blocks start at the initial block
+ * whatever the partition's size, and 1/32 alone made more calls than they do where the
+ * peak is a few hundred MiB on a small granule (kineto on lavapipe: 38 chunks against 32
+ * blocks; 31 with the initial block). And each growth maps at least the initial block
+ * (rounded up to the granule; never past the range): with a small granule (lavapipe's
+ * 4 KiB) 1/32 of a small mapped range is a granule or two, and every growth would be a
+ * driver call. */
 #define AHEAD_SHIFT 5
+
+/* Partition lock held: the bytes mapped ahead of a request, a multiple of the granule. */
+static uint64_t step_ahead(const gpupart_partition *p) {
+  uint64_t g = p->arena.vm->granule, mapped = p->arena.reserved;
+  uint64_t initial = (p->growth.initial_block + g - 1) & ~(g - 1), part = (mapped >> AHEAD_SHIFT) & ~(g - 1);
+  return part + (initial < part ? initial : part);
+}
 
 /* Partition lock held: the bytes to map for a request, multiples of the granule: what
  * it needs beyond the free range just below the tail (*exact), and with the step ahead
@@ -467,7 +480,7 @@ static uint64_t expansion(const gpupart_partition *p, uint64_t size, uint64_t al
   if (gpupart__block_need(p->dev, size, align, &need) || need > tail->size) return 0;
   *exact = ((need > have ? need - have : 1) + g - 1) & ~(g - 1);
   if (*exact > tail->size - g) return 0;
-  uint64_t want = *exact + ((p->arena.reserved >> AHEAD_SHIFT) & ~(g - 1)), room = tail->size - g;
+  uint64_t want = *exact + step_ahead(p), room = tail->size - g;
   uint64_t least = p->growth.initial_block > room ? room : (p->growth.initial_block + g - 1) & ~(g - 1);
   if (want < least) want = least;
   return want <= room ? want : *exact;

@@ -79,7 +79,7 @@ static uint32_t compute_family(VkPhysicalDevice pd) {
   return 0;
 }
 
-static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
+static int make_device(vkt_env *e, int want_bda, int want_sparse, char *why, size_t n) {
   uint32_t count = 1;
   VkResult r = vkEnumeratePhysicalDevices(e->instance, &count, &e->physical);
   if (r < VK_SUCCESS) return fail(why, n, "vkEnumeratePhysicalDevices", r);
@@ -89,8 +89,11 @@ static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
   VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &bda};
   vkGetPhysicalDeviceFeatures2(e->physical, &f);
   e->bda = want_bda && bda.bufferDeviceAddress;
+  e->sparse = want_sparse && f.features.sparseBinding && f.features.sparseResidencyBuffer;
+  if (want_sparse && !e->sparse) return 1;
   bda = (VkPhysicalDeviceBufferDeviceAddressFeatures){
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES, .bufferDeviceAddress = VK_TRUE};
+  VkPhysicalDeviceFeatures sparse = {.sparseBinding = VK_TRUE, .sparseResidencyBuffer = VK_TRUE};
   float priority = 1.0f;
   e->family = compute_family(e->physical);
   VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -100,7 +103,8 @@ static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
   VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                            .pNext = e->bda ? &bda : NULL,
                            .queueCreateInfoCount = 1,
-                           .pQueueCreateInfos = &q};
+                           .pQueueCreateInfos = &q,
+                           .pEnabledFeatures = e->sparse ? &sparse : NULL};
   if ((r = vkCreateDevice(e->physical, &ci, NULL, &e->device)) != VK_SUCCESS)
     return e->device = VK_NULL_HANDLE, fail(why, n, "vkCreateDevice", r);
   vkGetDeviceQueue(e->device, e->family, 0, &e->queue);
@@ -109,13 +113,17 @@ static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
   return r == VK_SUCCESS ? 0 : fail(why, n, "vkCreateCommandPool", r);
 }
 
-int vkt_env_create(vkt_env *e, int want_bda, char *why, size_t why_len) {
+static int create(vkt_env *e, int want_bda, int want_sparse, char *why, size_t why_len) {
   memset(e, 0, sizeof *e);
   int rc = make_instance(e, why, why_len);
-  if (rc == 0) rc = make_device(e, want_bda, why, why_len);
+  if (rc == 0) rc = make_device(e, want_bda, want_sparse, why, why_len);
   if (rc) vkt_env_destroy(e);
   return rc;
 }
+
+int vkt_env_create(vkt_env *e, int want_bda, char *why, size_t why_len) { return create(e, want_bda, 0, why, why_len); }
+
+int vkt_env_create_sparse(vkt_env *e, char *why, size_t why_len) { return create(e, 1, 1, why, why_len); }
 
 int vkt_env_destroy(vkt_env *e) {
   if (e->pool) vkDestroyCommandPool(e->device, e->pool, NULL);
