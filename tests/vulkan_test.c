@@ -3,37 +3,18 @@
  * driver (staging buffer + vkCmdCopyBuffer). */
 #include "vulkan_test.h"
 
+#include "vulkan_base.h"
+
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define VALIDATION "VK_LAYER_KHRONOS_validation"
-
 void vkt_require_validation(void) {
-  uint32_t n = 0;
-  cr_assert_eq(vkEnumerateInstanceLayerProperties(&n, NULL), VK_SUCCESS);
-  VkLayerProperties *layers = calloc(n ? n : 1, sizeof *layers);
-  cr_assert_not_null(layers);
-  cr_assert_geq(vkEnumerateInstanceLayerProperties(&n, layers), VK_SUCCESS);
-  int found = 0;
-  for (uint32_t i = 0; i < n; i++) found |= strcmp(layers[i].layerName, VALIDATION) == 0;
-  free(layers);
-  cr_assert(found, "the Vulkan validation layer " VALIDATION " is not installed; every Vulkan test requires it "
-                   "(Debian: vulkan-validationlayers, installed by scripts/deps)");
-  setenv("VK_INSTANCE_LAYERS", VALIDATION, 1);
+  cr_assert(vkb_has_validation(), "the Vulkan validation layer " VKB_VALIDATION " is not installed; every Vulkan "
+                                  "test requires it (Debian: vulkan-validationlayers, installed by scripts/deps)");
+  setenv("VK_INSTANCE_LAYERS", VKB_VALIDATION, 1);
   setenv("VK_LAYER_SETTINGS_PATH", GPUPART_TEST_LAYER_SETTINGS, 1);
-}
-
-static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
-                                                 VkDebugUtilsMessageTypeFlagsEXT types,
-                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
-  (void)types;
-  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
-    ++*(int *)user;
-    fprintf(stderr, "validation error: %s\n", data->pMessage);
-  }
-  return VK_FALSE;
 }
 
 static int fail(char *why, size_t n, const char *call, VkResult r) {
@@ -42,30 +23,10 @@ static int fail(char *why, size_t n, const char *call, VkResult r) {
 }
 
 static int make_instance(vkt_env *e, char *why, size_t n) {
-  VkDebugUtilsMessengerCreateInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-                                           .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-                                           .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                                                          VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
-                                           .pfnUserCallback = on_message,
-                                           .pUserData = &e->errors};
-  const char *layers[] = {VALIDATION}, *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
-  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                           .pApplicationName = "gpupart tests",
-                           .apiVersion = VK_API_VERSION_1_2};
-  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                             .pNext = &mi,
-                             .pApplicationInfo = &app,
-                             .enabledLayerCount = 1,
-                             .ppEnabledLayerNames = layers,
-                             .enabledExtensionCount = 1,
-                             .ppEnabledExtensionNames = ext};
-  VkResult r = vkCreateInstance(&ci, NULL, &e->instance);
-  if (r != VK_SUCCESS)
-    return e->instance = VK_NULL_HANDLE, r == VK_ERROR_INCOMPATIBLE_DRIVER ? 1 : fail(why, n, "vkCreateInstance", r);
-  PFN_vkCreateDebugUtilsMessengerEXT create =
-      (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance, "vkCreateDebugUtilsMessengerEXT");
-  r = create(e->instance, &mi, NULL, &e->messenger);
-  return r == VK_SUCCESS ? 0 : fail(why, n, "vkCreateDebugUtilsMessengerEXT", r);
+  const char *call = NULL;
+  VkResult r = vkb_instance_create("gpupart tests", &e->errors, &e->instance, &e->messenger, &call);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) return 1;
+  return r == VK_SUCCESS ? 0 : fail(why, n, call, r);
 }
 
 static uint32_t compute_family(VkPhysicalDevice pd) {
@@ -128,12 +89,7 @@ int vkt_env_create_sparse(vkt_env *e, char *why, size_t why_len) { return create
 int vkt_env_destroy(vkt_env *e) {
   if (e->pool) vkDestroyCommandPool(e->device, e->pool, NULL);
   if (e->device) vkDestroyDevice(e->device, NULL);
-  if (e->messenger) {
-    PFN_vkDestroyDebugUtilsMessengerEXT destroy =
-        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance, "vkDestroyDebugUtilsMessengerEXT");
-    destroy(e->instance, e->messenger, NULL);
-  }
-  if (e->instance) vkDestroyInstance(e->instance, NULL);
+  vkb_instance_destroy(e->instance, e->messenger);
   int errors = e->errors;
   memset(e, 0, sizeof *e);
   return errors;

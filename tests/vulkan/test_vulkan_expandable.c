@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "vulkan_base.h"
 #include "vulkan_test.h"
 
 static const uint32_t shader_spirv[] =
@@ -42,10 +43,7 @@ typedef struct rig {
   VkBuffer staging;
   VkDeviceMemory staging_memory;
   uint8_t *host;
-  VkShaderModule shader;
-  VkDescriptorSetLayout set_layout;
-  VkPipelineLayout layout;
-  VkPipeline pipeline;
+  vkb_compute pipe; /* sparse_probe.comp */
   VkDescriptorPool sets;
 } rig;
 
@@ -80,30 +78,9 @@ static void make_staging(rig *r, uint64_t size) {
 }
 
 static void make_pipeline(rig *r) {
-  VkShaderModuleCreateInfo si = {
-      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizeof shader_spirv, .pCode = shader_spirv};
-  VK_OK(vkCreateShaderModule(r->device, &si, NULL, &r->shader));
-  VkDescriptorSetLayoutBinding b = {.binding = 0,
-                                    .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                    .descriptorCount = 1,
-                                    .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-  VkDescriptorSetLayoutCreateInfo li = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 1, .pBindings = &b};
-  VK_OK(vkCreateDescriptorSetLayout(r->device, &li, NULL, &r->set_layout));
-  VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = 2 * sizeof(uint32_t)};
-  VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                    .setLayoutCount = 1,
-                                    .pSetLayouts = &r->set_layout,
-                                    .pushConstantRangeCount = 1,
-                                    .pPushConstantRanges = &pc};
-  VK_OK(vkCreatePipelineLayout(r->device, &pli, NULL, &r->layout));
-  VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                                    .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                                              .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                                              .module = r->shader,
-                                              .pName = "main"},
-                                    .layout = r->layout};
-  VK_OK(vkCreateComputePipelines(r->device, VK_NULL_HANDLE, 1, &ci, NULL, &r->pipeline));
+  const char *call = NULL;
+  cr_assert_eq(vkb_compute_create(r->device, shader_spirv, sizeof shader_spirv, 2 * sizeof(uint32_t), &r->pipe, &call),
+               VK_SUCCESS, "%s", call);
   VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = MAX_ALLOCS};
   VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                    .maxSets = MAX_ALLOCS,
@@ -135,10 +112,7 @@ static rig open_rig(uint64_t staging) {
 
 static void close_rig(rig *r) {
   vkDestroyDescriptorPool(r->device, r->sets, NULL);
-  vkDestroyPipeline(r->device, r->pipeline, NULL);
-  vkDestroyPipelineLayout(r->device, r->layout, NULL);
-  vkDestroyDescriptorSetLayout(r->device, r->set_layout, NULL);
-  vkDestroyShaderModule(r->device, r->shader, NULL);
+  vkb_compute_destroy(r->device, &r->pipe);
   vkDestroyBuffer(r->device, r->staging, NULL);
   vkFreeMemory(r->device, r->staging_memory, NULL);
   vkDestroyFence(r->device, r->fence, NULL);
@@ -186,7 +160,7 @@ static void dispatch(rig *r, VkCommandBuffer cb, const item *it) {
   VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                     .descriptorPool = r->sets,
                                     .descriptorSetCount = 1,
-                                    .pSetLayouts = &r->set_layout};
+                                    .pSetLayouts = &r->pipe.set_layout};
   VkDescriptorSet set;
   VK_OK(vkAllocateDescriptorSets(r->device, &ai, &set));
   VkDescriptorBufferInfo bi = {.buffer = it->buffer, .offset = it->offset, .range = it->size};
@@ -197,8 +171,8 @@ static void dispatch(rig *r, VkCommandBuffer cb, const item *it) {
                             .pBufferInfo = &bi};
   vkUpdateDescriptorSets(r->device, 1, &w, 0, NULL);
   uint32_t params[2] = {(uint32_t)(it->size / 4), it->seed};
-  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->layout, 0, 1, &set, 0, NULL);
-  vkCmdPushConstants(cb, r->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof params, params);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->pipe.layout, 0, 1, &set, 0, NULL);
+  vkCmdPushConstants(cb, r->pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof params, params);
   vkCmdDispatch(cb, (params[0] + 63) / 64, 1, 1);
 }
 
@@ -221,7 +195,7 @@ static void run_commands(rig *r, item *it, int n) {
   }
   barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->pipeline);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->pipe.pipeline);
   for (int i = 0; i < n; i++) dispatch(r, cb, &it[i]);
   barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
           VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
