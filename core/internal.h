@@ -155,6 +155,8 @@ struct gpupart_device {
    * whether gpupart_partition_find joins their partitions (not while the device opens, so
    * configured partitions another process made stay its own). Guarded by slow. */
   uint64_t trim_seen;
+  uint64_t posted_seen;   /* and the last sized give-back request posted that it looked at */
+  uint64_t growth_ticket; /* this handle's request for a growth the budget refused (trim.c), until it grows */
   int find_joins;
   /* DRA metadata (device.c): 1 + the index of the configuration's DRA device that names
    * this device (0: none), the generation applied and its memory; when its file is next
