@@ -303,6 +303,7 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   gpupart__device_dra_poll(dev, 0); /* a DRA claim's newer generation, at most every GPUPART__DRA_POLL_NS */
   pthread_mutex_lock(&dev->slow);
   gpupart__device_honour_trim_locked(dev); /* shared ledger: other processes' requests */
+  gpupart__partition_take_grown_locked(p); /* a preallocated partition grown from outside */
   refusal why = attempt(p, q, out);
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
   if (why == REFUSED_BUDGET) ask_others(p, q); /* shared ledger: the others give back at once */

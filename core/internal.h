@@ -109,6 +109,7 @@ struct gpupart_partition {
   gpupart__arena arena;
   gpupart__counters c;
   gpupart__growth growth;
+  uint64_t prealloc_tried; /* a preallocated partition's limit grown from outside, tried once (partition.c); slow */
   gpupart__ledger_entry *account;
   gpupart__ledger_publisher pub; /* where its counters are published for gpupart top (ledger.h) */
   gpupart_reclaim_fn reclaim;

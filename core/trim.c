@@ -28,6 +28,7 @@
 #include "error.h"
 #include "events.h"
 #include "internal.h"
+#include "partition.h"
 
 int gpupart__device_trim_locked(gpupart_device *dev) {
   int (*trim)(void *) = GPUPART__BACKEND_OP(dev->ops, trim);
@@ -199,6 +200,7 @@ static void *respond(void *arg) {
     pthread_mutex_lock(&dev->slow);
     gpupart__device_honour_trim_locked(dev);
     give_back_blocks_locked(dev); /* also a floor raised from outside, which posts nothing */
+    for (uint32_t i = 0; i < dev->nparts; i++) gpupart__partition_take_grown_locked(dev->parts[i]);
     pthread_mutex_unlock(&dev->slow);
     reclaim_for_requests(dev);
     gpupart__ledger_report(l);

@@ -131,8 +131,10 @@ static int apply(shm_ledger *L, const gpupart__ledger_change *c) {
     rc = try_once(L, c, &a);
   }
   if (rc == ABOVE) return refuse(L, c, &a);
-  if (rc == GPUPART_OK && c->partition && gpupart__shm_shortfall(&L->base) > 0)
+  if (rc != GPUPART_OK || !c->partition) return rc;
+  if (gpupart__shm_shortfall(&L->base) > 0)
     gpupart__shm_ask_trim(&L->base); /* a raised floor over others' cached bytes */
+  else gpupart__shm_wake_all(L);     /* a preallocated partition takes a grown limit (partition.h) */
   return rc;
 }
 
