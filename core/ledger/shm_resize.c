@@ -93,6 +93,10 @@ static int budget_locked(shm_ledger *L, uint64_t budget, above *a) {
     return ABOVE;
   }
   h->budget = budget;
+  /* The partitions keep their bytes; one a job sizes as a share of the budget now
+   * resolves to other bytes, so each is marked as changed: that job joins it. */
+  for (uint32_t i = 0; i < SHM_PARTS; i++)
+    if (h->part[i].members) h->part[i].flags |= SHM_PART_RESIZED;
   return GPUPART_OK;
 }
 

@@ -261,3 +261,22 @@ Test(ledger_resize, a_preallocated_partition_without_responder_takes_a_grown_lim
   finish(&m, 0); /* its second 150 MiB did not fit in the first 200: the slow path preallocated the new 200
                   * (grown on demand instead, it would hold 350) */
 }
+
+/* A budget change leaves every partition's bytes as they are (the ledger holds bytes,
+ * not shares) and marks the partitions resized: a job whose configuration sizes the
+ * partition as a share of the budget, which now resolves to other bytes, joins it with
+ * the ledger's figures instead of meeting EEXIST. */
+Test(ledger_resize, a_budget_change_keeps_a_share_sized_partition_s_bytes_and_later_jobs_join_it) {
+  member a = started((const char *[]){"fpart", "half", "50", "ready", "wait", "check", NULL});
+  uint64_t limit = figures_of("half").limit;
+  cr_assert_eq(limit, 512 * MiB);
+  gpupart__ledger_change c = {.limit = 800 * MiB, .guarantee = GPUPART__LEDGER_KEEP};
+  char path[4096];
+  ledger_path(path, sizeof path);
+  cr_assert_eq(gpupart__ledger_change_file(path, &c), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(figures_of("half").limit, limit, "its bytes are kept");
+  /* 50 % of the new budget is 400 MiB: another figure than the ledger's */
+  cr_expect_eq(run_member((const char *[]){"fpart", "half", "50", "alloc", "500", "check", NULL}), 0,
+               "the later job joined, the ledger's 512 MiB applying");
+  finish(&a, 0);
+}
