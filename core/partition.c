@@ -628,16 +628,6 @@ static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
   return rc;
 }
 
-void gpupart__partition_take_grown_locked(gpupart_partition *p) {
-  if (!p->growth.prealloc) return;
-  gpupart__ledger_figures f;
-  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  uint64_t gap = f.limit > f.reserved ? (f.limit - f.reserved) & ~(p->dev->granularity - 1) : 0;
-  if (!gap || f.limit == p->prealloc_tried) return;
-  p->prealloc_tried = f.limit;
-  (void)gpupart__arena_reserve_exact(p, gap, 1); /* refused: it keeps what it has, as at a failed own resize */
-}
-
 int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit) {
   gpupart_device *dev = p->dev;
   uint64_t limit = new_limit & ~(dev->granularity - 1);

@@ -22,13 +22,6 @@ int gpupart__partition_create_configured(gpupart_device *dev);
  * OK; EINVAL (rounds down to 0); ELIMIT (past the budget); EBUSY (the members hold more
  * than new_limit). */
 int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit);
-/* Device slow lock held: a preallocated partition whose limit in the ledger grew from
- * outside (`gpupart resize`, or another handle's resize) past what it holds reserves the
- * difference, as its own resize would; tried once per new limit (a refusal, by the budget
- * or the driver, leaves the partition as it was, growing no further). A no-op for a
- * partition that grows on demand. Called by the responder when a resize wakes it and by
- * the partition's allocation slow path. */
-void gpupart__partition_take_grown_locked(gpupart_partition *p);
 
 /* Reads the DRA metadata file of the claim that names dev again, at most once per
  * GPUPART__DRA_POLL_NS unless force (the device's open), and applies a newer generation's gpupart.io/memory as a live

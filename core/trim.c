@@ -28,7 +28,6 @@
 #include "error.h"
 #include "events.h"
 #include "internal.h"
-#include "partition.h"
 
 int gpupart__device_trim_locked(gpupart_device *dev) {
   int (*trim)(void *) = GPUPART__BACKEND_OP(dev->ops, trim);
@@ -187,6 +186,18 @@ static int reclaim_round(gpupart_device *dev, int64_t lack) {
 static void reclaim_for_requests(gpupart_device *dev) {
   int64_t lack = lack_all(dev);
   while (lack > 0 && reclaim_round(dev, lack)) lack = lack_all(dev);
+}
+
+/* ---- a preallocated partition grown from outside ---- */
+
+void gpupart__partition_take_grown_locked(gpupart_partition *p) {
+  if (!p->growth.prealloc) return;
+  gpupart__ledger_figures f;
+  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
+  uint64_t gap = f.limit > f.reserved ? (f.limit - f.reserved) & ~(p->dev->granularity - 1) : 0;
+  if (!gap || f.limit == p->prealloc_tried) return;
+  p->prealloc_tried = f.limit;
+  (void)gpupart__arena_reserve_exact(p, gap, 1); /* refused: it keeps what it has, as at a failed own resize */
 }
 
 /* ---- the responder ---- */

@@ -47,4 +47,12 @@ int gpupart__device_on_responder(const gpupart_device *dev);
  * GPUPART__REQUEST_WAIT_MS. OK, EBUSY naming who holds the bytes, or the ledger's code. */
 int gpupart__device_make_room(gpupart_device *dev, const gpupart_partition *p, uint64_t guarantee);
 
+/* Device slow lock held: a preallocated partition whose limit in the ledger grew from
+ * outside (`gpupart resize`, or another handle's resize) past what it holds reserves the
+ * difference, as its own resize would; tried once per new limit (a refusal, by the budget
+ * or the driver, leaves the partition as it was, growing no further). A no-op for a
+ * partition that grows on demand. Called by the responder when a resize wakes it and by
+ * the partition's allocation slow path. */
+void gpupart__partition_take_grown_locked(gpupart_partition *p);
+
 #endif

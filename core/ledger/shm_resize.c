@@ -138,7 +138,7 @@ static int apply(shm_ledger *L, const gpupart__ledger_change *c) {
   if (rc != GPUPART_OK || !c->partition) return rc;
   if (gpupart__shm_shortfall(&L->base) > 0)
     gpupart__shm_ask_trim(&L->base); /* a raised floor over others' cached bytes */
-  else gpupart__shm_wake_all(L);     /* a preallocated partition takes a grown limit (partition.h) */
+  else gpupart__shm_wake_all(L);     /* a preallocated partition takes a grown limit (core/trim.c) */
   return rc;
 }
 
