@@ -371,6 +371,7 @@ uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
 
 uint64_t gpupart__arena_largest_empty(gpupart_partition *p) {
   uint64_t best = 0;
+  if (p->arena.vm) return 0; /* its one record stands for what is mapped: release_empty shrinks it */
   gpupart__lock_acquire(&p->lock);
   for (const gpupart__block *b = p->arena.blocks; b; b = b->next)
     if (!b->prealloc && b->size > best && block_empty(b)) best = b->size;
@@ -380,6 +381,7 @@ uint64_t gpupart__arena_largest_empty(gpupart_partition *p) {
 
 uint64_t gpupart__arena_release_largest(gpupart_partition *p) {
   gpupart__block *pick = NULL;
+  if (p->arena.vm) return 0;
   gpupart__lock_acquire(&p->lock);
   for (gpupart__block *b = p->arena.blocks; b; b = b->next)
     if (!b->prealloc && (!pick || b->size > pick->size) && block_empty(b)) pick = b;
