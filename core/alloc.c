@@ -229,6 +229,12 @@ static void budget_cause(const gpupart_partition *p, const gpupart__ledger_figur
              "; this partition's guarantee of %" PRIu64 " bytes keeps others from taking "
              "more, but what they held before stays theirs until they free it",
              f->guarantee);
+  len = (int)strlen(out);
+  if (l->shared && (size_t)len < n)
+    snprintf(out + len, n - (size_t)len,
+             "; the other processes were asked to give back the bytes (a request served for %d ms, largest empty "
+             "blocks first, at the %s priority): a retry may find them",
+             GPUPART__REQUEST_WAIT_MS, f->reserved < f->guarantee ? "floor's" : "growth's");
 }
 
 /* The ceiling binds this process whatever the shared budget leaves: named with its source. */

@@ -202,3 +202,32 @@ Test(ledger_requests, every_slot_taken_asks_the_old_way) {
   l->ops->destroy(l);
   close_shared_env(&e);
 }
+
+Test(ledger_requests, a_growth_the_budget_refuses_posts_a_request_and_says_so) {
+  member m = cached_member("300", "300");
+  cr_assert_eq(kill(m.pid, SIGSTOP), 0); /* it cannot answer: the request stands */
+  shared_env e = open_shared_env();
+  gpupart_partition_desc d = {.name = "mine"};
+  gpupart_partition *p = NULL;
+  cr_assert_eq(gpupart_partition_create(e.dev, &d, &p), GPUPART_OK);
+  gpupart_allocation *a = NULL;
+  cr_expect_eq(gpupart_alloc(p, 700 * MiB, 0, &a), GPUPART_ELIMIT);
+  cr_expect(strstr(gpupart_last_error(), "were asked to give back the bytes") &&
+                strstr(gpupart_last_error(), "growth's priority"),
+            "%s", gpupart_last_error());
+  gpupart__ledger *l = attach();
+  cr_expect_gt(l->ops->lack_all(l), 0, "its request stands while the holder is stopped");
+  cr_assert_eq(kill(m.pid, SIGCONT), 0);
+  int64_t lack = l->ops->lack_all(l);
+  for (int i = 0; i < 1000 && lack > 0; i++) {
+    usleep(10000);
+    lack = l->ops->lack_all(l);
+  }
+  cr_expect_eq(lack, 0, "the holder answered once it ran");
+  cr_expect_eq(gpupart_alloc(p, 700 * MiB, 0, &a), GPUPART_OK, "the retry found the bytes: %s", gpupart_last_error());
+  cr_expect_eq(l->ops->lack_all(l), 0, "the fitting growth withdrew its request");
+  gpupart_free(a);
+  l->ops->destroy(l);
+  close_shared_env(&e);
+  finish(&m);
+}
