@@ -51,8 +51,8 @@ typedef struct shm_member {
  * shares (recomputed from them after a death). flags: SHM_PART_RESIZED once its figures
  * were changed after its creation (by a member or from outside, resize.h): a later
  * creation with other figures then joins it, the ledger's figures applying, rather than
- * being refused (EEXIST); other bits are ignored (a file written as version 4 before
- * them held 0 here). */
+ * being refused (EEXIST); a budget change sets it on every partition (shm_resize.c);
+ * other bits are ignored. */
 #define SHM_PART_RESIZED 1u
 typedef struct shm_part {
   char name[SHM_NAME];
