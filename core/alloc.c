@@ -137,11 +137,15 @@ static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refus
 
 /* What the request lacks now (device slow lock held): the block it needs less what the
  * limit and budget can still grant; the whole block when the driver refused. */
-static uint64_t shortfall(const gpupart_partition *p, const request *q, refusal why) {
-  const gpupart_device *dev = p->dev;
+static uint64_t block_need(const gpupart_device *dev, const request *q) {
   uint64_t need = q->size, g = dev->granularity;
   if (q->align > dev->alignment) need += q->align - dev->alignment;
-  need = (need + g - 1) & ~(g - 1);
+  return (need + g - 1) & ~(g - 1);
+}
+
+static uint64_t shortfall(const gpupart_partition *p, const request *q, refusal why) {
+  const gpupart_device *dev = p->dev;
+  uint64_t need = block_need(dev, q), g = dev->granularity;
   if (why == REFUSED_DRIVER) return need;
   gpupart__refusal bound;
   uint64_t grant = dev->ledger->ops->grantable(dev->ledger, p->account, &bound) & ~(g - 1);
@@ -225,6 +229,12 @@ static void budget_cause(const gpupart_partition *p, const gpupart__ledger_figur
              "; this partition's guarantee of %" PRIu64 " bytes keeps others from taking "
              "more, but what they held before stays theirs until they free it",
              f->guarantee);
+  len = (int)strlen(out);
+  if (l->shared && (size_t)len < n)
+    snprintf(out + len, n - (size_t)len,
+             "; the other processes were asked to give back the bytes (a request served for %d ms, largest empty "
+             "blocks first, at the %s priority): a retry may find them",
+             GPUPART__REQUEST_WAIT_MS, f->reserved < f->guarantee ? "floor's" : "growth's");
 }
 
 /* The ceiling binds this process whatever the shared budget leaves: named with its source. */
@@ -278,6 +288,18 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   return why == REFUSED_HOST ? code : gpupart__event_refused(p->dev, code);
 }
 
+/* Shared ledger, device slow lock held, the budget refused: asks the other processes for
+ * the block the request needs, at the floor's priority while the partition grows within
+ * its guarantee, else at growth's. */
+static void ask_others(gpupart_partition *p, const request *q) {
+  gpupart_device *dev = p->dev;
+  uint64_t need = block_need(dev, q);
+  gpupart__ledger_figures f;
+  dev->ledger->ops->get(dev->ledger, p->account, &f);
+  int within = f.reserved <= f.guarantee && need <= f.guarantee - f.reserved;
+  gpupart__device_ask_bytes(dev, need, within ? GPUPART__PRIORITY_FLOOR : GPUPART__PRIORITY_GROWTH);
+}
+
 /* The counts keep a reclaim callback from destroying p or closing its device while this
  * allocation still needs them (partition.c, device.c refuse with EBUSY). */
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
@@ -287,9 +309,11 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   gpupart__device_dra_poll(dev, 0); /* a DRA claim's newer generation, at most every GPUPART__DRA_POLL_NS */
   pthread_mutex_lock(&dev->slow);
   gpupart__device_honour_trim_locked(dev); /* shared ledger: other processes' requests */
+  gpupart__partition_take_grown_locked(p); /* a preallocated partition grown from outside */
   refusal why = attempt(p, q, out);
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
-  if (why == REFUSED_BUDGET) gpupart__device_ask_trim(dev); /* shared ledger: the others trim next */
+  if (why == REFUSED_BUDGET) ask_others(p, q); /* shared ledger: the others give back at once */
+  else if (why == REFUSED_NONE) gpupart__device_asked_enough(dev);
   pthread_mutex_unlock(&dev->slow);
   report_steps(p, q);
   if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);

@@ -369,6 +369,30 @@ uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
   return released;
 }
 
+uint64_t gpupart__arena_largest_empty(gpupart_partition *p) {
+  uint64_t best = 0;
+  if (p->arena.vm) return 0; /* its one record stands for what is mapped: release_empty shrinks it */
+  gpupart__lock_acquire(&p->lock);
+  for (const gpupart__block *b = p->arena.blocks; b; b = b->next)
+    if (!b->prealloc && b->size > best && block_empty(b)) best = b->size;
+  gpupart__lock_release(&p->lock);
+  return best;
+}
+
+uint64_t gpupart__arena_release_largest(gpupart_partition *p) {
+  gpupart__block *pick = NULL;
+  if (p->arena.vm) return 0;
+  gpupart__lock_acquire(&p->lock);
+  for (gpupart__block *b = p->arena.blocks; b; b = b->next)
+    if (!b->prealloc && (!pick || b->size > pick->size) && block_empty(b)) pick = b;
+  if (pick) detach_block(p, pick);
+  gpupart__lock_release(&p->lock);
+  if (!pick) return 0;
+  uint64_t size = pick->size;
+  gpupart__arena_release_detached(p, pick);
+  return size;
+}
+
 gpupart__block *gpupart__arena_emptied(gpupart_partition *p, const gpupart__range *whole) {
   gpupart__block *b = gpupart__range_block(whole);
   uint64_t threshold = p->growth.release_threshold;

@@ -37,6 +37,12 @@ static inline gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t 
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);
 int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc);
 uint64_t gpupart__arena_release_empty(gpupart_partition *p);
+/* Device slow lock held, partition lock not: the size of p's largest empty block that may
+ * go (never a preallocated one; 0: none; an expandable partition's mapped tail is no
+ * block), and the release of that one block (the bytes released). A give-back request
+ * (trim.c) releases blocks largest first and stops when it is met. */
+uint64_t gpupart__arena_largest_empty(gpupart_partition *p);
+uint64_t gpupart__arena_release_largest(gpupart_partition *p);
 /* Partition lock held, whole the FREE range that covers a block a free just emptied: the
  * block when it is due back to the driver (the cached empty bytes pass the release
  * threshold), detached for the caller to release with gpupart__arena_release_detached once

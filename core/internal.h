@@ -109,6 +109,7 @@ struct gpupart_partition {
   gpupart__arena arena;
   gpupart__counters c;
   gpupart__growth growth;
+  uint64_t prealloc_tried; /* a preallocated partition's limit grown from outside, tried once (partition.c); slow */
   gpupart__ledger_entry *account;
   gpupart__ledger_publisher pub; /* where its counters are published for gpupart top (ledger.h) */
   gpupart_reclaim_fn reclaim;
@@ -155,6 +156,8 @@ struct gpupart_device {
    * whether gpupart_partition_find joins their partitions (not while the device opens, so
    * configured partitions another process made stay its own). Guarded by slow. */
   uint64_t trim_seen;
+  uint64_t posted_seen;   /* and the last sized give-back request posted that it looked at */
+  uint64_t growth_ticket; /* this handle's request for a growth the budget refused (trim.c), until it grows */
   int find_joins;
   /* DRA metadata (device.c): 1 + the index of the configuration's DRA device that names
    * this device (0: none), the generation applied and its memory; when its file is next

@@ -183,7 +183,29 @@ typedef struct gpupart__ledger_ops {
    * refuses past it (GPUPART__REFUSED_CEILING) and grantable counts it, whatever the
    * shared budget leaves. */
   void (*set_ceiling)(gpupart__ledger *l, uint64_t bytes);
+  /* Give-back requests with a size and a priority (shm_request.c). post: asks for need
+   * bytes free beyond every unused guarantee (0: only that the floors lack nothing), at
+   * priority (GPUPART__PRIORITY_*), served for at most ttl_ms, and wakes every
+   * responder: OK with *ticket; EBUSY when every slot is taken (the unsized ask_trim was
+   * made instead, *ticket 0); or the ledger's code. withdraw: the request ends. lack:
+   * what ticket still lacks, counting the requests served before it (higher priority,
+   * then lower ticket): 0 once the budget has it all free; a ticket that is gone counts
+   * no need. lack_all: what every live request lacks together (the floors' shortfall
+   * when none), which is what the responders give back. Both negative: the ledger's
+   * code. posted: whether a request was posted since *seen (one atomic load). */
+  int (*post)(gpupart__ledger *l, uint64_t need, uint32_t priority, int ttl_ms, uint64_t *ticket);
+  void (*withdraw)(gpupart__ledger *l, uint64_t ticket);
+  int64_t (*lack)(gpupart__ledger *l, uint64_t ticket);
+  int64_t (*lack_all)(gpupart__ledger *l);
+  int (*posted)(gpupart__ledger *l, uint64_t *seen);
 } gpupart__ledger_ops;
+
+/* The priorities of give-back requests: a higher one is served first. The configuration
+ * has no priority of its own for a partition or a process, so the rule is the
+ * guarantees': a floor (a new guarantee made room for, or a partition growing within its
+ * guarantee) outranks growth past a guarantee (best effort). */
+#define GPUPART__PRIORITY_GROWTH 1u
+#define GPUPART__PRIORITY_FLOOR 2u
 
 struct gpupart__ledger {
   const gpupart__ledger_ops *ops;

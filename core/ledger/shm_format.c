@@ -42,7 +42,7 @@ int gpupart__shm_other_version(int fd, const char *path) {
 
 int gpupart__shm_header_ok(const shm_header *h) {
   return h->magic == SHM_MAGIC && h->version == SHM_VERSION && h->size == sizeof *h && h->members == SHM_MEMBERS &&
-         h->parts == SHM_PARTS && h->shares == SHM_SHARES;
+         h->parts == SHM_PARTS && h->shares == SHM_SHARES && h->requests == SHM_REQUESTS;
 }
 
 uint64_t gpupart__shm_random(void) {
@@ -311,7 +311,8 @@ size_t gpupart__ledger_shm_field(const char *name) {
     size_t at;
   } fields[] = {{"identity", offsetof(shm_header, identity)}, {"epoch", offsetof(shm_header, epoch)},
                 {"seq", offsetof(shm_header, seq)},           {"holder_pid", offsetof(shm_header, holder_pid)},
-                {"budget", offsetof(shm_header, budget)},     {"reserved", offsetof(shm_header, reserved)}};
+                {"budget", offsetof(shm_header, budget)},     {"reserved", offsetof(shm_header, reserved)},
+                {"request", offsetof(shm_header, request)}};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
     if (strcmp(fields[i].name, name) == 0) return fields[i].at;
   return SIZE_MAX;
@@ -324,6 +325,7 @@ void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64
   h->members = SHM_MEMBERS;
   h->parts = SHM_PARTS;
   h->shares = SHM_SHARES;
+  h->requests = SHM_REQUESTS;
   memcpy(h->identity, id->key, sizeof h->identity);
   h->budget = budget;
   h->epoch = gpupart__shm_random();

@@ -93,6 +93,10 @@ static int budget_locked(shm_ledger *L, uint64_t budget, above *a) {
     return ABOVE;
   }
   h->budget = budget;
+  /* The partitions keep their bytes; one a job sizes as a share of the budget now
+   * resolves to other bytes, so each is marked as changed: that job joins it. */
+  for (uint32_t i = 0; i < SHM_PARTS; i++)
+    if (h->part[i].members) h->part[i].flags |= SHM_PART_RESIZED;
   return GPUPART_OK;
 }
 
@@ -131,8 +135,10 @@ static int apply(shm_ledger *L, const gpupart__ledger_change *c) {
     rc = try_once(L, c, &a);
   }
   if (rc == ABOVE) return refuse(L, c, &a);
-  if (rc == GPUPART_OK && c->partition && gpupart__shm_shortfall(&L->base) > 0)
+  if (rc != GPUPART_OK || !c->partition) return rc;
+  if (gpupart__shm_shortfall(&L->base) > 0)
     gpupart__shm_ask_trim(&L->base); /* a raised floor over others' cached bytes */
+  else gpupart__shm_wake_all(L);     /* a preallocated partition takes a grown limit (core/trim.c) */
   return rc;
 }
 
