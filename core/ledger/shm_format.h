@@ -1,4 +1,4 @@
-/* The shared ledger's file (version 4): its layout, the checks a file must pass before
+/* The shared ledger's file (version 5): its layout, the checks a file must pass before
  * anything of it is trusted, the rules for locking it, and the sums every figure is
  * recomputed from. Shared by the library's side (shm.c and its helpers) and the
  * outside reader (snapshot.c); nothing here keeps state. Every byte of the file is
@@ -20,10 +20,11 @@
 #include "shm_folder.h"
 
 #define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
-/* 4: no mutex in the file (a lock word naming an attachment instead), an epoch, a
+/* 5: each partition carries its workload's labels (a DRA claim, namespace, pod); 4: no
+ * mutex in the file (a lock word naming an attachment instead), an epoch, a
  * sequence word and the lock holder's pid and command; 3: the shares carry their owner's
  * counters */
-#define SHM_VERSION 4u
+#define SHM_VERSION 5u
 #define SHM_MEMBERS 128u
 #define SHM_PARTS 256u
 #define SHM_SHARES 512u
@@ -50,12 +51,15 @@ typedef struct shm_member {
  * were changed after its creation (by a member or from outside, resize.h): a later
  * creation with other figures then joins it, the ledger's figures applying, rather than
  * being refused (EEXIST); other bits are ignored (a file written as version 4 before
- * them held 0 here). */
+ * them held 0 here). labels: written once, by the member that makes the partition
+ * (or the first member that has any), ledger.h's label op; all "" when none; a reader
+ * trusts them only when gpupart__ledger_labels_ok (printable ASCII, terminated). */
 #define SHM_PART_RESIZED 1u
 typedef struct shm_part {
   char name[SHM_NAME];
   uint64_t limit, guarantee, reserved, peak_reserved;
   uint32_t members, flags;
+  gpupart__ledger_labels labels;
 } shm_part;
 
 /* One member's part of a partition, on a cache line of its own: its owner writes pub on
@@ -159,6 +163,15 @@ int gpupart__shm_operator_alive(const shm_header *h, uint32_t i);
 /* Whether partition part is one the operator declared (the operator's member has a share
  * of it). */
 int gpupart__shm_part_operator(const shm_header *h, uint32_t part);
+/* Lock held (or a private copy): partition slot i takes limit and guarantee (GPUPART__LEDGER_KEEP:
+ * its own, clamped down to the limit), checked against the budget and the other
+ * partitions' guarantees as admission does, and marked resized: the one rule of a
+ * member's set_figures and of a change from outside (gpupart resize). OK; EINVAL, ELIMIT
+ * (the message set); GPUPART__SHM_ABOVE when the members hold more than the limit
+ * (nothing changed, no message). */
+#define GPUPART__SHM_ABOVE 1 /* not a gpupart_result (those are 0 or negative) */
+int gpupart__shm_set_figures_locked(shm_header *h, uint32_t i, uint64_t limit, uint64_t guarantee);
+
 /* The partition named name (compared over SHM_NAME bytes), or -1. */
 int gpupart__shm_find_part(const shm_header *h, const char *name);
 

@@ -252,7 +252,7 @@ Test(ledger_faults, a_ledger_of_another_version_is_refused_naming_it) {
   memcpy(old, &magic, sizeof magic), memcpy(old + 8, &version, sizeof version);
   write_file(path, 0600, old, n - 4096); /* a version 2 file is smaller */
   expect_refused(GPUPART_ECONFIG, "version 2 ledger");
-  cr_expect(message_has("version 4") && message_has("stop the processes"), "%s", gpupart_last_error());
+  cr_expect(message_has("version 5") && message_has("stop the processes"), "%s", gpupart_last_error());
   expect_read(strrchr(path, '/') + 1, GPUPART_ECONFIG, "is a version 2 ledger");
   write_file(path, 0600, old, n); /* even one of this version's size */
   expect_refused(GPUPART_ECONFIG, "version 2 ledger");
