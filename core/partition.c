@@ -456,11 +456,15 @@ static gpupart_partition_desc partition_desc(const gpupart__pspec *p) {
   return d;
 }
 
-static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
+/* elsewhere: another handle or job made it (made_elsewhere): only a DRA claim's partition
+ * of a shared ledger is joined now, to take the claim's newest figures. */
+static int create_one(gpupart_device *dev, const gpupart__pspec *p, int elsewhere) {
   gpupart_partition_desc d = partition_desc(p);
-  gpupart__device_dra_figures(dev, &d);
+  int claim = gpupart__device_dra_figures(dev, &d) && dev->ledger->shared;
   gpupart_partition *part;
-  int rc = gpupart_partition_create(dev, &d, &part);
+  if (elsewhere && !claim) return GPUPART_OK;
+  int rc = elsewhere ? GPUPART_EEXIST : gpupart_partition_create(dev, &d, &part);
+  if (rc == GPUPART_EEXIST && claim) rc = gpupart__device_dra_join(dev, &d, &part);
   if (rc == GPUPART_OK) {
     pthread_mutex_lock(&dev->slow);
     part->configured = 1;
@@ -489,8 +493,7 @@ int gpupart__partition_create_configured(gpupart_device *dev) {
   char path[4096];
   int operator= s->nparts && gpupart__ledger_shm_operator_of(dev->ledger, NULL, path, sizeof path);
   for (uint32_t i = 0; i < s->nparts; i++) {
-    if (made_elsewhere(dev, s->parts[i]->name, operator)) continue;
-    int rc = create_one(dev, s->parts[i]);
+    int rc = create_one(dev, s->parts[i], made_elsewhere(dev, s->parts[i]->name, operator));
     if (rc) return rc;
   }
   return GPUPART_OK;
@@ -678,13 +681,9 @@ void gpupart__device_dra_find(gpupart_device *dev) {
   }
 }
 
-/* The live resize of a claim's new memory and floor: each partition of this handle that
- * held the whole claim (its limit was the claim's memory) takes the new memory and, when
- * the claim gives one, the new gpupart.io/guarantee (else it keeps its own). Through the
- * ledger's set_figures, whose rule in a shared ledger is the one `gpupart resize` applies
- * (shm_resize.c): in-process it grows within the device's budget, shrinks down to what
- * the partition holds, and a floor fits the budget less the others' floors. Slow lock
- * held. */
+/* Each partition of this handle that held the whole claim (its limit was the claim's
+ * memory) takes the new memory and, when given, floor (gpupart__partition_resize_locked:
+ * in a shared ledger, gpupart resize's rule). Slow lock held. */
 static int dra_apply_locked(gpupart_device *dev, uint64_t old_bytes, uint64_t new_bytes, uint64_t guarantee) {
   uint64_t was = old_bytes & ~(dev->granularity - 1), g = guarantee ? guarantee : GPUPART__LEDGER_KEEP;
   int rc = GPUPART_OK;
@@ -756,20 +755,31 @@ void gpupart__device_dra_watch(gpupart_device *dev) {
   gpupart__device_dra_poll(dev, 1);
 }
 
-/* The claim's partition: the one GPUPART_PARTITION names, else the only one configured. */
-static int dra_claims(const gpupart_device *dev, const char *name) {
-  const char *named = dev->ctx->cfg->dra_partition;
-  return *named ? !strcmp(name, named) : dev->settings.nparts == 1;
-}
-
-void gpupart__device_dra_figures(gpupart_device *dev, gpupart_partition_desc *d) {
+int gpupart__device_dra_figures(gpupart_device *dev, gpupart_partition_desc *d) {
   const gpupart__dra_device *c = dev->dra ? &dev->ctx->cfg->dra[dev->dra - 1] : NULL;
-  if (!c || !c->has_memory || !dra_claims(dev, d->name)) return;
+  const char *named = dev->ctx->cfg->dra_partition; /* else the claim's is the only one configured */
+  if (!c || !c->has_memory || (*named ? strcmp(d->name, named) != 0 : dev->settings.nparts != 1)) return 0;
   d->fraction = 0;
   d->limit = dev->dra_memory; /* the newest generation's, which the variables may predate */
   if (d->guarantee_fraction > 0 || d->guarantee > d->limit) d->guarantee = d->limit;
   d->guarantee_fraction = 0;
   if (c->guarantee) d->guarantee = c->guarantee < d->limit ? c->guarantee : d->limit;
+  return 1;
+}
+
+int gpupart__device_dra_join(gpupart_device *dev, const gpupart_partition_desc *d, gpupart_partition **out) {
+  gpupart_partition_desc j = *d;
+  j.limit = j.guarantee = 0; /* the ledger's figures: another job made it with an older generation's */
+  int rc = gpupart_partition_create(dev, &j, out);
+  if (rc) return rc;
+  pthread_mutex_lock(&dev->slow);
+  rc = gpupart__partition_resize_locked(*out, d->limit, d->guarantee);
+  pthread_mutex_unlock(&dev->slow);
+  char line[GPUPART__MSG_MAX + 128];
+  snprintf(line, sizeof line, "partition '%s' joined; the DRA claim's generation %llu figures %s%s", d->name,
+           (unsigned long long)dev->dra_generation, rc ? "not applied: " : "applied", rc ? gpupart_last_error() : "");
+  gpupart__log(dev->ctx, rc ? GPUPART_LOG_WARN : GPUPART_LOG_INFO, 1, line);
+  return GPUPART_OK;
 }
 
 void gpupart__device_dra_label(gpupart_partition *p) {

@@ -42,8 +42,14 @@ void gpupart__device_dra_find(gpupart_device *dev);
  * (gpupart.io/memory as its limit, gpupart.io/guarantee as its floor), over the
  * variables the container was started with (gpupart cdi's, of the claim's first
  * generation): a process started after the claim changed makes or joins the partition
- * with the claim's figures of now. d unchanged when dev has no claim with memory. */
-void gpupart__device_dra_figures(gpupart_device *dev, gpupart_partition_desc *d);
+ * with the claim's figures of now. 1 when d took them; 0 (d unchanged) when dev has no
+ * claim with memory, or d is not the claim's partition. */
+int gpupart__device_dra_figures(gpupart_device *dev, gpupart_partition_desc *d);
+/* The claim's partition that another job of a shared ledger made with an older
+ * generation's figures (its creation was EEXIST): joined with the ledger's figures, then
+ * resized, ledger-wide, to d's (the claim's newest); a resize refused now is a warning,
+ * the partition joined all the same. OK, or the join's code. */
+int gpupart__device_dra_join(gpupart_device *dev, const gpupart_partition_desc *d, gpupart_partition **out);
 /* The claim's labels (claim, namespace, the pod's name) into p's partition in a shared
  * ledger, when dev's share came from a DRA claim; a refusal is a warning. */
 void gpupart__device_dra_label(gpupart_partition *p);

@@ -408,3 +408,30 @@ Test(dra_runtime, a_floor_past_the_budget_is_refused_alike_from_a_member_and_fro
   gpupart_device_close(dev);
   gpupart_context_destroy(ctx);
 }
+
+/* The late process's partition exists already, made by a job of generation 1 that has not
+ * looked at the file since (no slow path): it is joined, not refused (EEXIST), and resized
+ * ledger-wide to the newest generation's figures. */
+Test(dra_runtime, a_late_process_joins_a_partition_of_an_older_generation_and_updates_it) {
+  char ledgers[128];
+  shared_ledger(ledgers, sizeof ledgers);
+  setenv("GPUPART_PARTITION", "claim", 1);
+  gpupart_context *first = claim_context(4 * GiB);
+  gpupart_device *a = open_sim(first);
+  write_claim_floor(2, 6 * GiB, 1 * GiB);
+  gpupart_context *late = test_env_context();
+  gpupart_device *b = open_sim(late);
+  gpupart_partition *p = gpupart_partition_find(b, "claim");
+  cr_assert_not_null(p);
+  cr_expect_eq(limit_of(p), 6 * GiB, "%s", test_log_text);
+  cr_expect_eq(floor_of(p), 1 * GiB);
+  cr_expect_eq(limit_of(gpupart_partition_find(a, "claim")), 6 * GiB, "the first job's partition is the same one: %s",
+               test_log_text);
+  gpupart__ledger_snapshot *s = snapshot_of(ledgers);
+  cr_expect(s->entries == 1 && s->members == 2, "one partition, two members");
+  free(s);
+  gpupart_device_close(b);
+  gpupart_context_destroy(late);
+  gpupart_device_close(a);
+  gpupart_context_destroy(first);
+}
