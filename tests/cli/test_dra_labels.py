@@ -3,7 +3,7 @@
 the GPUPART_* variables as a container does) whose device comes from a DRA device
 metadata file (KEP-5304) makes its partition in a shared ledger, labelled with the
 claim, its namespace and the pod's name (POD_NAME, the downward API's); `gpupart
-metrics` and `gpupart top --json` show them. Labels scribbled into the ledger file are
+metrics`, the exporter and `gpupart top --json` show them. Labels scribbled into the ledger file are
 escaped when printable and left out when not, and never break the exposition. Shares
 test_cli.py's helpers.
 Usage: test_dra_labels.py PATH/TO/gpupart PATH/TO/holder"""
@@ -103,6 +103,10 @@ def test_a_claim_s_partition_carries_its_labels():
         p = j.partition()
         t.check(p.get("claim") == "gpu-claim" and p.get("namespace") == "team-a" and p.get("pod") == "trainer-0",
                 "top --json names them", p)
+        with t.Exporter(j) as e:
+            status, _, body = e.get("/metrics")
+            t.check(status == 200 and b'claim="gpu-claim",namespace="team-a",pod="trainer-0"' in body,
+                    "the exporter's /metrics too", body)
 
 
 def test_printable_scribbled_labels_are_escaped():
