@@ -759,11 +759,10 @@ int gpupart__device_dra_figures(gpupart_device *dev, gpupart_partition_desc *d) 
   const gpupart__dra_device *c = dev->dra ? &dev->ctx->cfg->dra[dev->dra - 1] : NULL;
   const char *named = dev->ctx->cfg->dra_partition; /* else the claim's is the only one configured */
   if (!c || !c->has_memory || (*named ? strcmp(d->name, named) != 0 : dev->settings.nparts != 1)) return 0;
-  d->fraction = 0;
+  uint64_t g = c->guarantee ? c->guarantee : share_of(dev, d->guarantee_fraction, d->guarantee);
+  d->fraction = d->guarantee_fraction = 0;
   d->limit = dev->dra_memory; /* the newest generation's, which the variables may predate */
-  if (d->guarantee_fraction > 0 || d->guarantee > d->limit) d->guarantee = d->limit;
-  d->guarantee_fraction = 0;
-  if (c->guarantee) d->guarantee = c->guarantee < d->limit ? c->guarantee : d->limit;
+  d->guarantee = g < d->limit ? g : d->limit;
   return 1;
 }
 

@@ -435,3 +435,18 @@ Test(dra_runtime, a_late_process_joins_a_partition_of_an_older_generation_and_up
   gpupart_device_close(a);
   gpupart_context_destroy(first);
 }
+
+/* A floor the variables give as a share of the budget stays that share when the claim
+ * gives none (clamped to the claim's newest memory). */
+Test(dra_runtime, a_late_process_keeps_the_variables_floor_share_when_the_claim_gives_none) {
+  write_claim(2, 6 * GiB);
+  setenv("GPUPART_MEMORY_LIMIT", "12GiB", 1);
+  setenv("GPUPART_PARTITIONS", "claim:4GiB:25%", 1);
+  gpupart_context *ctx = test_env_context();
+  gpupart_device *dev = open_sim(ctx);
+  gpupart_partition *p = gpupart_partition_find(dev, "claim");
+  cr_expect_eq(limit_of(p), 6 * GiB);
+  cr_expect_eq(floor_of(p), 3 * GiB, "25%% of the 12 GiB budget");
+  gpupart_device_close(dev);
+  gpupart_context_destroy(ctx);
+}
