@@ -429,6 +429,7 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   if (rc == GPUPART_OK && added == 1) rc = ledger_figures(p, &r);
   if (rc == GPUPART_OK && added == 1) rc = place(p, &r);
   gpupart__ledger_report(dev->ledger); /* dead members a preallocation reaped */
+  if (rc == GPUPART_OK) gpupart__device_dra_label(p);
   if (rc == GPUPART_OK) *out = p;
   return rc;
 }
@@ -455,10 +456,15 @@ static gpupart_partition_desc partition_desc(const gpupart__pspec *p) {
   return d;
 }
 
-static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
+/* elsewhere: another handle or job made it (made_elsewhere): only a DRA claim's partition
+ * of a shared ledger is joined now, to take the claim's newest figures. */
+static int create_one(gpupart_device *dev, const gpupart__pspec *p, int elsewhere) {
   gpupart_partition_desc d = partition_desc(p);
+  int claim = gpupart__device_dra_figures(dev, &d) && dev->ledger->shared;
   gpupart_partition *part;
-  int rc = gpupart_partition_create(dev, &d, &part);
+  if (elsewhere && !claim) return GPUPART_OK;
+  int rc = elsewhere ? GPUPART_EEXIST : gpupart_partition_create(dev, &d, &part);
+  if (rc == GPUPART_EEXIST && claim) rc = gpupart__device_dra_join(dev, &d, &part);
   if (rc == GPUPART_OK) {
     pthread_mutex_lock(&dev->slow);
     part->configured = 1;
@@ -483,11 +489,11 @@ static int made_elsewhere(gpupart_device *dev, const char *name, int operator) {
 
 int gpupart__partition_create_configured(gpupart_device *dev) {
   const gpupart__settings *s = &dev->settings;
+  gpupart__device_dra_find(dev); /* its claim's figures and labels, for the partitions made now */
   char path[4096];
   int operator= s->nparts && gpupart__ledger_shm_operator_of(dev->ledger, NULL, path, sizeof path);
   for (uint32_t i = 0; i < s->nparts; i++) {
-    if (made_elsewhere(dev, s->parts[i]->name, operator)) continue;
-    int rc = create_one(dev, s->parts[i]);
+    int rc = create_one(dev, s->parts[i], made_elsewhere(dev, s->parts[i]->name, operator));
     if (rc) return rc;
   }
   return GPUPART_OK;
@@ -603,22 +609,22 @@ gpupart_result gpupart_partition_trim(gpupart_partition *p) {
   return rc;
 }
 
-static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_limit) {
+static int grow_locked(gpupart_partition *p, const gpupart__ledger_figures *was, uint64_t new_limit, uint64_t g) {
   gpupart__ledger *l = p->dev->ledger;
-  int rc = l->ops->set_limit(l, p->account, new_limit);
+  int rc = l->ops->set_figures(l, p->account, new_limit, g);
   if (rc)
     return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu", p->name,
                          (unsigned long long)new_limit, (unsigned long long)gpupart__budget_now(p->dev));
   if (!p->growth.prealloc) return GPUPART_OK;
-  rc = gpupart__arena_reserve_exact(p, new_limit - old_limit, 1);
-  if (rc) l->ops->set_limit(l, p->account, old_limit);
+  rc = gpupart__arena_reserve_exact(p, new_limit - was->limit, 1);
+  if (rc) l->ops->set_figures(l, p->account, was->limit, was->guarantee);
   return rc;
 }
 
-static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
+static int shrink_locked(gpupart_partition *p, uint64_t new_limit, uint64_t g) {
   gpupart__ledger *l = p->dev->ledger;
   gpupart__arena_release_empty(p);
-  int rc = l->ops->set_limit(l, p->account, new_limit);
+  int rc = l->ops->set_figures(l, p->account, new_limit, g);
   if (rc == GPUPART_EBUSY) {
     gpupart__ledger_figures f;
     l->ops->get(l, p->account, &f);
@@ -628,7 +634,21 @@ static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
   return rc;
 }
 
-int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit) {
+/* The floor alone: refused past the budget less the others' floors, or above the limit,
+ * with the ledger's reason (in a shared ledger, the one gpupart resize gives). */
+static int floor_locked(gpupart_partition *p, uint64_t limit, uint64_t g) {
+  gpupart__ledger *l = p->dev->ledger;
+  int rc = l->ops->set_figures(l, p->account, limit, g);
+  if (rc == GPUPART_OK) return rc;
+  char why[GPUPART__MSG_MAX];
+  snprintf(why, sizeof why, "%s", l->shared ? gpupart_last_error() : "");
+  return gpupart__fail(rc, "partition_resize: '%s' cannot take the guarantee %llu: %s", p->name, (unsigned long long)g,
+                       *why        ? why
+                       : g > limit ? "above its limit"
+                                   : "the guarantees would sum past the budget");
+}
+
+int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit, uint64_t guarantee) {
   gpupart_device *dev = p->dev;
   uint64_t limit = new_limit & ~(dev->granularity - 1);
   if (!limit)
@@ -636,21 +656,22 @@ int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit) {
                          (unsigned long long)new_limit, (unsigned long long)dev->granularity);
   gpupart__ledger_figures f;
   dev->ledger->ops->get(dev->ledger, p->account, &f);
-  return limit > f.limit ? grow_locked(p, f.limit, limit) : limit < f.limit ? shrink_locked(p, limit) : GPUPART_OK;
+  if (limit > f.limit) return grow_locked(p, &f, limit, guarantee);
+  if (limit < f.limit) return shrink_locked(p, limit, guarantee);
+  return guarantee == GPUPART__LEDGER_KEEP || guarantee == f.guarantee ? GPUPART_OK : floor_locked(p, limit, guarantee);
 }
 
 gpupart_result gpupart_partition_resize(gpupart_partition *p, uint64_t new_limit) {
   if (!p) return gpupart__fail(GPUPART_EINVAL, "partition_resize: p is NULL");
   pthread_mutex_lock(&p->dev->slow);
-  int rc = gpupart__partition_resize_locked(p, new_limit);
+  int rc = gpupart__partition_resize_locked(p, new_limit, GPUPART__LEDGER_KEEP);
   pthread_mutex_unlock(&p->dev->slow);
   return rc;
 }
 
 /* ---- DRA metadata: a claim's newer generation, applied at run time -------------- */
 
-/* The configuration's DRA device that names this device, watched from now on. */
-static void dra_watch(gpupart_device *dev) {
+void gpupart__device_dra_find(gpupart_device *dev) {
   const gpupart__config *c = dev->ctx->cfg;
   for (uint32_t i = 0; i < c->ndra && !dev->dra; i++) {
     if (!gpupart__dra_names(&c->dra[i], dev->info.uuid, dev->info.pci_bus_id)) continue;
@@ -660,17 +681,16 @@ static void dra_watch(gpupart_device *dev) {
   }
 }
 
-/* The live resize of a claim's new memory: each partition of this handle that held the
- * whole claim (its limit was the claim's memory) takes the new one. This is the one call
- * a ledger-wide resize (the operator's group ledger) replaces; in-process it grows within
- * the device's budget and shrinks down to what the partition holds. Slow lock held. */
-static int dra_apply_locked(gpupart_device *dev, uint64_t old_bytes, uint64_t new_bytes) {
-  uint64_t was = old_bytes & ~(dev->granularity - 1);
+/* Each partition of this handle that held the whole claim (its limit was the claim's
+ * memory) takes the new memory and, when given, floor (gpupart__partition_resize_locked:
+ * in a shared ledger, gpupart resize's rule). Slow lock held. */
+static int dra_apply_locked(gpupart_device *dev, uint64_t old_bytes, uint64_t new_bytes, uint64_t guarantee) {
+  uint64_t was = old_bytes & ~(dev->granularity - 1), g = guarantee ? guarantee : GPUPART__LEDGER_KEEP;
   int rc = GPUPART_OK;
   for (uint32_t i = 0; i < dev->nparts && rc == GPUPART_OK; i++) {
     gpupart__ledger_figures f;
     dev->ledger->ops->get(dev->ledger, dev->parts[i]->account, &f);
-    if (was && f.limit == was) rc = gpupart__partition_resize_locked(dev->parts[i], new_bytes);
+    if (was && f.limit == was) rc = gpupart__partition_resize_locked(dev->parts[i], new_bytes, g);
   }
   return rc;
 }
@@ -684,16 +704,18 @@ typedef struct dra_news {
 static void dra_update_locked(gpupart_device *dev, const gpupart__dra_device *now, dra_news *out) {
   const gpupart__dra_device *was = &dev->ctx->cfg->dra[dev->dra - 1];
   uint64_t from = dev->dra_memory, to = now->has_memory ? now->memory : from;
-  int rc = to != from ? dra_apply_locked(dev, from, to) : GPUPART_OK;
+  int rc = to != from || now->guarantee ? dra_apply_locked(dev, from, to, now->guarantee) : GPUPART_OK;
+  char floor[48] = "";
+  if (now->guarantee) snprintf(floor, sizeof floor, ", guarantee %llu", (unsigned long long)now->guarantee);
   out->level = rc ? GPUPART_LOG_WARN : GPUPART_LOG_INFO;
   if (rc) {
-    snprintf(out->line, sizeof out->line, "DRA claim %s/%s generation %llu: memory %llu -> %llu not applied: %s",
+    snprintf(out->line, sizeof out->line, "DRA claim %s/%s generation %llu: memory %llu -> %llu%s not applied: %s",
              was->namespace, was->claim, (unsigned long long)now->generation, (unsigned long long)from,
-             (unsigned long long)to, gpupart_last_error());
+             (unsigned long long)to, floor, gpupart_last_error());
     return; /* tried again at the next look */
   }
-  snprintf(out->line, sizeof out->line, "DRA claim %s/%s generation %llu: memory %llu -> %llu", was->namespace,
-           was->claim, (unsigned long long)now->generation, (unsigned long long)from, (unsigned long long)to);
+  snprintf(out->line, sizeof out->line, "DRA claim %s/%s generation %llu: memory %llu -> %llu%s", was->namespace,
+           was->claim, (unsigned long long)now->generation, (unsigned long long)from, (unsigned long long)to, floor);
   dev->dra_generation = now->generation;
   dev->dra_memory = to;
 }
@@ -729,6 +751,49 @@ void gpupart__device_dra_poll(gpupart_device *dev, int force) {
 }
 
 void gpupart__device_dra_watch(gpupart_device *dev) {
-  dra_watch(dev);
+  gpupart__device_dra_find(dev);
   gpupart__device_dra_poll(dev, 1);
+}
+
+int gpupart__device_dra_figures(gpupart_device *dev, gpupart_partition_desc *d) {
+  const gpupart__dra_device *c = dev->dra ? &dev->ctx->cfg->dra[dev->dra - 1] : NULL;
+  const char *named = dev->ctx->cfg->dra_partition; /* else the claim's is the only one configured */
+  if (!c || !c->has_memory || (*named ? strcmp(d->name, named) != 0 : dev->settings.nparts != 1)) return 0;
+  uint64_t g = c->guarantee ? c->guarantee : share_of(dev, d->guarantee_fraction, d->guarantee);
+  d->fraction = d->guarantee_fraction = 0;
+  d->limit = dev->dra_memory; /* the newest generation's, which the variables may predate */
+  d->guarantee = g < d->limit ? g : d->limit;
+  return 1;
+}
+
+int gpupart__device_dra_join(gpupart_device *dev, const gpupart_partition_desc *d, gpupart_partition **out) {
+  gpupart_partition_desc j = *d;
+  j.limit = j.guarantee = 0; /* the ledger's figures: another job made it with an older generation's */
+  int rc = gpupart_partition_create(dev, &j, out);
+  if (rc) return rc;
+  pthread_mutex_lock(&dev->slow);
+  rc = gpupart__partition_resize_locked(*out, d->limit, d->guarantee);
+  pthread_mutex_unlock(&dev->slow);
+  char line[GPUPART__MSG_MAX + 128];
+  snprintf(line, sizeof line, "partition '%s' joined; the DRA claim's generation %llu figures %s%s", d->name,
+           (unsigned long long)dev->dra_generation, rc ? "not applied: " : "applied", rc ? gpupart_last_error() : "");
+  gpupart__log(dev->ctx, rc ? GPUPART_LOG_WARN : GPUPART_LOG_INFO, 1, line);
+  return GPUPART_OK;
+}
+
+void gpupart__device_dra_label(gpupart_partition *p) {
+  gpupart_device *dev = p->dev;
+  gpupart__ledger *l = dev->ledger;
+  if (!dev->dra || !l->ops->label) return;
+  const gpupart__config *c = dev->ctx->cfg;
+  const gpupart__dra_device *d = &c->dra[dev->dra - 1];
+  gpupart__ledger_labels lab;
+  snprintf(lab.claim, sizeof lab.claim, "%s", d->claim);
+  snprintf(lab.namespace, sizeof lab.namespace, "%s", d->namespace);
+  snprintf(lab.pod, sizeof lab.pod, "%s", c->dra_pod);
+  if (l->ops->label(l, p->account, &lab) == GPUPART_OK) return;
+  char line[GPUPART__MSG_MAX + 64];
+  snprintf(line, sizeof line, "partition '%s': the DRA claim's labels are not written: %s", p->name,
+           gpupart_last_error());
+  gpupart__log(dev->ctx, GPUPART_LOG_WARN, 1, line);
 }

@@ -20,9 +20,10 @@
 #include "shm_folder.h"
 
 #define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
-/* 5: give-back requests (their slots, a ticket counter and a posted counter); 4: no mutex in the file (a lock word
- * naming an attachment instead), an epoch, a sequence word and the lock holder's pid and command; 3: the shares carry
- * their owner's counters */
+/* 5: give-back requests (their slots, a ticket counter and a posted counter) and each
+ * partition's workload labels (a DRA claim, namespace, pod); 4: no mutex in the file (a
+ * lock word naming an attachment instead), an epoch, a sequence word and the lock
+ * holder's pid and command; 3: the shares carry their owner's counters */
 #define SHM_VERSION 5u
 #define SHM_MEMBERS 128u
 #define SHM_PARTS 256u
@@ -52,12 +53,15 @@ typedef struct shm_member {
  * were changed after its creation (by a member or from outside, resize.h): a later
  * creation with other figures then joins it, the ledger's figures applying, rather than
  * being refused (EEXIST); a budget change sets it on every partition (shm_resize.c);
- * other bits are ignored. */
+ * other bits are ignored. labels: written once, by the member that makes the partition
+ * (or the first member that has any), ledger.h's label op; all "" when none; a reader
+ * trusts them only when gpupart__ledger_labels_ok (printable ASCII, terminated). */
 #define SHM_PART_RESIZED 1u
 typedef struct shm_part {
   char name[SHM_NAME];
   uint64_t limit, guarantee, reserved, peak_reserved;
   uint32_t members, flags;
+  gpupart__ledger_labels labels;
 } shm_part;
 
 /* One member's part of a partition, on a cache line of its own: its owner writes pub on
@@ -179,6 +183,15 @@ int gpupart__shm_operator_alive(const shm_header *h, uint32_t i);
 /* Whether partition part is one the operator declared (the operator's member has a share
  * of it). */
 int gpupart__shm_part_operator(const shm_header *h, uint32_t part);
+/* Lock held (or a private copy): partition slot i takes limit and guarantee (GPUPART__LEDGER_KEEP:
+ * its own, clamped down to the limit), checked against the budget and the other
+ * partitions' guarantees as admission does, and marked resized: the one rule of a
+ * member's set_figures and of a change from outside (gpupart resize). OK; EINVAL, ELIMIT
+ * (the message set); GPUPART__SHM_ABOVE when the members hold more than the limit
+ * (nothing changed, no message). */
+#define GPUPART__SHM_ABOVE 1 /* not a gpupart_result (those are 0 or negative) */
+int gpupart__shm_set_figures_locked(shm_header *h, uint32_t i, uint64_t limit, uint64_t guarantee);
+
 /* The partition named name (compared over SHM_NAME bytes), or -1. */
 int gpupart__shm_find_part(const shm_header *h, const char *name);
 
