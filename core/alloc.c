@@ -529,8 +529,11 @@ gpupart_result gpupart_partition_charge(gpupart_partition *p, uint64_t bytes, gp
   gpupart__range *none = NULL;
   const request q = {.size = bytes, .charge = &slot};
   gpupart_result rc = alloc_slow(p, &q, &none);
-  if (!rc) *out = (gpupart_charge *)gpupart__slots_handle(slot);
-  return rc;
+  if (rc) return rc;
+  if (__builtin_expect(p->trace != NULL, 0))
+    gpupart__trace_alloc(p->trace, p, &slot->aux, bytes); /* before it is out */
+  *out = (gpupart_charge *)gpupart__slots_handle(slot);
+  return GPUPART_OK;
 }
 
 gpupart_result gpupart_charge_release(gpupart_charge *c) {
@@ -539,7 +542,7 @@ gpupart_result gpupart_charge_release(gpupart_charge *c) {
   gpupart_device *dev = p->dev;
   pthread_mutex_lock(&dev->slow);
   gpupart__slot *slot = gpupart__slots_live((uintptr_t)c);
-  uint64_t bytes = slot ? slot->value : 0;
+  uint64_t bytes = slot ? slot->value : 0, trace_id = slot ? slot->aux : 0;
   if (slot) gpupart__slots_put(&p->charges, slot);
   gpupart__lock_acquire(&p->lock);
   if (slot) {
@@ -552,6 +555,7 @@ gpupart_result gpupart_charge_release(gpupart_charge *c) {
   gpupart__lock_release(&p->lock);
   if (slot) dev->ledger->ops->release(dev->ledger, p->account, bytes);
   pthread_mutex_unlock(&dev->slow);
+  if (__builtin_expect(trace_id != 0, 0)) gpupart__trace_free(p->trace, trace_id);
   if (!slot)
     return gpupart__fail(GPUPART_EINVAL, "charge_release: charge %p of partition '%s' was already released", (void *)c,
                          p->name);

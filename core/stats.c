@@ -70,6 +70,17 @@ gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t 
   return GPUPART_OK;
 }
 
+gpupart_result gpupart_partition_chargeable(const gpupart_partition *p, uint64_t *out) {
+  if (!p || !out) return gpupart__fail(GPUPART_EINVAL, "partition_chargeable: p or out is NULL");
+  gpupart__ledger *l = p->dev->ledger;
+  gpupart__refusal bound;
+  uint64_t grant = l->ops->grantable(l, p->account, &bound); /* the ledger's lock alone */
+  gpupart__ledger_report(l);
+  if (bound < 0) return bound;
+  *out = grant;
+  return GPUPART_OK;
+}
+
 void gpupart_partition_reset_peak(gpupart_partition *p) {
   if (!p) return;
   pthread_mutex_lock(&p->dev->slow);

@@ -591,6 +591,14 @@ GPUPART_API gpupart_result gpupart_partition_charge(gpupart_partition *p, uint64
  * names the partition), counted in gpupart_stats.double_frees and otherwise ignored; the
  * partition must still exist. */
 GPUPART_API gpupart_result gpupart_charge_release(gpupart_charge *c);
+/* Since 0.3: what p could still charge now, in bytes, into *out: exactly what the ledger
+ * would grant it (not rounded to the granularity, unlike gpupart_partition_available,
+ * and not counting the free bytes of its blocks, which serve allocations only): its
+ * limit less what every member of the partition holds, within the device budget less
+ * what every partition (of every process, with a shared ledger) holds and less the
+ * others' unused guarantees, and within this process's ceiling. A snapshot. EINVAL for
+ * NULL p or out; a shared ledger that cannot be read is its code (EBUSY, ECORRUPT). */
+GPUPART_API gpupart_result gpupart_partition_chargeable(const gpupart_partition *p, uint64_t *out);
 /* Since 0.3: the bytes of a live charge (what gpupart_partition_charge was asked for), or
  * 0 for NULL or a released charge. */
 GPUPART_API uint64_t gpupart_charge_size(const gpupart_charge *c);

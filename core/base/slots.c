@@ -49,6 +49,7 @@ gpupart__slot *gpupart__slots_take(gpupart__slots *s, uint64_t value) {
   s->free = slot->next;
   slot->next = NULL;
   slot->value = value;
+  slot->aux = 0;
   slot->live = 1;
   return slot;
 }

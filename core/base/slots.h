@@ -21,9 +21,10 @@
 typedef struct gpupart__slot {
   uint64_t value;             /* the owner's: a charge's bytes */
   struct gpupart__slot *next; /* the free list, while free */
+  uint64_t aux;               /* the owner's too: a charge's trace id */
   uint8_t gen;                /* advanced at every put */
   uint8_t live;
-  uint8_t pad[14];
+  uint8_t pad[6];
 } gpupart__slot;
 
 typedef struct gpupart__slots {

@@ -38,8 +38,8 @@
 typedef struct block_record {
   uintptr_t base; /* the block's cuMemAlloc_v2 pointer */
   uint64_t size;
-  uint64_t live;              /* arena allocations in it */
-  gpupart_allocation *mirror; /* its size on the mirror partition (NULL: not accounted) */
+  uint64_t live;          /* arena allocations in it */
+  gpupart_charge *charge; /* its size charged on the mirror partition (NULL: not accounted) */
 } block_record;
 
 typedef struct arena {
@@ -128,7 +128,7 @@ static block_record *record_of(arena *A, uintptr_t base) {
 
 /* Lock held: records the block at base, taking its size from mirror: 0, or -1 refused. */
 static int record_new(arena *A, gpupart_partition *mirror, uintptr_t base, uint64_t size) {
-  gpupart_allocation *m = NULL;
+  gpupart_charge *m = NULL;
   if (A->nblocks == A->cap) {
     size_t cap = A->cap ? 2 * A->cap : 16;
     block_record *grown = realloc(A->blocks, cap * sizeof *grown);
@@ -158,7 +158,7 @@ static void settle_seen(arena *A, const gpupart_stats *s, int force) {
   if (!force && s->driver_frees == A->driver_frees) return;
   (void)gpupart_partition_trim(A->partition);
   for (size_t i = A->nblocks; i-- > 0;)
-    if (A->blocks[i].live == 0) gpupart__ip_unaccount(A->blocks[i].mirror), A->blocks[i] = A->blocks[--A->nblocks];
+    if (A->blocks[i].live == 0) gpupart__ip_unaccount(A->blocks[i].charge), A->blocks[i] = A->blocks[--A->nblocks];
   A->driver_frees = stats_of(A).driver_frees;
 }
 
@@ -183,22 +183,18 @@ static int is_current(const arena *A) {
 static block_record *record_for(arena *A, uintptr_t base, int fresh) {
   block_record *known = record_of(A, base);
   if (!known || !fresh) return known;
-  gpupart__ip_unaccount(known->mirror);
+  gpupart__ip_unaccount(known->charge);
   *known = A->blocks[--A->nblocks];
   return NULL;
 }
 
-/* What the mirror can still account in one piece: a free range of its blocks, or a new
- * block within its limit less what it reserves (partition-wide with a shared ledger) and
- * within what gpupart__ip_available leaves (the shared budget). Not its limit less its
- * allocations: a mirror whose blocks hold holes refuses a piece larger than every hole
- * once its reserved bytes meet the limit. */
+/* What the mirror can still charge: its limit less what it holds (partition-wide with a
+ * shared ledger), within what gpupart__ip_available leaves (the shared budget). */
 static uint64_t mirror_room(gpupart_partition *mirror) {
   gpupart_stats m;
   if (gpupart_partition_get_stats(mirror, &m) != GPUPART_OK) return 0;
   uint64_t grow = m.limit > m.reserved ? m.limit - m.reserved : 0, available = gpupart__ip_available(mirror);
-  if (available < grow) grow = available;
-  return m.largest_free > grow ? m.largest_free : grow;
+  return available < grow ? available : grow;
 }
 
 /* Lock held: where size needs a new block (no free range of A holds it), A's partition
@@ -265,10 +261,10 @@ gpupart__cu_served gpupart__cu_arena_alloc(CUdevice dev, gpupart_partition *mirr
   if (A && is_current(A)) s = serve(A, mirror, size, dptr, &a);
   pthread_mutex_unlock(&lock);
   if (s != CU_SERVED) return s;
-  gpupart_allocation *stale = NULL;
-  if (gpupart__ip_map_set((const void *)(uintptr_t)*dptr, a, &stale) != 0)
+  gpupart__ip_record stale;
+  if (gpupart__ip_map_set((const void *)(uintptr_t)*dptr, gpupart__ip_served(a), &stale) != 0)
     return gpupart__cu_arena_free(a), CU_REFUSED; /* no host memory to remember it */
-  gpupart__ip_unaccount(stale); /* the driver freed it unseen (with its context) and gave the address to a block */
+  gpupart__cu_drop_stale(stale); /* the driver freed it unseen (with its context) and gave the address to a block */
   return s;
 }
 
@@ -360,7 +356,7 @@ CUresult gpupart__cu_arena_reset(CUdevice dev, CUresult (*reset)(CUdevice)) {
   CUresult r = reset(dev);
   arena *A = r == CUDA_SUCCESS && dev >= 0 && dev < MAX_DEVICES ? &arenas[dev] : NULL;
   if (A && A->state == 1) {
-    for (size_t i = 0; i < A->nblocks; i++) gpupart__ip_unaccount(A->blocks[i].mirror);
+    for (size_t i = 0; i < A->nblocks; i++) gpupart__ip_unaccount(A->blocks[i].charge);
     free(A->blocks);
     *A = (arena){0};
   }

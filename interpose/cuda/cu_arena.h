@@ -2,7 +2,7 @@
  * device's primary context is served from a gpupart growth arena on that device (the
  * cuda backend, blocks taken with cuMemAlloc_v2 and kept while they hold allocations)
  * instead of one driver call per allocation. The arena's blocks, not the allocations,
- * are what is accounted on the mirror partition (interpose/common/account.h), so the
+ * are what is charged on the mirror partition (interpose/common/account.h), so the
  * limit and the shared ledger see the memory the process really holds.
  * docs/unmodified.md ("Serving from gpupart's arenas") says what it changes. */
 #ifndef GPUPART_INTERPOSE_CU_ARENA_H

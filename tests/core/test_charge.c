@@ -69,6 +69,13 @@ Test(charge, odd_sizes_are_charged_to_the_byte) {
   gpupart_charge *a = NULL, *b = NULL;
   cr_assert_eq(gpupart_partition_charge(p, 12345, &a), GPUPART_OK);
   cr_expect_eq(gpupart_charge_size(a), 12345);
+  uint64_t exact = 0, rounded = 0;
+  cr_assert_eq(gpupart_partition_chargeable(p, &exact), GPUPART_OK);
+  cr_expect_eq(exact, 64 * MiB - 12345, "what a charge can still take, to the byte");
+  cr_assert_eq(gpupart_partition_available(p, &rounded), GPUPART_OK);
+  cr_expect_eq(rounded, 62 * MiB, "what new blocks can take, in granules");
+  cr_expect_eq(gpupart_partition_chargeable(NULL, &exact), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_partition_chargeable(p, NULL), GPUPART_EINVAL);
   cr_assert_eq(gpupart_partition_charge(p, 64 * MiB - 12345, &b), GPUPART_OK, "%s", gpupart_last_error());
   cr_expect_eq(test_stats(p).in_use, 64 * MiB);
   test_check(dev);
