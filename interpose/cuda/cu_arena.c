@@ -3,10 +3,12 @@
  * gpupart context of the arena's own that reads no configuration (the process's limits
  * are the mirror's), and on it one growth partition limited as the mirror partition is,
  * its emptied blocks kept for the next allocations (release_threshold 0: no driver call
- * when a program frees and allocates again). Every block the arena holds is one
- * allocation of its size on the mirror partition, taken when an allocation lands in a
- * block not seen before (a new block at the address of one given back earlier is new),
- * and each record counts the arena allocations in its block. Blocks go back to the driver
+ * when a program frees and allocates again). Every block the arena holds is one charge
+ * of its size on the mirror partition, taken when an allocation lands in a block not
+ * seen before (a new block at the address of one given back earlier is new), and each
+ * record counts the arena allocations in its block. With GPUPART_EXPANDABLE=1 the
+ * partition is expandable: one record for its range, charged one charge per growth of
+ * the mapped bytes, its charges following them down when trim unmaps the free top. Blocks go back to the driver
  * only when empty, and only inside gpupart's trim, OOM sequence, growth rule or a shrink
  * of the arena's limit: whenever the arena's driver frees move, the arena is trimmed
  * (every empty block goes) and every record with no allocation is given back to the
