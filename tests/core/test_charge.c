@@ -3,6 +3,7 @@
  * once (a second release refused and counted), the figures and peaks, the budget and the
  * other partitions' floors, the OOM sequence's cached blocks, the refusal's message, and a
  * shared ledger with a second process (a forked child) charging the same partition. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -263,4 +264,50 @@ Test(charge, a_shared_partition_counts_the_other_process_s_charges) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_expect_eq(system(cmd), 0);
+}
+
+/* Threads charging and releasing at once, beside allocations on the same partition: the
+ * figures and the ledger balance, and the limit is never passed. */
+typedef struct worker {
+  gpupart_partition *p;
+  unsigned seed;
+  int errors;
+} worker;
+
+static void *churn(void *arg) {
+  worker *w = arg;
+  gpupart_charge *held[16] = {0};
+  for (int i = 0; i < 2000; i++) {
+    int k = (int)(rand_r(&w->seed) % 16);
+    if (held[k]) {
+      w->errors += gpupart_charge_release(held[k]) != GPUPART_OK;
+      held[k] = NULL;
+    } else {
+      gpupart_result r = gpupart_partition_charge(w->p, 1 + rand_r(&w->seed) % (3 * MiB), &held[k]);
+      w->errors += r != GPUPART_OK && r != GPUPART_ELIMIT;
+    }
+    gpupart_allocation *a = NULL;
+    if (gpupart_alloc(w->p, 4096, 0, &a) == GPUPART_OK) gpupart_free(a);
+  }
+  for (int k = 0; k < 16; k++) w->errors += gpupart_charge_release(held[k]) != GPUPART_OK;
+  return NULL;
+}
+
+Test(charge, threads_at_once_leave_the_figures_balanced) {
+  gpupart_partition *p = test_partition(dev, "job", 64 * MiB, 0);
+  pthread_t t[4];
+  worker w[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = (worker){p, 7u + (unsigned)i, 0};
+    cr_assert_eq(pthread_create(&t[i], NULL, churn, &w[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    cr_expect_eq(w[i].errors, 0);
+  }
+  gpupart_stats s = test_stats(p);
+  cr_expect_eq(s.in_use, 0);
+  cr_expect_eq(s.live_allocations, 0);
+  cr_expect_leq(s.peak_in_use, 64 * MiB);
+  test_check(dev);
 }
