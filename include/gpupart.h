@@ -608,7 +608,7 @@ GPUPART_API uint64_t gpupart_charge_size(const gpupart_charge *c);
 typedef struct gpupart_stats {
   uint64_t limit, guarantee;
   uint64_t in_use, peak_in_use;     /* bytes of live allocations, as requested */
-  uint64_t reserved, peak_reserved; /* bytes held from the driver */
+  uint64_t reserved, peak_reserved; /* bytes held from the driver; since 0.3 also live charges' bytes */
   uint64_t live_allocations, total_allocations, total_frees;
   uint64_t driver_allocs, driver_frees; /* blocks obtained from / returned to the driver */
   uint64_t failed_allocations;          /* calls that returned ELIMIT or EDEVMEM */
