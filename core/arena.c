@@ -150,7 +150,7 @@ static int insert_block(gpupart_partition *p, gpupart__block *b, int prealloc) {
   b->prealloc = prealloc;
   link_block(&p->arena, b);
   p->arena.reserved += b->size;
-  if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
+  gpupart__arena_raise_peak(&p->arena);
   p->c.driver_allocs++;
   gpupart__ledger_publish(&gpupart__published(p)->driver_allocs, p->c.driver_allocs);
   return GPUPART_OK;
@@ -235,7 +235,7 @@ static int plan_growth(const gpupart_partition *p, uint64_t size, uint64_t align
  * blocks go: they could not hold this request, and a new block may fit where several
  * small empty ones did not. */
 static int should_release_first(const gpupart_partition *p, uint64_t block) {
-  return p->arena.reserved + block > p->arena.peak_reserved && empty_bytes_past(p, 0);
+  return p->arena.reserved + p->arena.charged + block > p->arena.peak_reserved && empty_bytes_past(p, 0);
 }
 
 /* Partition lock taken here: the plan, after releasing empty blocks where it says so. */
@@ -422,9 +422,9 @@ int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
     return fail_check(why, n, p, "the unmapped tail does not start where the mapped bytes end");
   if (reserved != a->reserved || t.managed != reserved + unmapped || t.blocks != blocks)
     return fail_check(why, n, p, "reserved bytes differ from the blocks held");
-  if (t.used_ranges != p->c.live_allocations + tails)
-    return fail_check(why, n, p, "live allocations differ from the ranges in use");
-  if (p->c.in_use > t.used - unmapped) return fail_check(why, n, p, "in_use exceeds the bytes handed out");
+  if (t.used_ranges + a->charged_count != p->c.live_allocations + tails)
+    return fail_check(why, n, p, "live allocations differ from the ranges in use and the charges");
+  if (p->c.in_use - a->charged > t.used - unmapped) return fail_check(why, n, p, "in_use exceeds the bytes handed out");
   return 0;
 }
 
@@ -516,7 +516,7 @@ static void count_mapped(gpupart_partition *p, uint64_t bytes, int up) {
   b->size = up ? b->size + bytes : b->size - bytes;
   b->drv.size = b->size;
   p->arena.reserved = up ? p->arena.reserved + bytes : p->arena.reserved - bytes;
-  if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
+  gpupart__arena_raise_peak(&p->arena);
 }
 
 /* Maps bytes at the tail's floor, paid for in the ledger first. On GPUPART_OK the tail is

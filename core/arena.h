@@ -23,6 +23,11 @@ static inline uint64_t gpupart__largest_block(const gpupart_device *dev) {
   return dev->info.max_block_bytes & ~(dev->alignment - 1);
 }
 
+/* Partition lock held, after reserved or charged rose: the peak of the two together. */
+static inline void gpupart__arena_raise_peak(gpupart__arena *a) {
+  if (a->reserved + a->charged > a->peak_reserved) a->peak_reserved = a->reserved + a->charged;
+}
+
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
 /* Makes the arena expandable (partition private, after init): one reserved range sized
  * from limit. ENOTSUP (the message says why) where the backend or device has no virtual

@@ -138,6 +138,7 @@ void gpupart__partition_free(gpupart_partition *p) {
   gpupart__ledger_publisher_remove(&p->pub); /* before its share goes */
   if (p->account) dev->ledger->ops->remove(dev->ledger, p->account);
   gpupart__peak_leave(p);
+  gpupart__slots_fini(&p->charges);
   gpupart__host_free(&dev->ctx->mem, p->name);
   gpupart__host_free(&dev->ctx->mem, p);
 }
@@ -418,6 +419,7 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
                            .peak_fresh = 1,
                            .fast_size = gpupart__largest_block(dev),
                            .fast_align = dev->alignment};
+  gpupart__slots_init(&p->charges, &dev->ctx->mem, p);
   gpupart__lock_init(&p->lock, (d->flags & GPUPART_PARTITION_UNSYNCHRONIZED) != 0);
   atomic_flag_clear(&p->reclaim_busy);
   int added = 0;
