@@ -20,6 +20,7 @@
 #include "events.h"
 #include "extstruct.h"
 #include "internal.h"
+#include "configured.h"
 #include "partition.h"
 #include "peak.h"
 #include "trim.h"

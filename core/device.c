@@ -14,6 +14,7 @@
 #include "extstruct.h"
 #include "internal.h"
 #include "ledgers.h"
+#include "configured.h"
 #include "partition.h"
 #include "pin.h"
 #include "trim.h"

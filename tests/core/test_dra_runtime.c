@@ -15,6 +15,7 @@
 #include "common.h"
 #include "config_env.h"
 #include "internal.h"
+#include "configured.h"
 #include "partition.h"
 #include "resize.h"
 #include "snapshot.h"
