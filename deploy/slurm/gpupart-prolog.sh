@@ -13,7 +13,7 @@
 # (a group every such user is in): the prolog then makes the node's group folder
 # (GROUP_LEDGER_DIR, default LEDGER_BASE/gpupart-group-GROUP: root's, of that group, mode
 # 2770) and, as root, the operator's ledger in it if it has none yet (the group's ledger,
-# 0660, not any user's), and the job's programs run with GPUPART_SHARED=1 and
+# 0660, not any user's); the job's programs join it with GPUPART_SHARED=1 and
 # GPUPART_LEDGER_DIR at that folder (docs/deploy.md, "Jobs of several users"). The ledger
 # stays between jobs (gpupart-epilog.sh leaves it); `gpupart ledger remove` ends it. A job
 # whose user is not in the group gets its own job folder as above.
@@ -29,8 +29,9 @@ user=${SLURM_JOB_USER:?not run by Slurm: SLURM_JOB_USER is unset}
 dir=$LEDGER_BASE/gpupart-job-$job
 [ -r "$OPERATOR_INI" ] || { echo "gpupart-prolog: $OPERATOR_INI cannot be read" >&2; exit 1; }
 
-# The node's group folder, made once, and its ledger made by the first job that finds
-# none (the folder locked, so two jobs starting together make one).
+# The node's group folder (made again at each job, so that a mode changed since is put
+# back), and its ledger, made by the first job that finds none (the folder locked, so
+# that two jobs starting together make one).
 if [ -n "${LEDGER_GROUP:-}" ] && [[ " $(id -nG "$user") " == *" $LEDGER_GROUP "* ]]; then
   dir=${GROUP_LEDGER_DIR:-$LEDGER_BASE/gpupart-group-$LEDGER_GROUP}
   install -d -o root -g "$LEDGER_GROUP" -m 2770 "$dir"
