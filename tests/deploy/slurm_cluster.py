@@ -251,14 +251,25 @@ def two_users(t, d, jobs, conf):
     if why:
         print(f"test_deploy: jobs of two users SKIPPED: cannot make the users and group: {why}")
         return
+    try:
+        two_user_jobs(t, d, jobs, conf)
+    finally:
+        remove_accounts(made)
+
+
+def two_user_jobs(t, d, jobs, conf):
     bindir, out = os.path.join(d, "bin"), os.path.join(jobs, "users")
     os.makedirs(bindir)
     os.makedirs(out)
+    for path in (d, jobs, bindir, conf, os.path.join(d, "gres.conf")):  # the users read them, whatever the umask
+        os.chmod(path, 0o755 if os.path.isdir(path) else 0o644)
     os.chmod(out, 0o1777)  # the jobs' outputs, written as their users
-    job = shutil.copy(t.JOB, bindir)  # where the users can run it, whatever the build folder's modes
+    # deploy_job and its libgpupart where the users can run them, whatever the build folder's
+    # modes (the library found through the job's LD_LIBRARY_PATH before the RUNPATH)
     linked = subprocess.run(["ldd", t.JOB], capture_output=True, text=True).stdout.splitlines()
-    for lib in (l.split("=>")[1].split("(")[0].strip() for l in linked if "libgpupart" in l and "=>" in l):
-        shutil.copy(lib, bindir)  # with the job's LD_LIBRARY_PATH, found before its RUNPATH
+    for path in [t.JOB] + [l.split("=>")[1].split("(")[0].strip() for l in linked if "libgpupart" in l and "=>" in l]:
+        os.chmod(shutil.copy(path, bindir), 0o755)
+    job = os.path.join(bindir, os.path.basename(t.JOB))
     with open(os.path.join(d, "group.ini"), "w") as f:
         f.write(GROUP_INI)
     open(os.path.join(d, "group-on"), "w").close()
@@ -291,7 +302,6 @@ def two_users(t, d, jobs, conf):
             state = job_state(env, job_id)
             t.check(state == ("COMPLETED", "0:0"), f"slurm two users: job {job_id} ended {state}")
         os.unlink(os.path.join(d, "group-on"))
-        remove_accounts(made)
 
 
 def run(root, t):
