@@ -137,9 +137,12 @@ def operator_job(t, d, jobs, base, script):
 
 def make_accounts():
     """GROUP and USERS (system users, no home, no login shell, members of GROUP), each made
-    only where it is missing (a user that exists is made a member of GROUP); returns what
-    was made, for remove_accounts, and why it could not, if it could not."""
-    missing = [c for c in ("groupadd", "useradd", "usermod", "userdel", "groupdel", "runuser") if not shutil.which(c)]
+    only where it is missing (a user that exists is made a member of GROUP where it is
+    not); returns what was made, for remove_accounts, and why it could not, if it could not."""
+    if os.geteuid() != 0:
+        return [], "not root"
+    missing = [c for c in ("groupadd", "useradd", "usermod", "gpasswd", "userdel", "groupdel", "runuser")
+               if not shutil.which(c)]
     if missing:
         return [], "missing " + " ".join(missing)
     made = []
@@ -159,6 +162,7 @@ def make_accounts():
                 continue
             if user not in grp.getgrnam(GROUP).gr_mem:
                 subprocess.run(["usermod", "--append", "--groups", GROUP, user], check=True, capture_output=True)
+                made.append(("member", user))
     except subprocess.CalledProcessError as e:
         remove_accounts(made)
         return [], f"{' '.join(e.cmd)}: {e.stderr.decode(errors='replace').strip()}"
@@ -167,7 +171,8 @@ def make_accounts():
 
 def remove_accounts(made):
     for kind, name in reversed(made):
-        p = subprocess.run(["userdel" if kind == "user" else "groupdel", name], capture_output=True, text=True)
+        argv = {"user": ["userdel", name], "group": ["groupdel", name], "member": ["gpasswd", "--delete", name, GROUP]}
+        p = subprocess.run(argv[kind], capture_output=True, text=True)
         if p.returncode:
             print(f"test_deploy: could not remove the {kind} {name} this test made: {p.stderr.strip()}")
 
