@@ -6,11 +6,14 @@
  * partitions, as an unmodified deployment's program would. Then it
  *   - allocates HOLD MiB in the first configured partition and keeps them;
  *   - asks that partition for one granule past its limit, which must be refused (ELIMIT);
+ *   - with ASK_MIB, asks that partition for ASK MiB more (within its limit, past what the
+ *     shared budget leaves: tests/deploy/slurm_cluster.py's jobs of two users) and prints
+ *     one line "ask RESULT: MESSAGE" (gpupart_last_error's message; freed if granted);
  *   - prints one JSON line: {"budget", "held", "refused",
  *     "partitions": [{"name", "limit", "guarantee"}]};
  *   - waits: until the file RELEASE exists (checked every 10 ms, at most 120 s), else
  *     until standard input closes; then frees, closes, and exits 0.
- * usage: deploy_job HOLD_MIB [RELEASE]. Exit 1 on any failure, with the message. */
+ * usage: deploy_job HOLD_MIB [RELEASE [ASK_MIB]]. Exit 1 on any failure, with the message. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -47,6 +50,14 @@ static gpupart_result over_limit(gpupart_partition *p) {
   return rc;
 }
 
+/* ASK MiB more in the partition, granted or not: says which, and why when refused. */
+static void ask_more(gpupart_partition *p, uint64_t ask) {
+  gpupart_allocation *a = NULL;
+  gpupart_result rc = gpupart_alloc(p, ask, 0, &a);
+  printf("ask %s: %s\n", gpupart_result_name(rc), rc == GPUPART_OK ? "granted" : gpupart_last_error());
+  if (rc == GPUPART_OK) gpupart_free(a);
+}
+
 static void wait_release(const char *release) {
   if (!release) {
     while (getchar() != EOF) {}
@@ -57,7 +68,7 @@ static void wait_release(const char *release) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) return fprintf(stderr, "usage: deploy_job HOLD_MIB [RELEASE]\n"), 2;
+  if (argc < 2) return fprintf(stderr, "usage: deploy_job HOLD_MIB [RELEASE [ASK_MIB]]\n"), 2;
   gpupart_context *ctx = NULL;
   gpupart_device *dev = NULL;
   gpupart_device_desc dd = {0};
@@ -69,6 +80,7 @@ int main(int argc, char **argv) {
   uint64_t hold = strtoull(argv[1], NULL, 10) * MIB;
   if (hold && (rc = gpupart_alloc(p, hold, 0, &held))) return fail("hold", rc);
   gpupart_result refused = over_limit(p);
+  if (argc > 3) ask_more(p, strtoull(argv[3], NULL, 10) * MIB);
   printf("{\"budget\": %llu, \"held\": %llu, \"refused\": \"%s\", ", (unsigned long long)gpupart_device_budget(dev),
          (unsigned long long)hold, gpupart_result_name(refused));
   print_partitions(dev);

@@ -14,6 +14,7 @@ Only what cannot be on this machine is changed, and each change is named: the ba
 volume's mount path (a temporary folder per volume: one per pod for an emptyDir, one per
 node path for a hostPath) and the program each container runs (deploy_job).
 Usage: test_deploy.py PATH/TO/gpupart PATH/TO/deploy_job DEPLOY_DIR [--slurm-cluster]"""
+import grp
 import json
 import os
 import pwd
@@ -635,6 +636,54 @@ def test_slurm_prolog(root):
           out + err)
 
 
+def test_slurm_prolog_group(root):
+    """gpupart-prolog.sh with the site's LEDGER_GROUP, as root (as Slurm runs it): the
+    node's group folder made 2770, root's, of the group, with the operator's ledger in it
+    (the group's, 0660), made by the first job and left as it is by the next; a job whose
+    user is not in the group gets a folder of its own, and the prolog says why.
+    (tests/deploy/run runs it under Slurm with jobs of two users.)"""
+    if os.geteuid() != 0:
+        print("test_deploy: the Slurm prolog's group folder SKIPPED: not root")
+        return
+    ini = os.path.join(root, "operator.ini")
+    with open(ini, "w") as f:
+        f.write(OPERATOR_INI)
+    user = pwd.getpwuid(0).pw_name
+    mine = set(subprocess.run(["id", "-nG", user], capture_output=True, text=True).stdout.split())
+    group = grp.getgrgid(pwd.getpwuid(0).pw_gid).gr_name
+    prolog, epilog = (os.path.join(DEPLOY, "slurm", f"gpupart-{n}.sh") for n in ("prolog", "epilog"))
+    env = slurm_env(root, {"OPERATOR_INI": ini, "SLURM_JOB_USER": user, "LEDGER_GROUP": group})
+    for job in ("4242", "4243"):
+        rc, out, err = run(["bash", prolog], clean_env({**env, "SLURM_JOB_ID": job}))
+        check(rc == 0, f"slurm prolog group: job {job}: exit {rc}", out + err)
+    folder = os.path.join(root, f"gpupart-group-{group}")
+    if not check(os.path.isdir(folder), f"slurm prolog group: no group folder {folder}", str(os.listdir(root))):
+        return
+    st = os.stat(folder)
+    check(st.st_mode & 0o7777 == 0o2770 and st.st_uid == 0 and st.st_gid == grp.getgrnam(group).gr_gid,
+          f"slurm prolog group: the folder {oct(st.st_mode)} {st.st_uid}:{st.st_gid}, wanted 2770 root:{group}")
+    names = os.listdir(folder)
+    check(len(names) == 1 and re.fullmatch(r"gpupart-[^0-9].*\.ledger", names[0])
+          and os.stat(os.path.join(folder, names[0])).st_mode & 0o777 == 0o660,
+          f"slurm prolog group: the group's ledger (no uid in its name, 0660): {names}")
+    devices = top(folder)["devices"]
+    check(len(devices) == 1 and devices[0]["budget"] == grain(SIM_TOTAL // 4)
+          and [m["command"] for m in devices[0]["members"]] == ["operator"],
+          "slurm prolog group: the operator's ledger", json.dumps(devices))
+    check(not [d for d in os.listdir(root) if d.startswith("gpupart-job-")], "slurm prolog group: a job folder was made")
+    rc, out, err = run(["bash", epilog], clean_env(env))
+    check(rc == 0 and len(os.listdir(folder)) == 1, f"slurm epilog group: exit {rc}, left {os.listdir(folder)}", out + err)
+    other = next((g.gr_name for g in grp.getgrall() if g.gr_name not in mine), None)
+    if other:
+        env = {**env, "LEDGER_GROUP": other, "SLURM_JOB_ID": "4244"}
+        rc, out, err = run(["bash", prolog], clean_env(env))
+        check(rc == 0 and f"not in group {other}" in err and os.path.isdir(os.path.join(root, "gpupart-job-4244"))
+              and not os.path.exists(os.path.join(root, f"gpupart-group-{other}")),
+              f"slurm prolog group: a user outside {other}: exit {rc}", out + err)
+        rc, out, err = run(["bash", epilog], clean_env(env))
+        check(rc == 0 and not os.path.exists(os.path.join(root, "gpupart-job-4244")), f"slurm epilog: exit {rc}", out + err)
+
+
 def test_systemd_unit(root):
     """deploy/systemd/gpupart-ledger.service: a oneshot that stays active, its ledger
     folder made for its user, ExecStart creating the operator's ledger with the unit's
@@ -712,6 +761,8 @@ def main():
             test_slurm_shim(os.path.join(root, "slurm"))
             os.makedirs(os.path.join(root, "slurm-prolog"))
             test_slurm_prolog(os.path.join(root, "slurm-prolog"))
+            os.makedirs(os.path.join(root, "slurm-prolog-group"))
+            test_slurm_prolog_group(os.path.join(root, "slurm-prolog-group"))
             test_systemd_unit(root)
     finally:
         for c in children:
