@@ -8,7 +8,7 @@
 
 #include "tsan_common.h"
 
-#define ROUNDS 40
+#define ROUNDS 150
 #define OPS 3000
 #define KEEP 8
 

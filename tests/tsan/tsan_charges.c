@@ -7,7 +7,7 @@
 #include "tsan_common.h"
 
 #define THREADS 4
-#define OPS 20000
+#define OPS 50000
 #define KEEP 12
 
 typedef struct item {

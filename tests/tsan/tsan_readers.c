@@ -8,7 +8,7 @@
 
 #include "tsan_common.h"
 
-#define OPS 20000
+#define OPS 80000
 #define KEEP 16
 
 typedef struct worker {

@@ -8,7 +8,7 @@
 #include "tsan_common.h"
 
 #define WORKERS 2
-#define OPS 30000
+#define OPS 80000
 #define KEEP 12
 
 typedef struct worker {

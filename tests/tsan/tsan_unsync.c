@@ -10,7 +10,7 @@
 #include "tsan_common.h"
 
 #define THREADS 4
-#define OPS 20000
+#define OPS 80000
 #define KEEP 16
 
 typedef struct worker {
