@@ -59,8 +59,12 @@ uint64_t gpupart__shm_random(void) {
 /* ---- locking ---- */
 
 struct timespec gpupart__shm_deadline(int ms) {
+  return gpupart__shm_deadline_on(CLOCK_MONOTONIC, ms);
+}
+
+struct timespec gpupart__shm_deadline_on(clockid_t clock, int ms) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock, &t);
   long ns = t.tv_nsec + (long)(ms % 1000) * 1000000L;
   t.tv_sec += ms / 1000 + ns / 1000000000L;
   t.tv_nsec = ns % 1000000000L;

@@ -135,6 +135,8 @@ uint64_t gpupart__shm_random(void);
 
 /* A deadline ms milliseconds from now (CLOCK_MONOTONIC). */
 struct timespec gpupart__shm_deadline(int ms);
+/* The same on another clock (CLOCK_REALTIME for pthread_mutex_timedlock). */
+struct timespec gpupart__shm_deadline_on(clockid_t clock, int ms);
 int gpupart__shm_past(const struct timespec *deadline);
 /* Between two tries of a wait: yields, then sleeps (4 us doubling to 64 us). */
 void gpupart__shm_back_off(unsigned tries);

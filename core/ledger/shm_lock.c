@@ -88,6 +88,31 @@ static int settle(shm_ledger *L, uint64_t now) {
   return GPUPART_OK;
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define SHM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SHM_TSAN 1
+#endif
+#endif
+
+/* The attachment's mutex, waited on for ms at most: 0 once held. A ThreadSanitizer build
+ * waits with pthread_mutex_timedlock (a CLOCK_REALTIME deadline) instead: TSan runtimes
+ * before LLVM 18 do not intercept pthread_mutex_clocklock (llvm/llvm-project issue 62623),
+ * so a contended taking went unseen and TSan reported the data the mutex guards as raced
+ * (tests/tsan/tsan_responder.c); timedlock is intercepted by every TSan runtime. Same
+ * mutex, same bound; only the clock of the deadline differs in that build. */
+static int lock_local(shm_ledger *L, int ms) {
+  if (pthread_mutex_trylock(&L->local) == 0) return 0;
+#ifdef SHM_TSAN
+  struct timespec deadline = gpupart__shm_deadline_on(CLOCK_REALTIME, ms);
+  return pthread_mutex_timedlock(&L->local, &deadline);
+#else
+  struct timespec deadline = gpupart__shm_deadline(ms);
+  return pthread_mutex_clocklock(&L->local, CLOCK_MONOTONIC, &deadline);
+#endif
+}
+
 int gpupart__shm_lock(shm_ledger *L) {
   if (L->inherited)
     return gpupart__fail(GPUPART_EINVAL,
@@ -96,10 +121,7 @@ int gpupart__shm_lock(shm_ledger *L) {
                          "grow or release (open the device in the child)",
                          L->path);
   int wait = __atomic_load_n(&L->stalled, __ATOMIC_RELAXED) ? SHM_STALLED_WAIT_MS : SHM_LOCK_WAIT_MS;
-  if (pthread_mutex_trylock(&L->local) != 0) {
-    struct timespec deadline = gpupart__shm_deadline(wait);
-    if (pthread_mutex_clocklock(&L->local, CLOCK_MONOTONIC, &deadline) != 0) return busy(L, wait);
-  }
+  if (lock_local(L, wait) != 0) return busy(L, wait);
   uint64_t now = coarse_ns();
   make_way(L, now);
   if (gpupart__shm_lock_word(L->h, L->fd, L->attach + 1, wait) != 0) {
