@@ -178,8 +178,9 @@ typedef struct gpupart__ledger_ops {
   /* The most bytes e could reserve now, and which rule bounds it (a negative code when
    * the ledger could not be used: see gpupart__refusal). */
   uint64_t (*grantable)(gpupart__ledger *l, gpupart__ledger_entry *e, gpupart__refusal *bound);
-  /* e's partition takes limit and guarantee (GPUPART__LEDGER_KEEP: its guarantee, clamped
-   * down to the new limit), under the same rule as a change from outside (resize.h; a
+  /* e's partition takes limit and guarantee in bytes (GPUPART__LEDGER_KEEP: its guarantee,
+   * clamped down to the new limit; a shared ledger then keeps the fraction of the budget it
+   * follows, if any, unless clamped), under the same rule as a change from outside (resize.h; a
    * shared ledger's is one function for both): EINVAL (nothing changed) for a guarantee
    * above the limit; ELIMIT when the limit exceeds the budget or the guarantees would sum
    * past it; EBUSY when reserved exceeds the limit. A raised floor over others' bytes

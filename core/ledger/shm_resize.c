@@ -9,7 +9,11 @@
  * milliseconds until it fits or the wait is over; it is then refused, naming who holds
  * the bytes. A partition's changed figures are marked (SHM_PART_RESIZED), so that a job
  * started later with the partition's original figures joins it instead of meeting
- * EEXIST. */
+ * EEXIST. A budget change recomputes every figure its partition's maker gave as a
+ * fraction of the budget (shm_format.h's shm_part) from the new budget, checked as a
+ * whole (the guarantees' sum, each limit, each partition's bytes against its new limit)
+ * before anything is written; it marks no partition, since a later job's fraction
+ * resolves to the same bytes. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
