@@ -355,3 +355,22 @@ Test(ledger_resize, a_scribbled_fraction_is_treated_as_bytes) {
   free(s);
   finish(&m, 0);
 }
+
+/* A guarantee in bytes that a recomputed limit would fall below is refused, naming the
+ * partition, rather than lowered: the floor is the operator's to change. */
+Test(ledger_resize, a_budget_change_leaving_a_byte_guarantee_above_its_recomputed_limit_is_refused) {
+  shared_env e = open_shared_env();
+  gpupart_partition *p = NULL;
+  gpupart_partition_desc d = {.name = "mixed", .fraction = 0.5, .guarantee = 300 * MiB};
+  cr_assert_eq(gpupart_partition_create(e.dev, &d, &p), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(change_budget(512 * MiB, 0), GPUPART_EINVAL, "its limit would be 256 MiB");
+  cr_expect(has("'mixed' would have the guarantee 314572800 above its new limit 268435456"), "%s",
+            gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(e.dev), 1024 * MiB, "nothing changed");
+  cr_expect_eq(change_budget(800 * MiB, 0), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_stats st = part_stats(p);
+  cr_expect(st.limit == 400 * MiB && st.guarantee == 300 * MiB, "the limit follows, the bytes stay");
+  cr_expect_eq(gpupart_device_budget(e.dev), 800 * MiB);
+  cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK);
+  close_shared_env(&e);
+}
