@@ -128,6 +128,8 @@ struct gpupart_partition {
   uint64_t peak_crossings, peak_visits; /* raises of the charge, and partitions each one read (peak.c) */
   int peak_fresh;                       /* its peak_in_use started after its device's peak last did (slow lock) */
   int configured; /* made by configuration at device open, not yet handed to a program's create (slow lock) */
+  double limit_fraction, guarantee_fraction; /* the budget's fractions it was created with (0: bytes), which
+                                                gpupart ledger create writes into the operator's ledger */
   char pad_tail[64];
 };
 

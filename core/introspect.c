@@ -78,8 +78,8 @@ int gpupart__introspect_ledger_create(gpupart_context *ctx, const gpupart_device
     if (!p) continue;
     dev->ledger->ops->get(dev->ledger, p->account, &f);
     snprintf(parts[k].name, sizeof parts[k].name, "%s", p->name);
-    parts[k].limit = f.limit;
-    parts[k++].guarantee = f.guarantee;
+    parts[k++].size =
+        (gpupart__ledger_size){f.limit, f.guarantee, p->limit_fraction, p->guarantee_fraction, dev->granularity};
   }
   *budget = dev->budget;
   *nparts = k;

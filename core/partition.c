@@ -22,14 +22,15 @@
 /* The limits and policy of a descriptor, resolved against the device. */
 typedef struct resolved {
   uint64_t limit, guarantee;
+  double limit_fraction, guarantee_fraction; /* what a shared ledger keeps: 0 = bytes */
   gpupart__growth growth;
 } resolved;
 
 static int bad_share(double f) { return isnan(f) || f < 0 || f > 1; }
 
 uint64_t gpupart__partition_share_of(const gpupart_device *dev, double fraction, uint64_t bytes) {
-  uint64_t v = fraction > 0 ? (uint64_t)((long double)dev->budget * fraction) : bytes;
-  return v & ~(dev->granularity - 1);
+  if (fraction > 0) return gpupart__ledger_fraction_of(gpupart__budget_now(dev), fraction, dev->granularity);
+  return bytes & ~(dev->granularity - 1);
 }
 
 static uint64_t round_block(const gpupart_device *dev, uint64_t v, uint64_t def) {
@@ -85,6 +86,9 @@ static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, r
                          (unsigned long long)guarantee, (unsigned long long)limit);
   out->limit = limit;
   out->guarantee = guarantee;
+  /* the whole budget, when no size is given, follows it as a fraction of 1 */
+  out->limit_fraction = d->fraction ? d->fraction : d->limit ? 0 : 1;
+  out->guarantee_fraction = d->guarantee_fraction;
   return resolve_growth(dev, d, &out->growth);
 }
 
@@ -260,7 +264,8 @@ static int setup_locked(gpupart_partition *p, const gpupart_partition_desc *d, c
   if (joined) publish_to(p);
   if (rc || joined) return rc ? rc : append_locked(dev, p); /* a joined partition is never preallocated again */
   if ((rc = check_floor_locked(dev, r->guarantee))) return rc;
-  rc = dev->ledger->ops->add(dev->ledger, dev->member, p->name, r->limit, r->guarantee, &p->account);
+  gpupart__ledger_size size = {r->limit, r->guarantee, r->limit_fraction, r->guarantee_fraction, dev->granularity};
+  rc = dev->ledger->ops->add(dev->ledger, dev->member, p->name, &size, &p->account);
   if (rc == GPUPART_EEXIST) return eexist(p);
   if (rc == GPUPART_ELIMIT)
     return gpupart__fail(rc, "partition_create: guarantee %llu would take the device's guarantees past its budget %llu",
@@ -418,7 +423,9 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
                            .pub = {.to = &gpupart__unpublished},
                            .peak_fresh = 1,
                            .fast_size = gpupart__largest_block(dev),
-                           .fast_align = dev->alignment};
+                           .fast_align = dev->alignment,
+                           .limit_fraction = r.limit_fraction,
+                           .guarantee_fraction = r.guarantee_fraction};
   gpupart__slots_init(&p->charges, &dev->ctx->mem, p);
   gpupart__lock_init(&p->lock, (d->flags & GPUPART_PARTITION_UNSYNCHRONIZED) != 0);
   atomic_flag_clear(&p->reclaim_busy);

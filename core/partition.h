@@ -20,8 +20,8 @@ void gpupart__partition_free(gpupart_partition *p);
  * budget, floors summing past it); EBUSY (the members hold more than new_limit). */
 int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit, uint64_t guarantee);
 
-/* A fraction of dev's budget when fraction > 0, else bytes, rounded down to the device's
- * granularity: what a descriptor's share comes to. */
+/* A fraction of dev's budget (a shared ledger's as it is now) when fraction > 0, else
+ * bytes, rounded down to the device's granularity: what a descriptor's share comes to. */
 uint64_t gpupart__partition_share_of(const gpupart_device *dev, double fraction, uint64_t bytes);
 
 /* The claim's labels (claim, namespace, the pod's name) into p's partition in a shared

@@ -3,7 +3,7 @@
  * guarantee, or the device's budget, written into the ledger file of the ledger folder
  * without joining it as a member (core/ledger/resize.h). The device is picked among the
  * folder's ledgers as `gpupart top` lists them; the members see the new figures at their
- * next reservation. */
+ * next reservation. What each partition became is read back from the ledger and printed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,15 +23,17 @@ static const char help[] =
     "figures at once. A shrink below what they hold asks them to give back their cached\n"
     "blocks (their responders answer at once) and waits; when they still hold more, nothing\n"
     "is changed and the holders are named. A job started later with the partition's\n"
-    "original figures joins it, the ledger's figures applying. A budget change rescales\n"
-    "no partition: limits and guarantees stay bytes, those given as a share included.\n"
+    "original figures joins it, the ledger's figures applying. A budget change recomputes\n"
+    "every limit and guarantee given as a share of the budget (\"30%\" in the configuration,\n"
+    "--limit 50% here) from the new budget, all at once or not at all; those given in\n"
+    "bytes keep their bytes. It prints what each partition became.\n"
     "\n"
     "  PARTITION         the partition's name\n"
     "  --limit AMOUNT    its new limit: bytes (\"3GiB\") or a share of the budget (\"50%\")\n"
     "  --guarantee AMOUNT\n"
     "                    its new guarantee (default: kept, lowered to the limit)\n"
     "  --budget AMOUNT   the device's new budget, in bytes; at least the guarantees' sum\n"
-    "                    and every partition's limit\n"
+    "                    (shares recomputed) and every limit in bytes\n"
     "  --device D        which ledger: an index or backend:index as `gpupart top` shows it,\n"
     "                    the device's UUID or identity key, or the ledger's file name\n"
     "                    (default: the folder's only ledger)\n"
@@ -87,13 +89,15 @@ static int parse_args(int argc, char **argv, resize_args *a) {
   return EXIT_OK;
 }
 
-/* An amount in bytes, or a share of of (0: shares refused). */
-static int amount(const char *what, const char *v, uint64_t of, uint64_t *out) {
+/* An amount in bytes, or a share of of (0: shares refused): *out its bytes, *fraction the
+ * share (0 for bytes), which the ledger keeps and follows. */
+static int amount(const char *what, const char *v, uint64_t of, uint64_t *out, double *fraction) {
   gpupart__amount am;
   char err[256];
   unsigned accept = GPUPART__ACCEPT_BYTES | (of ? GPUPART__ACCEPT_SHARE : 0);
   if (gpupart__parse_amount(v, accept, &am, err, sizeof err)) return cli_usage_error("resize", "%s: %s", what, err);
   *out = am.is_share ? (uint64_t)(am.share * (double)of) : am.bytes;
+  *fraction = am.is_share ? am.share : 0;
   if (!*out) return cli_usage_error("resize", "%s '%s' is 0 bytes", what, v);
   return EXIT_OK;
 }
@@ -123,34 +127,46 @@ static int pick(const observation *o, const char *want, const observed_device **
   return EXIT_CHECKED;
 }
 
-/* A budget change rescales nothing: each partition's bytes, with the share of the new
- * budget they now are, and how to rescale one. */
-static void budget_said(const observed_device *d, uint64_t budget) {
-  printf("%s: budget %llu bytes\n", d->s->file, (unsigned long long)budget);
-  for (uint32_t i = 0; i < d->s->entries; i++) {
-    const gpupart__ledger_snapshot_entry *e = &d->s->entry[i];
-    printf("%s: partition '%.63s' keeps limit %llu bytes (%.1f%% of the new budget), guarantee %llu bytes\n",
-           d->s->file, e->name, (unsigned long long)e->figures.limit, 100.0 * (double)e->figures.limit / (double)budget,
-           (unsigned long long)e->figures.guarantee);
+/* " (50% of the budget, follows it)" for a figure given as a fraction; "" for bytes. */
+static const char *follows(double fraction, char *out, size_t n) {
+  if (!fraction) return "";
+  snprintf(out, n, " (%g%% of the budget, follows it)", 100.0 * fraction);
+  return out;
+}
+
+/* What each partition (only, when not NULL) is now, as the ledger says it after the change. */
+static void said(const char *dir, const char *file, const char *only) {
+  gpupart__ledger_snapshot *s = malloc(sizeof *s);
+  if (!s || gpupart__ledger_shm_read(dir, file, OBSERVE_LOCK_TIMEOUT_MS, s) != GPUPART_OK) {
+    printf("%s: changed (the ledger could not be read back: %s)\n", file, s ? s->why : "out of memory");
+    free(s);
+    return;
   }
-  if (d->s->entries)
-    printf("note: limits and guarantees are bytes in the ledger and do not follow the budget, those a configuration "
-           "gives as a share included (a job started later joins them with these bytes); rescale one with "
-           "`gpupart resize PARTITION --limit 50%%`\n");
+  if (!only) printf("%s: budget %llu bytes\n", file, (unsigned long long)s->budget);
+  for (uint32_t i = 0; i < s->entries; i++) {
+    const gpupart__ledger_snapshot_entry *e = &s->entry[i];
+    char lf[64], gf[64];
+    if (only && strcmp(only, e->name)) continue;
+    printf("%s: partition '%.63s' limit %llu bytes%s, guarantee %llu bytes%s\n", file, e->name,
+           (unsigned long long)e->figures.limit, follows(e->limit_fraction, lf, sizeof lf),
+           (unsigned long long)e->figures.guarantee, follows(e->guarantee_fraction, gf, sizeof gf));
+  }
+  free(s);
 }
 
 static int change(const resize_args *a, const observed_device *d, const char *dir) {
   gpupart__ledger_change c = {.partition = a->partition, .guarantee = GPUPART__LEDGER_KEEP, .wait_ms = a->wait_ms};
-  int rc = a->budget ? amount("--budget", a->budget, 0, &c.limit) : amount("--limit", a->limit, d->s->budget, &c.limit);
-  if (!rc && a->guarantee) rc = amount("--guarantee", a->guarantee, d->s->budget, &c.guarantee);
+  double none;
+  int rc = a->budget ? amount("--budget", a->budget, 0, &c.limit, &none)
+                     : amount("--limit", a->limit, d->s->budget, &c.limit, &c.limit_fraction);
+  if (!rc && a->guarantee) rc = amount("--guarantee", a->guarantee, d->s->budget, &c.guarantee, &c.guarantee_fraction);
   if (rc) return rc;
   char path[8192];
   snprintf(path, sizeof path, "%s/%s", dir, d->s->file);
   rc = gpupart__ledger_change_file(path, &c);
   if (rc == GPUPART_EBUSY) fprintf(stderr, "gpupart: resize: refused: %s\n", gpupart_last_error());
   if (rc) return rc == GPUPART_EBUSY ? EXIT_HELD : cli_failure("resize", rc);
-  if (a->budget) budget_said(d, c.limit);
-  else printf("%s: partition '%s' limit %llu bytes\n", d->s->file, a->partition, (unsigned long long)c.limit);
+  said(dir, d->s->file, a->partition);
   return EXIT_OK;
 }
 

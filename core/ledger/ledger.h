@@ -43,6 +43,28 @@ enum {
   GPUPART__REFUSED_CEILING,
 };
 
+/* A partition's size as its maker gives it (the add op): its bytes, and the fraction of the
+ * budget each was made from (0: given in bytes). A shared ledger keeps the fractions in its
+ * file, so that a budget changed from outside (gpupart resize --budget) recomputes those
+ * bytes from the new budget, rounded down to granule as at creation; the in-process
+ * ledger, whose budget never changes, uses the bytes only. */
+typedef struct gpupart__ledger_size {
+  uint64_t limit, guarantee;
+  double limit_fraction, guarantee_fraction; /* (0, 1], or 0 = bytes */
+  uint64_t granule;                          /* the device's granularity (a power of two) */
+} gpupart__ledger_size;
+
+/* Whether f, as read from anywhere, is a fraction a size may follow: in (0, 1] (NaN,
+ * infinities, 0 and everything else: the size is bytes). */
+static inline int gpupart__ledger_fraction_ok(double f) { return f > 0 && f <= 1; }
+
+/* The bytes that fraction (gpupart__ledger_fraction_ok) of budget is, rounded down to
+ * granule (a power of two): the one rule of a size given as a fraction of the budget, at
+ * a partition's creation (core/partition.c) and at every budget change (shm_resize.c). */
+static inline uint64_t gpupart__ledger_fraction_of(uint64_t budget, double fraction, uint64_t granule) {
+  return (uint64_t)((long double)budget * fraction) & ~(granule - 1);
+}
+
 /* An entry's figures. In a shared ledger a partition can have several members (processes
  * that joined it by name): limit, guarantee, reserved and peak_reserved are then the
  * partition's, across them all, and own_reserved is the part of reserved that the entry's
@@ -135,10 +157,11 @@ typedef struct gpupart__ledger_ops {
   /* The member leaves; entries it still has are removed and their bytes returned (their
    * handles become invalid). */
   void (*leave)(gpupart__ledger *l, gpupart__ledger_member m);
-  /* An entry named name (copied) for member m. EEXIST when the ledger has that name;
-   * ELIMIT when the guarantees would sum past the budget, or limit exceeds the budget;
-   * EINVAL when m is not a member; ENOMEM. */
-  int (*add)(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit, uint64_t guarantee,
+  /* An entry named name (copied) for member m, of size's limit and guarantee (a shared
+   * ledger keeps its fractions too). EEXIST when the ledger has that name; ELIMIT when
+   * the guarantees would sum past the budget, or limit exceeds the budget; EINVAL when m
+   * is not a member; ENOMEM. */
+  int (*add)(gpupart__ledger *l, gpupart__ledger_member m, const char *name, const gpupart__ledger_size *size,
              gpupart__ledger_entry **out);
   void (*remove)(gpupart__ledger *l, gpupart__ledger_entry *e); /* e->reserved must be 0 */
   /* The entry named name, of any member, or NULL. In a shared ledger an entry of another
@@ -155,8 +178,9 @@ typedef struct gpupart__ledger_ops {
   /* The most bytes e could reserve now, and which rule bounds it (a negative code when
    * the ledger could not be used: see gpupart__refusal). */
   uint64_t (*grantable)(gpupart__ledger *l, gpupart__ledger_entry *e, gpupart__refusal *bound);
-  /* e's partition takes limit and guarantee (GPUPART__LEDGER_KEEP: its guarantee, clamped
-   * down to the new limit), under the same rule as a change from outside (resize.h; a
+  /* e's partition takes limit and guarantee in bytes (GPUPART__LEDGER_KEEP: its guarantee,
+   * clamped down to the new limit; a shared ledger then keeps the fraction of the budget it
+   * follows, if any, unless clamped), under the same rule as a change from outside (resize.h; a
    * shared ledger's is one function for both): EINVAL (nothing changed) for a guarantee
    * above the limit; ELIMIT when the limit exceeds the budget or the guarantees would sum
    * past it; EBUSY when reserved exceeds the limit. A raised floor over others' bytes

@@ -151,9 +151,11 @@ static gpupart__ledger_entry *new_entry(local_ledger *L, const char *name) {
   return e;
 }
 
-static int local_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit, uint64_t guarantee,
+/* The budget never changes in-process: the size's fractions are not kept. */
+static int local_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, const gpupart__ledger_size *size,
                      gpupart__ledger_entry **out) {
   local_ledger *L = local(l);
+  uint64_t limit = size->limit, guarantee = size->guarantee;
   *out = NULL;
   gpupart__ledger_entry *e = new_entry(L, name);
   if (!e) return GPUPART_ENOMEM;

@@ -19,15 +19,25 @@ typedef struct gpupart__ledger_change {
   uint64_t limit;     /* the partition's new limit, or the new budget; never 0 */
   uint64_t guarantee; /* the partition's new guarantee, or GPUPART__LEDGER_KEEP */
   int wait_ms;        /* how long the holders get to give back bytes above a shrink (0 to 60000) */
+  /* The partition's new limit and guarantee as fractions of the budget, (0, 1]; 0: the
+   * bytes above. The ledger computes their bytes from its budget (rounded down to the
+   * partition's granularity) and keeps the fractions, which later budget changes follow. */
+  double limit_fraction, guarantee_fraction;
 } gpupart__ledger_change;
 
-/* Applies c to the ledger file at path (an existing, set-up ledger of this user). OK;
- * EINVAL (a figure of 0, a guarantee above the limit, no partition of that name, the
- * budget below a partition's limit); ELIMIT (a limit above the budget, guarantees summing
- * past it); EBUSY (the members still hold more than the new figure after the wait, or
- * the ledger's lock is held past its wait: the message names the holders); ECONFIG or
- * ECORRUPT (the file cannot be used). The thread's message (gpupart_last_error) says
- * why. */
+/* Applies c to the ledger file at path (an existing, set-up ledger of this user). A budget
+ * change recomputes, under the ledger's lock, every partition's limit and guarantee that
+ * were given as a fraction of the budget (by their maker, the operator's ledger, or a
+ * change with a fraction) from the new budget, rounded down to the partition's
+ * granularity; the figures given in bytes keep their bytes; all of it is written at
+ * once, or nothing. OK; EINVAL (a figure of 0, a fraction outside (0, 1], a guarantee
+ * above the limit, also one a budget change would leave above its partition's limit; no
+ * partition of that name; the budget below a partition's limit in bytes); ELIMIT (a
+ * limit above the budget, guarantees summing past it: for a budget change the message
+ * names the partitions with guarantees); EBUSY (the members still hold more than the new
+ * figure after the wait, or the ledger's lock is held past its wait: the message names
+ * the holders); ECONFIG or ECORRUPT (the file cannot be used). The thread's message
+ * (gpupart_last_error) says why. */
 int gpupart__ledger_change_file(const char *path, const gpupart__ledger_change *c);
 
 #endif

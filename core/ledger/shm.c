@@ -154,15 +154,16 @@ static int shares_full(const shm_ledger *L) {
 }
 
 /* Lock held: a new partition (no members yet: the caller adds the first share). */
-static int new_part_locked(shm_ledger *L, const char *name, uint64_t limit, uint64_t guarantee, uint32_t *part) {
+static int new_part_locked(shm_ledger *L, const char *name, const gpupart__ledger_size *size, uint32_t *part) {
   shm_header *h = L->h;
+  uint64_t limit = size->limit, guarantee = size->guarantee;
   if (limit > h->budget || guarantee > sub0(h->budget, h->guarantees)) return GPUPART_ELIMIT;
   for (*part = 0; *part < SHM_PARTS; (*part)++)
     if (!h->part[*part].members) break;
   if (*part == SHM_PARTS)
     return gpupart__fail(GPUPART_ENOMEM, "ledger %s: its partition table is full: all %u partitions are taken", L->path,
                          SHM_PARTS);
-  h->part[*part] = (shm_part){.limit = limit, .guarantee = guarantee};
+  h->part[*part] = gpupart__shm_part_sized(size);
   memcpy(h->part[*part].name, name, strlen(name) + 1);
   h->guarantees += guarantee;
   h->unused += guarantee;
@@ -179,7 +180,7 @@ static void add_share_locked(shm_ledger *L, uint64_t m, uint32_t ms, uint32_t pa
 
 /* Lock held: the code add returns. join: adopt the figures of an existing partition
  * (else an existing one must have limit and guarantee). */
-static int admit_locked(shm_ledger *L, uint64_t m, const char *name, uint64_t limit, uint64_t guarantee, int join,
+static int admit_locked(shm_ledger *L, uint64_t m, const char *name, const gpupart__ledger_size *size, int join,
                         shm_entry *x) {
   shm_header *h = L->h;
   uint32_t ms = my_member_slot(L, m), share = free_share_locked(h), part = 0;
@@ -187,19 +188,19 @@ static int admit_locked(shm_ledger *L, uint64_t m, const char *name, uint64_t li
   int i = gpupart__shm_find_part(h, name);
   /* the operator's partition, and one resized from outside, is joined with its figures
    * whatever the member asked (the caller compares and warns) */
-  int differs = i >= 0 && (h->part[i].limit != limit || h->part[i].guarantee != guarantee);
+  int differs = i >= 0 && (h->part[i].limit != size->limit || h->part[i].guarantee != size->guarantee);
   if (i >= 0 && (has_share_locked(h, m, (uint32_t)i) || (!join && differs && !(h->part[i].flags & SHM_PART_RESIZED) &&
                                                          !gpupart__shm_part_operator(h, (uint32_t)i))))
     return GPUPART_EEXIST;
   if (i < 0 && join) return GPUPART_OK; /* no partition to join: x stays unused */
   if (share == SHM_SHARES) return shares_full(L);
-  int rc = i >= 0 ? GPUPART_OK : new_part_locked(L, name, limit, guarantee, &part);
+  int rc = i >= 0 ? GPUPART_OK : new_part_locked(L, name, size, &part);
   if (rc == GPUPART_OK) add_share_locked(L, m, ms, i >= 0 ? (uint32_t)i : part, share, x);
   return rc;
 }
 
-static int add_or_join(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit,
-                       uint64_t guarantee, int join, gpupart__ledger_entry **out) {
+static int add_or_join(gpupart__ledger *l, gpupart__ledger_member m, const char *name, const gpupart__ledger_size *size,
+                       int join, gpupart__ledger_entry **out) {
   shm_ledger *L = shm(l);
   *out = NULL;
   if (strlen(name) >= SHM_NAME)
@@ -213,20 +214,21 @@ static int add_or_join(gpupart__ledger *l, gpupart__ledger_member m, const char 
     return rc;
   }
   x->share = UINT32_MAX;
-  rc = admit_locked(L, m, name, limit, guarantee, join, x);
+  rc = admit_locked(L, m, name, size, join, x);
   gpupart__shm_unlock(L);
   if (rc || x->share == UINT32_MAX) gpupart__host_free(L->mem, x);
   else *out = (gpupart__ledger_entry *)(void *)x;
   return rc;
 }
 
-static int shm_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, uint64_t limit, uint64_t guarantee,
+static int shm_add(gpupart__ledger *l, gpupart__ledger_member m, const char *name, const gpupart__ledger_size *size,
                    gpupart__ledger_entry **out) {
-  return add_or_join(l, m, name, limit, guarantee, 0, out);
+  return add_or_join(l, m, name, size, 0, out);
 }
 
 static int shm_join_named(gpupart__ledger *l, gpupart__ledger_member m, const char *name, gpupart__ledger_entry **out) {
-  return add_or_join(l, m, name, 0, 0, 1, out);
+  static const gpupart__ledger_size none = {0};
+  return add_or_join(l, m, name, &none, 1, out);
 }
 
 /* A removal that cannot take the lock leaves the handle listed, marked: the next call
@@ -409,7 +411,8 @@ static int shm_set_figures(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_
   int rc = gpupart__shm_lock(L);
   if (rc) return rc;
   shm_share *s = gpupart__shm_share_of(L, e);
-  rc = !s ? gone(L) : gpupart__shm_set_figures_locked(L->h, s->part, limit, guarantee);
+  gpupart__ledger_size size = {.limit = limit, .guarantee = guarantee}; /* bytes: its fractions go */
+  rc = !s ? gone(L) : gpupart__shm_set_figures_locked(L->h, s->part, &size);
   gpupart__shm_unlock(L);
   if (rc == GPUPART__SHM_ABOVE) return GPUPART_EBUSY;
   if (rc == GPUPART_OK && guarantee != GPUPART__LEDGER_KEEP && gpupart__shm_shortfall(l) > 0)

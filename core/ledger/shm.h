@@ -25,10 +25,12 @@ int gpupart__ledger_shm_create(const gpupart__hostmem *mem, const gpupart__ident
  * gpupart__ledger_shm_create, and ECONFIG for a missing or empty file. */
 int gpupart__ledger_shm_attach_file(const gpupart__hostmem *mem, const char *path, gpupart__ledger **out);
 
-/* One partition the operator declares: its name, limit and guarantee in bytes. */
+/* One partition the operator declares: its name, its limit and guarantee in bytes and
+ * the fractions of the budget they were given as (the ledger keeps them: ledger.h's
+ * gpupart__ledger_size). */
 typedef struct gpupart__operator_part {
   char name[GPUPART__LEDGER_NAME_MAX];
-  uint64_t limit, guarantee;
+  gpupart__ledger_size size;
 } gpupart__operator_part;
 
 /* The operator's ledger of device id in dir (shm_operator.c): made before any job, with

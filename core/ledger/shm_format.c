@@ -340,16 +340,41 @@ void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64
 
 /* ---- a partition's figures changed (a member's set_figures, gpupart resize) ---- */
 
-/* Lock held: the guarantee a change leaves partition p. */
-static uint64_t new_guarantee(const shm_part *p, uint64_t limit, uint64_t guarantee) {
-  if (guarantee != GPUPART__LEDGER_KEEP) return guarantee;
-  return p->guarantee < limit ? p->guarantee : limit;
+/* Lock held: what a change leaves partition p, each figure with the fraction it follows
+ * (0: bytes); a kept guarantee clamped down to the limit becomes bytes. */
+typedef struct new_figures {
+  uint64_t limit, guarantee;
+  double limit_fraction, guarantee_fraction;
+} new_figures;
+
+static new_figures figures_of_change(const shm_header *h, const shm_part *p, const gpupart__ledger_size *size) {
+  uint64_t granule = gpupart__shm_part_granule(p);
+  new_figures n = {.limit = size->limit};
+  if (gpupart__ledger_fraction_ok(size->limit_fraction)) {
+    n.limit_fraction = size->limit_fraction;
+    n.limit = gpupart__ledger_fraction_of(h->budget, n.limit_fraction, granule);
+  }
+  if (size->guarantee != GPUPART__LEDGER_KEEP) {
+    n.guarantee = size->guarantee;
+    if (gpupart__ledger_fraction_ok(size->guarantee_fraction)) {
+      n.guarantee_fraction = size->guarantee_fraction;
+      n.guarantee = gpupart__ledger_fraction_of(h->budget, n.guarantee_fraction, granule);
+    }
+  } else if (p->guarantee <= n.limit) {
+    n.guarantee = p->guarantee;
+    n.guarantee_fraction = gpupart__shm_part_fraction(p, 1);
+  } else {
+    n.guarantee = n.limit;
+  }
+  return n;
 }
 
-int gpupart__shm_set_figures_locked(shm_header *h, uint32_t i, uint64_t limit, uint64_t guarantee) {
+int gpupart__shm_set_figures_locked(shm_header *h, uint32_t i, const gpupart__ledger_size *size) {
   shm_part *p = &h->part[i];
   int len = (int)strnlen(p->name, SHM_NAME);
-  uint64_t g = new_guarantee(p, limit, guarantee), others = gpupart__shm_sub0(h->guarantees, p->guarantee);
+  new_figures n = figures_of_change(h, p, size);
+  uint64_t limit = n.limit, g = n.guarantee, others = gpupart__shm_sub0(h->guarantees, p->guarantee);
+  if (!limit) return gpupart__fail(GPUPART_EINVAL, "resize '%.*s': the limit rounds down to 0 bytes", len, p->name);
   if (g > limit)
     return gpupart__fail(GPUPART_EINVAL, "resize '%.*s': guarantee %llu exceeds the limit %llu", len, p->name,
                          (unsigned long long)(g), (unsigned long long)(limit));
@@ -365,6 +390,8 @@ int gpupart__shm_set_figures_locked(shm_header *h, uint32_t i, uint64_t limit, u
   if (p->reserved > limit) return GPUPART__SHM_ABOVE;
   p->limit = limit;
   p->guarantee = g;
+  p->limit_fraction = n.limit_fraction;
+  p->guarantee_fraction = n.guarantee_fraction;
   p->flags |= SHM_PART_RESIZED;
   gpupart__shm_recompute(h);
   return GPUPART_OK;

@@ -20,8 +20,9 @@
 #include "shm_folder.h"
 
 #define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
-/* 5: give-back requests (their slots, a ticket counter and a posted counter) and each
- * partition's workload labels (a DRA claim, namespace, pod); 4: no mutex in the file (a
+/* 5: give-back requests (their slots, a ticket counter and a posted counter), each
+ * partition's workload labels (a DRA claim, namespace, pod) and the fractions of the
+ * budget its limit and guarantee were made from; 4: no mutex in the file (a
  * lock word naming an attachment instead), an epoch, a sequence word and the lock
  * holder's pid and command; 3: the shares carry their owner's counters */
 #define SHM_VERSION 5u
@@ -52,8 +53,12 @@ typedef struct shm_member {
  * shares (recomputed from them after a death). flags: SHM_PART_RESIZED once its figures
  * were changed after its creation (by a member or from outside, resize.h): a later
  * creation with other figures then joins it, the ledger's figures applying, rather than
- * being refused (EEXIST); a budget change sets it on every partition (shm_resize.c);
- * other bits are ignored. labels: written once, by the member that makes the partition
+ * being refused (EEXIST); other bits are ignored. limit_fraction and guarantee_fraction:
+ * the fractions of the budget the maker gave (the configuration's "30%", `gpupart resize
+ * --limit 50%`), 0 for bytes; a budget change recomputes those figures from the new budget,
+ * rounded down to granule (shm_resize.c), and leaves the others' bytes. Hostile input: a
+ * reader trusts them only through gpupart__shm_part_fraction and gpupart__shm_part_granule.
+ * labels: written once, by the member that makes the partition
  * (or the first member that has any), ledger.h's label op; all "" when none; a reader
  * trusts them only when gpupart__ledger_labels_ok (printable ASCII, terminated). */
 #define SHM_PART_RESIZED 1u
@@ -61,6 +66,8 @@ typedef struct shm_part {
   char name[SHM_NAME];
   uint64_t limit, guarantee, reserved, peak_reserved;
   uint32_t members, flags;
+  double limit_fraction, guarantee_fraction; /* (0, 1], or 0 = bytes */
+  uint64_t granule;                          /* the maker's device granularity */
   gpupart__ledger_labels labels;
 } shm_part;
 
@@ -112,6 +119,29 @@ typedef struct shm_header {
 static inline uint64_t gpupart__shm_sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 static inline uint64_t gpupart__shm_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
 static inline uint64_t gpupart__shm_unused(const shm_part *p) { return gpupart__shm_sub0(p->guarantee, p->reserved); }
+/* The fraction of the budget partition p's limit (guarantee 0) or guarantee (1) follows, as
+ * the file says: 0 (bytes) unless it is one (gpupart__ledger_fraction_ok: never NaN, never
+ * outside (0, 1]). */
+static inline double gpupart__shm_part_fraction(const shm_part *p, int guarantee) {
+  double f = guarantee ? p->guarantee_fraction : p->limit_fraction;
+  return gpupart__ledger_fraction_ok(f) ? f : 0;
+}
+/* A new partition of its maker's size (nameless, no members yet): the bytes, and each
+ * fraction only where it is one. */
+static inline shm_part gpupart__shm_part_sized(const gpupart__ledger_size *z) {
+  return (shm_part){.limit = z->limit,
+                    .guarantee = z->guarantee,
+                    .limit_fraction = gpupart__ledger_fraction_ok(z->limit_fraction) ? z->limit_fraction : 0,
+                    .guarantee_fraction =
+                        gpupart__ledger_fraction_ok(z->guarantee_fraction) ? z->guarantee_fraction : 0,
+                    .granule = z->granule};
+}
+/* What p's fractions are rounded down to: its granule when that is a power of two of at
+ * most 1 GiB, else 1 (any value in the file is legal, none is trusted). */
+static inline uint64_t gpupart__shm_part_granule(const shm_part *p) {
+  uint64_t g = p->granule;
+  return g && g <= (1ull << 30) && !(g & (g - 1)) ? g : 1;
+}
 
 /* ---- the file ---- */
 
@@ -185,14 +215,16 @@ int gpupart__shm_operator_alive(const shm_header *h, uint32_t i);
 /* Whether partition part is one the operator declared (the operator's member has a share
  * of it). */
 int gpupart__shm_part_operator(const shm_header *h, uint32_t part);
-/* Lock held (or a private copy): partition slot i takes limit and guarantee (GPUPART__LEDGER_KEEP:
- * its own, clamped down to the limit), checked against the budget and the other
- * partitions' guarantees as admission does, and marked resized: the one rule of a
- * member's set_figures and of a change from outside (gpupart resize). OK; EINVAL, ELIMIT
- * (the message set); GPUPART__SHM_ABOVE when the members hold more than the limit
- * (nothing changed, no message). */
+/* Lock held (or a private copy): partition slot i takes size's limit and guarantee
+ * (guarantee GPUPART__LEDGER_KEEP: its own, clamped down to the limit), each computed from
+ * the budget when size gives it as a fraction (rounded down to the partition's granule;
+ * size's granule is not used) and kept as that fraction, else bytes; checked against the
+ * budget and the other partitions' guarantees as admission does, and marked resized: the
+ * one rule of a member's set_figures (bytes) and of a change from outside (gpupart
+ * resize). OK; EINVAL, ELIMIT (the message set); GPUPART__SHM_ABOVE when the members hold
+ * more than the limit (nothing changed, no message). */
 #define GPUPART__SHM_ABOVE 1 /* not a gpupart_result (those are 0 or negative) */
-int gpupart__shm_set_figures_locked(shm_header *h, uint32_t i, uint64_t limit, uint64_t guarantee);
+int gpupart__shm_set_figures_locked(shm_header *h, uint32_t i, const gpupart__ledger_size *size);
 
 /* The partition named name (compared over SHM_NAME bytes), or -1. */
 int gpupart__shm_find_part(const shm_header *h, const char *name);

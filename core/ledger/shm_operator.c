@@ -71,7 +71,7 @@ static int declare_locked(shm_ledger *L, uint64_t budget, const gpupart__operato
   h->budget = budget;
   h->member[slot] = (shm_member){.id = ++h->last_member, .pid = SHM_OPERATOR_PID, .command = "operator"};
   for (uint32_t k = 0; k < n; k++) {
-    h->part[k] = (shm_part){.limit = parts[k].limit, .guarantee = parts[k].guarantee};
+    h->part[k] = gpupart__shm_part_sized(&parts[k].size);
     snprintf(h->part[k].name, SHM_NAME, "%s", parts[k].name);
     h->share[k] = (shm_share){.member = h->member[slot].id, .member_slot = slot, .part = k};
   }
@@ -90,12 +90,12 @@ static int figures_fit(const char *path, uint64_t budget, const gpupart__operato
     for (uint32_t j = 0; j < k; j++)
       if (strcmp(parts[j].name, parts[k].name) == 0)
         return gpupart__fail(GPUPART_EINVAL, "ledger %s: partition '%s' is declared twice", path, parts[k].name);
-    if (parts[k].limit > budget || parts[k].guarantee > parts[k].limit)
+    if (parts[k].size.limit > budget || parts[k].size.guarantee > parts[k].size.limit)
       return gpupart__fail(GPUPART_ELIMIT,
                            "ledger %s: partition '%s' (limit %llu, guarantee %llu) exceeds the budget %llu", path,
-                           parts[k].name, (unsigned long long)parts[k].limit, (unsigned long long)parts[k].guarantee,
-                           (unsigned long long)budget);
-    floors = gpupart__shm_add(floors, parts[k].guarantee);
+                           parts[k].name, (unsigned long long)parts[k].size.limit,
+                           (unsigned long long)parts[k].size.guarantee, (unsigned long long)budget);
+    floors = gpupart__shm_add(floors, parts[k].size.guarantee);
   }
   if (floors > budget)
     return gpupart__fail(GPUPART_ELIMIT, "ledger %s: the partitions' guarantees (%llu bytes) exceed the budget %llu",

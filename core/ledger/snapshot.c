@@ -184,6 +184,8 @@ static void copy_entry(const shm_header *h, uint32_t k, snapshot_index *ix, gpup
   snprintf(o->name, sizeof o->name, "%.*s", (int)strnlen(pt->name, SHM_NAME - 1), pt->name);
   o->figures = (gpupart__ledger_figures){
       .limit = pt->limit, .guarantee = pt->guarantee, .reserved = pt->reserved, .peak_reserved = pt->peak_reserved};
+  o->limit_fraction = gpupart__shm_part_fraction(pt, 0); /* any bytes, until checked */
+  o->guarantee_fraction = gpupart__shm_part_fraction(pt, 1);
   if (gpupart__ledger_labels_ok(&pt->labels)) o->labels = pt->labels; /* any bytes, until checked */
   else o->labels_refused = 1;
   first_member(h, k, o);

@@ -51,6 +51,10 @@ typedef struct gpupart__ledger_snapshot_entry {
    * (gpupart__ledger_labels_ok) are left out, and labels_refused says so. */
   gpupart__ledger_labels labels;
   int labels_refused;
+  /* The fractions of the budget its limit and guarantee follow ((0, 1]), 0 for bytes;
+   * a value in the file that is no fraction (NaN, outside (0, 1]) reads as 0, as the
+   * library treats it (shm_format.h). */
+  double limit_fraction, guarantee_fraction;
 } gpupart__ledger_snapshot_entry;
 
 /* One ledger file as read at one moment, under its lock: never a torn mix of two states

@@ -5,9 +5,10 @@
  * needs a LIMIT below TOTAL) of LIMIT + 1 MiB, each of which must be refused with ELIMIT; prints "ready" and
  * waits for standard input to close; then frees everything and exits 0 (1 on any failure,
  * with the message). A spec that starts with '+' makes its partition preallocated (its
- * whole limit reserved at creation). With GPUPART_TEST_HOLDER_ENV set, the GPUPART_*
- * variables are read too (the configured partitions, a DRA metadata folder), as a job's.
- * usage: holder DIR TOTAL [+]NAME:LIMIT:GUARANTEE:ALLOC[:FAILS]... */
+ * whole limit reserved at creation). LIMIT and GUARANTEE may be given as a percentage of
+ * the budget instead ("50%": a fraction the shared ledger keeps and follows). With GPUPART_TEST_HOLDER_ENV set, the
+ * GPUPART_* variables are read too (the configured partitions, a DRA metadata folder), as a job's. usage: holder DIR
+ * TOTAL [+]NAME:LIMIT:GUARANTEE:ALLOC[:FAILS]... */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,17 +21,30 @@ static int fail(const char *what, gpupart_result rc) {
   return 1;
 }
 
+/* MiB, or "N%": a fraction of the budget. */
+static void size_of(const char *v, unsigned long long *mib, double *fraction) {
+  char *end;
+  double n = strtod(v, &end);
+  *fraction = *end == '%' ? n / 100 : 0;
+  *mib = *end == '%' ? 0 : strtoull(v, NULL, 10);
+}
+
 /* Creates and fills the partition spec describes; the allocation goes to *a. */
 static int hold(gpupart_device *dev, const char *spec, gpupart_allocation **a) {
-  char name[64];
+  char name[64], lim[32], flo[32];
   unsigned long long limit, guarantee, alloc, fails = 0;
+  double lf, gf;
   int prealloc = *spec == '+';
   spec += prealloc;
-  if (sscanf(spec, "%63[^:]:%llu:%llu:%llu:%llu", name, &limit, &guarantee, &alloc, &fails) < 4)
+  if (sscanf(spec, "%63[^:]:%31[^:]:%31[^:]:%llu:%llu", name, lim, flo, &alloc, &fails) < 4)
     return fprintf(stderr, "holder: bad partition '%s'\n", spec), 1;
+  size_of(lim, &limit, &lf);
+  size_of(flo, &guarantee, &gf);
   gpupart_partition_desc pd = {.name = name,
                                .limit = limit * MIB,
+                               .fraction = lf,
                                .guarantee = guarantee * MIB,
+                               .guarantee_fraction = gf,
                                .growth = prealloc ? GPUPART_GROWTH_OFF : GPUPART_GROWTH_DEFAULT};
   gpupart_partition *p = NULL;
   gpupart_result rc = gpupart_partition_create(dev, &pd, &p);

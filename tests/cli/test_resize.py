@@ -7,6 +7,7 @@ Usage: test_resize.py PATH/TO/gpupart PATH/TO/holder"""
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_cli as t  # noqa: E402
@@ -50,13 +51,59 @@ def test_resize_budget():
     with t.Holders(["train:512:128:100"]) as h:
         out, _ = t.expect_rc(["resize", "--budget", "2GiB"], 0, env=h.env())
         t.check(device(h)["budget"] == 2 * GIB, "the new budget")
-        t.check("partition 'train' keeps limit 536870912 bytes (25.0% of the new budget)" in out
-                and "do not follow the budget" in out, "says the partitions keep their bytes", out)
+        t.check("budget 2147483648 bytes" in out and "partition 'train' limit 536870912 bytes, guarantee 134217728 "
+                "bytes\n" in out, "says the partitions in bytes keep them", out)
         t.check(part(h, "train").get("limit") == 512 * MIB, "kept")
         _, err = t.expect_rc(["resize", "--budget", "256MiB"], 1, env=h.env())
         t.check("'train' has the limit" in err, "names the partition in the way", err)
         _, err = t.expect_rc(["resize", "--budget", "64MiB"], 1, env=h.env())
-        t.check("guarantees sum to" in err, "the guarantees", err)
+        t.check("guarantees would sum to" in err and "'train' 134217728" in err, "the guarantees, named", err)
+
+
+def test_resize_budget_rescales_the_partitions_given_as_a_share():
+    with t.Holders(["half:50%:25%:100", "bytes:64:0:10"]) as h:
+        t.check(part(h, "half").get("limit") == 512 * MIB, "50% of 1 GiB")
+        out, _ = t.expect_rc(["resize", "--budget", "2GiB"], 0, env=h.env())
+        t.check("partition 'half' limit 1073741824 bytes (50% of the budget, follows it), guarantee 536870912 bytes "
+                "(25% of the budget, follows it)" in out, "says what each became", out)
+        t.check("partition 'bytes' limit 67108864 bytes, guarantee 0 bytes\n" in out, "bytes stay", out)
+        p = part(h, "half")
+        t.check(p.get("limit") == GIB and p.get("guarantee") == 512 * MIB, "the ledger's figures", p)
+        t.check(part(h, "bytes").get("limit") == 64 * MIB, "bytes stay bytes")
+        _, err = t.expect_rc(["resize", "--budget", "150MiB", "--wait", "100"], 3, env=h.env())
+        pid = h.procs[0].pid
+        t.check(f"pid {pid} (cli_holder)" in err and "partition 'half'" in err, "names the holder", err)
+        out, _ = t.expect_rc(["resize", "bytes", "--limit", "10%"], 0, env=h.env())
+        t.check("partition 'bytes' limit" in out and "(10% of the budget, follows it)" in out,
+                "a share given to resize is kept", out)
+        t.expect_rc(["resize", "--budget", "1GiB"], 0, env=h.env())
+        t.check(part(h, "bytes").get("limit") < 110 * MIB, "and followed", part(h, "bytes"))
+
+
+def test_the_operator_s_shares_follow_the_budget():
+    d = tempfile.mkdtemp(prefix="gpupart-op-")
+    try:
+        env = t.operator_env(d)  # critical:50%:40%, be:80%:0 of a 1 GiB sim device
+        t.expect_rc(["ledger", "create"], 0, env=env)
+        out, _ = t.expect_rc(["resize", "--budget", "2GiB"], 0, env=env)
+        parts = {p["name"]: p for p in t.top_json(Dir(d))["devices"][0]["partitions"]}
+        crit, be = parts["critical"], parts["be"]
+        t.check(crit["limit"] == GIB and 800 * MIB < crit["guarantee"] <= 0.4 * 2 * GIB, "50% and 40% of 2 GiB", crit)
+        t.check(1600 * MIB < be["limit"] <= 0.8 * 2 * GIB, "80% of 2 GiB", be)
+        t.check("partition 'critical' limit 1073741824 bytes (50% of the budget, follows it)" in out, "said", out)
+        t.expect_rc(["ledger", "remove"], 0, env=env)
+    finally:
+        subprocess.run(["rm", "-rf", d])
+
+
+class Dir:
+    """A ledger folder for top_json."""
+
+    def __init__(self, d):
+        self.dir = d
+
+    def env(self):
+        return {"GPUPART_LEDGER_DIR": self.dir}
 
 
 def test_a_job_with_the_original_figures_joins_after_a_resize():

@@ -35,7 +35,7 @@ TestSuite(ledger, .init = setup, .fini = teardown);
 static int add(uint64_t limit, uint64_t guarantee, gpupart__ledger_entry **e) {
   char name[16];
   snprintf(name, sizeof name, "e%d", accounts++);
-  return L->ops->add(L, M, name, limit, guarantee, e);
+  return L->ops->add(L, M, name, &(gpupart__ledger_size){.limit = limit, .guarantee = guarantee}, e);
 }
 
 static gpupart__ledger_entry *account(uint64_t limit, uint64_t guarantee) {
@@ -268,8 +268,9 @@ Test(ledger, names_are_unique_and_found_whoever_added_them) {
   cr_assert_eq(L->ops->join(L, &other), GPUPART_OK);
   cr_expect_neq(other, M, "every member has its own id");
   gpupart__ledger_entry *e = NULL, *dup = (gpupart__ledger_entry *)&e;
-  cr_assert_eq(L->ops->add(L, M, "train", 10 * MiB, 0, &e), GPUPART_OK);
-  cr_expect_eq(L->ops->add(L, other, "train", 10 * MiB, 0, &dup), GPUPART_EEXIST);
+  cr_assert_eq(L->ops->add(L, M, "train", &(gpupart__ledger_size){.limit = 10 * MiB, .guarantee = 0}, &e), GPUPART_OK);
+  cr_expect_eq(L->ops->add(L, other, "train", &(gpupart__ledger_size){.limit = 10 * MiB, .guarantee = 0}, &dup),
+               GPUPART_EEXIST);
   cr_expect_null(dup);
   cr_expect_eq(L->ops->find(L, "train"), e);
   cr_expect_null(L->ops->find(L, "eval"));
@@ -281,7 +282,8 @@ Test(ledger, names_are_unique_and_found_whoever_added_them) {
 
 Test(ledger, only_a_member_may_add) {
   gpupart__ledger_entry *e = (gpupart__ledger_entry *)&e;
-  cr_expect_eq(L->ops->add(L, M + 100, "x", 10 * MiB, 0, &e), GPUPART_EINVAL);
+  cr_expect_eq(L->ops->add(L, M + 100, "x", &(gpupart__ledger_size){.limit = 10 * MiB, .guarantee = 0}, &e),
+               GPUPART_EINVAL);
   cr_expect_null(e);
   cr_expect_eq(L->ops->list(L, 0, NULL, 0), 0);
 }
@@ -290,9 +292,10 @@ Test(ledger, list_gives_each_members_entries_with_their_figures) {
   gpupart__ledger_member other;
   cr_assert_eq(L->ops->join(L, &other), GPUPART_OK);
   gpupart__ledger_entry *a, *b, *c;
-  cr_assert_eq(L->ops->add(L, M, "a", 10 * MiB, 4 * MiB, &a), GPUPART_OK);
-  cr_assert_eq(L->ops->add(L, other, "b", 20 * MiB, 0, &b), GPUPART_OK);
-  cr_assert_eq(L->ops->add(L, other, "c", 30 * MiB, 0, &c), GPUPART_OK);
+  cr_assert_eq(L->ops->add(L, M, "a", &(gpupart__ledger_size){.limit = 10 * MiB, .guarantee = 4 * MiB}, &a),
+               GPUPART_OK);
+  cr_assert_eq(L->ops->add(L, other, "b", &(gpupart__ledger_size){.limit = 20 * MiB, .guarantee = 0}, &b), GPUPART_OK);
+  cr_assert_eq(L->ops->add(L, other, "c", &(gpupart__ledger_size){.limit = 30 * MiB, .guarantee = 0}, &c), GPUPART_OK);
   reserve(b, 6);
   gpupart__ledger_entry_info info[4];
   cr_expect_eq(L->ops->list(L, 0, NULL, 0), 3, "a count without a buffer");
@@ -317,7 +320,8 @@ Test(ledger, a_member_that_leaves_returns_its_entries_bytes_and_guarantees) {
   gpupart__ledger_member other;
   cr_assert_eq(L->ops->join(L, &other), GPUPART_OK);
   gpupart__ledger_entry *g, *mine = account(100, 0);
-  cr_assert_eq(L->ops->add(L, other, "held", 100 * MiB, 50 * MiB, &g), GPUPART_OK);
+  cr_assert_eq(L->ops->add(L, other, "held", &(gpupart__ledger_size){.limit = 100 * MiB, .guarantee = 50 * MiB}, &g),
+               GPUPART_OK);
   cr_expect_eq(reserve(g, 70), GPUPART__GRANTED);
   gpupart__refusal bound;
   cr_expect_eq(grantable(mine, &bound), 30);
@@ -328,16 +332,20 @@ Test(ledger, a_member_that_leaves_returns_its_entries_bytes_and_guarantees) {
   cr_expect_null(L->ops->find(L, "held"));
   cr_expect_eq(L->ops->list(L, other, NULL, 0), 0);
   gpupart__ledger_entry *e = (gpupart__ledger_entry *)&e;
-  cr_expect_eq(L->ops->add(L, other, "late", 1 * MiB, 0, &e), GPUPART_EINVAL, "it is no member any more");
+  cr_expect_eq(L->ops->add(L, other, "late", &(gpupart__ledger_size){.limit = 1 * MiB, .guarantee = 0}, &e),
+               GPUPART_EINVAL, "it is no member any more");
 }
 
 Test(ledger, guarantees_of_all_members_sum_against_one_budget) {
   gpupart__ledger_member other;
   cr_assert_eq(L->ops->join(L, &other), GPUPART_OK);
   gpupart__ledger_entry *a, *b = (gpupart__ledger_entry *)&a;
-  cr_assert_eq(L->ops->add(L, M, "a", 100 * MiB, 60 * MiB, &a), GPUPART_OK);
-  cr_expect_eq(L->ops->add(L, other, "b", 100 * MiB, 41 * MiB, &b), GPUPART_ELIMIT);
-  cr_assert_eq(L->ops->add(L, other, "b", 100 * MiB, 40 * MiB, &b), GPUPART_OK);
+  cr_assert_eq(L->ops->add(L, M, "a", &(gpupart__ledger_size){.limit = 100 * MiB, .guarantee = 60 * MiB}, &a),
+               GPUPART_OK);
+  cr_expect_eq(L->ops->add(L, other, "b", &(gpupart__ledger_size){.limit = 100 * MiB, .guarantee = 41 * MiB}, &b),
+               GPUPART_ELIMIT);
+  cr_assert_eq(L->ops->add(L, other, "b", &(gpupart__ledger_size){.limit = 100 * MiB, .guarantee = 40 * MiB}, &b),
+               GPUPART_OK);
   cr_expect_eq(reserve(b, 41), GPUPART__REFUSED_BUDGET, "a's unused floor is held back from the other member");
   L->ops->leave(L, other);
   L->ops->remove(L, a);

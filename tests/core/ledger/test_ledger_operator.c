@@ -45,7 +45,7 @@ static int operator_remove(int force) {
 }
 
 Test(ledger_operator, a_floor_is_held_with_no_process_and_jobs_get_the_ledgers_figures) {
-  gpupart__operator_part parts[] = {{"critical", 512 * MiB, 400 * MiB}};
+  gpupart__operator_part parts[] = {{"critical", {.limit = 512 * MiB, .guarantee = 400 * MiB}}};
   cr_assert_eq(operator_create(1 * GiB, parts, 1), GPUPART_OK, "%s", gpupart_last_error());
   gpupart_context *ctx = shared_context();
   gpupart_device *dev = NULL;
@@ -70,13 +70,15 @@ Test(ledger_operator, a_floor_is_held_with_no_process_and_jobs_get_the_ledgers_f
 }
 
 Test(ledger_operator, figures_that_cannot_fit_are_refused_before_the_file_is_made) {
-  gpupart__operator_part over[] = {{"a", 600 * MiB, 600 * MiB}, {"b", 600 * MiB, 600 * MiB}};
+  gpupart__operator_part over[] = {{"a", {.limit = 600 * MiB, .guarantee = 600 * MiB}},
+                                   {"b", {.limit = 600 * MiB, .guarantee = 600 * MiB}}};
   cr_expect_eq(operator_create(1 * GiB, over, 2), GPUPART_ELIMIT, "floors past the budget");
-  gpupart__operator_part twice[] = {{"a", 1 * MiB, 0}, {"a", 1 * MiB, 0}};
+  gpupart__operator_part twice[] = {{"a", {.limit = 1 * MiB, .guarantee = 0}},
+                                    {"a", {.limit = 1 * MiB, .guarantee = 0}}};
   cr_expect_eq(operator_create(1 * GiB, twice, 2), GPUPART_EINVAL, "a name declared twice");
-  gpupart__operator_part big[] = {{"a", 2 * GiB, 0}};
+  gpupart__operator_part big[] = {{"a", {.limit = 2 * GiB, .guarantee = 0}}};
   cr_expect_eq(operator_create(1 * GiB, big, 1), GPUPART_ELIMIT, "a limit past the budget");
-  gpupart__operator_part floor_over_limit[] = {{"a", 1 * MiB, 2 * MiB}};
+  gpupart__operator_part floor_over_limit[] = {{"a", {.limit = 1 * MiB, .guarantee = 2 * MiB}}};
   cr_expect_eq(operator_create(1 * GiB, floor_over_limit, 1), GPUPART_ELIMIT, "a floor past its limit");
   cr_expect_eq(operator_create(0, NULL, 0), GPUPART_EINVAL, "a budget of 0");
   char path[4096];
@@ -135,7 +137,7 @@ Test(ledger_operator, the_operators_mark_over_a_dead_members_slot_keeps_none_of_
 
 Test(ledger_operator, in_a_group_folder_the_operators_ledger_is_the_groups) {
   cr_assert_eq(chmod(dir, 02770), 0);
-  gpupart__operator_part parts[] = {{"critical", 512 * MiB, 400 * MiB}};
+  gpupart__operator_part parts[] = {{"critical", {.limit = 512 * MiB, .guarantee = 400 * MiB}}};
   cr_assert_eq(operator_create(1 * GiB, parts, 1), GPUPART_OK, "%s", gpupart_last_error());
   char path[4096];
   ledger_path(path, sizeof path);

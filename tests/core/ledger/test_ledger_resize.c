@@ -262,21 +262,115 @@ Test(ledger_resize, a_preallocated_partition_without_responder_takes_a_grown_lim
                   * (grown on demand instead, it would hold 350) */
 }
 
-/* A budget change leaves every partition's bytes as they are (the ledger holds bytes,
- * not shares) and marks the partitions resized: a job whose configuration sizes the
- * partition as a share of the budget, which now resolves to other bytes, joins it with
- * the ledger's figures instead of meeting EEXIST. */
-Test(ledger_resize, a_budget_change_keeps_a_share_sized_partition_s_bytes_and_later_jobs_join_it) {
-  member a = started((const char *[]){"fpart", "half", "50", "ready", "wait", "check", NULL});
-  uint64_t limit = figures_of("half").limit;
-  cr_assert_eq(limit, 512 * MiB);
-  gpupart__ledger_change c = {.limit = 800 * MiB, .guarantee = GPUPART__LEDGER_KEEP};
+/* ---- a budget change: the partitions given as a fraction of the budget follow it ---- */
+
+static int change_budget(uint64_t budget, int wait_ms) { return change(NULL, budget, 0, wait_ms); }
+
+/* The member grows into the new half at once (it reads its limit from the ledger); a
+ * job started later with the same fraction resolves it against the new budget and joins
+ * with the same bytes, and the partition is not marked resized: other figures are still
+ * refused (EEXIST). */
+Test(ledger_resize, a_doubled_budget_doubles_a_fraction_sized_partition_and_its_member_grows_into_it) {
+  member a = started((const char *[]){"fpart", "half", "50", "alloc", "300", "refuse", "300", "ready", "wait", "alloc",
+                                      "500", "check", NULL});
+  cr_assert_eq(figures_of("half").limit, 512 * MiB);
+  cr_assert_eq(change_budget(2048 * MiB, 0), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(figures_of("half").limit, 1024 * MiB, "50 %% of the new budget");
+  finish(&a, 0); /* its 500 MiB more were granted: 800 of the new 1024 */
+  member b = started((const char *[]){"fpart", "half", "50", "alloc", "100", "ready", "wait", "check", NULL});
+  cr_expect_eq(run_member((const char *[]){"part", "half", "700", "0", NULL}), 11, "EEXIST: not marked resized");
+  finish(&b, 0);
+}
+
+Test(ledger_resize, a_halved_budget_below_what_a_fraction_sized_partition_holds_is_refused_naming_the_holder) {
+  member m = started((const char *[]){"fpart", "half", "50", "alloc", "400", "ready", "wait", "check", NULL});
+  cr_expect_eq(change_budget(512 * MiB, 100), GPUPART_EBUSY, "256 MiB would be its limit, below the 400 it holds");
+  char who[64];
+  snprintf(who, sizeof who, "pid %d (shm_member)", (int)m.pid);
+  cr_expect(has(who) && has("partition 'half'") && has("asked to give back") && has("nothing was changed"), "%s",
+            gpupart_last_error());
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect_eq(s->budget, 1024 * MiB, "nothing changed");
+  free(s);
+  cr_expect_eq(figures_of("half").limit, 512 * MiB);
+  cr_expect_eq(change_budget(1600 * MiB, 0), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(figures_of("half").limit, 800 * MiB);
+  finish(&m, 0);
+}
+
+/* A guarantee given as a fraction scales with the budget; the sum with the others' (bytes
+ * here) must stay within the new budget, else nothing changes and the partitions with a
+ * guarantee are named. */
+Test(ledger_resize, guarantee_fractions_summing_past_a_smaller_budget_are_refused_naming_the_partitions) {
+  member m =
+      started((const char *[]){"gpart", "a", "50", "40", "part", "c", "600", "500", "ready", "wait", "check", NULL});
+  cr_expect_eq(change_budget(800 * MiB, 0), GPUPART_ELIMIT, "320 + 500 MiB of guarantees past 800");
+  cr_expect(has("'a' 335544320") && has("'c' 524288000") && has("nothing was changed"), "%s", gpupart_last_error());
+  gpupart__ledger_figures f = figures_of("a");
+  cr_expect(f.limit == 512 * MiB && f.guarantee <= 410 * MiB && f.guarantee > 400 * MiB, "unchanged");
+  cr_expect_eq(change_budget(900 * MiB, 0), GPUPART_OK, "360 + 500 fit: %s", gpupart_last_error());
+  f = figures_of("a");
+  cr_expect(f.limit == 450 * MiB && f.guarantee == 360 * MiB, "%llu %llu", (unsigned long long)f.limit,
+            (unsigned long long)f.guarantee);
+  f = figures_of("c");
+  cr_expect(f.limit == 600 * MiB && f.guarantee == 500 * MiB, "bytes stay bytes");
+  finish(&m, 0);
+}
+
+/* The partition's slot in the file, read without the lock (the test scribbles on it). */
+static off_t part_at(int fd, const char *name) {
+  shm_header *h = malloc(sizeof *h);
+  cr_assert_not_null(h);
+  cr_assert_eq(pread(fd, h, sizeof *h, 0), (ssize_t)sizeof *h);
+  int i = gpupart__shm_find_part(h, name);
+  free(h);
+  cr_assert_geq(i, 0);
+  return (off_t)(offsetof(shm_header, part) + (size_t)i * sizeof(shm_part));
+}
+
+/* Hostile bytes where a fraction belongs (NaN, past 1, below 0) are no fraction: the
+ * partition keeps its bytes through a budget change, and readers show it as bytes. */
+Test(ledger_resize, a_scribbled_fraction_is_treated_as_bytes) {
+  member m = started((const char *[]){"fpart", "n", "25", "fpart", "big", "25", "fpart", "neg", "25", "fpart", "ok",
+                                      "25", "ready", "wait", "check", NULL});
   char path[4096];
   ledger_path(path, sizeof path);
-  cr_assert_eq(gpupart__ledger_change_file(path, &c), GPUPART_OK, "%s", gpupart_last_error());
-  cr_expect_eq(figures_of("half").limit, limit, "its bytes are kept");
-  /* 50 % of the new budget is 400 MiB: another figure than the ledger's */
-  cr_expect_eq(run_member((const char *[]){"fpart", "half", "50", "alloc", "500", "check", NULL}), 0,
-               "the later job joined, the ledger's 512 MiB applying");
-  finish(&a, 0);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  cr_assert_geq(fd, 0);
+  const char *names[] = {"n", "big", "neg"};
+  const double bad[] = {__builtin_nan(""), 1.5, -0.5};
+  for (int k = 0; k < 3; k++) {
+    off_t at = part_at(fd, names[k]) + (off_t)offsetof(shm_part, limit_fraction);
+    cr_assert_eq(pwrite(fd, &bad[k], sizeof bad[k], at), (ssize_t)sizeof bad[k]);
+  }
+  close(fd);
+  cr_assert_eq(change_budget(2048 * MiB, 0), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart__ledger_snapshot *s = scan_one();
+  for (uint32_t i = 0; i < s->entries; i++) {
+    int follows = !strcmp(s->entry[i].name, "ok");
+    cr_expect_eq(s->entry[i].figures.limit, (follows ? 512 : 256) * MiB, "'%s'", s->entry[i].name);
+    cr_expect(s->entry[i].limit_fraction == (follows ? 0.25 : 0), "'%s' reads as bytes", s->entry[i].name);
+  }
+  cr_expect(s->consistent, "%s", s->why);
+  free(s);
+  finish(&m, 0);
+}
+
+/* A guarantee in bytes that a recomputed limit would fall below is refused, naming the
+ * partition, rather than lowered: the floor is the operator's to change. */
+Test(ledger_resize, a_budget_change_leaving_a_byte_guarantee_above_its_recomputed_limit_is_refused) {
+  shared_env e = open_shared_env();
+  gpupart_partition *p = NULL;
+  gpupart_partition_desc d = {.name = "mixed", .fraction = 0.5, .guarantee = 300 * MiB};
+  cr_assert_eq(gpupart_partition_create(e.dev, &d, &p), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(change_budget(512 * MiB, 0), GPUPART_EINVAL, "its limit would be 256 MiB");
+  cr_expect(has("'mixed' would have the guarantee 314572800 above its new limit 268435456"), "%s",
+            gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(e.dev), 1024 * MiB, "nothing changed");
+  cr_expect_eq(change_budget(800 * MiB, 0), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_stats st = part_stats(p);
+  cr_expect(st.limit == 400 * MiB && st.guarantee == 300 * MiB, "the limit follows, the bytes stay");
+  cr_expect_eq(gpupart_device_budget(e.dev), 800 * MiB);
+  cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK);
+  close_shared_env(&e);
 }
