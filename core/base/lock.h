@@ -57,26 +57,40 @@ void gpupart__lock_forbid_bias(void);
 void gpupart__lock_acquire_slow(gpupart__lock *l, int claim);
 void gpupart__lock_release_slow(gpupart__lock *l);
 
-static inline void gpupart__lock_take(gpupart__lock *l, int claim) {
+/* Takes the lock; returns nonzero when it entered by its bias (or, with NDEBUG, an
+ * unsynchronized lock), when gpupart__lock_leave's release is one plain store. The fused
+ * allocation paths keep the answer in a register, so that their release reads nothing. */
+static inline int gpupart__lock_enter(gpupart__lock *l, int claim) {
 #ifdef NDEBUG
-  if (__builtin_expect(l->unsynchronized, 0)) return;
+  if (__builtin_expect(l->unsynchronized, 0)) return 1;
 #endif
   if (__builtin_expect(atomic_load_explicit(&l->biased_to, memory_order_relaxed) == gpupart__lock_self, 1)) {
     atomic_store_explicit(&l->biased_in, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst); /* the store before the load; membarrier does the rest */
-    if (__builtin_expect(!atomic_load_explicit(&l->revoked, memory_order_acquire), 1)) return;
+    if (__builtin_expect(!atomic_load_explicit(&l->revoked, memory_order_acquire), 1)) return 1;
     atomic_store_explicit(&l->biased_in, 0, memory_order_release);
   }
   gpupart__lock_acquire_slow(l, claim);
+  return 0;
+}
+
+/* Drops a lock taken by gpupart__lock_enter in the same function, given its answer. An
+ * unsynchronized lock's biased_in is never 1, so storing 0 over it changes nothing. */
+static inline void gpupart__lock_leave(gpupart__lock *l, int by_bias) {
+  if (__builtin_expect(by_bias, 1)) {
+    atomic_store_explicit(&l->biased_in, 0, memory_order_release);
+    return;
+  }
+  gpupart__lock_release_slow(l);
 }
 
 /* The allocation paths: an unowned lock becomes this thread's (its bias). */
-static inline void gpupart__lock_acquire_bias(gpupart__lock *l) { gpupart__lock_take(l, 1); }
+static inline void gpupart__lock_acquire_bias(gpupart__lock *l) { (void)gpupart__lock_enter(l, 1); }
 
 /* Every other path (creation, stats, checks, the peak, growth): it takes the lock as the
  * owner does where it is the owner, and never claims an unowned lock, so a partition made
  * or inspected on one thread and used by another is biased to the one that allocates. */
-static inline void gpupart__lock_acquire(gpupart__lock *l) { gpupart__lock_take(l, 0); }
+static inline void gpupart__lock_acquire(gpupart__lock *l) { (void)gpupart__lock_enter(l, 0); }
 
 static inline void gpupart__lock_release(gpupart__lock *l) {
 #ifdef NDEBUG
