@@ -37,6 +37,10 @@ static inline gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t 
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);
 int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc);
 uint64_t gpupart__arena_release_empty(gpupart_partition *p);
+/* Partition lock held: whether a block a free empties may go back to the driver at all
+ * (a release threshold is set); when not, gpupart__arena_emptied does nothing, so the
+ * fast path need not ask. */
+static inline int gpupart__arena_may_release(const gpupart_partition *p) { return p->growth.release_threshold != 0; }
 /* Partition lock held, whole the FREE range that covers a block a free just emptied: the
  * block when it is due back to the driver (the cached empty bytes pass the release
  * threshold), detached for the caller to release with gpupart__arena_release_detached once

@@ -69,10 +69,10 @@ enum { GPUPART__LOCK_CLAIM = 1, GPUPART__LOCK_VISIT = 2 };
 void gpupart__lock_acquire_slow(gpupart__lock *l, int claim);
 void gpupart__lock_release_slow(gpupart__lock *l);
 
-/* Takes the lock; returns nonzero when it entered by its bias (or, with NDEBUG, an
- * unsynchronized lock), when gpupart__lock_leave's release is one plain store. The fused
- * allocation paths keep the answer in a register, so that their release reads nothing. */
-static inline int gpupart__lock_enter(gpupart__lock *l, int claim) {
+/* Enters by the bias, if this thread owns it and it stands (or, with NDEBUG, an
+ * unsynchronized lock): nonzero when in, and then gpupart__lock_leave_bias drops it; 0
+ * with nothing taken. No call: the fused allocation paths stay leaf functions. */
+static inline int gpupart__lock_try_bias(gpupart__lock *l) {
 #ifdef NDEBUG
   if (__builtin_expect(l->unsynchronized, 0)) return 1;
 #endif
@@ -82,18 +82,27 @@ static inline int gpupart__lock_enter(gpupart__lock *l, int claim) {
     if (__builtin_expect(!atomic_load_explicit(&l->revoked, memory_order_acquire), 1)) return 1;
     atomic_store_explicit(&l->biased_in, 0, memory_order_release);
   }
+  return 0;
+}
+
+/* Drops a lock entered by its bias. An unsynchronized lock's biased_in is never 1, so
+ * storing 0 over it changes nothing. */
+static inline void gpupart__lock_leave_bias(gpupart__lock *l) {
+  atomic_store_explicit(&l->biased_in, 0, memory_order_release);
+}
+
+/* Takes the lock; returns nonzero when it entered by its bias (gpupart__lock_try_bias),
+ * when gpupart__lock_leave's release is one plain store. */
+static inline int gpupart__lock_enter(gpupart__lock *l, int claim) {
+  if (__builtin_expect(gpupart__lock_try_bias(l), 1)) return 1;
   gpupart__lock_acquire_slow(l, claim);
   return 0;
 }
 
-/* Drops a lock taken by gpupart__lock_enter in the same function, given its answer. An
- * unsynchronized lock's biased_in is never 1, so storing 0 over it changes nothing. */
+/* Drops a lock taken by gpupart__lock_enter in the same function, given its answer. */
 static inline void gpupart__lock_leave(gpupart__lock *l, int by_bias) {
-  if (__builtin_expect(by_bias, 1)) {
-    atomic_store_explicit(&l->biased_in, 0, memory_order_release);
-    return;
-  }
-  gpupart__lock_release_slow(l);
+  if (__builtin_expect(by_bias, 1)) gpupart__lock_leave_bias(l);
+  else gpupart__lock_release_slow(l);
 }
 
 /* The allocation paths: an unowned lock becomes this thread's (its bias). */

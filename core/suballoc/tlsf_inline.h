@@ -198,11 +198,12 @@ static inline gpupart__range *gpupart__tlsf_carve_bottom(gpupart__tlsf *t, gpupa
   return u;
 }
 
-/* gpupart__tlsf_alloc for a request the fast path can take: size nonzero and at most
- * what rounds up to the granule without overflow, align at most the granule (a power of
- * two or 0). A range from the first list whose every range fits is cut at its bottom, or
- * taken whole; anything else (no such list holds one, the pool is low) is the
- * out-of-line allocation's, with the same result. */
+/* gpupart__tlsf_alloc's common case, with no call: for size nonzero and at most what
+ * rounds up to the granule without overflow, at the granule's alignment, a range from
+ * the first list whose every range fits, cut at its bottom or taken whole. NULL, with
+ * nothing changed, where gpupart__tlsf_alloc has more to do (no such list holds a range
+ * and the request's own list may, the node pool is low) or nothing fits: the caller then
+ * asks gpupart__tlsf_alloc, which gives the same range this would have. */
 static inline gpupart__range *gpupart__tlsf_alloc_small(gpupart__tlsf *t, uint64_t size) {
   gpupart__tlsf_request q = {.asked = size};
   q.size = q.need = (size + t->granule - 1u) & ~(t->granule - 1u);
@@ -210,16 +211,26 @@ static inline gpupart__range *gpupart__tlsf_alloc_small(gpupart__tlsf *t, uint64
   gpupart__range *r = NULL;
   if (__builtin_expect(gpupart__tlsf_good_fit_list(q.size >> t->shift, &list), 1))
     r = gpupart__tlsf_search_from(t, list);
-  if (__builtin_expect(!r || t->pool_count < 2u, 0)) return gpupart__tlsf_alloc(t, size, 0);
+  if (__builtin_expect(!r || t->pool_count < 2u, 0)) return NULL;
   if (__builtin_expect(r->size > q.size, 1)) return gpupart__tlsf_carve_bottom(t, r, &q);
   gpupart__tlsf_remove_free(t, r);
   gpupart__tlsf_mark_used(t, r, &q);
   return r;
 }
 
+/* Whether freeing r (USED) leaves its block one FREE range: each neighbour is missing,
+ * or FREE and the block's end. Asked before the free, so a caller can leave the rare
+ * case to a path that may release the block. */
+static inline int gpupart__tlsf_free_empties(const gpupart__range *r) {
+  const gpupart__range *p = r->prev_phys, *n = r->next_phys;
+  return (!p || (p->state == GPUPART__RANGE_FREE && !p->prev_phys)) &&
+         (!n || (n->state == GPUPART__RANGE_FREE && !n->next_phys));
+}
+
 /* gpupart__tlsf_free for a range known to be USED and t's (the caller checked its
  * handle): returns the resulting FREE range. */
-static inline gpupart__range *gpupart__tlsf_free_used(gpupart__tlsf *t, gpupart__range *r) {
+static inline __attribute__((always_inline)) gpupart__range *gpupart__tlsf_free_used(gpupart__tlsf *t,
+                                                                                     gpupart__range *r) {
   gpupart__range *p = r->prev_phys, *n = r->next_phys;
   r->gen++; /* every handle of r so far is stale */
   t->totals.used -= r->size;

@@ -1,12 +1,13 @@
 /* Tests of the sub-allocator's inline operations (core/suballoc/tlsf_inline.h), which
  * the allocation fast path runs instead of the out-of-line calls: the same random
  * sequence of operations goes through gpupart__tlsf_alloc and gpupart__tlsf_free on one
- * allocator and through gpupart__tlsf_alloc_small and gpupart__tlsf_free_used on a
- * twin with the same blocks, and after every step both must have handed out the same
- * range (block and offset), returned the same FREE range, and pass the full check with
- * the same totals. The sequences cover exact fits, ranges cut from the bottom, moves
- * between lists, coalescing both ways, the list walk when no larger class holds a range,
- * node pool growth (thousands of live ranges) and refusals when nothing fits. */
+ * allocator and through gpupart__tlsf_alloc_small (and, where it leaves the request
+ * to the call, gpupart__tlsf_alloc, as the fast path does) and gpupart__tlsf_free_used
+ * on a twin with the same blocks, and after every step both must have handed out the
+ * same range (block and offset), returned the same FREE range, and pass the full check
+ * with the same totals; gpupart__tlsf_free_empties must foretell each emptied block. The sequences cover exact fits,
+ * ranges cut from the bottom, moves between lists, coalescing both ways, the list walk when no larger class holds a
+ * range, node pool growth (thousands of live ranges) and refusals when nothing fits. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <string.h>
@@ -29,6 +30,7 @@ typedef struct twin {
   gpupart__range *live[2][LIVE]; /* the same allocation in each */
   uint32_t nlive;
   uint64_t rng;
+  uint64_t handed_on, emptied; /* inline allocations left to the call; frees that emptied a block */
 } twin;
 
 static uint64_t next_rand(twin *w) { /* splitmix64 */
@@ -74,6 +76,10 @@ static uint64_t size_of(twin *w, uint64_t g) {
 static void step_alloc(twin *w, uint64_t size, uint64_t step) {
   gpupart__range *a = gpupart__tlsf_alloc(w->t[0], size, 0);
   gpupart__range *b = gpupart__tlsf_alloc_small(w->t[1], size);
+  if (!b) { /* the inline allocation left it to the call, as the fast path does */
+    w->handed_on++;
+    b = gpupart__tlsf_alloc(w->t[1], size, 0);
+  }
   same_range(a, b, step, "alloc");
   if (!a) return;
   REQUIRE(gpupart__range_user_size(a) == size && gpupart__range_user_size(b) == size, "step %llu: user size",
@@ -85,11 +91,15 @@ static void step_alloc(twin *w, uint64_t size, uint64_t step) {
 
 static void step_free(twin *w, uint64_t step) {
   uint32_t i = (uint32_t)(next_rand(w) % w->nlive);
+  int empties = gpupart__tlsf_free_empties(w->live[1][i]);
   gpupart__range *a = gpupart__tlsf_free(w->t[0], w->live[0][i]);
   gpupart__range *b = gpupart__tlsf_free_used(w->t[1], w->live[1][i]);
   same_range(a, b, step, "free");
   REQUIRE(gpupart__tlsf_block_is_empty(a) == gpupart__tlsf_block_is_empty(b), "step %llu: emptiness",
           (unsigned long long)step);
+  REQUIRE(empties == gpupart__tlsf_block_is_empty(b), "step %llu: free_empties said %d", (unsigned long long)step,
+          empties);
+  w->emptied += empties;
   w->nlive--;
   w->live[0][i] = w->live[0][w->nlive];
   w->live[1][i] = w->live[1][w->nlive];
@@ -113,6 +123,8 @@ static void run_twin(uint64_t seed, uint64_t g, uint64_t steps) {
   }
   while (w->nlive) step_free(w, steps);
   same_state(w, steps);
+  cr_expect(w->handed_on > 0 && w->emptied > 0, "the sequence reached the rare cases: %llu handed on, %llu emptied",
+            (unsigned long long)w->handed_on, (unsigned long long)w->emptied);
   for (int i = 0; i < 2; i++) gpupart__tlsf_destroy(w->t[i]);
   free(w);
 }
