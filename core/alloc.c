@@ -45,21 +45,16 @@ typedef struct request {
 static _Thread_local int in_reclaim;
 
 /* Partition lock held: counts an allocation of size bytes for the stats, the peaks and
- * gpupart top, all but the device peak's charge (count_alloc). Inline: the fast path runs
- * it on every allocation. */
-static inline __attribute__((always_inline)) void count_alloc_within(gpupart_partition *p, uint64_t size) {
+ * gpupart top; one that takes in_use above the partition's charge of the device peak
+ * crosses it (O(1), rare: peak.c). Inline: the fast path runs it on every allocation. */
+static inline __attribute__((always_inline)) void count_alloc(gpupart_partition *p, uint64_t size) {
   gpupart__counters *c = &p->c;
   c->in_use += size;
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
   c->live_allocations++;
   c->total_allocations++;
   gpupart__ledger_publish(&gpupart__published(p)->in_use, c->in_use); /* one relaxed store, for gpupart top */
-}
-
-/* And the charge: an allocation that takes in_use above it crosses (O(1), rare: peak.c). */
-static inline __attribute__((always_inline)) void count_alloc(gpupart_partition *p, uint64_t size) {
-  count_alloc_within(p, size);
-  if (__builtin_expect(p->c.in_use > p->charge, 0)) gpupart__peak_crossed(p);
+  if (__builtin_expect(c->in_use > p->charge, 0)) gpupart__peak_crossed(p);
 }
 
 /* Partition lock held. Counts the range r handed out for q; r is the handle. */
@@ -421,21 +416,21 @@ static __attribute__((noinline)) gpupart_result alloc_spin(gpupart_partition *p,
   return GPUPART_OK;
 }
 
-/* The fused fast path: one leaf function, no call on a hit. A request it can take as it
- * is (at most the device's alignment, which is the sub-allocator's granule; a size that
- * some block can hold; fast_size is 0 while a trace records) is checked in one
- * expression; the lock is entered by its bias, the sub-allocator's inline allocation
- * (tlsf_inline.h) places it and the counters count it. The rest is left, by tail calls,
- * to the paths that may call: a lock not entered by its bias (alloc_spin), an allocation
- * that would cross its partition's charge of the device peak (peak.c), a miss of the
- * inline allocation and any other request (the whole way). */
+/* The fused fast path: one function, no call on a hit but the rare crossing of the
+ * partition's charge of the device peak (peak.c; never on a solo partition). A request
+ * it can take as it is (at most the device's alignment, which is the sub-allocator's
+ * granule; a size that some block can hold; fast_size is 0 while a trace records) is
+ * checked in one expression; the lock is entered by its bias, the sub-allocator's inline
+ * allocation (tlsf_inline.h) places it and the counters count it. The rest is left, by
+ * tail calls with the lock dropped, to the paths that may call: a lock not entered by
+ * its bias (alloc_spin), a miss of the inline allocation and any other request (the
+ * whole way). */
 gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t alignment, gpupart_allocation **out) {
   if (__builtin_expect(
           p && out && size - 1 < p->fast_size && alignment <= p->fast_align && !(alignment & (alignment - 1)), 1)) {
     if (__builtin_expect(!gpupart__lock_try_bias(&p->lock), 0)) return alloc_spin(p, size, alignment, out);
-    gpupart__range *r = NULL;
-    if (__builtin_expect(p->c.in_use + size <= p->charge, 1)) r = gpupart__tlsf_alloc_small(p->arena.tlsf, size);
-    if (__builtin_expect(r != NULL, 1)) count_alloc_within(p, size);
+    gpupart__range *r = gpupart__tlsf_alloc_small(p->arena.tlsf, size);
+    if (__builtin_expect(r != NULL, 1)) count_alloc(p, size);
     gpupart__lock_leave_bias(&p->lock);
     if (__builtin_expect(r != NULL, 1)) {
       *out = (gpupart_allocation *)gpupart__tlsf_handle(r);
@@ -445,15 +440,12 @@ gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t align
   return alloc_whole_way(p, size, alignment, out);
 }
 
-/* Partition lock held: a free of size bytes, all but the device peak's charge. */
-static inline __attribute__((always_inline)) void count_free(gpupart_partition *p, uint64_t size) {
+/* Partition lock held: counts a free of size bytes. Inline: the fast path runs it on
+ * every free. */
+static inline __attribute__((always_inline)) void account_free(gpupart_partition *p, uint64_t size) {
   p->c.in_use -= size;
   gpupart__ledger_publish(&gpupart__published(p)->in_use, p->c.in_use);
   p->c.live_allocations--;
-}
-
-static void account_free(gpupart_partition *p, uint64_t size) {
-  count_free(p, size);
   if (p->charge != UINT64_MAX) gpupart__peak_freed(p); /* not solo (peak.c) */
 }
 
@@ -514,18 +506,19 @@ static __attribute__((noinline)) gpupart_result free_spin(gpupart_allocation *a)
   return GPUPART_OK;
 }
 
-/* The fused fast path of a free: one leaf function, no call in the common case. Entered
- * by the lock's bias, a live handle whose free has nothing more to do (no trace, no view,
- * a solo partition whose charge of the device peak does not move, a block that stays in
- * use or no release threshold to apply to one that empties) is freed by the sub-allocator's inline free (tlsf_inline.h)
- * and counted. Anything else is free_spin's, by a tail call, with the lock dropped first. */
+/* The fused fast path of a free: one function, no call in the common case (a partition
+ * that is not its device's solo one tells the device peak, peak.c). Entered by the lock's
+ * bias, a live handle whose free has nothing more to do (no trace, no view, a block that
+ * stays in use or no release threshold to apply to one that empties) is freed by the
+ * sub-allocator's inline free (tlsf_inline.h) and counted. Anything else is free_spin's,
+ * by a tail call, with the lock dropped first. */
 gpupart_result gpupart_free(gpupart_allocation *a) {
   if (!a) return GPUPART_OK;
   gpupart__range *r = gpupart__range_of(a);
   gpupart__tlsf *t = gpupart__range_owner(r);
   gpupart_partition *p = gpupart__tlsf_user(t);
   if (__builtin_expect(!gpupart__lock_try_bias(&p->lock), 0)) return free_spin(a);
-  if (__builtin_expect(!gpupart__handle_live(a) || p->trace || r->user_ext || p->charge != UINT64_MAX ||
+  if (__builtin_expect(!gpupart__handle_live(a) || p->trace || r->user_ext ||
                            (gpupart__arena_may_release(p) && gpupart__tlsf_free_empties(r)),
                        0)) {
     gpupart__lock_leave_bias(&p->lock);
@@ -533,7 +526,7 @@ gpupart_result gpupart_free(gpupart_allocation *a) {
   }
   uint64_t size = gpupart__range_user_size(r);
   gpupart__tlsf_free_used(t, r);
-  count_free(p, size);
+  account_free(p, size);
   gpupart__lock_leave_bias(&p->lock);
   return GPUPART_OK;
 }

@@ -71,7 +71,8 @@ void gpupart__lock_release_slow(gpupart__lock *l);
 
 /* Enters by the bias, if this thread owns it and it stands (or, with NDEBUG, an
  * unsynchronized lock): nonzero when in, and then gpupart__lock_leave_bias drops it; 0
- * with nothing taken. No call: the fused allocation paths stay leaf functions. */
+ * with nothing taken, so that the fused allocation paths choose their own way on a miss
+ * (alloc.c). */
 static inline int gpupart__lock_try_bias(gpupart__lock *l) {
 #ifdef NDEBUG
   if (__builtin_expect(l->unsynchronized, 0)) return 1;
