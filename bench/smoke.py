@@ -60,7 +60,7 @@ def check_configured(exe, d):
     (a partition declared in them holds its limit: the replay is refused past it) and puts
     every allocation of a built-in workload in partition p0."""
     out = os.path.join(d, "configured.json")
-    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+    base = {k: v for k, v in os.environ.items() if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith("GPUPART_")}
     args = [exe, "--backend", "sim", "--workload", "transformer", "--ops", "2000", "--repeat", "1",
             "--policy", "configured,growth", "--json", out]
     subprocess.run(args, env=base, check=True, capture_output=True, timeout=240)

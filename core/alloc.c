@@ -5,7 +5,10 @@
  *   3. the reclaim callbacks, the requester's first, then (budget or driver refusals)
  *      those of partitions above their guarantee, with no gpupart lock held, each asked
  *      for the shortfall and followed by a retry, until the request fits;
- *   4. fail with ELIMIT or EDEVMEM and a message that says why. */
+ *   4. fail with ELIMIT or EDEVMEM and a message that says why.
+ * A charge (gpupart_partition_charge) is a request that reserves its bytes in the ledger
+ * with no block behind them: it takes the same sequence (charge_attempt in place of the
+ * arena), under the device's slow lock, which also guards its record (slots.h). */
 #include "alloc.h"
 
 #include <inttypes.h>
@@ -17,6 +20,7 @@
 #include "events.h"
 #include "extstruct.h"
 #include "internal.h"
+#include "configured.h"
 #include "partition.h"
 #include "peak.h"
 #include "tlsf_inline.h"
@@ -39,6 +43,7 @@ static int is_final(refusal why) { return why == REFUSED_HOST || why < 0; }
 typedef struct request {
   uint64_t size, align, tag;
   uint32_t flags;
+  gpupart__slot **charge; /* a charge: where its record goes; NULL for an allocation */
 } request;
 
 /* Nonzero while this thread runs a reclaim callback: allocations made inside skip them. */
@@ -59,7 +64,7 @@ static inline __attribute__((always_inline)) void count_alloc(gpupart_partition 
 
 /* Partition lock held. Counts the range r handed out for q; r is the handle. */
 static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
-  r->user_tag = q->tag;
+  if (r) r->user_tag = q->tag; /* NULL: a charge */
   count_alloc(p, q->size);
   return r;
 }
@@ -73,9 +78,31 @@ static refusal refusal_of(int rc, gpupart__refusal bound) {
   return rc; /* another failure (EBACKEND, ...): passed on as it is */
 }
 
+/* A charge's attempt, device slow lock held: a record, then the bytes from the ledger,
+ * counted under the partition lock as an allocation's are (and in arena.charged). */
+static refusal charge_attempt(gpupart_partition *p, const request *q) {
+  gpupart__slot *slot = gpupart__slots_take(&p->charges, q->size);
+  if (!slot) return refusal_of(gpupart__fail(GPUPART_ENOMEM, "partition '%s': out of host memory", p->name), 0);
+  gpupart__ledger *l = p->dev->ledger;
+  gpupart__refusal bound = l->ops->reserve(l, p->account, q->size);
+  if (bound != GPUPART__GRANTED) {
+    gpupart__slots_put(&p->charges, slot);
+    return bound < 0 ? bound : refusal_of(GPUPART_ELIMIT, bound); /* < 0: the ledger's own code */
+  }
+  gpupart__lock_acquire(&p->lock);
+  p->arena.charged += q->size;
+  p->arena.charged_count++;
+  account_alloc(p, NULL, q);
+  gpupart__arena_raise_peak(&p->arena);
+  gpupart__lock_release(&p->lock);
+  *q->charge = slot;
+  return REFUSED_NONE;
+}
+
 /* One attempt, device slow lock held: the held blocks under the partition lock, then one
  * new block, whose driver call runs with the partition lock dropped (arena.c). */
 static refusal attempt(gpupart_partition *p, const request *q, gpupart__range **out) {
+  if (q->charge) return charge_attempt(p, q);
   gpupart__lock_acquire(&p->lock);
   gpupart__range *r = gpupart__arena_try(p, q->size, q->align);
   if (!r) {
@@ -145,11 +172,15 @@ static refusal retry_after_reclaim(gpupart_partition *p, const request *q, refus
 
 /* What the request lacks now (device slow lock held): the block it needs less what the
  * limit and budget can still grant; the whole block when the driver refused. */
-static uint64_t shortfall(const gpupart_partition *p, const request *q, refusal why) {
-  const gpupart_device *dev = p->dev;
+static uint64_t block_need(const gpupart_device *dev, const request *q) {
   uint64_t need = q->size, g = dev->granularity;
   if (q->align > dev->alignment) need += q->align - dev->alignment;
-  need = (need + g - 1) & ~(g - 1);
+  return (need + g - 1) & ~(g - 1);
+}
+
+static uint64_t shortfall(const gpupart_partition *p, const request *q, refusal why) {
+  const gpupart_device *dev = p->dev;
+  uint64_t need = block_need(dev, q), g = dev->granularity;
   if (why == REFUSED_DRIVER) return need;
   gpupart__refusal bound;
   uint64_t grant = dev->ledger->ops->grantable(dev->ledger, p->account, &bound) & ~(g - 1);
@@ -206,6 +237,9 @@ static void limit_cause(const gpupart_partition *p, const request *q, const gpup
   char who[640];
   if (in_use + q->size > f->limit) {
     snprintf(out, n, "the partition limit is reached");
+  } else if (q->charge && !others) {
+    snprintf(out, n,
+             "the partition's blocks hold the rest of its limit (their free bytes serve allocations, not charges)");
   } else if (others && in_use + others + q->size > f->limit) {
     l->ops->holders(l, p->account, GPUPART__REFUSED_LIMIT, who, sizeof who);
     snprintf(out, n, "other members of the shared partition hold %" PRIu64 " bytes of its limit: %s", others, who);
@@ -233,6 +267,12 @@ static void budget_cause(const gpupart_partition *p, const gpupart__ledger_figur
              "; this partition's guarantee of %" PRIu64 " bytes keeps others from taking "
              "more, but what they held before stays theirs until they free it",
              f->guarantee);
+  len = (int)strlen(out);
+  if (l->shared && (size_t)len < n)
+    snprintf(out + len, n - (size_t)len,
+             "; the other processes were asked to give back the bytes (a request served for %d ms, largest empty "
+             "blocks first, at the %s priority): a retry may find them",
+             GPUPART__REQUEST_WAIT_MS, f->reserved < f->guarantee ? "floor's" : "growth's");
 }
 
 /* The ceiling binds this process whatever the shared budget leaves: named with its source. */
@@ -266,9 +306,9 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   int64_t native = why == REFUSED_DRIVER || why < 0 ? gpupart_last_native_error() : 0; /* passed on */
   if (why == REFUSED_DRIVER || why < 0) snprintf(driver, sizeof driver, " (%s)", gpupart_last_error());
   if (why < 0)
-    return gpupart__fail_native(why, native,
-                                "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s", p->name,
-                                q->size, q->tag, gpupart_result_str(why), driver);
+    return gpupart__fail_native(why, native, "partition '%s': cannot %s %" PRIu64 " bytes (tag %" PRIu64 "): %s%s",
+                                p->name, q->charge ? "charge" : "allocate", q->size, q->tag, gpupart_result_str(why),
+                                driver);
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
   gpupart__lock_acquire(&p->lock);
@@ -278,12 +318,24 @@ static gpupart_result fail_alloc(gpupart_partition *p, const request *q, refusal
   gpupart__lock_release(&p->lock);
   refusal_text(p, q, why, &f, in_use, cause, sizeof cause);
   gpupart_result code = why == REFUSED_DRIVER ? GPUPART_EDEVMEM : why == REFUSED_HOST ? GPUPART_ENOMEM : GPUPART_ELIMIT;
-  code =
-      gpupart__fail_native(code, native,
-                           "partition '%s': cannot allocate %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
-                           ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
-                           p->name, q->size, q->tag, cause, driver, f.limit, in_use, f.reserved, largest);
+  code = gpupart__fail_native(code, native,
+                              "partition '%s': cannot %s %" PRIu64 " bytes (tag %" PRIu64 "): %s%s; limit %" PRIu64
+                              ", in use %" PRIu64 ", reserved %" PRIu64 ", largest free %" PRIu64,
+                              p->name, q->charge ? "charge" : "allocate", q->size, q->tag, cause, driver, f.limit,
+                              in_use, f.reserved, largest);
   return why == REFUSED_HOST ? code : gpupart__event_refused(p->dev, code);
+}
+
+/* Shared ledger, device slow lock held, the budget refused: asks the other processes for
+ * the block the request needs, at the floor's priority while the partition grows within
+ * its guarantee, else at growth's. */
+static void ask_others(gpupart_partition *p, const request *q) {
+  gpupart_device *dev = p->dev;
+  uint64_t need = block_need(dev, q);
+  gpupart__ledger_figures f;
+  dev->ledger->ops->get(dev->ledger, p->account, &f);
+  int within = f.reserved <= f.guarantee && need <= f.guarantee - f.reserved;
+  gpupart__device_ask_bytes(dev, need, within ? GPUPART__PRIORITY_FLOOR : GPUPART__PRIORITY_GROWTH);
 }
 
 /* The counts keep a reclaim callback from destroying p or closing its device while this
@@ -295,9 +347,11 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   gpupart__device_dra_poll(dev, 0); /* a DRA claim's newer generation, at most every GPUPART__DRA_POLL_NS */
   pthread_mutex_lock(&dev->slow);
   gpupart__device_honour_trim_locked(dev); /* shared ledger: other processes' requests */
+  gpupart__partition_take_grown_locked(p); /* a preallocated partition grown from outside */
   refusal why = attempt(p, q, out);
   if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
-  if (why == REFUSED_BUDGET) gpupart__device_ask_trim(dev); /* shared ledger: the others trim next */
+  if (why == REFUSED_BUDGET) ask_others(p, q); /* shared ledger: the others give back at once */
+  else if (why == REFUSED_NONE) gpupart__device_asked_enough(dev);
   pthread_mutex_unlock(&dev->slow);
   report_steps(p, q);
   if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
@@ -554,4 +608,60 @@ gpupart_result gpupart_allocation_get_info_sized(const gpupart_allocation *a, gp
   if (!live) return gpupart__fail(GPUPART_EINVAL, "allocation_get_info: %p was freed", (const void *)a);
   return gpupart__copy_out(out, out_size, &info, sizeof info, GPUPART__ALLOCATION_INFO_SIZE_0_2,
                            "allocation_get_info: gpupart_allocation_info");
+}
+
+/* ---- charges ----------------------------------------------------------------------- */
+
+gpupart_result gpupart_partition_charge(gpupart_partition *p, uint64_t bytes, gpupart_charge **out) {
+  if (!out) return gpupart__fail(GPUPART_EINVAL, "partition_charge: out is NULL");
+  *out = NULL;
+  if (!p)
+    return gpupart__fail(GPUPART_EINVAL,
+                         "partition_charge: the partition is NULL (did its gpupart_partition_create fail?)");
+  if (!bytes) return gpupart__fail(GPUPART_EINVAL, "partition_charge: bytes is 0");
+  gpupart__slot *slot = NULL;
+  gpupart__range *none = NULL;
+  const request q = {.size = bytes, .charge = &slot};
+  gpupart_result rc = alloc_slow(p, &q, &none);
+  if (rc) return rc;
+  if (__builtin_expect(p->trace != NULL, 0))
+    gpupart__trace_alloc(p->trace, p, &slot->aux, bytes); /* before it is out */
+  *out = (gpupart_charge *)gpupart__slots_handle(slot);
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_charge_release(gpupart_charge *c) {
+  if (!c) return GPUPART_OK;
+  gpupart_partition *p = gpupart__slots_owner((uintptr_t)c);
+  gpupart_device *dev = p->dev;
+  pthread_mutex_lock(&dev->slow);
+  gpupart__slot *slot = gpupart__slots_live((uintptr_t)c);
+  uint64_t bytes = slot ? slot->value : 0, trace_id = slot ? slot->aux : 0;
+  if (slot) gpupart__slots_put(&p->charges, slot);
+  gpupart__lock_acquire(&p->lock);
+  if (slot) {
+    p->arena.charged -= bytes;
+    p->arena.charged_count--;
+    account_free(p, bytes);
+  } else {
+    p->c.double_frees++;
+  }
+  gpupart__lock_release(&p->lock);
+  if (slot) dev->ledger->ops->release(dev->ledger, p->account, bytes);
+  pthread_mutex_unlock(&dev->slow);
+  if (__builtin_expect(trace_id != 0, 0)) gpupart__trace_free(p->trace, trace_id);
+  if (!slot)
+    return gpupart__fail(GPUPART_EINVAL, "charge_release: charge %p of partition '%s' was already released", (void *)c,
+                         p->name);
+  return GPUPART_OK;
+}
+
+uint64_t gpupart_charge_size(const gpupart_charge *c) {
+  if (!c) return 0;
+  gpupart_partition *p = gpupart__slots_owner((uintptr_t)c);
+  pthread_mutex_lock(&p->dev->slow);
+  const gpupart__slot *slot = gpupart__slots_live((uintptr_t)c);
+  uint64_t bytes = slot ? slot->value : 0;
+  pthread_mutex_unlock(&p->dev->slow);
+  return bytes;
 }

@@ -150,7 +150,7 @@ static int insert_block(gpupart_partition *p, gpupart__block *b, int prealloc) {
   b->prealloc = prealloc;
   link_block(&p->arena, b);
   p->arena.reserved += b->size;
-  if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
+  gpupart__arena_raise_peak(&p->arena);
   p->c.driver_allocs++;
   gpupart__ledger_publish(&gpupart__published(p)->driver_allocs, p->c.driver_allocs);
   return GPUPART_OK;
@@ -235,7 +235,7 @@ static int plan_growth(const gpupart_partition *p, uint64_t size, uint64_t align
  * blocks go: they could not hold this request, and a new block may fit where several
  * small empty ones did not. */
 static int should_release_first(const gpupart_partition *p, uint64_t block) {
-  return p->arena.reserved + block > p->arena.peak_reserved && empty_bytes_past(p, 0);
+  return p->arena.reserved + p->arena.charged + block > p->arena.peak_reserved && empty_bytes_past(p, 0);
 }
 
 /* Partition lock taken here: the plan, after releasing empty blocks where it says so. */
@@ -369,6 +369,30 @@ uint64_t gpupart__arena_release_empty(gpupart_partition *p) {
   return released;
 }
 
+uint64_t gpupart__arena_largest_empty(gpupart_partition *p) {
+  uint64_t best = 0;
+  if (p->arena.vm) return 0; /* its one record stands for what is mapped: release_empty shrinks it */
+  gpupart__lock_acquire(&p->lock);
+  for (const gpupart__block *b = p->arena.blocks; b; b = b->next)
+    if (!b->prealloc && b->size > best && block_empty(b)) best = b->size;
+  gpupart__lock_release(&p->lock);
+  return best;
+}
+
+uint64_t gpupart__arena_release_largest(gpupart_partition *p) {
+  gpupart__block *pick = NULL;
+  if (p->arena.vm) return 0;
+  gpupart__lock_acquire(&p->lock);
+  for (gpupart__block *b = p->arena.blocks; b; b = b->next)
+    if (!b->prealloc && (!pick || b->size > pick->size) && block_empty(b)) pick = b;
+  if (pick) detach_block(p, pick);
+  gpupart__lock_release(&p->lock);
+  if (!pick) return 0;
+  uint64_t size = pick->size;
+  gpupart__arena_release_detached(p, pick);
+  return size;
+}
+
 gpupart__block *gpupart__arena_emptied(gpupart_partition *p, const gpupart__range *whole) {
   gpupart__block *b = gpupart__range_block(whole);
   uint64_t threshold = p->growth.release_threshold;
@@ -398,9 +422,9 @@ int gpupart__arena_check(const gpupart_partition *p, char *why, uint64_t n) {
     return fail_check(why, n, p, "the unmapped tail does not start where the mapped bytes end");
   if (reserved != a->reserved || t.managed != reserved + unmapped || t.blocks != blocks)
     return fail_check(why, n, p, "reserved bytes differ from the blocks held");
-  if (t.used_ranges != p->c.live_allocations + tails)
-    return fail_check(why, n, p, "live allocations differ from the ranges in use");
-  if (p->c.in_use > t.used - unmapped) return fail_check(why, n, p, "in_use exceeds the bytes handed out");
+  if (t.used_ranges + a->charged_count != p->c.live_allocations + tails)
+    return fail_check(why, n, p, "live allocations differ from the ranges in use and the charges");
+  if (p->c.in_use - a->charged > t.used - unmapped) return fail_check(why, n, p, "in_use exceeds the bytes handed out");
   return 0;
 }
 
@@ -449,13 +473,26 @@ int gpupart__arena_expandable(gpupart_partition *p, uint64_t limit) {
   return GPUPART_OK;
 }
 
-/* Each growth maps what the request lacks and 1/32 of what is mapped already, so that
- * the calls stay near the growth policy's (a stream of small requests does not map one
- * granule each) while the unused top at the peak stays near 3% at most (measured on the
- * traces: docs/benchmarks.md). And at least the partition's initial block (rounded up to
- * the granule; never past the range): with a small granule (lavapipe's 4 KiB) 1/32 of a
- * small mapped range is a granule or two, and every growth would be a driver call. */
+/* Each growth maps what the request lacks and a step ahead, so that the calls stay near
+ * the growth policy's (a stream of small requests does not map one granule each) while
+ * the unused top at the peak stays small (measured on the traces: docs/benchmarks.md).
+ * The step ahead is 1/32 of what is mapped plus the partition's initial block, the
+ * latter never more than 1/32 of what is mapped either (so at most 1/16 in all, and
+ * nothing ahead while 1/32 is under a granule). Growth blocks start at the initial block
+ * whatever the partition's size, and 1/32 alone made more calls than they do where the
+ * peak is a few hundred MiB on a small granule (kineto on lavapipe: 38 chunks against 32
+ * blocks; 31 with the initial block). And each growth maps at least the initial block
+ * (rounded up to the granule; never past the range): with a small granule (lavapipe's
+ * 4 KiB) 1/32 of a small mapped range is a granule or two, and every growth would be a
+ * driver call. */
 #define AHEAD_SHIFT 5
+
+/* Partition lock held: the bytes mapped ahead of a request, a multiple of the granule. */
+static uint64_t step_ahead(const gpupart_partition *p) {
+  uint64_t g = p->arena.vm->granule, mapped = p->arena.reserved;
+  uint64_t initial = (p->growth.initial_block + g - 1) & ~(g - 1), part = (mapped >> AHEAD_SHIFT) & ~(g - 1);
+  return part + (initial < part ? initial : part);
+}
 
 /* Partition lock held: the bytes to map for a request, multiples of the granule: what
  * it needs beyond the free range just below the tail (*exact), and with the step ahead
@@ -467,7 +504,7 @@ static uint64_t expansion(const gpupart_partition *p, uint64_t size, uint64_t al
   if (gpupart__block_need(p->dev, size, align, &need) || need > tail->size) return 0;
   *exact = ((need > have ? need - have : 1) + g - 1) & ~(g - 1);
   if (*exact > tail->size - g) return 0;
-  uint64_t want = *exact + ((p->arena.reserved >> AHEAD_SHIFT) & ~(g - 1)), room = tail->size - g;
+  uint64_t want = *exact + step_ahead(p), room = tail->size - g;
   uint64_t least = p->growth.initial_block > room ? room : (p->growth.initial_block + g - 1) & ~(g - 1);
   if (want < least) want = least;
   return want <= room ? want : *exact;
@@ -479,7 +516,7 @@ static void count_mapped(gpupart_partition *p, uint64_t bytes, int up) {
   b->size = up ? b->size + bytes : b->size - bytes;
   b->drv.size = b->size;
   p->arena.reserved = up ? p->arena.reserved + bytes : p->arena.reserved - bytes;
-  if (p->arena.reserved > p->arena.peak_reserved) p->arena.peak_reserved = p->arena.reserved;
+  gpupart__arena_raise_peak(&p->arena);
 }
 
 /* Maps bytes at the tail's floor, paid for in the ledger first. On GPUPART_OK the tail is

@@ -23,6 +23,11 @@ static inline uint64_t gpupart__largest_block(const gpupart_device *dev) {
   return dev->info.max_block_bytes & ~(dev->alignment - 1);
 }
 
+/* Partition lock held, after reserved or charged rose: the peak of the two together. */
+static inline void gpupart__arena_raise_peak(gpupart__arena *a) {
+  if (a->reserved + a->charged > a->peak_reserved) a->peak_reserved = a->reserved + a->charged;
+}
+
 int gpupart__arena_init(gpupart__arena *a, const gpupart_device *dev);
 /* Makes the arena expandable (partition private, after init): one reserved range sized
  * from limit. ENOTSUP (the message says why) where the backend or device has no virtual
@@ -41,6 +46,12 @@ uint64_t gpupart__arena_release_empty(gpupart_partition *p);
  * (a release threshold is set); when not, gpupart__arena_emptied does nothing, so the
  * fast path need not ask. */
 static inline int gpupart__arena_may_release(const gpupart_partition *p) { return p->growth.release_threshold != 0; }
+/* Device slow lock held, partition lock not: the size of p's largest empty block that may
+ * go (never a preallocated one; 0: none; an expandable partition's mapped tail is no
+ * block), and the release of that one block (the bytes released). A give-back request
+ * (trim.c) releases blocks largest first and stops when it is met. */
+uint64_t gpupart__arena_largest_empty(gpupart_partition *p);
+uint64_t gpupart__arena_release_largest(gpupart_partition *p);
 /* Partition lock held, whole the FREE range that covers a block a free just emptied: the
  * block when it is due back to the driver (the cached empty bytes pass the release
  * threshold), detached for the caller to release with gpupart__arena_release_detached once

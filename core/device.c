@@ -14,6 +14,7 @@
 #include "extstruct.h"
 #include "internal.h"
 #include "ledgers.h"
+#include "configured.h"
 #include "partition.h"
 #include "pin.h"
 #include "trim.h"
@@ -144,6 +145,7 @@ static void device_free(gpupart_device *dev) {
   const gpupart__hostmem *mem = &dev->ctx->mem;
   gpupart__device_responder_stop(dev);
   while (dev->nparts) gpupart__partition_free(dev->parts[--dev->nparts]); /* a failed open's */
+  if (dev->ledger) gpupart__device_asked_enough(dev);                     /* a request it left ends with it */
   if (dev->ledger) gpupart__ledger_release(dev->ctx, dev->ledger, dev->member);
   if (dev->bdev) dev->ops->close(dev->bdev);
   pthread_mutex_destroy(&dev->slow);
@@ -238,6 +240,7 @@ static int device_setup(gpupart_device *dev, const gpupart_device_desc *d, unsig
   if (rc == GPUPART_OK) rc = gpupart__partition_create_configured(dev);
   dev->find_joins = dev->ledger && dev->ledger->shared;
   if (dev->find_joins) dev->ledger->ops->trim_asked(dev->ledger, &dev->trim_seen); /* past requests are not ours */
+  if (dev->find_joins && dev->ledger->ops->posted) dev->ledger->ops->posted(dev->ledger, &dev->posted_seen);
   if (rc == GPUPART_OK) rc = gpupart__device_responder_start(dev);
   if (rc == GPUPART_OK && v[GPUPART__OPT_VERBOSE].u) gpupart__verbose_print(dev);
   if (rc == GPUPART_OK) gpupart__verbose_warn_env(dev);

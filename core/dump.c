@@ -146,7 +146,7 @@ static void copy_block(snapshot *s, const gpupart__block *b, uint32_t index, con
 static void copy_partition_locked(gpupart_partition *p, snapshot *s, snap_part *sp) {
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &sp->f);
   sp->c = p->c;
-  sp->reserved = p->arena.reserved;
+  sp->reserved = p->arena.reserved + p->arena.charged;
   sp->peak_reserved = p->arena.peak_reserved;
   if (p->dev->ledger->shared) {
     sp->reserved = sp->f.reserved;

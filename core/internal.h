@@ -25,6 +25,7 @@
 #include "ratelimit.h"
 #include "registry.h"
 #include "settings.h"
+#include "slots.h"
 #include "tlsf.h"
 #include "trace.h"
 
@@ -89,9 +90,12 @@ typedef struct gpupart__growth {
 typedef struct gpupart__arena {
   gpupart__tlsf *tlsf;
   gpupart__block *blocks;
-  uint64_t reserved, peak_reserved; /* bytes of blocks held */
-  uint64_t releasing;               /* bytes of detached blocks the driver has not had back yet */
-  uint64_t last_block;              /* size of the last growth block (geometric sequence) */
+  uint64_t reserved;      /* bytes of blocks held */
+  uint64_t charged;       /* bytes of live charges (gpupart_partition_charge): ledger bytes no block holds */
+  uint64_t charged_count; /* and how many: live allocations that are no range */
+  uint64_t peak_reserved; /* the most of reserved + charged at once */
+  uint64_t releasing;     /* bytes of detached blocks the driver has not had back yet */
+  uint64_t last_block;    /* size of the last growth block (geometric sequence) */
   /* Expandable: the reserved range and its mapped chunks, and the USED range of the
    * sub-allocator that covers what is not mapped (the range's top); NULL for blocks. */
   gpupart__vmspace *vm;
@@ -110,8 +114,10 @@ struct gpupart_partition {
   gpupart__arena arena;
   gpupart__counters c;
   gpupart__growth growth;
+  uint64_t prealloc_tried; /* a preallocated partition's limit grown from outside, tried once (partition.c); slow */
   gpupart__ledger_entry *account;
   gpupart__ledger_publisher pub; /* where its counters are published for gpupart top (ledger.h) */
+  gpupart__slots charges;        /* its live charges' records (alloc.c); guarded by the device's slow lock */
   gpupart_reclaim_fn reclaim;
   void *reclaim_user;
   atomic_flag reclaim_busy;
@@ -156,6 +162,8 @@ struct gpupart_device {
    * whether gpupart_partition_find joins their partitions (not while the device opens, so
    * configured partitions another process made stay its own). Guarded by slow. */
   uint64_t trim_seen;
+  uint64_t posted_seen;   /* and the last sized give-back request posted that it looked at */
+  uint64_t growth_ticket; /* this handle's request for a growth the budget refused (trim.c), until it grows */
   int find_joins;
   /* DRA metadata (device.c): 1 + the index of the configuration's DRA device that names
    * this device (0: none), the generation applied and its memory; when its file is next

@@ -27,7 +27,7 @@ typedef struct resolved {
 
 static int bad_share(double f) { return isnan(f) || f < 0 || f > 1; }
 
-static uint64_t share_of(const gpupart_device *dev, double fraction, uint64_t bytes) {
+uint64_t gpupart__partition_share_of(const gpupart_device *dev, double fraction, uint64_t bytes) {
   uint64_t v = fraction > 0 ? (uint64_t)((long double)dev->budget * fraction) : bytes;
   return v & ~(dev->granularity - 1);
 }
@@ -71,7 +71,7 @@ static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, r
   if (bad_share(d->fraction) || bad_share(d->guarantee_fraction))
     return gpupart__fail(GPUPART_EINVAL, "partition_create: a fraction is outside (0, 1]");
   uint64_t budget = gpupart__budget_now(dev); /* a shared ledger's, as it is now */
-  uint64_t limit = share_of(dev, d->fraction, d->limit ? d->limit : budget);
+  uint64_t limit = gpupart__partition_share_of(dev, d->fraction, d->limit ? d->limit : budget);
   if (!d->fraction && !d->limit) limit = budget & ~(dev->granularity - 1); /* a shared budget may be finer */
   if (!limit)
     return gpupart__fail(GPUPART_EINVAL, "partition_create: the limit rounds down to 0 at granularity %llu",
@@ -79,7 +79,7 @@ static int resolve(const gpupart_device *dev, const gpupart_partition_desc *d, r
   if (limit > budget)
     return gpupart__fail(GPUPART_ELIMIT, "partition_create: limit %llu exceeds the budget %llu",
                          (unsigned long long)limit, (unsigned long long)budget);
-  uint64_t guarantee = share_of(dev, d->guarantee_fraction, d->guarantee);
+  uint64_t guarantee = gpupart__partition_share_of(dev, d->guarantee_fraction, d->guarantee);
   if (guarantee > limit)
     return gpupart__fail(GPUPART_EINVAL, "partition_create: guarantee %llu exceeds the limit %llu",
                          (unsigned long long)guarantee, (unsigned long long)limit);
@@ -138,6 +138,7 @@ void gpupart__partition_free(gpupart_partition *p) {
   gpupart__ledger_publisher_remove(&p->pub); /* before its share goes */
   if (p->account) dev->ledger->ops->remove(dev->ledger, p->account);
   gpupart__peak_leave(p);
+  gpupart__slots_fini(&p->charges);
   gpupart__host_free(&dev->ctx->mem, p->name);
   gpupart__host_free(&dev->ctx->mem, p);
 }
@@ -418,6 +419,7 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
                            .peak_fresh = 1,
                            .fast_size = dev->ctx->trace ? 0 : gpupart__largest_block(dev), /* alloc.c */
                            .fast_align = dev->alignment};
+  gpupart__slots_init(&p->charges, &dev->ctx->mem, p);
   gpupart__lock_init(&p->lock, (d->flags & GPUPART_PARTITION_UNSYNCHRONIZED) != 0);
   atomic_flag_clear(&p->reclaim_busy);
   int added = 0;
@@ -429,8 +431,27 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
   if (rc == GPUPART_OK && added == 1) rc = ledger_figures(p, &r);
   if (rc == GPUPART_OK && added == 1) rc = place(p, &r);
   gpupart__ledger_report(dev->ledger); /* dead members a preallocation reaped */
+  if (rc == GPUPART_OK) gpupart__device_dra_label(p);
   if (rc == GPUPART_OK) *out = p;
   return rc;
+}
+
+/* The claim's labels into p's partition in a shared ledger (partition.h). */
+void gpupart__device_dra_label(gpupart_partition *p) {
+  gpupart_device *dev = p->dev;
+  gpupart__ledger *l = dev->ledger;
+  if (!dev->dra || !l->ops->label) return;
+  const gpupart__config *c = dev->ctx->cfg;
+  const gpupart__dra_device *d = &c->dra[dev->dra - 1];
+  gpupart__ledger_labels lab;
+  snprintf(lab.claim, sizeof lab.claim, "%s", d->claim);
+  snprintf(lab.namespace, sizeof lab.namespace, "%s", d->namespace);
+  snprintf(lab.pod, sizeof lab.pod, "%s", c->dra_pod);
+  if (l->ops->label(l, p->account, &lab) == GPUPART_OK) return;
+  char line[GPUPART__MSG_MAX + 64];
+  snprintf(line, sizeof line, "partition '%s': the DRA claim's labels are not written: %s", p->name,
+           gpupart_last_error());
+  gpupart__log(dev->ctx, GPUPART_LOG_WARN, 1, line);
 }
 
 gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc, size_t desc_size,
@@ -442,55 +463,6 @@ gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart
   int rc = gpupart__copy_in(&d, GPUPART__PARTITION_DESC_SIZE, desc, desc_size, GPUPART__PARTITION_DESC_SIZE_0_2,
                             "partition_create: gpupart_partition_desc");
   return rc ? rc : create(dev, &d, 0, out);
-}
-
-/* ---- the partitions configuration declares ------------------------------------ */
-
-static gpupart_partition_desc partition_desc(const gpupart__pspec *p) {
-  gpupart_partition_desc d = {.name = p->name, .growth = p->growth, .release_threshold = p->release_threshold};
-  if (p->size.is_share) d.fraction = p->size.share;
-  else d.limit = p->size.bytes;
-  if (p->guarantee.is_share) d.guarantee_fraction = p->guarantee.share;
-  else d.guarantee = p->guarantee.bytes;
-  return d;
-}
-
-static int create_one(gpupart_device *dev, const gpupart__pspec *p) {
-  gpupart_partition_desc d = partition_desc(p);
-  gpupart_partition *part;
-  int rc = gpupart_partition_create(dev, &d, &part);
-  if (rc == GPUPART_OK) {
-    pthread_mutex_lock(&dev->slow);
-    part->configured = 1;
-    pthread_mutex_unlock(&dev->slow);
-    return rc;
-  }
-  char where[GPUPART__PATH_MAX + 16], why[GPUPART__MSG_MAX];
-  gpupart__source_format(p->src, where, sizeof where);
-  snprintf(why, sizeof why, "%s", gpupart_last_error());
-  if (rc == GPUPART_EINVAL || rc == GPUPART_ELIMIT || rc == GPUPART_EEXIST) rc = GPUPART_ECONFIG;
-  return gpupart__fail(rc, "%s: partition '%s' on %s:%u: %s", GPUPART__ECHO(where), p->name,
-                       gpupart_backend_name(dev->info.backend), dev->info.index, why);
-}
-
-/* A configured partition that another handle of the same physical device already made
- * (its names are device-wide) is that handle's: a second open does not make it again.
- * In the operator's ledger (gpupart ledger create) every job joins it at open, with the
- * ledger's figures (a mismatch is a warning: ledger_figures). */
-static int made_elsewhere(gpupart_device *dev, const char *name, int operator) {
-  return !operator&& dev->ledger->ops->find(dev->ledger, name) && !gpupart_partition_find(dev, name);
-}
-
-int gpupart__partition_create_configured(gpupart_device *dev) {
-  const gpupart__settings *s = &dev->settings;
-  char path[4096];
-  int operator= s->nparts && gpupart__ledger_shm_operator_of(dev->ledger, NULL, path, sizeof path);
-  for (uint32_t i = 0; i < s->nparts; i++) {
-    if (made_elsewhere(dev, s->parts[i]->name, operator)) continue;
-    int rc = create_one(dev, s->parts[i]);
-    if (rc) return rc;
-  }
-  return GPUPART_OK;
 }
 
 static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
@@ -603,22 +575,22 @@ gpupart_result gpupart_partition_trim(gpupart_partition *p) {
   return rc;
 }
 
-static int grow_locked(gpupart_partition *p, uint64_t old_limit, uint64_t new_limit) {
+static int grow_locked(gpupart_partition *p, const gpupart__ledger_figures *was, uint64_t new_limit, uint64_t g) {
   gpupart__ledger *l = p->dev->ledger;
-  int rc = l->ops->set_limit(l, p->account, new_limit);
+  int rc = l->ops->set_figures(l, p->account, new_limit, g);
   if (rc)
     return gpupart__fail(rc, "partition_resize: '%s' cannot grow to %llu bytes: the budget is %llu", p->name,
                          (unsigned long long)new_limit, (unsigned long long)gpupart__budget_now(p->dev));
   if (!p->growth.prealloc) return GPUPART_OK;
-  rc = gpupart__arena_reserve_exact(p, new_limit - old_limit, 1);
-  if (rc) l->ops->set_limit(l, p->account, old_limit);
+  rc = gpupart__arena_reserve_exact(p, new_limit - was->limit, 1);
+  if (rc) l->ops->set_figures(l, p->account, was->limit, was->guarantee);
   return rc;
 }
 
-static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
+static int shrink_locked(gpupart_partition *p, uint64_t new_limit, uint64_t g) {
   gpupart__ledger *l = p->dev->ledger;
   gpupart__arena_release_empty(p);
-  int rc = l->ops->set_limit(l, p->account, new_limit);
+  int rc = l->ops->set_figures(l, p->account, new_limit, g);
   if (rc == GPUPART_EBUSY) {
     gpupart__ledger_figures f;
     l->ops->get(l, p->account, &f);
@@ -628,7 +600,21 @@ static int shrink_locked(gpupart_partition *p, uint64_t new_limit) {
   return rc;
 }
 
-int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit) {
+/* The floor alone: refused past the budget less the others' floors, or above the limit,
+ * with the ledger's reason (in a shared ledger, the one gpupart resize gives). */
+static int floor_locked(gpupart_partition *p, uint64_t limit, uint64_t g) {
+  gpupart__ledger *l = p->dev->ledger;
+  int rc = l->ops->set_figures(l, p->account, limit, g);
+  if (rc == GPUPART_OK) return rc;
+  char why[GPUPART__MSG_MAX];
+  snprintf(why, sizeof why, "%s", l->shared ? gpupart_last_error() : "");
+  return gpupart__fail(rc, "partition_resize: '%s' cannot take the guarantee %llu: %s", p->name, (unsigned long long)g,
+                       *why        ? why
+                       : g > limit ? "above its limit"
+                                   : "the guarantees would sum past the budget");
+}
+
+int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit, uint64_t guarantee) {
   gpupart_device *dev = p->dev;
   uint64_t limit = new_limit & ~(dev->granularity - 1);
   if (!limit)
@@ -636,99 +622,15 @@ int gpupart__partition_resize_locked(gpupart_partition *p, uint64_t new_limit) {
                          (unsigned long long)new_limit, (unsigned long long)dev->granularity);
   gpupart__ledger_figures f;
   dev->ledger->ops->get(dev->ledger, p->account, &f);
-  return limit > f.limit ? grow_locked(p, f.limit, limit) : limit < f.limit ? shrink_locked(p, limit) : GPUPART_OK;
+  if (limit > f.limit) return grow_locked(p, &f, limit, guarantee);
+  if (limit < f.limit) return shrink_locked(p, limit, guarantee);
+  return guarantee == GPUPART__LEDGER_KEEP || guarantee == f.guarantee ? GPUPART_OK : floor_locked(p, limit, guarantee);
 }
 
 gpupart_result gpupart_partition_resize(gpupart_partition *p, uint64_t new_limit) {
   if (!p) return gpupart__fail(GPUPART_EINVAL, "partition_resize: p is NULL");
   pthread_mutex_lock(&p->dev->slow);
-  int rc = gpupart__partition_resize_locked(p, new_limit);
+  int rc = gpupart__partition_resize_locked(p, new_limit, GPUPART__LEDGER_KEEP);
   pthread_mutex_unlock(&p->dev->slow);
   return rc;
-}
-
-/* ---- DRA metadata: a claim's newer generation, applied at run time -------------- */
-
-/* The configuration's DRA device that names this device, watched from now on. */
-static void dra_watch(gpupart_device *dev) {
-  const gpupart__config *c = dev->ctx->cfg;
-  for (uint32_t i = 0; i < c->ndra && !dev->dra; i++) {
-    if (!gpupart__dra_names(&c->dra[i], dev->info.uuid, dev->info.pci_bus_id)) continue;
-    dev->dra = i + 1;
-    dev->dra_generation = c->dra[i].generation;
-    dev->dra_memory = c->dra[i].has_memory ? c->dra[i].memory : 0;
-  }
-}
-
-/* The live resize of a claim's new memory: each partition of this handle that held the
- * whole claim (its limit was the claim's memory) takes the new one. This is the one call
- * a ledger-wide resize (the operator's group ledger) replaces; in-process it grows within
- * the device's budget and shrinks down to what the partition holds. Slow lock held. */
-static int dra_apply_locked(gpupart_device *dev, uint64_t old_bytes, uint64_t new_bytes) {
-  uint64_t was = old_bytes & ~(dev->granularity - 1);
-  int rc = GPUPART_OK;
-  for (uint32_t i = 0; i < dev->nparts && rc == GPUPART_OK; i++) {
-    gpupart__ledger_figures f;
-    dev->ledger->ops->get(dev->ledger, dev->parts[i]->account, &f);
-    if (was && f.limit == was) rc = gpupart__partition_resize_locked(dev->parts[i], new_bytes);
-  }
-  return rc;
-}
-
-/* What one look at the file found, logged once the lock is dropped. */
-typedef struct dra_news {
-  int level; /* 0: nothing to say */
-  char line[GPUPART__MSG_MAX + 256];
-} dra_news;
-
-static void dra_update_locked(gpupart_device *dev, const gpupart__dra_device *now, dra_news *out) {
-  const gpupart__dra_device *was = &dev->ctx->cfg->dra[dev->dra - 1];
-  uint64_t from = dev->dra_memory, to = now->has_memory ? now->memory : from;
-  int rc = to != from ? dra_apply_locked(dev, from, to) : GPUPART_OK;
-  out->level = rc ? GPUPART_LOG_WARN : GPUPART_LOG_INFO;
-  if (rc) {
-    snprintf(out->line, sizeof out->line, "DRA claim %s/%s generation %llu: memory %llu -> %llu not applied: %s",
-             was->namespace, was->claim, (unsigned long long)now->generation, (unsigned long long)from,
-             (unsigned long long)to, gpupart_last_error());
-    return; /* tried again at the next look */
-  }
-  snprintf(out->line, sizeof out->line, "DRA claim %s/%s generation %llu: memory %llu -> %llu", was->namespace,
-           was->claim, (unsigned long long)now->generation, (unsigned long long)from, (unsigned long long)to);
-  dev->dra_generation = now->generation;
-  dev->dra_memory = to;
-}
-
-static void dra_look_locked(gpupart_device *dev, dra_news *out) {
-  const gpupart__dra_device *was = &dev->ctx->cfg->dra[dev->dra - 1];
-  gpupart__dra_device now[GPUPART__MAX_DRA];
-  char why[GPUPART__MSG_MAX];
-  int n = gpupart__dra_read(&dev->ctx->mem, was->path, now, GPUPART__MAX_DRA, why, sizeof why);
-  for (int i = 0; i < n; i++)
-    if (now[i].by_uuid == was->by_uuid && !strcmp(now[i].key, was->key) && !strcmp(now[i].request, was->request) &&
-        now[i].generation > dev->dra_generation)
-      dra_update_locked(dev, &now[i], out);
-}
-
-static uint64_t coarse_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-void gpupart__device_dra_poll(gpupart_device *dev, int force) {
-  if (!dev->dra) return;
-  uint64_t now = coarse_ns();
-  if (!force && now < atomic_load_explicit(&dev->dra_next_ns, memory_order_relaxed)) return;
-  dra_news news = {0};
-  pthread_mutex_lock(&dev->slow);
-  atomic_store_explicit(&dev->dra_next_ns, now + GPUPART__DRA_POLL_NS, memory_order_relaxed);
-  dra_look_locked(dev, &news);
-  pthread_mutex_unlock(&dev->slow);
-  if (news.level)
-    gpupart__log(dev->ctx, (gpupart_log_level)news.level, dev->settings.v[GPUPART__OPT_VERBOSE].u != 0, news.line);
-}
-
-void gpupart__device_dra_watch(gpupart_device *dev) {
-  dra_watch(dev);
-  gpupart__device_dra_poll(dev, 1);
 }

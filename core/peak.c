@@ -93,7 +93,7 @@ void gpupart__peak_partition_reset(gpupart_partition *p) {
   gpupart__lock_acquire(&p->lock);
   if (dev->solo == p) raise_peak(dev, p->c.peak_in_use); /* the device's peak keeps it */
   p->c.peak_in_use = p->c.in_use;
-  p->arena.peak_reserved = p->arena.reserved;
+  p->arena.peak_reserved = p->arena.reserved + p->arena.charged;
   dev->ledger->ops->reset_peak(dev->ledger, p->account);
   gpupart__lock_release(&p->lock);
   p->peak_fresh = 1;

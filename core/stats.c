@@ -28,7 +28,7 @@ static void partition_stats_locked(const gpupart_partition *p, gpupart_stats *s)
   *s = (gpupart_stats){.limit = f.limit,
                        .guarantee = f.guarantee,
                        .peak_in_use = p->c.peak_in_use,
-                       .reserved = p->arena.reserved,
+                       .reserved = p->arena.reserved + p->arena.charged,
                        .peak_reserved = p->arena.peak_reserved,
                        .largest_free = gpupart__tlsf_largest_free(p->arena.tlsf)};
   if (p->dev->ledger->shared) { /* partition-wide */
@@ -59,13 +59,25 @@ gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t 
   gpupart_partition *m = (gpupart_partition *)p;
   gpupart__ledger *l = p->dev->ledger;
   gpupart__refusal bound;
-  gpupart__lock_acquire_visit(&m->lock); /* the ledger's lock is taken inside, innermost */
-  uint64_t spare = p->arena.reserved > p->c.in_use ? p->arena.reserved - p->c.in_use : 0;
+  gpupart__lock_acquire_visit(&m->lock);                /* the ledger's lock is taken inside, innermost */
+  uint64_t held = p->arena.reserved + p->arena.charged; /* charges are in use and in the ledger */
+  uint64_t spare = held > p->c.in_use ? held - p->c.in_use : 0;
   uint64_t grant = l->ops->grantable(l, p->account, &bound) & ~(p->dev->granularity - 1);
   gpupart__lock_release(&m->lock);
   gpupart__ledger_report(l);   /* dead members the grant reaped, no lock held */
   if (bound < 0) return bound; /* the ledger could not be used: its message says why */
   *out = spare + grant < spare ? UINT64_MAX : spare + grant;
+  return GPUPART_OK;
+}
+
+gpupart_result gpupart_partition_chargeable(const gpupart_partition *p, uint64_t *out) {
+  if (!p || !out) return gpupart__fail(GPUPART_EINVAL, "partition_chargeable: p or out is NULL");
+  gpupart__ledger *l = p->dev->ledger;
+  gpupart__refusal bound;
+  uint64_t grant = l->ops->grantable(l, p->account, &bound); /* the ledger's lock alone */
+  gpupart__ledger_report(l);
+  if (bound < 0) return bound;
+  *out = grant;
   return GPUPART_OK;
 }
 
@@ -128,11 +140,13 @@ static int check_partition(const gpupart_partition *p, char *why, uint64_t n) {
   if (gpupart__arena_check(p, why, n)) return -1;
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  if (f.own_reserved != p->arena.reserved + p->arena.releasing)
-    return gpupart__say(why, n, "partition '%s': ledger reserved %llu, arena holds %llu", p->name,
-                        (unsigned long long)f.own_reserved,
-                        (unsigned long long)(p->arena.reserved + p->arena.releasing));
-  if (p->c.in_use > p->c.peak_in_use || p->arena.reserved > p->arena.peak_reserved)
+  uint64_t held = p->arena.reserved + p->arena.releasing + p->arena.charged;
+  if (f.own_reserved != held)
+    return gpupart__say(why, n, "partition '%s': ledger reserved %llu, arena and charges hold %llu", p->name,
+                        (unsigned long long)f.own_reserved, (unsigned long long)held);
+  if (p->arena.charged > p->c.in_use)
+    return gpupart__say(why, n, "partition '%s': charges exceed the bytes in use", p->name);
+  if (p->c.in_use > p->c.peak_in_use || p->arena.reserved + p->arena.charged > p->arena.peak_reserved)
     return gpupart__say(why, n, "partition '%s': a figure exceeds its peak", p->name);
   if (p->charge < p->c.in_use) /* a solo partition's is UINT64_MAX */
     return gpupart__say(why, n, "partition '%s': in_use exceeds its charge in the device's peak", p->name);

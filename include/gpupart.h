@@ -558,12 +558,57 @@ static inline gpupart_result gpupart__inline_alloc_info(gpupart_partition *p, co
   return gpupart_alloc_info_sized(p, desc, sizeof(gpupart_alloc_desc), out, info, sizeof(gpupart_allocation_info));
 }
 
+/* ---- account-only charges (since 0.3) -------------------------------------------- */
+
+/* Since 0.3: bytes charged against a partition with no memory behind them: a charge.
+ * Created by gpupart_partition_charge, ended by gpupart_charge_release. */
+typedef struct gpupart_charge gpupart_charge;
+
+/* Since 0.3: charges bytes against partition p, with no arena behind them, for code that
+ * gets its memory elsewhere and wants gpupart's accounting of it: an interposer that lets
+ * the driver allocate (libgpupart_preload.so, the OpenCL and Vulkan layers), a framework
+ * with its own allocator, memory imported from another process. Exactly bytes (no
+ * rounding, no block, no driver call) are reserved in the device's ledger for p, as a
+ * block would be: they count against p's limit, the device budget less the other
+ * partitions' unused guarantees (their floors), this process's ceiling, and with a
+ * shared ledger (GPUPART_DEVICE_SHARED) against every process's bytes; they count in p's
+ * in_use, peak_in_use, reserved, peak_reserved and live_allocations, the device's peak,
+ * `gpupart top` and gpupart_partition_available. A partition used only for charges (an
+ * account-only partition) holds no block at all. A charge refused by the budget first
+ * runs the allocation's out-of-memory sequence (cached empty blocks, then reclaim
+ * callbacks unless the request is made from one). The charge is given back by
+ * gpupart_charge_release, once; gpupart_partition_destroy is EBUSY while charges are live.
+ * Errors: EINVAL (NULL p or out, bytes 0), ELIMIT (the partition limit, the device budget
+ * or the process's ceiling refused it; the message names the cause and, shared, the
+ * holders, as an allocation's does; counted in failed_allocations), ENOMEM (host memory),
+ * or a shared ledger's own code (EBUSY, ECORRUPT). On failure *out is NULL and nothing is
+ * charged. Thread-safe; a charge takes the device's slow lock (not the allocation fast
+ * path's lock alone): it is meant for driver-sized requests, not for small objects. */
+GPUPART_API gpupart_result gpupart_partition_charge(gpupart_partition *p, uint64_t bytes, gpupart_charge **out);
+/* Since 0.3: gives back what gpupart_partition_charge took: OK, and OK for NULL. A charge
+ * released a second time, or after its record was reused (up to 255 reuses of that
+ * record, so at least 255 later releases of its partition), is GPUPART_EINVAL (the message
+ * names the partition), counted in gpupart_stats.double_frees and otherwise ignored; the
+ * partition must still exist. */
+GPUPART_API gpupart_result gpupart_charge_release(gpupart_charge *c);
+/* Since 0.3: what p could still charge now, in bytes, into *out: exactly what the ledger
+ * would grant it (not rounded to the granularity, unlike gpupart_partition_available,
+ * and not counting the free bytes of its blocks, which serve allocations only): its
+ * limit less what every member of the partition holds, within the device budget less
+ * what every partition (of every process, with a shared ledger) holds and less the
+ * others' unused guarantees, and within this process's ceiling. A snapshot. EINVAL for
+ * NULL p or out; a shared ledger that cannot be read is its code (EBUSY, ECORRUPT). */
+GPUPART_API gpupart_result gpupart_partition_chargeable(const gpupart_partition *p, uint64_t *out);
+/* Since 0.3: the bytes of a live charge (what gpupart_partition_charge was asked for), or
+ * 0 for NULL or a released charge. */
+GPUPART_API uint64_t gpupart_charge_size(const gpupart_charge *c);
+
 /* ---- statistics ------------------------------------------------------------------- */
 
 typedef struct gpupart_stats {
   uint64_t limit, guarantee;
   uint64_t in_use, peak_in_use;     /* bytes of live allocations, as requested */
-  uint64_t reserved, peak_reserved; /* bytes held from the driver */
+  uint64_t reserved, peak_reserved; /* bytes held from the driver; since 0.3 also live charges' bytes */
   uint64_t live_allocations, total_allocations, total_frees;
   uint64_t driver_allocs, driver_frees; /* blocks obtained from / returned to the driver */
   uint64_t failed_allocations;          /* calls that returned ELIMIT or EDEVMEM */

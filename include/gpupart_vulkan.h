@@ -54,6 +54,36 @@ typedef struct gpupart_vulkan_desc {
    * 0 = pick a device-local type (the one on the largest device-local heap that can back
    * buffers). A type out of range, or one that cannot back buffers, is GPUPART_EINVAL. */
   uint32_t memory_type;
+  /* --- 0.3 --- */
+  uint32_t reserved; /* ignored: where 0.2's trailing padding was (docs/api.md, Extending structs) */
+  /* Since 0.3, adoption only: expandable partitions (GPUPART_PARTITION_EXPANDABLE) on the
+   * adopted device, by sparse binding (docs/backends.md). sparse_queue is a queue of
+   * device from family sparse_queue_family, which must have VK_QUEUE_SPARSE_BINDING_BIT;
+   * gpupart binds the pages of expandable partitions on it with vkQueueBindSparse and
+   * waits for a fence of its own. Setting it promises that device was created with the
+   * sparseBinding and sparseResidencyBuffer features enabled (Vulkan has no query of the
+   * features a VkDevice enabled); gpupart checks that the physical device has them and
+   * that the family binds. VK_NULL_HANDLE (a zeroed or 0.2 descriptor): no expandable
+   * partitions on the device, which keep growth blocks (or, where required, are refused
+   * with ENOTSUP naming this field). Read only with backend_desc_size =
+   * sizeof(gpupart_vulkan_desc): with 0 gpupart reads the 0.2 layout. */
+  VkQueue sparse_queue;
+  /* Vulkan requires host synchronization of a queue: no two calls that use it at once.
+   * sparse_queue_lock, where set, is called with lock = 1 just before each of gpupart's
+   * vkQueueBindSparse on sparse_queue and with lock = 0 just after (the fence is waited
+   * for outside it), on the thread that grows or trims an expandable partition: the
+   * caller of gpupart_alloc*, gpupart_partition_trim, gpupart_partition_resize,
+   * gpupart_partition_destroy or gpupart_device_close, or, with a shared ledger, gpupart's
+   * thread that answers other processes' trim requests; the application takes the same lock
+   * around its own vkQueueSubmit, vkQueueWaitIdle, vkQueuePresentKHR, ... on that queue,
+   * and must not hold it while calling those gpupart functions (a non-recursive lock
+   * would deadlock). NULL: the application promises that it does not use sparse_queue
+   * while such a gpupart call runs (as gpupart_vulkan_queue_family says of gpupart's own
+   * device); gpupart's own binds on it are serialised among gpupart's devices. */
+  void (*sparse_queue_lock)(void *user, int lock);
+  void *sparse_queue_user; /* passed to sparse_queue_lock; must be NULL without it */
+  uint32_t sparse_queue_family;
+  uint32_t reserved_0_3; /* ignored: fills the padding, so a later field comes after it */
 } gpupart_vulkan_desc;
 
 /* The handles behind a gpupart device opened through the Vulkan backend (adopted or

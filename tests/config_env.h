@@ -16,8 +16,19 @@
 
 extern char **environ;
 
-/* Unsets every variable whose name starts with one of the n prefixes. */
+/* The folder of Kubernetes DRA device metadata that the suites' contexts read when the
+ * test runner named none (under meson test, tests/run-pinned names an empty folder of the
+ * test's own): one that does not exist, never the machine's
+ * /var/run/kubernetes.io/dra-device-attributes, which a context that reads the
+ * environment would read by default. */
+#define TEST_NO_DRA_DIR "/nonexistent/gpupart-tests/dra-device-attributes"
+
+/* Unsets every variable whose name starts with one of the n prefixes; the DRA metadata
+ * folder stays pinned whatever the prefixes remove: to what it was, else TEST_NO_DRA_DIR. */
 static inline void test_unset_env(const char *const *prefixes, size_t n) {
+  char dra[4096];
+  const char *pinned = getenv("GPUPART_DRA_METADATA_DIR");
+  snprintf(dra, sizeof dra, "%s", pinned && *pinned ? pinned : TEST_NO_DRA_DIR);
   for (int again = 1; again;) {
     again = 0;
     for (char **v = environ; *v && !again; v++)
@@ -29,6 +40,7 @@ static inline void test_unset_env(const char *const *prefixes, size_t n) {
           again = 1; /* environ changed under the walk: start again */
         }
   }
+  setenv("GPUPART_DRA_METADATA_DIR", dra, 1);
 }
 
 /* Writes text to a new /tmp/gpupart-<tag>-*.ini, whose name is left in path (n bytes;

@@ -3,37 +3,18 @@
  * driver (staging buffer + vkCmdCopyBuffer). */
 #include "vulkan_test.h"
 
+#include "vulkan_base.h"
+
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define VALIDATION "VK_LAYER_KHRONOS_validation"
-
 void vkt_require_validation(void) {
-  uint32_t n = 0;
-  cr_assert_eq(vkEnumerateInstanceLayerProperties(&n, NULL), VK_SUCCESS);
-  VkLayerProperties *layers = calloc(n ? n : 1, sizeof *layers);
-  cr_assert_not_null(layers);
-  cr_assert_geq(vkEnumerateInstanceLayerProperties(&n, layers), VK_SUCCESS);
-  int found = 0;
-  for (uint32_t i = 0; i < n; i++) found |= strcmp(layers[i].layerName, VALIDATION) == 0;
-  free(layers);
-  cr_assert(found, "the Vulkan validation layer " VALIDATION " is not installed; every Vulkan test requires it "
-                   "(Debian: vulkan-validationlayers, installed by scripts/deps)");
-  setenv("VK_INSTANCE_LAYERS", VALIDATION, 1);
+  cr_assert(vkb_has_validation(), "the Vulkan validation layer " VKB_VALIDATION " is not installed; every Vulkan "
+                                  "test requires it (Debian: vulkan-validationlayers, installed by scripts/deps)");
+  setenv("VK_INSTANCE_LAYERS", VKB_VALIDATION, 1);
   setenv("VK_LAYER_SETTINGS_PATH", GPUPART_TEST_LAYER_SETTINGS, 1);
-}
-
-static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
-                                                 VkDebugUtilsMessageTypeFlagsEXT types,
-                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
-  (void)types;
-  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
-    ++*(int *)user;
-    fprintf(stderr, "validation error: %s\n", data->pMessage);
-  }
-  return VK_FALSE;
 }
 
 static int fail(char *why, size_t n, const char *call, VkResult r) {
@@ -42,30 +23,10 @@ static int fail(char *why, size_t n, const char *call, VkResult r) {
 }
 
 static int make_instance(vkt_env *e, char *why, size_t n) {
-  VkDebugUtilsMessengerCreateInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-                                           .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-                                           .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                                                          VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
-                                           .pfnUserCallback = on_message,
-                                           .pUserData = &e->errors};
-  const char *layers[] = {VALIDATION}, *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
-  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                           .pApplicationName = "gpupart tests",
-                           .apiVersion = VK_API_VERSION_1_2};
-  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                             .pNext = &mi,
-                             .pApplicationInfo = &app,
-                             .enabledLayerCount = 1,
-                             .ppEnabledLayerNames = layers,
-                             .enabledExtensionCount = 1,
-                             .ppEnabledExtensionNames = ext};
-  VkResult r = vkCreateInstance(&ci, NULL, &e->instance);
-  if (r != VK_SUCCESS)
-    return e->instance = VK_NULL_HANDLE, r == VK_ERROR_INCOMPATIBLE_DRIVER ? 1 : fail(why, n, "vkCreateInstance", r);
-  PFN_vkCreateDebugUtilsMessengerEXT create =
-      (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance, "vkCreateDebugUtilsMessengerEXT");
-  r = create(e->instance, &mi, NULL, &e->messenger);
-  return r == VK_SUCCESS ? 0 : fail(why, n, "vkCreateDebugUtilsMessengerEXT", r);
+  const char *call = NULL;
+  VkResult r = vkb_instance_create("gpupart tests", &e->errors, &e->instance, &e->messenger, &call);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) return 1;
+  return r == VK_SUCCESS ? 0 : fail(why, n, call, r);
 }
 
 static uint32_t compute_family(VkPhysicalDevice pd) {
@@ -79,7 +40,7 @@ static uint32_t compute_family(VkPhysicalDevice pd) {
   return 0;
 }
 
-static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
+static int make_device(vkt_env *e, int want_bda, int want_sparse, char *why, size_t n) {
   uint32_t count = 1;
   VkResult r = vkEnumeratePhysicalDevices(e->instance, &count, &e->physical);
   if (r < VK_SUCCESS) return fail(why, n, "vkEnumeratePhysicalDevices", r);
@@ -89,8 +50,11 @@ static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
   VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &bda};
   vkGetPhysicalDeviceFeatures2(e->physical, &f);
   e->bda = want_bda && bda.bufferDeviceAddress;
+  e->sparse = want_sparse && f.features.sparseBinding && f.features.sparseResidencyBuffer;
+  if (want_sparse && !e->sparse) return 1;
   bda = (VkPhysicalDeviceBufferDeviceAddressFeatures){
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES, .bufferDeviceAddress = VK_TRUE};
+  VkPhysicalDeviceFeatures sparse = {.sparseBinding = VK_TRUE, .sparseResidencyBuffer = VK_TRUE};
   float priority = 1.0f;
   e->family = compute_family(e->physical);
   VkDeviceQueueCreateInfo q = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -100,7 +64,8 @@ static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
   VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                            .pNext = e->bda ? &bda : NULL,
                            .queueCreateInfoCount = 1,
-                           .pQueueCreateInfos = &q};
+                           .pQueueCreateInfos = &q,
+                           .pEnabledFeatures = e->sparse ? &sparse : NULL};
   if ((r = vkCreateDevice(e->physical, &ci, NULL, &e->device)) != VK_SUCCESS)
     return e->device = VK_NULL_HANDLE, fail(why, n, "vkCreateDevice", r);
   vkGetDeviceQueue(e->device, e->family, 0, &e->queue);
@@ -109,23 +74,22 @@ static int make_device(vkt_env *e, int want_bda, char *why, size_t n) {
   return r == VK_SUCCESS ? 0 : fail(why, n, "vkCreateCommandPool", r);
 }
 
-int vkt_env_create(vkt_env *e, int want_bda, char *why, size_t why_len) {
+static int create(vkt_env *e, int want_bda, int want_sparse, char *why, size_t why_len) {
   memset(e, 0, sizeof *e);
   int rc = make_instance(e, why, why_len);
-  if (rc == 0) rc = make_device(e, want_bda, why, why_len);
+  if (rc == 0) rc = make_device(e, want_bda, want_sparse, why, why_len);
   if (rc) vkt_env_destroy(e);
   return rc;
 }
 
+int vkt_env_create(vkt_env *e, int want_bda, char *why, size_t why_len) { return create(e, want_bda, 0, why, why_len); }
+
+int vkt_env_create_sparse(vkt_env *e, char *why, size_t why_len) { return create(e, 1, 1, why, why_len); }
+
 int vkt_env_destroy(vkt_env *e) {
   if (e->pool) vkDestroyCommandPool(e->device, e->pool, NULL);
   if (e->device) vkDestroyDevice(e->device, NULL);
-  if (e->messenger) {
-    PFN_vkDestroyDebugUtilsMessengerEXT destroy =
-        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance, "vkDestroyDebugUtilsMessengerEXT");
-    destroy(e->instance, e->messenger, NULL);
-  }
-  if (e->instance) vkDestroyInstance(e->instance, NULL);
+  vkb_instance_destroy(e->instance, e->messenger);
   int errors = e->errors;
   memset(e, 0, sizeof *e);
   return errors;

@@ -30,6 +30,7 @@ typedef struct vkt_env {
   VkQueue queue;
   VkCommandPool pool;
   int bda;    /* bufferDeviceAddress enabled */
+  int sparse; /* sparseBinding and sparseResidencyBuffer enabled (vkt_env_create_sparse) */
   int errors; /* validation errors counted by the messenger */
 } vkt_env;
 
@@ -41,6 +42,10 @@ void vkt_require_validation(void);
  * address where the device has it). 0 = ready; 1 = no Vulkan device here (e is empty);
  * -1 = failure, why says which call. */
 int vkt_env_create(vkt_env *e, int want_bda, char *why, size_t why_len);
+/* The same with sparseBinding and sparseResidencyBuffer enabled too, and buffer device
+ * address where the device has it; 1 also where the device has no sparse binding. The
+ * queue's family is the first compute family: check that it has SPARSE_BINDING. */
+int vkt_env_create_sparse(vkt_env *e, char *why, size_t why_len);
 /* Destroys what vkt_env_create made; returns the validation errors counted, 0 if none. */
 int vkt_env_destroy(vkt_env *e);
 /* The descriptor that makes gpupart adopt e's handles (default memory type). */

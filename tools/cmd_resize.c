@@ -23,7 +23,8 @@ static const char help[] =
     "figures at once. A shrink below what they hold asks them to give back their cached\n"
     "blocks (their responders answer at once) and waits; when they still hold more, nothing\n"
     "is changed and the holders are named. A job started later with the partition's\n"
-    "original figures joins it, the ledger's figures applying.\n"
+    "original figures joins it, the ledger's figures applying. A budget change rescales\n"
+    "no partition: limits and guarantees stay bytes, those given as a share included.\n"
     "\n"
     "  PARTITION         the partition's name\n"
     "  --limit AMOUNT    its new limit: bytes (\"3GiB\") or a share of the budget (\"50%\")\n"
@@ -122,6 +123,22 @@ static int pick(const observation *o, const char *want, const observed_device **
   return EXIT_CHECKED;
 }
 
+/* A budget change rescales nothing: each partition's bytes, with the share of the new
+ * budget they now are, and how to rescale one. */
+static void budget_said(const observed_device *d, uint64_t budget) {
+  printf("%s: budget %llu bytes\n", d->s->file, (unsigned long long)budget);
+  for (uint32_t i = 0; i < d->s->entries; i++) {
+    const gpupart__ledger_snapshot_entry *e = &d->s->entry[i];
+    printf("%s: partition '%.63s' keeps limit %llu bytes (%.1f%% of the new budget), guarantee %llu bytes\n",
+           d->s->file, e->name, (unsigned long long)e->figures.limit, 100.0 * (double)e->figures.limit / (double)budget,
+           (unsigned long long)e->figures.guarantee);
+  }
+  if (d->s->entries)
+    printf("note: limits and guarantees are bytes in the ledger and do not follow the budget, those a configuration "
+           "gives as a share included (a job started later joins them with these bytes); rescale one with "
+           "`gpupart resize PARTITION --limit 50%%`\n");
+}
+
 static int change(const resize_args *a, const observed_device *d, const char *dir) {
   gpupart__ledger_change c = {.partition = a->partition, .guarantee = GPUPART__LEDGER_KEEP, .wait_ms = a->wait_ms};
   int rc = a->budget ? amount("--budget", a->budget, 0, &c.limit) : amount("--limit", a->limit, d->s->budget, &c.limit);
@@ -132,7 +149,7 @@ static int change(const resize_args *a, const observed_device *d, const char *di
   rc = gpupart__ledger_change_file(path, &c);
   if (rc == GPUPART_EBUSY) fprintf(stderr, "gpupart: resize: refused: %s\n", gpupart_last_error());
   if (rc) return rc == GPUPART_EBUSY ? EXIT_HELD : cli_failure("resize", rc);
-  if (a->budget) printf("%s: budget %llu bytes\n", d->s->file, (unsigned long long)c.limit);
+  if (a->budget) budget_said(d, c.limit);
   else printf("%s: partition '%s' limit %llu bytes\n", d->s->file, a->partition, (unsigned long long)c.limit);
   return EXIT_OK;
 }

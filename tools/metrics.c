@@ -156,14 +156,23 @@ static void member_labels(FILE *f, const gpupart__ledger_snapshot_member *m) {
   label(f, ",", "command", comm);
 }
 
+/* A partition's name, and the workload that made it where the ledger says (a DRA
+ * claim's claim, namespace and pod: each label only when known). */
+static void partition_labels(FILE *f, const gpupart__ledger_snapshot_entry *e) {
+  label(f, ",", "partition", e->name);
+  if (e->labels.claim[0]) label(f, ",", "claim", e->labels.claim);
+  if (e->labels.namespace[0]) label(f, ",", "namespace", e->labels.namespace);
+  if (e->labels.pod[0]) label(f, ",", "pod", e->labels.pod);
+}
+
 /* The labels of sample i of a family of scope sc. */
 static void labels(FILE *f, const observed_device *d, scope sc, uint32_t i) {
   if (sc == LEDGER) label(f, "", "file", d->s->file), label(f, ",", "device", d->s->identity);
   else device_labels(f, d);
-  if (sc == PARTITION) label(f, ",", "partition", d->s->entry[i].name); /* no pid: the series outlives its maker */
+  if (sc == PARTITION) partition_labels(f, &d->s->entry[i]); /* no pid: the series outlives its maker */
   if (sc == MEMBER) member_labels(f, &d->s->member[i]);
   if (sc == SHARE) {
-    label(f, ",", "partition", d->s->entry[d->s->share[i].entry].name);
+    partition_labels(f, &d->s->entry[d->s->share[i].entry]);
     member_labels(f, &d->s->member[d->s->share[i].member]);
   }
 }

@@ -126,10 +126,16 @@ static void json_partitions(FILE *f, const gpupart__ledger_snapshot *s) {
     json_string(f, e->name);
     fprintf(f,
             ", \"limit\": %llu, \"guarantee\": %llu, \"reserved\": %llu, \"in_use\": %llu, \"peak_reserved\": %llu, "
-            "\"member\": %llu, \"pid\": %lld}",
+            "\"member\": %llu, \"pid\": %lld, \"claim\": ",
             (unsigned long long)e->figures.limit, (unsigned long long)e->figures.guarantee,
             (unsigned long long)e->figures.reserved, (unsigned long long)e->in_use,
             (unsigned long long)e->figures.peak_reserved, (unsigned long long)e->member, (long long)e->pid);
+    json_str_or_null(f, e->labels.claim);
+    fputs(", \"namespace\": ", f);
+    json_str_or_null(f, e->labels.namespace);
+    fputs(", \"pod\": ", f);
+    json_str_or_null(f, e->labels.pod);
+    fputc('}', f);
   }
 }
 

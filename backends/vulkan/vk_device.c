@@ -200,6 +200,7 @@ static int open_adopted(gpupart__vk_device *d, const gpupart_vulkan_desc *v, gpu
   d->api_version = f->props.properties.apiVersion;
   if (v->buffer_device_address && !f->bda_ext)
     return gpupart__fail(GPUPART_EINVAL, "vulkan: buffer_device_address is set, but the physical device has none");
+  if ((rc = gpupart__vk_sparse_adopt(d, v))) return rc;
   return gpupart__vk_load_device(d, v->buffer_device_address != 0);
 }
 
@@ -216,6 +217,9 @@ int gpupart__vk_open(void *state, uint32_t index, const void *native_desc, size_
   int rc = gpupart__backend_desc_in(&desc, GPUPART__VK_DESC_SIZE, native_desc, native_size, GPUPART__VK_DESC_SIZE_0_2,
                                     "vulkan: gpupart_vulkan_desc");
   if (rc) return rc;
+  if (!v->instance && (v->sparse_queue || v->sparse_queue_lock || v->sparse_queue_user))
+    return gpupart__fail(GPUPART_EINVAL, "vulkan: sparse_queue and its lock are for an adopted device only "
+                                         "(gpupart's own device binds on a queue of its own)");
   gpupart__vk_device *d = device_new(state);
   if (!d) return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");
   gpupart__vk_facts f;

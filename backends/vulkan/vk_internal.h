@@ -106,15 +106,17 @@ typedef struct gpupart__vk_device {
   gpupart_device_info info;
   pthread_mutex_t lock; /* guards blocks */
   gpupart__vk_block *blocks;
-  /* Sparse binding (vk_vm.c), on gpupart's own devices only: */
-  int sparse;                  /* 1: sparseBinding + sparseResidencyBuffer enabled, a queue */
-  uint32_t sparse_family;      /* the queue family that binds ... */
-  uint32_t sparse_queue_index; /* ... and the queue in it (1 where the family has two) */
-  VkQueue sparse_queue;        /* fetched at configure */
-  uint64_t granule;            /* a sparse buffer's memory alignment; 0 = no sparse */
-  uint64_t sparse_space;       /* sparseAddressSpaceSize, for all sparse buffers of the VkDevice */
-  uint64_t sparse_max;         /* the largest sparse buffer (maxBufferSize, or the space) */
-  char sparse_why[160];        /* why not, where granule is 0 */
+  /* Sparse binding (vk_vm.c), on gpupart's own devices and adopted ones given a queue: */
+  int sparse;                                /* 1: sparseBinding + sparseResidencyBuffer enabled, a queue */
+  uint32_t sparse_family;                    /* the queue family that binds ... */
+  uint32_t sparse_queue_index;               /* ... and the queue in it (1 where the family has two; own) */
+  VkQueue sparse_queue;                      /* fetched at configure (own), or the descriptor's (adopted) */
+  void (*sparse_lock)(void *user, int lock); /* adopted: the application's queue lock */
+  void *sparse_user;
+  uint64_t granule;      /* a sparse buffer's memory alignment; 0 = no sparse */
+  uint64_t sparse_space; /* sparseAddressSpaceSize, for all sparse buffers of the VkDevice */
+  uint64_t sparse_max;   /* the largest sparse buffer (maxBufferSize, or the space) */
+  char sparse_why[256];  /* why not, where granule is 0 */
 } gpupart__vk_device;
 
 /* One reserved range (vm_reserve): a sparse VkBuffer; gpupart_block.backend_data. */
@@ -195,6 +197,9 @@ void gpupart__vk_sparse_plan(gpupart__vk_device *d, uint32_t *queues_in_family, 
 /* After the device exists and its memory type is chosen: the queue and the granule, or
  * the reason why none (d->sparse_why). Never fails the device. */
 void gpupart__vk_sparse_configure(gpupart__vk_device *d, const gpupart__vk_facts *f);
+/* An adopted device's sparse queue from the descriptor (0.3 fields), checked against the
+ * physical device: GPUPART_OK (d->sparse set where a queue was given) or EINVAL. */
+int gpupart__vk_sparse_adopt(gpupart__vk_device *d, const gpupart_vulkan_desc *v);
 int gpupart__vk_vm_granule(void *dev, uint64_t *granule);
 int gpupart__vk_vm_reserve(void *dev, uint64_t size, gpupart_block *out);
 void gpupart__vk_vm_unreserve(void *dev, gpupart_block *range);

@@ -8,10 +8,14 @@
  * sparse block size: 4096 on lavapipe, often 64 KiB elsewhere); the validation layer does
  * not check a bind's resourceOffset against it, so every offset and size is checked here.
  * Offered on gpupart's own devices where the physical device has sparseBinding and
- * sparseResidencyBuffer and a queue family has SPARSE_BINDING; not on adopted devices,
- * whose enabled features and queues gpupart does not know. sparseAddressSpaceSize bounds
- * the sum of every sparse resource of a VkDevice (2 GiB on lavapipe 25): a range that would
- * pass it is refused with ENOTSUP, so the partition keeps growth blocks. */
+ * sparseResidencyBuffer and a queue family has SPARSE_BINDING; on an adopted device only
+ * where the application names a sparse queue in gpupart_vulkan_desc (0.3), which promises
+ * the features were enabled (Vulkan cannot be asked which a VkDevice has), and optionally
+ * a lock that serialises gpupart's binds with its own use of that queue. Every
+ * vkQueueBindSparse of the process is also serialised here (bind_lock), so gpupart
+ * devices sharing one queue never bind at once. sparseAddressSpaceSize bounds the sum of
+ * every sparse resource of a VkDevice (2 GiB on lavapipe 25): a range that would pass it
+ * is refused with ENOTSUP, so the partition keeps growth blocks. */
 #include <stdio.h>
 #include <string.h>
 
@@ -78,15 +82,45 @@ static void probe_granule(gpupart__vk_device *d) {
   else d->granule = a;
 }
 
+/* The queue family flags of family f of the physical device, 0 where there is none. */
+static VkQueueFlags family_flags(const gpupart__vk_device *d, uint32_t f) {
+  uint32_t n = 0;
+  d->ifn.GetPhysicalDeviceQueueFamilyProperties(d->physical, &n, NULL);
+  VkQueueFamilyProperties *q = f < n ? gpupart__host_calloc(d->state->mem, n, sizeof *q) : NULL;
+  if (!q) return 0;
+  d->ifn.GetPhysicalDeviceQueueFamilyProperties(d->physical, &n, q);
+  VkQueueFlags flags = f < n && q[f].queueCount ? q[f].queueFlags : 0;
+  gpupart__host_free(d->state->mem, q);
+  return flags;
+}
+
+int gpupart__vk_sparse_adopt(gpupart__vk_device *d, const gpupart_vulkan_desc *v) {
+  d->sparse = 0;
+  snprintf(d->sparse_why, sizeof d->sparse_why,
+           "an adopted device without gpupart_vulkan_desc.sparse_queue (0.3; backend_desc_size = sizeof): gpupart "
+           "does not know whether sparseBinding and sparseResidencyBuffer were enabled and has no queue to bind on");
+  if (!v->sparse_queue) {
+    if (!v->sparse_queue_lock && !v->sparse_queue_user) return GPUPART_OK;
+    return gpupart__fail(GPUPART_EINVAL, "vulkan: sparse_queue_lock or sparse_queue_user set without sparse_queue");
+  }
+  if (v->sparse_queue_user && !v->sparse_queue_lock)
+    return gpupart__fail(GPUPART_EINVAL, "vulkan: sparse_queue_user set without sparse_queue_lock");
+  if (!sparse_features(d))
+    return gpupart__fail(GPUPART_EINVAL,
+                         "vulkan: sparse_queue is set, but the physical device has no sparseBinding and "
+                         "sparseResidencyBuffer to enable");
+  if (!(family_flags(d, v->sparse_queue_family) & VK_QUEUE_SPARSE_BINDING_BIT))
+    return gpupart__fail(GPUPART_EINVAL, "vulkan: sparse_queue_family %u is no queue family with SPARSE_BINDING",
+                         v->sparse_queue_family);
+  d->sparse = 1, d->sparse_family = v->sparse_queue_family, d->sparse_queue = v->sparse_queue;
+  d->sparse_lock = v->sparse_queue_lock, d->sparse_user = v->sparse_queue_user;
+  return GPUPART_OK;
+}
+
 void gpupart__vk_sparse_configure(gpupart__vk_device *d, const gpupart__vk_facts *f) {
   d->granule = 0;
-  if (!d->owns_device) {
-    snprintf(d->sparse_why, sizeof d->sparse_why,
-             "an adopted device: gpupart does not know its enabled features and has no queue of its own");
-    d->sparse = 0;
-  }
   if (!d->sparse) return;
-  d->dfn.GetDeviceQueue(d->device, d->sparse_family, d->sparse_queue_index, &d->sparse_queue);
+  if (d->owns_device) d->dfn.GetDeviceQueue(d->device, d->sparse_family, d->sparse_queue_index, &d->sparse_queue);
   d->sparse_space = f->props.properties.limits.sparseAddressSpaceSize;
   d->sparse_max = f->m4.maxBufferSize && f->m4.maxBufferSize < d->sparse_space ? f->m4.maxBufferSize : d->sparse_space;
   probe_granule(d);
@@ -167,6 +201,21 @@ void gpupart__vk_vm_unreserve(void *devp, gpupart_block *range) {
   gpupart__host_free(d->state->mem, r);
 }
 
+/* Every vkQueueBindSparse of the process, one at a time: gpupart devices opened on one
+ * VkDevice (or adopting one queue) share a queue, which Vulkan requires be used by one
+ * call at a time. */
+static pthread_mutex_t bind_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One vkQueueBindSparse, inside the application's queue lock where it gave one. */
+static VkResult queue_bind(gpupart__vk_device *d, const VkBindSparseInfo *info, VkFence fence) {
+  if (d->sparse_lock) d->sparse_lock(d->sparse_user, 1);
+  pthread_mutex_lock(&bind_lock);
+  VkResult r = d->dfn.QueueBindSparse(d->sparse_queue, 1, info, fence);
+  pthread_mutex_unlock(&bind_lock);
+  if (d->sparse_lock) d->sparse_lock(d->sparse_user, 0);
+  return r;
+}
+
 /* Binds memory (or VK_NULL_HANDLE) over [offset, offset + size) of buffer and waits. */
 static int bind_wait(gpupart__vk_device *d, VkBuffer buffer, uint64_t offset, uint64_t size, VkDeviceMemory memory) {
   VkSparseMemoryBind bind = {.resourceOffset = offset, .size = size, .memory = memory, .memoryOffset = 0};
@@ -177,7 +226,7 @@ static int bind_wait(gpupart__vk_device *d, VkBuffer buffer, uint64_t offset, ui
   VkResult r = d->dfn.CreateFence(d->device, &fi, NULL, &fence);
   if (r != VK_SUCCESS) return gpupart__vk_fail(r, "vkCreateFence");
   const char *what = "vkQueueBindSparse";
-  r = d->dfn.QueueBindSparse(d->sparse_queue, 1, &info, fence);
+  r = queue_bind(d, &info, fence);
   if (r == VK_SUCCESS) what = "vkWaitForFences", r = d->dfn.WaitForFences(d->device, 1, &fence, VK_TRUE, UINT64_MAX);
   d->dfn.DestroyFence(d->device, fence, NULL);
   return r == VK_SUCCESS ? GPUPART_OK : gpupart__vk_fail(r, what);

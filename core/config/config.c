@@ -210,7 +210,8 @@ static void hami_devices(gpupart__config *c, const char *prefix) {
 static void load_shares(const gpupart__hostmem *m, gpupart__config *c) {
   const gpupart__value *root = &c->env.global[GPUPART__OPT_DRA_METADATA_DIR];
   const char *v;
-  gpupart__share_dra(c, m, root->set ? root->str : gpupart__options[GPUPART__OPT_DRA_METADATA_DIR].def);
+  gpupart__share_dra(c, m, root->set ? root->str : gpupart__options[GPUPART__OPT_DRA_METADATA_DIR].def,
+                     secure_getenv("POD_NAME"), secure_getenv("GPUPART_PARTITION"));
   hami_devices(c, HAMI);
   if ((v = secure_getenv(HAMI)) && *v) gpupart__share_hami(c, HAMI, v);
   hami_devices(c, HAMI_HIP);

@@ -98,6 +98,11 @@ typedef struct gpupart__config {
   uint32_t nshare_warnings;
   gpupart__dra_device dra[GPUPART__MAX_DRA]; /* DRA metadata's devices (shares point here) */
   uint32_t ndra;
+  /* With DRA devices: the pod's name ($POD_NAME, the downward API's metadata.name: the
+   * metadata names no pod) for the metrics' pod label, and the claim's partition
+   * ($GPUPART_PARTITION, which `gpupart cdi` injects); "" when unset or not a name. */
+  char dra_pod[GPUPART__DRA_NAME_MAX];
+  char dra_partition[GPUPART__DRA_NAME_MAX];
 } gpupart__config;
 
 /* Receives each error line of a check, e.g. "a.ini:3: unknown key 'memroy_fraction'". */
@@ -181,7 +186,8 @@ gpupart__share *gpupart__share_add(gpupart__config *c, gpupart__share_kind kind,
 /* dra.c: records a share for each device of the DRA metadata files under root
  * (resourceclaims/<claim>/<request>/<driver>-metadata.json and resourceclaimtemplates/
  * <podClaimName>/<request>/<driver>-metadata.json); what cannot be read is a warning. */
-void gpupart__share_dra(gpupart__config *c, const gpupart__hostmem *m, const char *root);
+void gpupart__share_dra(gpupart__config *c, const gpupart__hostmem *m, const char *root, const char *pod,
+                        const char *partition);
 
 /* The orchestrator share that applies to device index with PCI address pci ("" when
  * unknown), UUID uuid (16 bytes; NULL, or all zero, when it has none) and total bytes

@@ -370,7 +370,23 @@ static void dra_take(gpupart__config *c, const gpupart__dra_device *dev) {
   snprintf(s->key, sizeof s->key, "%.*s", (int)sizeof s->key - 1, dev->key); /* matching reads dev->key */
 }
 
-void gpupart__share_dra(gpupart__config *c, const gpupart__hostmem *m, const char *root) {
+/* Whether s is a Kubernetes object name (a DNS subdomain: 1 to 253 of a-z 0-9 . -). */
+static int k8s_name(const char *s) {
+  size_t n = strlen(s);
+  return n && n <= 253 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") == n;
+}
+
+/* The pod's name and the claim's partition, kept for the devices of DRA claims. */
+static void dra_context(gpupart__config *c, const char *pod, const char *partition) {
+  if (pod && *pod && !k8s_name(pod))
+    gpupart__share_warn(c, "POD_NAME=%s: not a Kubernetes name: the metrics carry no pod label", GPUPART__ECHO(pod));
+  else if (pod) snprintf(c->dra_pod, sizeof c->dra_pod, "%s", pod);
+  if (partition && strlen(partition) < sizeof c->dra_partition)
+    snprintf(c->dra_partition, sizeof c->dra_partition, "%s", partition);
+}
+
+void gpupart__share_dra(gpupart__config *c, const gpupart__hostmem *m, const char *root, const char *pod,
+                        const char *partition) {
   gpupart__dra_scan *scan = gpupart__host_calloc(m, 1, sizeof *scan);
   if (!scan) {
     gpupart__share_warn(c, "%s: out of host memory: the DRA device metadata is not read", GPUPART__ECHO(root));
@@ -379,6 +395,7 @@ void gpupart__share_dra(gpupart__config *c, const gpupart__hostmem *m, const cha
   gpupart__dra_scan_root(m, root, scan);
   for (uint32_t i = 0; i < scan->nwarnings; i++) gpupart__share_warn(c, "%s", scan->warnings[i]);
   for (uint32_t i = 0; i < scan->ndevices; i++) dra_take(c, &scan->devices[i]);
+  if (scan->ndevices) dra_context(c, pod, partition);
   gpupart__host_free(m, scan);
 }
 

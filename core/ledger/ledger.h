@@ -25,7 +25,8 @@ typedef struct gpupart__ledger_entry gpupart__ledger_entry; /* one partition's a
  * process and handle. 0 is never a member. */
 typedef uint64_t gpupart__ledger_member;
 
-#define GPUPART__LEDGER_NAME_MAX 64 /* bytes of a name in an entry listing, NUL included */
+#define GPUPART__LEDGER_NAME_MAX 64     /* bytes of a name in an entry listing, NUL included */
+#define GPUPART__LEDGER_KEEP UINT64_MAX /* a guarantee left as it is (clamped down to a new limit) */
 
 /* Why a reservation was refused: one of these, or a negative gpupart_result when the
  * ledger could not be used at all (a shared ledger whose lock is held past the wait:
@@ -56,6 +57,32 @@ typedef struct gpupart__ledger_entry_info {
   gpupart__ledger_member member;       /* who added it */
   gpupart__ledger_figures figures;
 } gpupart__ledger_entry_info;
+
+/* What names a partition's workload to the people reading the metrics: the Kubernetes
+ * DRA claim it was made from, the claim's namespace and the pod (shared ledgers keep them
+ * in the file, shm_format.h; "" when not known). Each value is GPUPART__LEDGER_LABEL_MAX
+ * bytes at most, NUL included, of printable ASCII only (gpupart__ledger_labels_ok). */
+#define GPUPART__LEDGER_LABEL_MAX 256 /* a Kubernetes name (253 bytes), its NUL, rounded */
+typedef struct gpupart__ledger_labels {
+  char claim[GPUPART__LEDGER_LABEL_MAX];
+  char namespace[GPUPART__LEDGER_LABEL_MAX];
+  char pod[GPUPART__LEDGER_LABEL_MAX];
+} gpupart__ledger_labels;
+
+/* Whether value (n bytes, as read from anywhere) is a label value: NUL-terminated
+ * within its n bytes, every byte before the NUL printable ASCII (0x20 to 0x7e). */
+static inline int gpupart__ledger_label_ok(const char *value, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)value[i];
+    if (!c) return 1;
+    if (c < 0x20 || c > 0x7e) return 0;
+  }
+  return 0;
+}
+static inline int gpupart__ledger_labels_ok(const gpupart__ledger_labels *l) {
+  return gpupart__ledger_label_ok(l->claim, sizeof l->claim) &&
+         gpupart__ledger_label_ok(l->namespace, sizeof l->namespace) && gpupart__ledger_label_ok(l->pod, sizeof l->pod);
+}
 
 /* What an entry's member publishes of its own use of the partition, for gpupart top and
  * metrics (in a shared ledger they live in the file; in-process in the entry). Only the
@@ -128,9 +155,13 @@ typedef struct gpupart__ledger_ops {
   /* The most bytes e could reserve now, and which rule bounds it (a negative code when
    * the ledger could not be used: see gpupart__refusal). */
   uint64_t (*grantable)(gpupart__ledger *l, gpupart__ledger_entry *e, gpupart__refusal *bound);
-  /* ELIMIT (nothing changed) when growing past the budget; EBUSY when reserved exceeds
-   * new_limit. Clamps the guarantee down to the new limit. */
-  int (*set_limit)(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t new_limit);
+  /* e's partition takes limit and guarantee (GPUPART__LEDGER_KEEP: its guarantee, clamped
+   * down to the new limit), under the same rule as a change from outside (resize.h; a
+   * shared ledger's is one function for both): EINVAL (nothing changed) for a guarantee
+   * above the limit; ELIMIT when the limit exceeds the budget or the guarantees would sum
+   * past it; EBUSY when reserved exceeds the limit. A raised floor over others' bytes
+   * asks them to give back. */
+  int (*set_figures)(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t limit, uint64_t guarantee);
   void (*get)(gpupart__ledger *l, const gpupart__ledger_entry *e, gpupart__ledger_figures *out);
   /* Device-wide: limit = budget, guarantee = sum of guarantees, reserved, peak_reserved. */
   void (*totals)(gpupart__ledger *l, gpupart__ledger_figures *out);
@@ -183,7 +214,34 @@ typedef struct gpupart__ledger_ops {
    * refuses past it (GPUPART__REFUSED_CEILING) and grantable counts it, whatever the
    * shared budget leaves. */
   void (*set_ceiling)(gpupart__ledger *l, uint64_t bytes);
+  /* Give-back requests with a size and a priority (shm_request.c). post: asks for need
+   * bytes free beyond every unused guarantee (0: only that the floors lack nothing), at
+   * priority (GPUPART__PRIORITY_*), served for at most ttl_ms, and wakes every
+   * responder: OK with *ticket; EBUSY when every slot is taken (the unsized ask_trim was
+   * made instead, *ticket 0); or the ledger's code. withdraw: the request ends. lack:
+   * what ticket still lacks, counting the requests served before it (higher priority,
+   * then lower ticket): 0 once the budget has it all free; a ticket that is gone counts
+   * no need. lack_all: what every live request lacks together (the floors' shortfall
+   * when none), which is what the responders give back. Both negative: the ledger's
+   * code. posted: whether a request was posted since *seen (one atomic load). */
+  int (*post)(gpupart__ledger *l, uint64_t need, uint32_t priority, int ttl_ms, uint64_t *ticket);
+  void (*withdraw)(gpupart__ledger *l, uint64_t ticket);
+  int64_t (*lack)(gpupart__ledger *l, uint64_t ticket);
+  int64_t (*lack_all)(gpupart__ledger *l);
+  int (*posted)(gpupart__ledger *l, uint64_t *seen);
+  /* Since 0.3: writes labels (gpupart__ledger_labels_ok, else EINVAL) into e's partition
+   * in the file when it carries none yet (its maker's, or the first labelled member's):
+   * OK (written, or the partition keeps the labels it had); EBUSY/ECORRUPT when the
+   * ledger could not be used. */
+  int (*label)(gpupart__ledger *l, gpupart__ledger_entry *e, const gpupart__ledger_labels *labels);
 } gpupart__ledger_ops;
+
+/* The priorities of give-back requests: a higher one is served first. The configuration
+ * has no priority of its own for a partition or a process, so the rule is the
+ * guarantees': a floor (a new guarantee made room for, or a partition growing within its
+ * guarantee) outranks growth past a guarantee (best effort). */
+#define GPUPART__PRIORITY_GROWTH 1u
+#define GPUPART__PRIORITY_FLOOR 2u
 
 struct gpupart__ledger {
   const gpupart__ledger_ops *ops;

@@ -257,18 +257,25 @@ static uint64_t local_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gp
   return can;
 }
 
-static int local_set_limit(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t new_limit) {
+/* Lock held: the code of e taking limit and guarantee g (ledger.h's set_figures). */
+static int figures_refused_locked(const local_ledger *L, const gpupart__ledger_entry *e, uint64_t limit, uint64_t g) {
+  uint64_t others = L->guarantees - e->guarantee;
+  if (g > limit) return GPUPART_EINVAL;
+  if (limit > L->budget || g > (L->budget > others ? L->budget - others : 0)) return GPUPART_ELIMIT;
+  return e->reserved > limit ? GPUPART_EBUSY : GPUPART_OK;
+}
+
+static int local_set_figures(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t limit, uint64_t guarantee) {
   local_ledger *L = local(l);
   pthread_mutex_lock(&L->lock);
-  int rc = new_limit > L->budget ? GPUPART_ELIMIT : e->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
+  uint64_t g = guarantee != GPUPART__LEDGER_KEEP ? guarantee : e->guarantee < limit ? e->guarantee : limit;
+  int rc = figures_refused_locked(L, e, limit, g);
   if (rc == GPUPART_OK) {
-    e->limit = new_limit;
-    if (e->guarantee > new_limit) {
-      L->unused -= unused_of(e);
-      L->guarantees -= e->guarantee - new_limit;
-      e->guarantee = new_limit;
-      L->unused += unused_of(e);
-    }
+    L->unused -= unused_of(e);
+    L->guarantees = L->guarantees - e->guarantee + g;
+    e->guarantee = g;
+    e->limit = limit;
+    L->unused += unused_of(e);
   }
   pthread_mutex_unlock(&L->lock);
   return rc;
@@ -386,7 +393,7 @@ static const gpupart__ledger_ops local_ops = {
     .reserve = local_reserve,
     .release = local_release,
     .grantable = local_grantable,
-    .set_limit = local_set_limit,
+    .set_figures = local_set_figures,
     .get = local_get,
     .totals = local_totals,
     .reset_peak = local_reset_peak,

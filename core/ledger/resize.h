@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define GPUPART__LEDGER_KEEP UINT64_MAX /* a guarantee left as it is (clamped down to the new limit) */
+#include "ledger.h" /* GPUPART__LEDGER_KEEP */
 
 /* One change. partition NULL: the budget becomes limit (guarantee unused). */
 typedef struct gpupart__ledger_change {

@@ -403,21 +403,31 @@ static uint64_t shm_grantable(gpupart__ledger *l, gpupart__ledger_entry *e, gpup
   return can;
 }
 
-static int shm_set_limit(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t new_limit) {
+/* The rule of a change from outside (shm_resize.c), for a member's own partition. */
+static int shm_set_figures(gpupart__ledger *l, gpupart__ledger_entry *e, uint64_t limit, uint64_t guarantee) {
   shm_ledger *L = shm(l);
   int rc = gpupart__shm_lock(L);
   if (rc) return rc;
   shm_share *s = gpupart__shm_share_of(L, e);
+  rc = !s ? gone(L) : gpupart__shm_set_figures_locked(L->h, s->part, limit, guarantee);
+  gpupart__shm_unlock(L);
+  if (rc == GPUPART__SHM_ABOVE) return GPUPART_EBUSY;
+  if (rc == GPUPART_OK && guarantee != GPUPART__LEDGER_KEEP && gpupart__shm_shortfall(l) > 0)
+    gpupart__shm_ask_trim(l); /* a raised floor over others' cached bytes */
+  return rc;
+}
+
+/* The partition's labels are its maker's: written only while it has none. */
+static int shm_label(gpupart__ledger *l, gpupart__ledger_entry *e, const gpupart__ledger_labels *labels) {
+  shm_ledger *L = shm(l);
+  if (!gpupart__ledger_labels_ok(labels))
+    return gpupart__fail(GPUPART_EINVAL, "ledger %s: a label is too long or not printable ASCII", L->path);
+  int rc = gpupart__shm_lock(L);
+  if (rc) return rc;
+  shm_share *s = gpupart__shm_share_of(L, e);
   shm_part *p = s ? part_of(L, s) : NULL;
-  rc = !p ? gone(L) : new_limit > L->h->budget ? GPUPART_ELIMIT : p->reserved > new_limit ? GPUPART_EBUSY : GPUPART_OK;
-  if (rc == GPUPART_OK) {
-    p->limit = new_limit;
-    p->flags |= SHM_PART_RESIZED;
-    if (p->guarantee > new_limit) {
-      p->guarantee = new_limit;
-      gpupart__shm_recompute(L->h);
-    }
-  }
+  if (!p) rc = gone(L);
+  else if (!p->labels.claim[0] && !p->labels.namespace[0] && !p->labels.pod[0]) p->labels = *labels;
   gpupart__shm_unlock(L);
   return rc;
 }
@@ -554,7 +564,7 @@ const gpupart__ledger_ops gpupart__shm_ops = {
     .reserve = shm_reserve,
     .release = shm_release,
     .grantable = shm_grantable,
-    .set_limit = shm_set_limit,
+    .set_figures = shm_set_figures,
     .get = shm_get,
     .totals = shm_totals,
     .reset_peak = shm_reset_peak,
@@ -566,8 +576,14 @@ const gpupart__ledger_ops gpupart__shm_ops = {
     .ask_trim = gpupart__shm_ask_trim,
     .trim_asked = shm_trim_asked,
     .shortfall = gpupart__shm_shortfall,
+    .post = gpupart__shm_post,
+    .withdraw = gpupart__shm_withdraw,
+    .lack = gpupart__shm_lack,
+    .lack_all = gpupart__shm_lack_all,
+    .posted = gpupart__shm_posted,
     .wait_asked = gpupart__shm_wait_asked,
     .wake_seen = gpupart__shm_wake_seen,
     .wake_local = gpupart__shm_wake_local,
     .set_ceiling = shm_set_ceiling,
+    .label = shm_label,
 };

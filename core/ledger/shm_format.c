@@ -8,7 +8,8 @@
  * word was scribbled on) takes the lock over; one whose holder lives waits until a
  * deadline. The sequence word is odd while a holder changes the file, so the next holder
  * knows when the last one died mid-update, and readers without the lock know a copy taken
- * across a change. */
+ * across a change. The rule of a partition's changed figures (limit, floor) is here too,
+ * one for a member's own resize and for a change from outside (shm_resize.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -42,7 +43,7 @@ int gpupart__shm_other_version(int fd, const char *path) {
 
 int gpupart__shm_header_ok(const shm_header *h) {
   return h->magic == SHM_MAGIC && h->version == SHM_VERSION && h->size == sizeof *h && h->members == SHM_MEMBERS &&
-         h->parts == SHM_PARTS && h->shares == SHM_SHARES;
+         h->parts == SHM_PARTS && h->shares == SHM_SHARES && h->requests == SHM_REQUESTS;
 }
 
 uint64_t gpupart__shm_random(void) {
@@ -311,7 +312,8 @@ size_t gpupart__ledger_shm_field(const char *name) {
     size_t at;
   } fields[] = {{"identity", offsetof(shm_header, identity)}, {"epoch", offsetof(shm_header, epoch)},
                 {"seq", offsetof(shm_header, seq)},           {"holder_pid", offsetof(shm_header, holder_pid)},
-                {"budget", offsetof(shm_header, budget)},     {"reserved", offsetof(shm_header, reserved)}};
+                {"budget", offsetof(shm_header, budget)},     {"reserved", offsetof(shm_header, reserved)},
+                {"request", offsetof(shm_header, request)}};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
     if (strcmp(fields[i].name, name) == 0) return fields[i].at;
   return SIZE_MAX;
@@ -324,9 +326,42 @@ void gpupart__shm_init_header(shm_header *h, const gpupart__identity *id, uint64
   h->members = SHM_MEMBERS;
   h->parts = SHM_PARTS;
   h->shares = SHM_SHARES;
+  h->requests = SHM_REQUESTS;
   memcpy(h->identity, id->key, sizeof h->identity);
   h->budget = budget;
   h->epoch = gpupart__shm_random();
   h->last_member = gpupart__shm_random() << 24; /* member ids of two files never meet (shm_move.c) */
   __atomic_store_n(&h->magic, SHM_MAGIC, __ATOMIC_RELEASE);
+}
+
+/* ---- a partition's figures changed (a member's set_figures, gpupart resize) ---- */
+
+/* Lock held: the guarantee a change leaves partition p. */
+static uint64_t new_guarantee(const shm_part *p, uint64_t limit, uint64_t guarantee) {
+  if (guarantee != GPUPART__LEDGER_KEEP) return guarantee;
+  return p->guarantee < limit ? p->guarantee : limit;
+}
+
+int gpupart__shm_set_figures_locked(shm_header *h, uint32_t i, uint64_t limit, uint64_t guarantee) {
+  shm_part *p = &h->part[i];
+  int len = (int)strnlen(p->name, SHM_NAME);
+  uint64_t g = new_guarantee(p, limit, guarantee), others = gpupart__shm_sub0(h->guarantees, p->guarantee);
+  if (g > limit)
+    return gpupart__fail(GPUPART_EINVAL, "resize '%.*s': guarantee %llu exceeds the limit %llu", len, p->name,
+                         (unsigned long long)(g), (unsigned long long)(limit));
+  if (limit > h->budget)
+    return gpupart__fail(GPUPART_ELIMIT, "resize '%.*s': limit %llu exceeds the device budget %llu (raise it first)",
+                         len, p->name, (unsigned long long)(limit), (unsigned long long)(h->budget));
+  if (g > gpupart__shm_sub0(h->budget, others))
+    return gpupart__fail(GPUPART_ELIMIT,
+                         "resize '%.*s': guarantee %llu would take the guarantees past the budget %llu (the other "
+                         "partitions' sum to %llu)",
+                         len, p->name, (unsigned long long)(g), (unsigned long long)(h->budget),
+                         (unsigned long long)(others));
+  if (p->reserved > limit) return GPUPART__SHM_ABOVE;
+  p->limit = limit;
+  p->guarantee = g;
+  p->flags |= SHM_PART_RESIZED;
+  gpupart__shm_recompute(h);
+  return GPUPART_OK;
 }

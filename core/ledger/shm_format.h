@@ -1,4 +1,4 @@
-/* The shared ledger's file (version 4): its layout, the checks a file must pass before
+/* The shared ledger's file (version 5): its layout, the checks a file must pass before
  * anything of it is trusted, the rules for locking it, and the sums every figure is
  * recomputed from. Shared by the library's side (shm.c and its helpers) and the
  * outside reader (snapshot.c); nothing here keeps state. Every byte of the file is
@@ -20,15 +20,18 @@
 #include "shm_folder.h"
 
 #define SHM_MAGIC 0x3174726170757067ull /* "gpupart1" read as little-endian */
-/* 4: no mutex in the file (a lock word naming an attachment instead), an epoch, a
- * sequence word and the lock holder's pid and command; 3: the shares carry their owner's
- * counters */
-#define SHM_VERSION 4u
+/* 5: give-back requests (their slots, a ticket counter and a posted counter) and each
+ * partition's workload labels (a DRA claim, namespace, pod); 4: no mutex in the file (a
+ * lock word naming an attachment instead), an epoch, a sequence word and the lock
+ * holder's pid and command; 3: the shares carry their owner's counters */
+#define SHM_VERSION 5u
 #define SHM_MEMBERS 128u
 #define SHM_PARTS 256u
 #define SHM_SHARES 512u
 #define SHM_NAME 64u
-#define SHM_LOCK_BASE ((off_t)1 << 32)          /* member i's liveness byte: far past the data */
+#define SHM_REQUESTS 32u               /* give-back requests at once (shm_request.c) */
+#define SHM_REQUEST_MAX_MS 60000u      /* a request's longest life: a slot set to expire later is hostile, freed */
+#define SHM_LOCK_BASE ((off_t)1 << 32) /* member i's liveness byte: far past the data */
 #define SHM_ATTACH_BASE (SHM_LOCK_BASE + 65536) /* attachment a's liveness byte */
 #define SHM_READERS (SHM_LOCK_BASE - 1)         /* held for reading by readers asking the members to make way */
 #define SHM_ATTACHMENTS 1024u                   /* attachments (one per context and file) at once */
@@ -49,13 +52,16 @@ typedef struct shm_member {
  * shares (recomputed from them after a death). flags: SHM_PART_RESIZED once its figures
  * were changed after its creation (by a member or from outside, resize.h): a later
  * creation with other figures then joins it, the ledger's figures applying, rather than
- * being refused (EEXIST); other bits are ignored (a file written as version 4 before
- * them held 0 here). */
+ * being refused (EEXIST); a budget change sets it on every partition (shm_resize.c);
+ * other bits are ignored. labels: written once, by the member that makes the partition
+ * (or the first member that has any), ledger.h's label op; all "" when none; a reader
+ * trusts them only when gpupart__ledger_labels_ok (printable ASCII, terminated). */
 #define SHM_PART_RESIZED 1u
 typedef struct shm_part {
   char name[SHM_NAME];
   uint64_t limit, guarantee, reserved, peak_reserved;
   uint32_t members, flags;
+  gpupart__ledger_labels labels;
 } shm_part;
 
 /* One member's part of a partition, on a cache line of its own: its owner writes pub on
@@ -68,9 +74,24 @@ typedef struct shm_share {
 } shm_share;
 _Static_assert(sizeof(shm_share) == 64, "a share is one cache line");
 
+/* A give-back request (shm_request.c): its poster needs need bytes free in the budget
+ * once every unused guarantee is counted, ahead of every request of a lower priority
+ * (then of a higher ticket). Every field is hostile input: a slot is served only while
+ * its ticket is set, its attachment (attach - 1) lives and expires_ms lies in the next
+ * SHM_REQUEST_MAX_MS; any need and priority are legal (sums saturate). */
+typedef struct shm_request {
+  uint64_t ticket;     /* 0 = free; the header's last_ticket when posted */
+  uint64_t need;       /* bytes; 0: only that the floors lack nothing */
+  uint64_t expires_ms; /* CLOCK_MONOTONIC, in ms: no longer served after it */
+  int64_t pid;         /* the poster, for messages */
+  uint32_t priority;   /* higher first (GPUPART__PRIORITY_*, ledger.h) */
+  uint32_t attach;     /* the poster's attachment slot + 1: its liveness byte */
+  char command[16];    /* the poster's comm, NUL-padded */
+} shm_request;
+
 typedef struct shm_header {
   uint64_t magic;
-  uint32_t version, size, members, parts, shares, pad;
+  uint32_t version, size, members, parts, shares, requests;
   char identity[GPUPART__IDENTITY_MAX];
   uint64_t epoch;          /* random, written at creation: a file made anew under the name has another */
   uint32_t lock;           /* 0, or the holder's attachment slot + 1 (taken by compare-and-swap) */
@@ -83,6 +104,9 @@ typedef struct shm_header {
   shm_member member[SHM_MEMBERS];
   shm_part part[SHM_PARTS];
   shm_share share[SHM_SHARES];
+  uint64_t last_ticket; /* the last request's ticket (lock held) */
+  uint64_t posted;      /* bumped (atomically) at every request posted: a handle's next slow path compares it */
+  shm_request request[SHM_REQUESTS];
 } shm_header;
 
 static inline uint64_t gpupart__shm_sub0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
@@ -159,6 +183,15 @@ int gpupart__shm_operator_alive(const shm_header *h, uint32_t i);
 /* Whether partition part is one the operator declared (the operator's member has a share
  * of it). */
 int gpupart__shm_part_operator(const shm_header *h, uint32_t part);
+/* Lock held (or a private copy): partition slot i takes limit and guarantee (GPUPART__LEDGER_KEEP:
+ * its own, clamped down to the limit), checked against the budget and the other
+ * partitions' guarantees as admission does, and marked resized: the one rule of a
+ * member's set_figures and of a change from outside (gpupart resize). OK; EINVAL, ELIMIT
+ * (the message set); GPUPART__SHM_ABOVE when the members hold more than the limit
+ * (nothing changed, no message). */
+#define GPUPART__SHM_ABOVE 1 /* not a gpupart_result (those are 0 or negative) */
+int gpupart__shm_set_figures_locked(shm_header *h, uint32_t i, uint64_t limit, uint64_t guarantee);
+
 /* The partition named name (compared over SHM_NAME bytes), or -1. */
 int gpupart__shm_find_part(const shm_header *h, const char *name);
 

@@ -6,8 +6,10 @@
  *   shm_open.c    opening or creating the file, and gpupart__ledger_shm_create;
  *   shm.c         the ledger interface (ledger.h) over the file;
  *   shm_resize.c  changes from outside (resize.h): a partition's figures, the budget;
- *   shm_wake.c    give-back requests (the wake word the responders sleep on) and the
- *                        floors' shortfall;
+ *   shm_request.c give-back requests with a size and a priority (their slots in the
+ *                        file);
+ *   shm_wake.c    the wake word the responders sleep on, the old unsized trim request,
+ *                        and the floors' shortfall;
  *   shm_lock.c    taking and dropping the ledger's lock, and what each taking checks
  *                        first (a file truncated, replaced or deleted, a holder that died
  *                        mid-update, work queued while the lock could not be taken);
@@ -99,6 +101,15 @@ int gpupart__shm_wait_asked(gpupart__ledger *l, uint32_t *seen, int timeout_ms);
 uint32_t gpupart__shm_wake_seen(gpupart__ledger *l);
 void gpupart__shm_wake_local(gpupart__ledger *l);
 int64_t gpupart__shm_shortfall(gpupart__ledger *l);
+/* Bumps the wake word and wakes every responder of the file (no request of its own). */
+void gpupart__shm_wake_all(shm_ledger *L);
+
+/* shm_request.c: the post, withdraw, lack, lack_all and posted ops (ledger.h). */
+int gpupart__shm_post(gpupart__ledger *l, uint64_t need, uint32_t priority, int ttl_ms, uint64_t *ticket);
+void gpupart__shm_withdraw(gpupart__ledger *l, uint64_t ticket);
+int64_t gpupart__shm_lack(gpupart__ledger *l, uint64_t ticket);
+int64_t gpupart__shm_lack_all(gpupart__ledger *l);
+int gpupart__shm_posted(gpupart__ledger *l, uint64_t *seen);
 
 /* shm_lock.c. lock: 0, or the code with the message set (EBUSY: held past the
  * wait, naming the holder; ECORRUPT: the file is lost; EINVAL: a forked child). The

@@ -2,7 +2,8 @@
  * attaches to the file without joining it as a member (no member slot, no share), takes
  * its lock as a member would (so a holder that died mid-update is repaired first), checks
  * the change against the same rules admission uses (limits within the budget, guarantees
- * summing within it) and writes it. A shrink below the bytes the members hold is not
+ * summing within it: gpupart__shm_set_figures_locked, which a member's own set_figures,
+ * a DRA claim's newer generation, uses too) and writes it. A shrink below the bytes the members hold is not
  * written: the members are asked to give back (the trim counter and the wake word their
  * responders sleep on, as for a floor), and the change is tried again every few
  * milliseconds until it fits or the wait is over; it is then refused, naming who holds
@@ -18,9 +19,8 @@
 #include "shm.h"
 #include "shm_impl.h"
 
-#define ABOVE 1 /* not a gpupart_result: the members hold more than the change allows */
+#define ABOVE GPUPART__SHM_ABOVE
 
-static uint64_t sub0(uint64_t a, uint64_t b) { return gpupart__shm_sub0(a, b); }
 static unsigned long long ull(uint64_t v) { return (unsigned long long)v; }
 
 /* What a try found when the members hold too much, for the final message. */
@@ -29,41 +29,18 @@ typedef struct above {
   char who[1024];
 } above;
 
-/* Lock held: the guarantee a change leaves partition p. */
-static uint64_t new_guarantee(const shm_part *p, const gpupart__ledger_change *c) {
-  if (c->guarantee != GPUPART__LEDGER_KEEP) return c->guarantee;
-  return p->guarantee < c->limit ? p->guarantee : c->limit;
-}
-
 static int part_locked(shm_ledger *L, const gpupart__ledger_change *c, above *a) {
   shm_header *h = L->h;
   int i = gpupart__shm_find_part(h, c->partition);
   if (i < 0)
     return gpupart__fail(GPUPART_EINVAL, "ledger %s has no partition '%s' (a partition lives while a process uses it)",
                          L->path, c->partition);
-  shm_part *p = &h->part[i];
-  uint64_t g = new_guarantee(p, c), others = sub0(h->guarantees, p->guarantee);
-  if (g > c->limit)
-    return gpupart__fail(GPUPART_EINVAL, "resize '%s': guarantee %llu exceeds the limit %llu", c->partition, ull(g),
-                         ull(c->limit));
-  if (c->limit > h->budget)
-    return gpupart__fail(GPUPART_ELIMIT, "resize '%s': limit %llu exceeds the device budget %llu (raise it first)",
-                         c->partition, ull(c->limit), ull(h->budget));
-  if (g > sub0(h->budget, others))
-    return gpupart__fail(GPUPART_ELIMIT,
-                         "resize '%s': guarantee %llu would take the guarantees past the budget %llu (the other "
-                         "partitions' sum to %llu)",
-                         c->partition, ull(g), ull(h->budget), ull(others));
-  if (p->reserved > c->limit) {
-    a->held = p->reserved;
+  int rc = gpupart__shm_set_figures_locked(h, (uint32_t)i, c->limit, c->guarantee);
+  if (rc == ABOVE) {
+    a->held = h->part[i].reserved;
     gpupart__shm_name_members(h, (uint32_t)i, NULL, a->who, sizeof a->who);
-    return ABOVE;
   }
-  p->limit = c->limit;
-  p->guarantee = g;
-  p->flags |= SHM_PART_RESIZED;
-  gpupart__shm_recompute(h);
-  return GPUPART_OK;
+  return rc;
 }
 
 /* Lock held: every partition's members, for a budget below what they hold. */
@@ -93,6 +70,10 @@ static int budget_locked(shm_ledger *L, uint64_t budget, above *a) {
     return ABOVE;
   }
   h->budget = budget;
+  /* The partitions keep their bytes; one a job sizes as a share of the budget now
+   * resolves to other bytes, so each is marked as changed: that job joins it. */
+  for (uint32_t i = 0; i < SHM_PARTS; i++)
+    if (h->part[i].members) h->part[i].flags |= SHM_PART_RESIZED;
   return GPUPART_OK;
 }
 
@@ -131,8 +112,10 @@ static int apply(shm_ledger *L, const gpupart__ledger_change *c) {
     rc = try_once(L, c, &a);
   }
   if (rc == ABOVE) return refuse(L, c, &a);
-  if (rc == GPUPART_OK && c->partition && gpupart__shm_shortfall(&L->base) > 0)
+  if (rc != GPUPART_OK || !c->partition) return rc;
+  if (gpupart__shm_shortfall(&L->base) > 0)
     gpupart__shm_ask_trim(&L->base); /* a raised floor over others' cached bytes */
+  else gpupart__shm_wake_all(L);     /* a preallocated partition takes a grown limit (core/trim.c) */
   return rc;
 }
 

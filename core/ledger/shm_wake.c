@@ -20,12 +20,16 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
   return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
 }
 
+void gpupart__shm_wake_all(shm_ledger *L) {
+  __atomic_add_fetch(&L->h->wake, 1, __ATOMIC_RELEASE);
+  futex(&L->h->wake, FUTEX_WAKE, INT_MAX, NULL); /* shared: keyed by the file, so every process's waiters */
+}
+
 void gpupart__shm_ask_trim(gpupart__ledger *l) {
   shm_ledger *L = (shm_ledger *)l;
   if (L->inherited) return;
   __atomic_add_fetch(&L->h->trim_asked, 1, __ATOMIC_RELEASE);
-  __atomic_add_fetch(&L->h->wake, 1, __ATOMIC_RELEASE);
-  futex(&L->h->wake, FUTEX_WAKE, INT_MAX, NULL); /* shared: keyed by the file, so every process's waiters */
+  gpupart__shm_wake_all(L);
 }
 
 uint32_t gpupart__shm_wake_seen(gpupart__ledger *l) {

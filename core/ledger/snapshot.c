@@ -184,6 +184,8 @@ static void copy_entry(const shm_header *h, uint32_t k, snapshot_index *ix, gpup
   snprintf(o->name, sizeof o->name, "%.*s", (int)strnlen(pt->name, SHM_NAME - 1), pt->name);
   o->figures = (gpupart__ledger_figures){
       .limit = pt->limit, .guarantee = pt->guarantee, .reserved = pt->reserved, .peak_reserved = pt->peak_reserved};
+  if (gpupart__ledger_labels_ok(&pt->labels)) o->labels = pt->labels; /* any bytes, until checked */
+  else o->labels_refused = 1;
   first_member(h, k, o);
 }
 
@@ -255,12 +257,15 @@ int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_sn
   if (rc) return rc;
   DIR *dh = opendir(dir);
   if (!dh) return gpupart__fail(GPUPART_ECONFIG, "ledger folder %s: %s", dir, strerror(errno));
-  gpupart__ledger_snapshot *s = calloc(GPUPART__SNAPSHOT_FILES, sizeof *s);
+  uint32_t cap = 0; /* the files there now: a snapshot is large (every slot of a ledger) */
+  for (struct dirent *e; cap < GPUPART__SNAPSHOT_FILES && (e = readdir(dh));) cap += is_ledger(&f, e->d_name);
+  rewinddir(dh);
+  gpupart__ledger_snapshot *s = calloc(cap ? cap : 1, sizeof *s);
   if (!s) {
     closedir(dh);
     return gpupart__fail(GPUPART_ENOMEM, "ledger snapshot: out of host memory");
   }
-  for (struct dirent *e; *n < GPUPART__SNAPSHOT_FILES && (e = readdir(dh));)
+  for (struct dirent *e; *n < cap && (e = readdir(dh));)
     if (is_ledger(&f, e->d_name)) read_in(dir, &f, e->d_name, timeout_ms, &s[(*n)++]);
   closedir(dh);
   qsort(s, *n, sizeof *s, by_file);

@@ -46,6 +46,11 @@ typedef struct gpupart__ledger_snapshot_entry {
   int64_t pid;     /* its member's pid; 0 when it names no member (see consistent) */
   gpupart__ledger_figures figures;
   uint64_t in_use; /* bytes in live allocations, summed over its members */
+  /* Since 0.3: the workload that made it (a Kubernetes DRA claim, its namespace, the
+   * pod), "" when none; labels the file held that were not terminated printable ASCII
+   * (gpupart__ledger_labels_ok) are left out, and labels_refused says so. */
+  gpupart__ledger_labels labels;
+  int labels_refused;
 } gpupart__ledger_snapshot_entry;
 
 /* One ledger file as read at one moment, under its lock: never a torn mix of two states

@@ -1,8 +1,9 @@
 /* The interposers' mirror accounting (account.h): one gpupart context per process,
  * created on first use from the process's GPUPART_* configuration; one simulated device
  * per real device, of the real device's size and, where the layer found one, with its
- * UUID or PCI bus id, opened through the public API; on it one partition named
- * GPUPART_PARTITION, else after the program. Nothing here decides a limit: device_open
+ * UUID or PCI bus id, opened through the public API; on it one account-only partition
+ * named GPUPART_PARTITION, else after the program, on which each intercepted allocation
+ * is a charge of its exact size (no block, no sim call). Nothing here decides a limit: device_open
  * computes the budget and partition_create the limit, as for any gpupart application.
  * What gpupart refuses fails closed (a partition that refuses everything), unless the
  * operator set GPUPART_FAIL_OPEN. */
@@ -255,17 +256,18 @@ static uint64_t json_u64(const char *text, const char *key) {
   return at ? strtoull(at + strlen(key), NULL, 10) : 0;
 }
 
-/* gpupart_partition_available: with a shared ledger it reads every member's blocks and
- * every process's use of the budget (the other partitions' unused guarantees left out);
- * this process's own bytes count as requested, not as the blocks that hold them. */
+/* gpupart_partition_chargeable: with a shared ledger it reads every member's bytes and
+ * every process's use of the budget (the other partitions' unused guarantees left out),
+ * to the byte, as charges take them. */
 uint64_t gpupart__ip_available(gpupart_partition *p) {
   uint64_t bytes = 0;
-  return p != CLOSED && gpupart_partition_available(p, &bytes) == GPUPART_OK ? bytes : 0;
+  return p != CLOSED && gpupart_partition_chargeable(p, &bytes) == GPUPART_OK ? bytes : 0;
 }
 
 /* Whether a limit holds the partition below the device: its limit is at least one
  * granule short of the device's size (without GPUPART_MEMORY_LIMIT, a fraction or a
- * partition size, the limit is the size rounded down to the granularity). */
+ * partition size, the limit is the size rounded down to the granularity). Asked only of
+ * a charge past the limit (never on the way of one that fits). */
 static int limited(gpupart_partition *p) {
   gpupart_device *dev = device_of(p);
   char *json = NULL;
@@ -275,20 +277,20 @@ static int limited(gpupart_partition *p) {
   return less(total, gpupart__ip_limit(p)) >= (granule ? granule : 1);
 }
 
-int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out) {
+int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_charge **out) {
   *out = NULL;
   if (forked_away()) return 0;
   if (p == CLOSED) return -1;
-  gpupart_result r = gpupart_alloc(p, size, 0, out);
-  if (r == GPUPART_ELIMIT || r == GPUPART_EDEVMEM) return -1;
-  /* EINVAL: more than the device itself holds, which only the driver can judge without a
-   * limit; with one it is past the limit, whatever the driver would say (lavapipe and
-   * oversubscribed managed memory take more than the device's size) */
-  return r == GPUPART_EINVAL && size > gpupart__ip_limit(p) && limited(p) ? -1 : 0;
+  gpupart_result r = gpupart_partition_charge(p, size, out);
+  /* past the limit without one below the device: more than the device itself holds,
+   * which only the driver can judge (lavapipe and oversubscribed managed memory take more
+   * than the device's size); with a limit it is refused, whatever the driver would say */
+  if (r == GPUPART_ELIMIT) return size > gpupart__ip_limit(p) && !limited(p) ? 0 : -1;
+  return 0; /* OK, or a ledger that cannot be used now (its message): the driver answers */
 }
 
-void gpupart__ip_unaccount(gpupart_allocation *a) {
-  if (a && !forked_away()) (void)gpupart_free(a);
+void gpupart__ip_unaccount(gpupart_charge *c) {
+  if (c && !forked_away()) (void)gpupart_charge_release(c);
 }
 
 void gpupart__ip_forget(void) {

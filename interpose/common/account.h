@@ -1,13 +1,15 @@
 /* Accounting for the interposers (interpose/): the layers never write device memory
- * themselves and add no policy; they turn each driver allocation they intercept into a
- * gpupart allocation of the same size on a partition of a *mirror* device, a simulated
- * gpupart device (the sim backend, nothing behind it) as large as the real one and, where
- * the driver tells the real device's UUID (or PCI bus id), carrying it: the mirror is then
- * that GPU to gpupart, and its ledger (GPUPART_SHARED=1: the shared ledger file) the one
- * a gpupart application opening the GPU through a real backend uses. The partition's
- * limit, the device budget, the configuration (GPUPART_* variables and the file) and the
- * shared ledger are then gpupart's own, through the public API only, as in any
- * application. docs/unmodified.md says why a mirror and which ledger it joins. */
+ * themselves and add no policy; they charge each driver allocation they intercept, to
+ * the byte, on an account-only partition (gpupart_partition_charge: a ledger reservation
+ * with no arena behind it) of a *mirror* device: a simulated gpupart device (the sim
+ * backend, on which nothing is ever allocated) as large as the real one and, where the
+ * driver tells the real device's UUID (or PCI bus id), carrying it: the mirror is then
+ * that GPU to gpupart, its identity and budget, and its ledger (GPUPART_SHARED=1: the
+ * shared ledger file) the one a gpupart application opening the GPU through a real
+ * backend uses. The partition's limit, the device budget, the configuration (GPUPART_*
+ * variables and the file) and the shared ledger are then gpupart's own, through the
+ * public API only, as in any application. docs/unmodified.md says why a mirror and which
+ * ledger it joins. */
 #ifndef GPUPART_INTERPOSE_ACCOUNT_H
 #define GPUPART_INTERPOSE_ACCOUNT_H
 
@@ -47,22 +49,21 @@ int gpupart__ip_closed(const gpupart_partition *p);
 /* The partition's limit in bytes (what the layer reports as the device's size); 0 where
  * it has none to report (closed: the driver's size stands). */
 uint64_t gpupart__ip_limit(gpupart_partition *p);
-/* The bytes the partition's live allocations hold (what this process uses). */
+/* The bytes the partition's live charges hold (what this process uses). */
 uint64_t gpupart__ip_in_use(gpupart_partition *p);
-/* The bytes this process could still allocate on the partition now
- * (gpupart_partition_available): the free bytes of its blocks plus what the ledger grants,
- * that is its limit less what every member of the partition holds, within the device
- * budget less what every process holds and less the other partitions' unused guarantees;
- * this process's own bytes count as requested, not as the blocks that hold them. */
+/* The bytes this process could still charge on the partition now
+ * (gpupart_partition_chargeable): what the ledger grants, that is its limit less what
+ * every member of the partition holds, within the device budget less what every process
+ * holds and less the other partitions' unused guarantees, to the byte. */
 uint64_t gpupart__ip_available(gpupart_partition *p);
-/* Accounts size bytes: 0 with *out set (NULL when gpupart cannot account the size at
- * all, more than the device holds, and no limit holds the partition below the device:
- * the driver then answers as it would without the layer), or -1 when the partition or
- * the budget refuses it (ELIMIT, EDEVMEM, or more than the device holds past a limit),
- * or p is closed. */
-int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_allocation **out);
+/* Charges size bytes: 0 with *out set (NULL when gpupart cannot account the size: more
+ * than the limit where no limit holds the partition below the device, so that the driver
+ * answers as it would without the layer, or a ledger that cannot be used just now), or -1
+ * when the partition, the budget or the process's ceiling refuses it (ELIMIT), or p is
+ * closed. */
+int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_charge **out);
 /* Gives back what gpupart__ip_account took; NULL is a no-op. */
-void gpupart__ip_unaccount(gpupart_allocation *a);
+void gpupart__ip_unaccount(gpupart_charge *c);
 
 /* In a forked child (a pthread_atfork handler, single-threaded): forgets the parent's
  * context and mirrors without closing them (closing would take the parent's share from a

@@ -11,7 +11,7 @@
 typedef struct entry {
   struct entry *next;
   const void *ptr;
-  gpupart_allocation *allocation;
+  gpupart__ip_record record;
 } entry;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -22,7 +22,7 @@ static size_t bucket_of(const void *ptr) {
   return (size_t)((u >> 6) ^ (u >> 16)) % BUCKETS;
 }
 
-int gpupart__ip_map_put(const void *ptr, gpupart_allocation *a) {
+int gpupart__ip_map_put(const void *ptr, gpupart__ip_record a) {
   entry *e = malloc(sizeof *e);
   if (!e) return -1;
   size_t b = bucket_of(ptr);
@@ -33,14 +33,14 @@ int gpupart__ip_map_put(const void *ptr, gpupart_allocation *a) {
   return 0;
 }
 
-int gpupart__ip_map_set(const void *ptr, gpupart_allocation *a, gpupart_allocation **stale) {
+int gpupart__ip_map_set(const void *ptr, gpupart__ip_record a, gpupart__ip_record *stale) {
   entry *e = malloc(sizeof *e), *found = NULL;
   size_t b = bucket_of(ptr);
   int rc = 0;
-  *stale = NULL;
+  *stale = (gpupart__ip_record){GPUPART__IP_NONE, {0}};
   pthread_mutex_lock(&lock);
   for (found = buckets[b]; found && found->ptr != ptr; found = found->next) continue;
-  if (found) *stale = found->allocation, found->allocation = a;
+  if (found) *stale = found->record, found->record = a;
   else if (e) *e = (entry){buckets[b], ptr, a}, buckets[b] = e, e = NULL;
   else rc = -1;
   pthread_mutex_unlock(&lock);
@@ -48,14 +48,14 @@ int gpupart__ip_map_set(const void *ptr, gpupart_allocation *a, gpupart_allocati
   return rc;
 }
 
-gpupart_allocation *gpupart__ip_map_take(const void *ptr) {
-  gpupart_allocation *a = NULL;
+gpupart__ip_record gpupart__ip_map_take(const void *ptr) {
+  gpupart__ip_record a = {GPUPART__IP_NONE, {0}};
   pthread_mutex_lock(&lock);
   for (entry **link = &buckets[bucket_of(ptr)]; *link; link = &(*link)->next) {
     entry *e = *link;
     if (e->ptr != ptr) continue;
     *link = e->next;
-    a = e->allocation;
+    a = e->record;
     free(e);
     break;
   }

@@ -3,10 +3,12 @@
  * gpupart context of the arena's own that reads no configuration (the process's limits
  * are the mirror's), and on it one growth partition limited as the mirror partition is,
  * its emptied blocks kept for the next allocations (release_threshold 0: no driver call
- * when a program frees and allocates again). Every block the arena holds is one
- * allocation of its size on the mirror partition, taken when an allocation lands in a
- * block not seen before (a new block at the address of one given back earlier is new),
- * and each record counts the arena allocations in its block. Blocks go back to the driver
+ * when a program frees and allocates again). Every block the arena holds is one charge
+ * of its size on the mirror partition, taken when an allocation lands in a block not
+ * seen before (a new block at the address of one given back earlier is new), and each
+ * record counts the arena allocations in its block. With GPUPART_EXPANDABLE=1 the
+ * partition is expandable: one record for its range, charged one charge per growth of
+ * the mapped bytes, its charges following them down when trim unmaps the free top. Blocks go back to the driver
  * only when empty, and only inside gpupart's trim, OOM sequence, growth rule or a shrink
  * of the arena's limit: whenever the arena's driver frees move, the arena is trimmed
  * (every empty block goes) and every record with no allocation is given back to the
@@ -35,16 +37,21 @@
 
 #define MAX_DEVICES 64
 
+/* A block, or an expandable arena's one range: its bytes charged on the mirror, in one
+ * charge for a block, one per growth for a range (its mapped bytes change). */
 typedef struct block_record {
-  uintptr_t base; /* the block's cuMemAlloc_v2 pointer */
-  uint64_t size;
-  uint64_t live;              /* arena allocations in it */
-  gpupart_allocation *mirror; /* its size on the mirror partition (NULL: not accounted) */
+  uintptr_t base;          /* the block's cuMemAlloc_v2 pointer, or the range's base */
+  uint64_t size;           /* the block's size, the range's mapped bytes */
+  uint64_t live;           /* arena allocations in it */
+  gpupart_charge **charge; /* what stands for size on the mirror, newest last (none: not accounted) */
+  size_t ncharges, cap;
 } block_record;
 
 typedef struct arena {
-  int state;            /* 0: not opened, 1: open, -1: refused (the driver's path is taken) */
-  gpupart_context *ctx; /* the arena's own, so that a reset can leave it behind whole */
+  int state;                 /* 0: not opened, 1: open, -1: refused (the driver's path is taken) */
+  int expandable;            /* its partition was asked to be expandable (GPUPART_EXPANDABLE) */
+  gpupart_partition *mirror; /* the device's mirror partition, where its records are charged */
+  gpupart_context *ctx;      /* the arena's own, so that a reset can leave it behind whole */
   gpupart_device *device;
   gpupart_partition *partition;
   CUcontext context;
@@ -92,6 +99,17 @@ int gpupart__cu_arena_wanted(void) {
   return w;
 }
 
+/* GPUPART_EXPANDABLE as the arena reads it (its context reads no configuration, the
+ * process's limits being the mirror's): 1, true, yes or on make the arena's partition
+ * expandable (one reserved range growing by mapped granules, docs/design.md); the
+ * per-device form (cuda:0=1) and anything else leave it growth blocks. Read once. */
+static int expandable_wanted(void) {
+  static atomic_int wanted = -1;
+  int w = atomic_load_explicit(&wanted, memory_order_relaxed);
+  if (w < 0) atomic_store(&wanted, w = arena_setting(getenv("GPUPART_EXPANDABLE")) > 0);
+  return w;
+}
+
 static void say_refused(const char *what) {
   fprintf(stderr, "gpupart preload: arena %s: %s; allocations go to the driver one by one\n", what,
           gpupart_last_error());
@@ -105,8 +123,17 @@ static int arena_open(arena *A, CUdevice dev, gpupart_partition *mirror) {
   gpupart_device_desc dd = {.backend = GPUPART_BACKEND_CUDA, .index = (uint32_t)dev};
   if (gpupart_device_open(A->ctx, &dd, &A->device) != GPUPART_OK) return say_refused("device"), -1;
   gpupart_partition_desc pd = {.name = "preload-arena", .limit = gpupart__ip_limit(mirror)};
-  if (gpupart_partition_create(A->device, &pd, &A->partition) != GPUPART_OK)
-    return say_refused("partition"), gpupart_device_close(A->device), A->device = NULL, -1;
+  A->expandable = expandable_wanted();
+  if (A->expandable) pd.flags = GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED;
+  gpupart_result r = gpupart_partition_create(A->device, &pd, &A->partition);
+  if (r == GPUPART_ENOTSUP) { /* no virtual memory on this device: growth blocks, said */
+    fprintf(stderr, "gpupart preload: arena: %s; it keeps growth blocks\n", gpupart_last_error());
+    A->expandable = 0;
+    pd.flags = 0;
+    r = gpupart_partition_create(A->device, &pd, &A->partition);
+  }
+  if (r != GPUPART_OK) return say_refused("partition"), gpupart_device_close(A->device), A->device = NULL, -1;
+  A->mirror = mirror;
   A->context = gpupart_cuda_context(A->device);
   return A->context ? 0 : -1;
 }
@@ -127,16 +154,57 @@ static block_record *record_of(arena *A, uintptr_t base) {
 }
 
 /* Lock held: records the block at base, taking its size from mirror: 0, or -1 refused. */
+/* The bytes rec's charges hold. */
+static uint64_t charged(const block_record *rec) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < rec->ncharges; i++) bytes += gpupart_charge_size(rec->charge[i]);
+  return bytes;
+}
+
+/* Gives back every charge of rec and its list. */
+static void record_drop(block_record *rec) {
+  for (size_t i = 0; i < rec->ncharges; i++) gpupart__ip_unaccount(rec->charge[i]);
+  free(rec->charge);
+  rec->charge = NULL;
+  rec->ncharges = rec->cap = 0;
+}
+
+/* Lock held: rec's charges brought to size bytes (rec->size set): the newest given back
+ * while they hold more, then what is missing charged: 0, or -1 where the mirror refuses
+ * it (then rec holds less than size) or there is no host memory. Where the mirror would
+ * not account the size at all (gpupart__ip_account's NULL), rec is left unaccounted. */
+static int record_charge_to(block_record *rec, gpupart_partition *mirror, uint64_t size) {
+  uint64_t have = charged(rec);
+  rec->size = size;
+  while (rec->ncharges && have > size) {
+    gpupart_charge *top = rec->charge[--rec->ncharges];
+    have -= gpupart_charge_size(top);
+    gpupart__ip_unaccount(top);
+  }
+  if (have >= size) return 0;
+  if (rec->ncharges == rec->cap) {
+    size_t cap = rec->cap ? 2 * rec->cap : 4;
+    gpupart_charge **grown = realloc(rec->charge, cap * sizeof *grown);
+    if (!grown) return -1;
+    rec->charge = grown, rec->cap = cap;
+  }
+  gpupart_charge *c = NULL;
+  if (gpupart__ip_account(mirror, size - have, &c) != 0) return -1;
+  if (c) rec->charge[rec->ncharges++] = c;
+  return 0;
+}
+
+/* Lock held: records the block at base, its size charged on mirror: 0, or -1 refused. */
 static int record_new(arena *A, gpupart_partition *mirror, uintptr_t base, uint64_t size) {
-  gpupart_allocation *m = NULL;
   if (A->nblocks == A->cap) {
     size_t cap = A->cap ? 2 * A->cap : 16;
     block_record *grown = realloc(A->blocks, cap * sizeof *grown);
     if (!grown) return -1;
     A->blocks = grown, A->cap = cap;
   }
-  if (gpupart__ip_account(mirror, size, &m) != 0) return -1;
-  A->blocks[A->nblocks++] = (block_record){base, size, 1, m};
+  block_record rec = {.base = base, .live = 1};
+  if (record_charge_to(&rec, mirror, size) != 0) return record_drop(&rec), -1;
+  A->blocks[A->nblocks++] = rec;
   return 0;
 }
 
@@ -153,13 +221,24 @@ static gpupart_stats stats_of(arena *A) {
  * moved since the records last matched, s being its statistics now, or force): the arena
  * trimmed of every empty block, and the records of empty blocks given back to the mirror.
  * Only empty blocks ever go, so a record that still counts an allocation names a block
- * the arena holds. */
+ * the arena holds. An expandable arena's range that still holds allocations may have
+ * had its free top unmapped: its charges follow it down to what stays mapped. */
 static void settle_seen(arena *A, const gpupart_stats *s, int force) {
   if (!force && s->driver_frees == A->driver_frees) return;
   (void)gpupart_partition_trim(A->partition);
   for (size_t i = A->nblocks; i-- > 0;)
-    if (A->blocks[i].live == 0) gpupart__ip_unaccount(A->blocks[i].mirror), A->blocks[i] = A->blocks[--A->nblocks];
-  A->driver_frees = stats_of(A).driver_frees;
+    if (A->blocks[i].live == 0) record_drop(&A->blocks[i]), A->blocks[i] = A->blocks[--A->nblocks];
+  gpupart_stats now = stats_of(A);
+  if (A->expandable && A->nblocks == 1 && now.reserved < A->blocks[0].size)
+    (void)record_charge_to(&A->blocks[0], A->mirror, now.reserved); /* less: gives back only */
+  A->driver_frees = now.driver_frees;
+}
+
+/* Lock held: the bytes A's records stand for. */
+static uint64_t records_size(const arena *A) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < A->nblocks; i++) bytes += A->blocks[i].size;
+  return bytes;
 }
 
 static void settle(arena *A, int force) {
@@ -183,22 +262,18 @@ static int is_current(const arena *A) {
 static block_record *record_for(arena *A, uintptr_t base, int fresh) {
   block_record *known = record_of(A, base);
   if (!known || !fresh) return known;
-  gpupart__ip_unaccount(known->mirror);
+  record_drop(known);
   *known = A->blocks[--A->nblocks];
   return NULL;
 }
 
-/* What the mirror can still account in one piece: a free range of its blocks, or a new
- * block within its limit less what it reserves (partition-wide with a shared ledger) and
- * within what gpupart__ip_available leaves (the shared budget). Not its limit less its
- * allocations: a mirror whose blocks hold holes refuses a piece larger than every hole
- * once its reserved bytes meet the limit. */
+/* What the mirror can still charge: its limit less what it holds (partition-wide with a
+ * shared ledger), within what gpupart__ip_available leaves (the shared budget). */
 static uint64_t mirror_room(gpupart_partition *mirror) {
   gpupart_stats m;
   if (gpupart_partition_get_stats(mirror, &m) != GPUPART_OK) return 0;
   uint64_t grow = m.limit > m.reserved ? m.limit - m.reserved : 0, available = gpupart__ip_available(mirror);
-  if (available < grow) grow = available;
-  return m.largest_free > grow ? m.largest_free : grow;
+  return available < grow ? available : grow;
 }
 
 /* Lock held: where size needs a new block (no free range of A holds it), A's partition
@@ -209,14 +284,20 @@ static uint64_t mirror_room(gpupart_partition *mirror) {
  * Where the mirror has room for no block of size, the empty cached blocks are given back
  * first (their bytes become room), and -1 where that is still too little: refused with
  * no driver call. A shrink gives the empty cached blocks back too (settled after). Only
- * here, as the mirror's shared figures take the ledger's lock to read. */
+ * here, as the mirror's shared figures take the ledger's lock to read. An expandable
+ * range grows from its free top, so there the request needs the room less the largest
+ * free range (at most: the arena's own ledger then charges exactly what it maps). */
+static uint64_t room_needed(const arena *A, const gpupart_stats *s, size_t size) {
+  return A->expandable ? size - s->largest_free : size; /* largest_free < size */
+}
+
 static int fit_limit(arena *A, gpupart_partition *mirror, size_t size) {
   if (A->largest_free >= size) return 0; /* at most what is free now */
   gpupart_stats s = stats_of(A);
   if (s.largest_free >= size) return 0;
   uint64_t room = mirror_room(mirror), limit = gpupart__ip_limit(mirror);
-  if (room < size) settle(A, 1), s = stats_of(A), room = mirror_room(mirror);
-  if (room < size) return -1;
+  if (room < room_needed(A, &s, size)) settle(A, 1), s = stats_of(A), room = mirror_room(mirror);
+  if (room < room_needed(A, &s, size)) return -1;
   uint64_t want = s.reserved + room < limit ? s.reserved + room : limit;
   if (want != s.limit && gpupart_partition_resize(A->partition, want) == GPUPART_OK) settle(A, 0);
   return 0;
@@ -235,8 +316,15 @@ static gpupart__cu_served serve_once(arena *A, gpupart_partition *mirror, size_t
   if (gpupart_allocation_get_info(a, &info) != GPUPART_OK) return gpupart_free(a), settle(A, 0), CU_NOT_SERVED;
   uintptr_t base = (uintptr_t)info.native_block;
   gpupart_stats s = stats_of(A);
-  block_record *known = record_for(A, base, s.driver_allocs != allocs);
+  block_record *known = record_for(A, base, s.driver_allocs != allocs && !A->expandable);
   if (known) known->live++; /* before settle, which gives back only empty blocks */
+  if (known && A->expandable && info.block_size != known->size && /* the range grew: its new granules */
+      record_charge_to(known, mirror, info.block_size) != 0) {
+    known->live--;
+    gpupart_free(a);
+    settle(A, 1); /* the free top is unmapped and the charges follow it */
+    return CU_REFUSED;
+  }
   settle_seen(A, &s, 0);
   if (!known && record_new(A, mirror, base, info.block_size) != 0) {
     gpupart_free(a);
@@ -248,12 +336,13 @@ static gpupart__cu_served serve_once(arena *A, gpupart_partition *mirror, size_t
   return CU_SERVED;
 }
 
-/* Lock held: serves size from A, once more after a refusal that cached blocks held up. */
+/* Lock held: serves size from A, once more after a refusal that cached blocks (or an
+ * expandable range's mapped free top) held up. */
 static gpupart__cu_served serve(arena *A, gpupart_partition *mirror, size_t size, CUdeviceptr *dptr,
                                 gpupart_allocation **out) {
-  size_t cached = A->nblocks;
+  uint64_t cached = records_size(A);
   gpupart__cu_served s = serve_once(A, mirror, size, dptr, out);
-  return s == CU_REFUSED && A->nblocks < cached ? serve_once(A, mirror, size, dptr, out) : s;
+  return s == CU_REFUSED && records_size(A) < cached ? serve_once(A, mirror, size, dptr, out) : s;
 }
 
 gpupart__cu_served gpupart__cu_arena_alloc(CUdevice dev, gpupart_partition *mirror, size_t size, CUdeviceptr *dptr) {
@@ -265,10 +354,10 @@ gpupart__cu_served gpupart__cu_arena_alloc(CUdevice dev, gpupart_partition *mirr
   if (A && is_current(A)) s = serve(A, mirror, size, dptr, &a);
   pthread_mutex_unlock(&lock);
   if (s != CU_SERVED) return s;
-  gpupart_allocation *stale = NULL;
-  if (gpupart__ip_map_set((const void *)(uintptr_t)*dptr, a, &stale) != 0)
+  gpupart__ip_record stale;
+  if (gpupart__ip_map_set((const void *)(uintptr_t)*dptr, gpupart__ip_served(a), &stale) != 0)
     return gpupart__cu_arena_free(a), CU_REFUSED; /* no host memory to remember it */
-  gpupart__ip_unaccount(stale); /* the driver freed it unseen (with its context) and gave the address to a block */
+  gpupart__cu_drop_stale(stale); /* the driver freed it unseen (with its context) and gave the address to a block */
   return s;
 }
 
@@ -336,9 +425,9 @@ int gpupart__cu_arena_trim(CUdevice dev) {
   if (dev < 0 || dev >= MAX_DEVICES) return 0;
   pthread_mutex_lock(&lock);
   arena *A = arenas[dev].state == 1 ? &arenas[dev] : NULL;
-  size_t before = A ? A->nblocks : 0;
+  uint64_t before = A ? records_size(A) : 0;
   if (A) settle(A, 1);
-  int gave = A && A->nblocks < before;
+  int gave = A && records_size(A) < before; /* blocks gone, or an expandable range's top unmapped */
   pthread_mutex_unlock(&lock);
   return gave;
 }
@@ -360,7 +449,7 @@ CUresult gpupart__cu_arena_reset(CUdevice dev, CUresult (*reset)(CUdevice)) {
   CUresult r = reset(dev);
   arena *A = r == CUDA_SUCCESS && dev >= 0 && dev < MAX_DEVICES ? &arenas[dev] : NULL;
   if (A && A->state == 1) {
-    for (size_t i = 0; i < A->nblocks; i++) gpupart__ip_unaccount(A->blocks[i].mirror);
+    for (size_t i = 0; i < A->nblocks; i++) record_drop(&A->blocks[i]);
     free(A->blocks);
     *A = (arena){0};
   }

@@ -1,8 +1,9 @@
 /* The CUDA preload library's hooks (cu_preload.h): each allocation of the driver API is
- * first a gpupart allocation of the same size on the mirror partition of the current
- * context's device (interpose/common/account.h); a refusal there is the program's
+ * first a charge of the same size on the mirror partition of the current context's
+ * device (interpose/common/account.h); a refusal there is the program's
  * CUDA_ERROR_OUT_OF_MEMORY and the driver is not called. The pointer the driver returns
- * is mapped to that allocation (handle_map.h) and its free gives it back. cuMemGetInfo_v2
+ * is mapped to that charge (handle_map.h, a record tagged as a charge; in arena mode the
+ * map also holds the arena's served allocations, tagged so) and its free gives it back. cuMemGetInfo_v2
  * and cuDeviceTotalMem_v2 report the partition's limit as the device's size.
  *  - cuMemAllocPitch_v2 accounts pitch * height: width * height before the driver is
  *    called (a refusal without the driver; CUDA_ERROR_INVALID_VALUE where the product
@@ -91,11 +92,9 @@ static CUdevice current_device(void) {
  * CUDA_ERROR_OUT_OF_MEMORY when the partition or the budget refuses it. In arena mode a
  * refusal first gives the device's arena's empty cached blocks back (the mirror's own OOM
  * sequence does not reach them) and is tried once more where that gave any back. */
-static CUresult account(uint64_t size, gpupart_allocation **a) {
-  return gpupart__cu_account_on(current_device(), size, a);
-}
+static CUresult account(uint64_t size, gpupart_charge **a) { return gpupart__cu_account_on(current_device(), size, a); }
 
-CUresult gpupart__cu_account_on(CUdevice dev, uint64_t size, gpupart_allocation **a) {
+CUresult gpupart__cu_account_on(CUdevice dev, uint64_t size, gpupart_charge **a) {
   *a = NULL;
   if (gpupart__cu_busy) return CUDA_SUCCESS;
   gpupart__cu_busy = 1;
@@ -107,33 +106,42 @@ CUresult gpupart__cu_account_on(CUdevice dev, uint64_t size, gpupart_allocation 
   return refused ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
-static void unaccount(gpupart_allocation *a) { gpupart__cu_unaccount(a); }
+static void unaccount(gpupart_charge *a) { gpupart__cu_unaccount(a); }
 
-void gpupart__cu_unaccount(gpupart_allocation *a) {
+void gpupart__cu_unaccount(gpupart_charge *a) {
   if (!a) return;
   gpupart__cu_busy = 1;
   gpupart__ip_unaccount(a);
   gpupart__cu_busy = 0;
 }
 
-/* After the driver's answer r: the pointer is mapped to a, or a is given back (the
+void gpupart__cu_drop_stale(gpupart__ip_record stale) {
+  gpupart__cu_unaccount(gpupart__ip_charge_of(stale)); /* a served one's arena went with its context (cu_arena.h) */
+}
+
+/* After the driver's answer r: the pointer is mapped to charge a, or a is given back (the
  * driver failed, or there is no host memory to map it). */
-static CUresult settle(CUresult r, const CUdeviceptr *dptr, gpupart_allocation *a) {
-  gpupart_allocation *stale = NULL;
-  if (r == CUDA_SUCCESS && a && gpupart__ip_map_set((const void *)(uintptr_t)*dptr, a, &stale) == 0) {
-    unaccount(stale); /* the driver freed it unseen (with its context): it holds nothing now */
+static CUresult settle(CUresult r, const CUdeviceptr *dptr, gpupart_charge *a) {
+  gpupart__ip_record stale;
+  if (r == CUDA_SUCCESS && a &&
+      gpupart__ip_map_set((const void *)(uintptr_t)*dptr, gpupart__ip_charged(a), &stale) == 0) {
+    gpupart__cu_drop_stale(stale); /* the driver freed it unseen (with its context): it holds nothing now */
     return r;
   }
   unaccount(a);
   return r;
 }
 
-static gpupart_allocation *take(CUdeviceptr p) { return p ? gpupart__ip_map_take((const void *)(uintptr_t)p) : NULL; }
+static gpupart__ip_record take(CUdeviceptr p) {
+  return p ? gpupart__ip_map_take((const void *)(uintptr_t)p) : (gpupart__ip_record){GPUPART__IP_NONE, {0}};
+}
 
-/* After the driver freed p (r): gives a back, or maps it again when the free failed. */
-static CUresult given_back(CUresult r, CUdeviceptr p, gpupart_allocation *a) {
-  if (r == CUDA_SUCCESS) unaccount(a);
-  else if (a && gpupart__ip_map_put((const void *)(uintptr_t)p, a) != 0) unaccount(a);
+/* After the driver freed p (r): gives a's charge back, or maps it again when the free
+ * failed. */
+static CUresult given_back(CUresult r, CUdeviceptr p, gpupart__ip_record a) {
+  gpupart_charge *c = gpupart__ip_charge_of(a);
+  if (r == CUDA_SUCCESS) unaccount(c);
+  else if (c && gpupart__ip_map_put((const void *)(uintptr_t)p, a) != 0) unaccount(c);
   return r;
 }
 
@@ -162,7 +170,7 @@ static gpupart__cu_served from_arena(size_t size, CUdeviceptr *dptr) {
 
 GPUPART_CU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   alloc_fn real = REAL(CU_MEM_ALLOC, alloc_fn);
-  gpupart_allocation *a = NULL;
+  gpupart_charge *a = NULL;
   if (!real) return CUDA_ERROR_NOT_FOUND;
   if (!dptr || bytesize == 0) return real(dptr, bytesize);
   gpupart__cu_served s = from_arena(bytesize, dptr);
@@ -173,8 +181,8 @@ GPUPART_CU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 
 /* The pitch the driver chose makes the allocation pitch * height: re-accounted so, and
  * freed again when that is refused (or is more than 64 bits can say). */
-static CUresult repitch(CUdeviceptr *dptr, size_t pitch, size_t height, gpupart_allocation **a) {
-  gpupart_allocation *full = NULL;
+static CUresult repitch(CUdeviceptr *dptr, size_t pitch, size_t height, gpupart_charge **a) {
+  gpupart_charge *full = NULL;
   uint64_t bytes = 0;
   unaccount(*a);
   *a = NULL;
@@ -188,7 +196,7 @@ static CUresult repitch(CUdeviceptr *dptr, size_t pitch, size_t height, gpupart_
 GPUPART_CU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                               unsigned int element_size) {
   pitch_fn real = REAL(CU_MEM_ALLOC_PITCH, pitch_fn);
-  gpupart_allocation *a = NULL;
+  gpupart_charge *a = NULL;
   if (!real) return CUDA_ERROR_NOT_FOUND;
   uint64_t bytes = 0;
   if (!dptr || !pitch || width == 0 || height == 0) return real(dptr, pitch, width, height, element_size);
@@ -202,7 +210,7 @@ GPUPART_CU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, 
 
 GPUPART_CU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
   managed_fn real = REAL(CU_MEM_ALLOC_MANAGED, managed_fn);
-  gpupart_allocation *a = NULL;
+  gpupart_charge *a = NULL;
   if (!real) return CUDA_ERROR_NOT_FOUND;
   if (!dptr || bytesize == 0) return real(dptr, bytesize, flags);
   if (account(bytesize, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -211,7 +219,7 @@ GPUPART_CU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
 
 static CUresult alloc_async(gpupart__cu_entry e, CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
   async_fn real = REAL(e, async_fn);
-  gpupart_allocation *a = NULL;
+  gpupart_charge *a = NULL;
   if (!real) return CUDA_ERROR_NOT_FOUND;
   if (!dptr || bytesize == 0) return real(dptr, bytesize, stream);
   if (account(bytesize, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -229,7 +237,7 @@ GPUPART_CU_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
 static CUresult alloc_pool(gpupart__cu_entry e, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                            CUstream stream) {
   pool_fn real = REAL(e, pool_fn);
-  gpupart_allocation *a = NULL;
+  gpupart_charge *a = NULL;
   if (!real) return CUDA_ERROR_NOT_FOUND;
   if (!dptr || bytesize == 0) return real(dptr, bytesize, pool, stream);
   if (account(bytesize, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -255,15 +263,15 @@ GPUPART_CU_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_
  * allocation) is CUDA_ERROR_INVALID_VALUE without a driver call, which would free the
  * whole block from under the arena. Every free hook asks, cuMemFreeAsync's included: a
  * program may free cuMemAlloc memory so. */
-static int arena_freed(gpupart_allocation *a, CUdeviceptr p, CUresult *r) {
+static int arena_freed(gpupart__ip_record a, CUdeviceptr p, CUresult *r) {
   if (!gpupart__cu_arena_wanted()) return 0;
-  if (a && gpupart__cu_arena_owns(a)) {
+  if (a.kind == GPUPART__IP_SERVED && gpupart__cu_arena_owns(a.u.served)) {
     gpupart__cu_busy = 1;
-    *r = gpupart__cu_arena_free(a);
+    *r = gpupart__cu_arena_free(a.u.served);
     gpupart__cu_busy = 0;
     return 1;
   }
-  if (a || !p || !gpupart__cu_arena_holds(p)) return 0;
+  if (a.kind != GPUPART__IP_NONE || !p || !gpupart__cu_arena_holds(p)) return 0;
   *r = CUDA_ERROR_INVALID_VALUE;
   return 1;
 }
@@ -272,7 +280,7 @@ GPUPART_CU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   free_fn real = REAL(CU_MEM_FREE, free_fn);
   CUresult r = CUDA_SUCCESS;
   if (!real) return CUDA_ERROR_NOT_FOUND;
-  gpupart_allocation *a = take(dptr);
+  gpupart__ip_record a = take(dptr);
   return arena_freed(a, dptr, &r) ? r : given_back(real(dptr), dptr, a);
 }
 
@@ -280,7 +288,7 @@ static CUresult free_async(gpupart__cu_entry e, CUdeviceptr dptr, CUstream strea
   free_async_fn real = REAL(e, free_async_fn);
   CUresult r = CUDA_SUCCESS;
   if (!real) return CUDA_ERROR_NOT_FOUND;
-  gpupart_allocation *a = take(dptr);
+  gpupart__ip_record a = take(dptr);
   return arena_freed(a, dptr, &r) ? r : given_back(real(dptr, stream), dptr, a);
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "gpupart.h"
+#include "handle_map.h"
 
 #define GPUPART_CU_EXPORT __attribute__((visibility("default")))
 
@@ -59,10 +60,14 @@ gpupart__cu_fn gpupart__cu_real(gpupart__cu_entry e);
  * the GPU's own ledger. */
 int gpupart__cu_device_uuid(CUdevice dev, CUuuid *out);
 
-/* cu_hooks.c: accounts size on device dev's partition (CUDA_SUCCESS with *a, NULL when
+/* cu_hooks.c: charges size on device dev's partition (CUDA_SUCCESS with *c, NULL when
  * not accounted; CUDA_ERROR_OUT_OF_MEMORY when refused), and gives it back. */
-CUresult gpupart__cu_account_on(CUdevice dev, uint64_t size, gpupart_allocation **a);
-void gpupart__cu_unaccount(gpupart_allocation *a);
+CUresult gpupart__cu_account_on(CUdevice dev, uint64_t size, gpupart_charge **c);
+void gpupart__cu_unaccount(gpupart_charge *c);
+/* A record the map held for a pointer the driver hands out again (it freed the old one
+ * unseen, with its context): a charge is given back; a served allocation is left alone,
+ * as its arena was forgotten with that context (gpupart__cu_arena_reset). */
+void gpupart__cu_drop_stale(gpupart__ip_record stale);
 
 /* cu_vmm.c: the virtual memory hooks. In a forked child: forgets the parent's records. */
 void gpupart__cu_vmm_forget(void);

@@ -23,7 +23,7 @@
 
 typedef struct phys {
   CUmemGenericAllocationHandle handle;
-  gpupart_allocation *a;
+  gpupart_charge *a;
   int64_t refs, maps;
 } phys;
 
@@ -57,9 +57,9 @@ static phys *phys_of(CUmemGenericAllocationHandle h) {
 }
 
 /* Lock held: removes p when the driver has freed its memory; returns what to give back. */
-static gpupart_allocation *settled(phys *p) {
+static gpupart_charge *settled(phys *p) {
   if (!p || p->refs > 0 || p->maps > 0) return NULL;
-  gpupart_allocation *a = p->a;
+  gpupart_charge *a = p->a;
   *p = physs[--nphys];
   return a;
 }
@@ -72,7 +72,7 @@ typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
 
 /* Records the new allocation; where there is no host memory for the record, it stays
  * unaccounted (given back now) rather than failing the program's call. */
-static void note_created(CUmemGenericAllocationHandle h, gpupart_allocation *a) {
+static void note_created(CUmemGenericAllocationHandle h, gpupart_charge *a) {
   pthread_mutex_lock(&lock);
   int ok = grow((void **)&physs, nphys, &cap_phys, sizeof *physs) == 0;
   if (ok) physs[nphys++] = (phys){.handle = h, .a = a, .refs = 1};
@@ -84,7 +84,7 @@ GPUPART_CU_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, siz
                                        const CUmemAllocationProp *prop, unsigned long long flags) {
   create_fn real = REAL(CU_MEM_CREATE, create_fn);
   if (!real) return CUDA_ERROR_NOT_FOUND;
-  gpupart_allocation *a = NULL;
+  gpupart_charge *a = NULL;
   int on_device = handle && prop && size && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
   if (on_device && gpupart__cu_account_on(prop->location.id, size, &a) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = real(handle, size, prop, flags);
@@ -101,7 +101,7 @@ GPUPART_CU_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   pthread_mutex_lock(&lock);
   phys *p = phys_of(handle);
   if (p) p->refs--;
-  gpupart_allocation *gone = settled(p);
+  gpupart_charge *gone = settled(p);
   pthread_mutex_unlock(&lock);
   gpupart__cu_unaccount(gone);
   return r;
@@ -137,13 +137,13 @@ GPUPART_CU_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 /* Lock held: drops the mappings inside [ptr, ptr + size); returns one allocation the
  * driver freed with them (the caller loops while there are more). */
-static gpupart_allocation *unmapped(CUdeviceptr ptr, size_t size) {
+static gpupart_charge *unmapped(CUdeviceptr ptr, size_t size) {
   for (size_t i = 0; i < nmaps; i++) {
     if (maps[i].at < ptr || maps[i].at - ptr >= size) continue;
     phys *p = phys_of(maps[i].handle);
     maps[i] = maps[--nmaps];
     if (p) p->maps--;
-    gpupart_allocation *gone = settled(p);
+    gpupart_charge *gone = settled(p);
     if (gone) return gone;
     i--; /* the entry moved into slot i is looked at next (wraps to 0 from 0 - 1) */
   }
@@ -155,7 +155,7 @@ GPUPART_CU_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (!real) return CUDA_ERROR_NOT_FOUND;
   CUresult r = real(ptr, size);
   if (r != CUDA_SUCCESS) return r;
-  gpupart_allocation *gone;
+  gpupart_charge *gone;
   do {
     pthread_mutex_lock(&lock);
     gone = unmapped(ptr, size);

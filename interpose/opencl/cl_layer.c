@@ -195,7 +195,7 @@ static cl_mem refuse(cl_int *errcode_ret) {
 }
 
 /* The driver's object, now tied to a; or NULL (and a given back) when it made none. */
-static cl_mem attach(cl_mem mem, gpupart_allocation *a) {
+static cl_mem attach(cl_mem mem, gpupart_charge *a) {
   if (!mem || !a) return gpupart__ip_unaccount(a), mem;
   if (next.clSetMemObjectDestructorCallback(mem, unaccount_mem, a)) gpupart__ip_unaccount(a);
   return mem;
@@ -203,7 +203,7 @@ static cl_mem attach(cl_mem mem, gpupart_allocation *a) {
 
 /* OK with *a (NULL when unaccounted: no partition, or size 0 left to the driver), or
  * nonzero when the partition refuses size bytes. */
-static int account(cl_context context, size_t size, gpupart_allocation **a) {
+static int account(cl_context context, size_t size, gpupart_charge **a) {
   *a = NULL;
   gpupart_partition *p = size ? context_partition(context) : NULL;
   return p && gpupart__ip_account(p, size, a) != 0;
@@ -211,14 +211,14 @@ static int account(cl_context context, size_t size, gpupart_allocation **a) {
 
 static cl_mem CL_API_CALL create_buffer(cl_context context, cl_mem_flags flags, size_t size, void *host_ptr,
                                         cl_int *errcode_ret) {
-  gpupart_allocation *a;
+  gpupart_charge *a;
   if (account(context, size, &a)) return refuse(errcode_ret);
   return attach(next.clCreateBuffer(context, flags, size, host_ptr, errcode_ret), a);
 }
 
 static cl_mem CL_API_CALL create_buffer_props(cl_context context, const cl_mem_properties *props, cl_mem_flags flags,
                                               size_t size, void *host_ptr, cl_int *errcode_ret) {
-  gpupart_allocation *a;
+  gpupart_charge *a;
   if (account(context, size, &a)) return refuse(errcode_ret);
   return attach(next.clCreateBufferWithProperties(context, props, flags, size, host_ptr, errcode_ret), a);
 }
@@ -227,7 +227,7 @@ static cl_mem CL_API_CALL create_buffer_props(cl_context context, const cl_mem_p
  * the new object (no memory is touched yet) and the object released if refused. */
 static cl_mem account_image(cl_context context, cl_mem image, cl_int *errcode_ret) {
   size_t size = 0;
-  gpupart_allocation *a;
+  gpupart_charge *a;
   if (!image || next.clGetMemObjectInfo(image, CL_MEM_SIZE, sizeof size, &size, NULL)) return image;
   if (account(context, size, &a)) return next.clReleaseMemObject(image), refuse(errcode_ret);
   return attach(image, a);
@@ -265,18 +265,18 @@ static cl_mem CL_API_CALL create_image3d(cl_context context, cl_mem_flags flags,
 /* ---- shared virtual memory: no object to hang a callback on, so a pointer map ----- */
 
 static void *CL_API_CALL svm_alloc(cl_context context, cl_svm_mem_flags flags, size_t size, cl_uint alignment) {
-  gpupart_allocation *a;
+  gpupart_charge *a;
   if (account(context, size, &a)) return NULL;
   void *ptr = next.clSVMAlloc(context, flags, size, alignment);
   if (!ptr || !a) return gpupart__ip_unaccount(a), ptr;
-  if (gpupart__ip_map_put(ptr, a)) gpupart__ip_unaccount(a);
+  if (gpupart__ip_map_put(ptr, gpupart__ip_charged(a))) gpupart__ip_unaccount(a);
   return ptr;
 }
 
 /* The record is taken before the driver frees the pointer: once freed, another thread's
  * clSVMAlloc may get the same pointer and record it, and that record is not this one. */
 static void CL_API_CALL svm_free(cl_context context, void *ptr) {
-  gpupart_allocation *a = ptr ? gpupart__ip_map_take(ptr) : NULL;
+  gpupart_charge *a = ptr ? gpupart__ip_map_take_charge(ptr) : NULL;
   next.clSVMFree(context, ptr);
   gpupart__ip_unaccount(a);
 }
@@ -284,9 +284,10 @@ static void CL_API_CALL svm_free(cl_context context, void *ptr) {
 #define SVM_FREE_BATCH 64
 
 /* Puts back the records taken for ptrs (the enqueue failed), or gives them back. */
-static void svm_settle(cl_int rc, cl_uint n, void *ptrs[], gpupart_allocation **taken) {
+static void svm_settle(cl_int rc, cl_uint n, void *ptrs[], gpupart_charge **taken) {
   for (cl_uint i = 0; i < n; i++)
-    if (taken[i] && (!rc || gpupart__ip_map_put(ptrs[i], taken[i]))) gpupart__ip_unaccount(taken[i]);
+    if (taken[i] && (!rc || gpupart__ip_map_put(ptrs[i], gpupart__ip_charged(taken[i]))))
+      gpupart__ip_unaccount(taken[i]);
 }
 
 /* Unaccounted when enqueued: the bytes may stay in use until the command runs. The records
@@ -295,12 +296,12 @@ static void svm_settle(cl_int rc, cl_uint n, void *ptrs[], gpupart_allocation **
 static cl_int CL_API_CALL enqueue_svm_free(cl_command_queue queue, cl_uint n, void *ptrs[],
                                            void(CL_CALLBACK *pfn)(cl_command_queue, cl_uint, void *[], void *),
                                            void *user, cl_uint nwait, const cl_event *wait, cl_event *event) {
-  gpupart_allocation *taken[SVM_FREE_BATCH] = {0};
+  gpupart_charge *taken[SVM_FREE_BATCH] = {0};
   cl_uint first = ptrs ? (n < SVM_FREE_BATCH ? n : SVM_FREE_BATCH) : 0;
-  for (cl_uint i = 0; i < first; i++) taken[i] = ptrs[i] ? gpupart__ip_map_take(ptrs[i]) : NULL;
+  for (cl_uint i = 0; i < first; i++) taken[i] = ptrs[i] ? gpupart__ip_map_take_charge(ptrs[i]) : NULL;
   cl_int rc = next.clEnqueueSVMFree(queue, n, ptrs, pfn, user, nwait, wait, event);
   svm_settle(rc, first, ptrs, taken);
-  for (cl_uint i = first; !rc && ptrs && i < n; i++) gpupart__ip_unaccount(gpupart__ip_map_take(ptrs[i]));
+  for (cl_uint i = first; !rc && ptrs && i < n; i++) gpupart__ip_unaccount(gpupart__ip_map_take_charge(ptrs[i]));
   return rc;
 }
 

@@ -305,13 +305,14 @@ static VKAPI_ATTR VkResult VKAPI_CALL allocate_memory(VkDevice device, const VkM
                                                       const VkAllocationCallbacks *alloc, VkDeviceMemory *memory) {
   device_rec *d = device_of(device);
   gpupart_partition *p = NULL;
-  gpupart_allocation *a = NULL;
+  gpupart_charge *a = NULL;
   if (info && info->memoryTypeIndex < d->props.memoryTypeCount)
     p = d->heaps[d->props.memoryTypes[info->memoryTypeIndex].heapIndex];
   if (p && info->allocationSize && gpupart__ip_account(p, info->allocationSize, &a) != 0)
     return VK_ERROR_OUT_OF_DEVICE_MEMORY;
   VkResult r = d->allocate(device, info, alloc, memory);
-  if (r != VK_SUCCESS || (a && gpupart__ip_map_put((const void *)(uintptr_t)*memory, a))) gpupart__ip_unaccount(a);
+  if (r != VK_SUCCESS || (a && gpupart__ip_map_put((const void *)(uintptr_t)*memory, gpupart__ip_charged(a))))
+    gpupart__ip_unaccount(a);
   return r;
 }
 
@@ -320,7 +321,7 @@ static VKAPI_ATTR void VKAPI_CALL free_memory(VkDevice device, VkDeviceMemory me
   device_rec *d = device_of(device);
   /* taken before the driver frees it: once freed, another thread's vkAllocateMemory may
    * get the same handle and record it, and that record is not this one */
-  gpupart_allocation *a = memory != VK_NULL_HANDLE ? gpupart__ip_map_take((const void *)(uintptr_t)memory) : NULL;
+  gpupart_charge *a = memory != VK_NULL_HANDLE ? gpupart__ip_map_take_charge((const void *)(uintptr_t)memory) : NULL;
   d->free_memory(device, memory, alloc);
   gpupart__ip_unaccount(a);
 }

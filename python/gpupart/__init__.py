@@ -14,14 +14,14 @@ CUDAPluggableAllocator) and gpupart.cupy (cupy.cuda.set_allocator). Every failur
 a subclass of gpupart.Error carrying the library's message and the result's name.
 """
 
-from .core import (Allocation, AllocationInfo, Context, Device, DeviceInfo, Partition, SimDesc, Stats,
+from .core import (Allocation, AllocationInfo, Charge, Context, Device, DeviceInfo, Partition, SimDesc, Stats,
                    backend_name, library_path, version)
 from .errors import (BackendError, Busy, ConfigError, Corrupt, DeviceMemoryError, Error, Exists,
                      InvalidArgument, LimitError, NoBackend, NoDevice, NotSupported, OutOfHostMemory,
                      last_error)
 
 __all__ = [
-    "Allocation", "AllocationInfo", "Context", "Device", "DeviceInfo", "Partition", "SimDesc", "Stats",
+    "Allocation", "AllocationInfo", "Charge", "Context", "Device", "DeviceInfo", "Partition", "SimDesc", "Stats",
     "backend_name", "library_path", "version", "Error", "InvalidArgument", "OutOfHostMemory",
     "DeviceMemoryError", "LimitError", "NoBackend", "NoDevice", "BackendError", "NotSupported",
     "ConfigError", "Busy", "Exists", "Corrupt", "last_error",

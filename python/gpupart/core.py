@@ -435,6 +435,21 @@ class Partition(_Handle):
                                                 ctypes.byref(out)))
         return Allocation(self, out.value)
 
+    @property
+    def chargeable(self) -> int:
+        """gpupart_partition_chargeable: the bytes it could still charge now, to the byte."""
+        out = _lib.c_u64()
+        check(_lib.lib().gpupart_partition_chargeable(self.handle, ctypes.byref(out)))
+        return out.value
+
+    def charge(self, size: int) -> "Charge":
+        """gpupart_partition_charge: size bytes accounted with no memory behind them (the
+        caller's memory lives elsewhere); LimitError when the partition or budget refuses."""
+        out = ctypes.c_void_p()
+        check(_lib.lib().gpupart_partition_charge(self.handle, _integer("charge: size", size, _lib.c_u64),
+                                                  ctypes.byref(out)))
+        return Charge(self, out.value)
+
     def resize(self, new_limit: int) -> None:
         """gpupart_partition_resize."""
         check(_lib.lib().gpupart_partition_resize(self.handle, _integer("resize: new_limit", new_limit, _lib.c_u64)))
@@ -490,5 +505,34 @@ class Allocation(_Handle):
     def __del__(self) -> None:
         try:
             self.free()
+        except Exception:
+            pass
+
+
+class Charge(_Handle):
+    """gpupart_charge: bytes accounted on a partition with no memory behind them."""
+
+    _what = "charge"
+
+    def __init__(self, partition: Partition, ptr: int) -> None:
+        self.partition = partition
+        self._ptr = ptr
+
+    @property
+    def size(self) -> int:
+        """Bytes, as charged."""
+        return int(_lib.lib().gpupart_charge_size(self.handle))
+
+    def release(self) -> None:
+        """gpupart_charge_release. Idempotent in Python (a second release() does nothing)."""
+        if self._ptr:
+            ptr, self._ptr = self._ptr, None
+            check(_lib.lib().gpupart_charge_release(ptr))
+
+    close = release
+
+    def __del__(self) -> None:
+        try:
+            self.release()
         except Exception:
             pass

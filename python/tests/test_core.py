@@ -73,6 +73,24 @@ def test_available_is_what_the_partition_can_still_allocate(sim):
     assert p.available == 64 * MiB
 
 
+def test_charges_are_accounted_to_the_byte_and_released_once(sim):
+    p = sim.partition("charged", limit=64 * MiB)
+    c = p.charge(12345)
+    assert (c.size, p.chargeable, p.stats.in_use, p.stats.driver_allocs) == (12345, 64 * MiB - 12345, 12345, 0)
+    rest = p.charge(p.chargeable)
+    with pytest.raises(gpupart.LimitError, match="cannot charge 1 bytes"):
+        p.charge(1)
+    c.release()
+    c.release()  # idempotent in Python
+    rest.release()
+    assert (p.stats.in_use, p.stats.live_allocations, p.stats.double_frees) == (0, 0, 0)
+    with p.charge(MiB) as held:
+        assert held.size == MiB
+    assert p.stats.in_use == 0
+    with pytest.raises(gpupart.InvalidArgument):
+        p.charge(0)
+
+
 def test_allocation_info_points_into_host_backed_memory(sim):
     p = sim.partition(limit=16 * MiB)
     with p.alloc(4096, 4096) as a:

@@ -29,7 +29,7 @@ def run(cmd, **kw):
 def main(root, build, sanitize, cc_id):
     failures, ran = [], set()
     san = [f"-fsanitize={sanitize}"] if sanitize not in ("", "none") else []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+    env = {k: v for k, v in os.environ.items() if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith("GPUPART_")}
     env["LD_LIBRARY_PATH"] = build
     with tempfile.TemporaryDirectory() as d:
         for src, compiler, family, std in COMPILERS:

@@ -5,7 +5,8 @@
  * needs a LIMIT below TOTAL) of LIMIT + 1 MiB, each of which must be refused with ELIMIT; prints "ready" and
  * waits for standard input to close; then frees everything and exits 0 (1 on any failure,
  * with the message). A spec that starts with '+' makes its partition preallocated (its
- * whole limit reserved at creation).
+ * whole limit reserved at creation). With GPUPART_TEST_HOLDER_ENV set, the GPUPART_*
+ * variables are read too (the configured partitions, a DRA metadata folder), as a job's.
  * usage: holder DIR TOTAL [+]NAME:LIMIT:GUARANTEE:ALLOC[:FAILS]... */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,8 @@ static int hold(gpupart_device *dev, const char *spec, gpupart_allocation **a) {
 
 int main(int argc, char **argv) {
   if (argc < 3) return fprintf(stderr, "usage: holder DIR TOTAL NAME:LIMIT:GUARANTEE:ALLOC...\n"), 2;
-  gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = argv[1]};
+  gpupart_context_desc cd = {.flags = getenv("GPUPART_TEST_HOLDER_ENV") ? 0 : GPUPART_CONTEXT_IGNORE_ENV,
+                             .ledger_dir = argv[1]};
   gpupart_sim_desc sim = {.total_bytes = strtoull(argv[2], NULL, 10) * MIB};
   gpupart_device_desc dd = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED};
   gpupart_context *ctx = NULL;

@@ -26,7 +26,7 @@ failures = []
 
 def run(*args, env=None):
     base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_SHARD_MEM_PER_GPU",
+            if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_SHARD_MEM_PER_GPU",
                                  "HIP_DEVICE_MEMORY_LIMIT", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPU_PORTION"))}
     base.update(env or {})
     p = subprocess.run([GPUPART, *args], env=base, capture_output=True, text=True, timeout=120)
@@ -434,7 +434,7 @@ def test_config_json_escapes_bytes_that_are_not_utf8():
     path = os.path.join(os.fsencode(d), b"caf\xe9.ini")
     with open(path, "w") as f:
         f.write("[gpupart]\nbackend = sim\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+    env = {k: v for k, v in os.environ.items() if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith("GPUPART_")}
     env = {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
     env[b"GPUPART_CONFIG"] = path
     try:

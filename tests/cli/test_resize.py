@@ -48,8 +48,11 @@ def test_resize_refuses_a_shrink_below_live_bytes_naming_the_holder():
 
 def test_resize_budget():
     with t.Holders(["train:512:128:100"]) as h:
-        t.expect_rc(["resize", "--budget", "2GiB"], 0, env=h.env())
+        out, _ = t.expect_rc(["resize", "--budget", "2GiB"], 0, env=h.env())
         t.check(device(h)["budget"] == 2 * GIB, "the new budget")
+        t.check("partition 'train' keeps limit 536870912 bytes (25.0% of the new budget)" in out
+                and "do not follow the budget" in out, "says the partitions keep their bytes", out)
+        t.check(part(h, "train").get("limit") == 512 * MIB, "kept")
         _, err = t.expect_rc(["resize", "--budget", "256MiB"], 1, env=h.env())
         t.check("'train' has the limit" in err, "names the partition in the way", err)
         _, err = t.expect_rc(["resize", "--budget", "64MiB"], 1, env=h.env())

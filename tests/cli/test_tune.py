@@ -22,7 +22,7 @@ TMP = tempfile.mkdtemp(prefix="gpupart-tune-test-")
 
 def clean_env(extra=None):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_SHARD_MEM_PER_GPU"))}
+           if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_SHARD_MEM_PER_GPU"))}
     env.update(extra or {})
     return env
 

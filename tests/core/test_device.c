@@ -577,62 +577,61 @@ Test(device, a_sim_device_given_a_uuid_reports_it_and_is_that_device) {
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
 
-Test(device, a_sim_device_given_a_bus_id_reports_it_and_no_uuid) {
+/* The info of a sim device opened with given (index 0), and of a plain one (index 1)
+ * beside it in the same context: what a mirror reports, and the sim's own. */
+static void mirror_and_plain_info(gpupart_sim_desc *given, gpupart_device_info *mirror, gpupart_device_info *plain) {
   gpupart_context *ctx = test_context();
-  gpupart_sim_desc sim = {.total_bytes = 1 * GiB, .pci_bus_id = "0000:65:00.0"};
-  gpupart_sim_desc plain = {.total_bytes = 1 * GiB};
-  gpupart_device *a = open_as(ctx, &sim, 0), *b = open_as(ctx, &plain, 1);
-  gpupart_device_info info;
-  cr_assert_eq(gpupart_device_get_info(a, &info), GPUPART_OK);
-  cr_expect_str_eq(info.pci_bus_id, "0000:65:00.0");
-  uint8_t zero[16] = {0};
-  cr_expect_eq(memcmp(info.uuid, zero, sizeof zero), 0, "the descriptor's (zero) UUID, not the sim's own");
-  cr_assert_eq(gpupart_device_get_info(b, &info), GPUPART_OK);
-  cr_expect(info.uuid[0] == 1 && info.uuid[15] == 0x5a && !info.pci_bus_id[0], "without either: the sim's own");
+  gpupart_sim_desc own = {.total_bytes = 1 * GiB};
+  gpupart_device *a = open_as(ctx, given, 0), *b = open_as(ctx, &own, 1);
+  cr_assert_eq(gpupart_device_get_info(a, mirror), GPUPART_OK);
+  cr_assert_eq(gpupart_device_get_info(b, plain), GPUPART_OK);
   cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
   cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+/* A sim descriptor the open refuses with EINVAL, naming field. */
+static void sim_desc_is_refused(gpupart_sim_desc *sim, const char *field) {
+  gpupart_context *ctx = test_context();
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = sim, .backend_desc_size = sizeof *sim};
+  gpupart_device *dev = NULL;
+  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_EINVAL);
+  cr_expect_null(dev);
+  cr_expect(strstr(gpupart_last_error(), field), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}
+
+Test(device, a_sim_device_given_a_bus_id_reports_it_and_no_uuid) {
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB, .pci_bus_id = "0000:65:00.0"};
+  gpupart_device_info info, plain;
+  mirror_and_plain_info(&sim, &info, &plain);
+  cr_expect_str_eq(info.pci_bus_id, "0000:65:00.0");
+  uint8_t zero[16] = {0};
+  cr_expect_eq(memcmp(info.uuid, zero, sizeof zero), 0, "the descriptor's (zero) UUID, not the sim's own");
+  cr_expect(plain.uuid[0] == 1 && plain.uuid[15] == 0x5a && !plain.pci_bus_id[0], "without either: the sim's own");
 }
 
 /* The bus id is a string: one filling all 32 bytes without a NUL would be read past its
  * field by everything that takes gpupart_device_info.pci_bus_id as a string. */
 Test(device, a_sim_device_given_an_unterminated_bus_id_is_refused) {
-  gpupart_context *ctx = test_context();
   gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
   memset(sim.pci_bus_id, '0', sizeof sim.pci_bus_id);
-  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .backend_desc_size = sizeof sim};
-  gpupart_device *dev = NULL;
-  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_EINVAL);
-  cr_expect_null(dev);
-  cr_expect(strstr(gpupart_last_error(), "pci_bus_id"), "%s", gpupart_last_error());
-  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  sim_desc_is_refused(&sim, "pci_bus_id");
 }
 
 /* Since 0.3: a mirror stands for a real GPU by its name too (what info and traces say). */
 Test(device, a_sim_device_given_a_name_reports_it) {
-  gpupart_context *ctx = test_context();
-  gpupart_sim_desc sim = {.total_bytes = 1 * GiB, .name = "NVIDIA H200"}, plain = {.total_bytes = 1 * GiB};
-  gpupart_device *a = open_as(ctx, &sim, 0), *b = open_as(ctx, &plain, 1);
-  gpupart_device_info info;
-  cr_assert_eq(gpupart_device_get_info(a, &info), GPUPART_OK);
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB, .name = "NVIDIA H200"};
+  gpupart_device_info info, plain;
+  mirror_and_plain_info(&sim, &info, &plain);
   cr_expect_str_eq(info.name, "NVIDIA H200");
-  cr_assert_eq(gpupart_device_get_info(b, &info), GPUPART_OK);
-  cr_expect_str_eq(info.name, "gpupart simulated device", "without one: the sim's own");
-  cr_expect_eq(gpupart_device_close(a), GPUPART_OK);
-  cr_expect_eq(gpupart_device_close(b), GPUPART_OK);
-  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  cr_expect_str_eq(plain.name, "gpupart simulated device", "without one: the sim's own");
 }
 
 Test(device, a_sim_device_given_an_unterminated_name_is_refused) {
-  gpupart_context *ctx = test_context();
   gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
   memset(sim.name, 'x', sizeof sim.name);
-  gpupart_device_desc d = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .backend_desc_size = sizeof sim};
-  gpupart_device *dev = NULL;
-  cr_expect_eq(gpupart_device_open(ctx, &d, &dev), GPUPART_EINVAL);
-  cr_expect_null(dev);
-  cr_expect(strstr(gpupart_last_error(), "name"), "%s", gpupart_last_error());
-  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+  sim_desc_is_refused(&sim, "name");
 }
 
 Test(device, a_sim_device_reopened_with_another_uuid_is_refused) {

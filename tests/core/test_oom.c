@@ -62,6 +62,13 @@ static gpupart_partition *cached_partition(gpupart_device *dev, const char *name
   return make_partition(dev, &d);
 }
 
+/* The two partitions of most tests: a and b, with no limit and no guarantee, over the
+ * caches ca and cb. */
+static void cached_pair(cache *ca, cache *cb, gpupart_partition **a, gpupart_partition **b) {
+  *a = cached_partition(env.dev, "a", 0, 0, ca);
+  *b = cached_partition(env.dev, "b", 0, 0, cb);
+}
+
 static void stash(cache *c, gpupart_partition *p, uint64_t size) { c->items[c->count++] = alloc_ok(p, size); }
 
 static void release_cache(cache *c) {
@@ -100,8 +107,8 @@ Test(oom, own_empty_blocks_are_released_first) {
 
 Test(oom, others_empty_blocks_are_released_when_the_budget_refuses) {
   cache ca = {0}, cb = {0};
-  gpupart_partition *a = cached_partition(env.dev, "a", 0, 0, &ca);
-  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  gpupart_partition *a, *b;
+  cached_pair(&ca, &cb, &a, &b);
   stash(&cb, b, 4 * MiB);
   leave_empty_block(b, 40 * MiB);
   gpupart_allocation *x = alloc_ok(a, 30 * MiB); /* 64 - 44 = 20 MiB left in the budget */
@@ -126,8 +133,8 @@ Test(oom, others_empty_blocks_are_left_alone_when_the_limit_refuses) {
 
 Test(oom, the_requesters_callback_runs_before_others) {
   cache ca = {0}, cb = {0};
-  gpupart_partition *a = cached_partition(env.dev, "a", 0, 0, &ca);
-  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  gpupart_partition *a, *b;
+  cached_pair(&ca, &cb, &a, &b);
   stash(&ca, a, 20 * MiB);
   stash(&cb, b, 30 * MiB);
   gpupart_allocation *x = alloc_ok(a, 20 * MiB); /* 14 MiB left: a's own 20 MiB must go */
@@ -143,8 +150,8 @@ Test(oom, the_requesters_callback_runs_before_others) {
 
 Test(oom, others_callbacks_run_after_the_requesters_when_the_budget_refuses) {
   cache ca = {0}, cb = {0};
-  gpupart_partition *a = cached_partition(env.dev, "a", 0, 0, &ca);
-  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  gpupart_partition *a, *b;
+  cached_pair(&ca, &cb, &a, &b);
   stash(&ca, a, 4 * MiB);
   stash(&cb, b, 40 * MiB);
   gpupart_allocation *x = alloc_ok(a, 30 * MiB);
@@ -221,8 +228,8 @@ Test(oom, borrowers_bytes_are_won_back_by_a_guaranteed_partition) {
 
 Test(oom, no_reclaim_skips_the_callbacks_but_not_the_empty_blocks) {
   cache ca = {0}, cb = {0};
-  gpupart_partition *a = cached_partition(env.dev, "a", 0, 0, &ca);
-  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  gpupart_partition *a, *b;
+  cached_pair(&ca, &cb, &a, &b);
   stash(&cb, b, 30 * MiB);
   leave_empty_block(b, 10 * MiB);
   gpupart_allocation *x;
@@ -272,8 +279,8 @@ static void free_other(cache *c, gpupart_partition *p) {
 
 Test(oom, a_callback_may_free_allocations_of_any_partition, .timeout = 20) {
   cache ca = {0}, cb = {.extra = free_other};
-  gpupart_partition *a = cached_partition(env.dev, "a", 0, 0, &ca);
-  gpupart_partition *b = cached_partition(env.dev, "b", 0, 0, &cb);
+  gpupart_partition *a, *b;
+  cached_pair(&ca, &cb, &a, &b);
   stash(&cb, b, 2 * MiB);
   cb.extra_arg = alloc_ok(a, 40 * MiB);
   gpupart_allocation *x = alloc_ok(b, 40 * MiB);

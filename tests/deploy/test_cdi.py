@@ -37,7 +37,7 @@ def check(cond, what, detail=""):
 
 def clean_env(extra):
     keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "HIP_DEVICE_MEMORY_LIMIT", "SLURM_",
+            if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "HIP_DEVICE_MEMORY_LIMIT", "SLURM_",
                                  "CUDA_MPS_", "GPU_PORTION", "CUDA_VISIBLE_DEVICES", "OPENCL_LAYERS",
                                  "ENABLE_GPUPART_LAYER", "LD_PRELOAD"))}
     return {**keep, **extra}

@@ -48,7 +48,7 @@ def check(cond, what, detail=""):
 def clean_env(extra):
     """This process's environment without any configuration gpupart reads, plus extra."""
     keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_", "CUDA_VISIBLE_DEVICES",
+            if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith(("GPUPART_", "CUDA_DEVICE_MEMORY_LIMIT", "SLURM_", "CUDA_VISIBLE_DEVICES",
                                  "HIP_DEVICE_MEMORY_LIMIT", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPU_PORTION"))}
     return {**keep, **extra}
 

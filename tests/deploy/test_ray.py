@@ -31,7 +31,7 @@ def check(cond, what, detail=""):
 
 def top(ledger):
     p = subprocess.run([GPUPART, "top", "--json", "--ledger-dir", ledger], capture_output=True, text=True, timeout=60,
-                       env={k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")})
+                       env={k: v for k, v in os.environ.items() if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith("GPUPART_")})
     check(p.returncode == 0, f"gpupart top: exit {p.returncode}", p.stderr)
     return json.loads(p.stdout)["devices"] if p.returncode == 0 else []
 

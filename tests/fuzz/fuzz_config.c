@@ -160,7 +160,7 @@ static void fuzz_dra(const uint8_t *bytes, size_t n) {
   if (n && fwrite(bytes, 1, n, f) != n) abort();
   fclose(f);
   memset(&c, 0, sizeof c);
-  gpupart__share_dra(&c, gpupart__hostmem_default(), dra_root);
+  gpupart__share_dra(&c, gpupart__hostmem_default(), dra_root, NULL, NULL);
   if (c.ndra > GPUPART__MAX_DRA || c.nshares != c.ndra) abort();
   for (uint32_t i = 0; i < c.ndra; i++)
     if (c.shares[i].dra != i + 1 || !c.dra[i].generation || !c.dra[i].key[0]) abort();

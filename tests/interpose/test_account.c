@@ -46,7 +46,7 @@ Test(ip_account, without_a_uuid_one_bus_id_is_one_gpu) {
 
 Test(ip_account, a_partition_follows_what_is_accounted_on_it) {
   gpupart_partition *p = gpupart__ip_partition_for(7, 1 * GIB, gpu_b);
-  gpupart_allocation *x = NULL;
+  gpupart_charge *x = NULL;
   cr_assert_not_null(p);
   cr_expect_eq(gpupart__ip_account(p, 3 << 20, &x), 0);
   cr_expect_eq(gpupart__ip_in_use(p), 3 << 20);
@@ -60,7 +60,7 @@ Test(ip_account, a_partition_follows_what_is_accounted_on_it) {
 Test(ip_account, available_leaves_out_the_unused_guarantee_of_another_partition) {
   setenv("GPUPART_PARTITIONS", "other:256MiB:256MiB", 1);
   gpupart_partition *p = gpupart__ip_partition(0, 1 * GIB); /* GPUPART_PARTITIONS names device 0's */
-  gpupart_allocation *x = NULL;
+  gpupart_charge *x = NULL;
   cr_assert_not_null(p);
   cr_expect_eq(gpupart__ip_available(p), 768ull << 20, "1 GiB less other's 256 MiB floor");
   cr_assert_eq(gpupart__ip_account(p, 100ull << 20, &x), 0);
@@ -86,7 +86,7 @@ Test(ip_account, a_hundred_devices_each_have_their_mirror) {
 Test(ip_account, a_misspelt_variable_fails_closed) {
   setenv("GPUPART_MEMORY_LIMT", "64MiB", 1);
   gpupart_partition *p = gpupart__ip_partition(0, 1 * GIB);
-  gpupart_allocation *x = NULL;
+  gpupart_charge *x = NULL;
   unsetenv("GPUPART_MEMORY_LIMT");
   cr_assert(gpupart__ip_closed(p));
   cr_expect_eq(gpupart__ip_account(p, 1 << 20, &x), -1);

@@ -709,3 +709,54 @@ Test(cu_preload, a_trace_names_the_gpu) {
             trace);
   ip_test_cleanup_dir(dir);
 }
+
+/* The mirror's block tail (issue 26): under a 1 GiB limit, 200 allocations of 1 MiB and
+ * 199 of them freed, cuMemGetInfo says 1023 MiB free, and one allocation of all of it is
+ * served: the program holds its limit to the byte, free is then 0 and one byte more is
+ * refused without a driver call. Everything freed, a managed allocation of 1023 MiB (the
+ * driver's path in either mode) is served, which in arena mode needs the arena's cached
+ * memory given back first, and leaves 1 MiB free. Accounted in growth blocks of a sim
+ * mirror, the 1023 MiB were refused (its largest piece was 1012 MiB); an arena of growth
+ * blocks refuses them too (the block holding the first MiB is the tail), an expandable
+ * arena (one range growing by mapped granules) serves them. */
+static void expect_churn_reaches_the_limit(const char *mode, const char *driver) {
+  char ops[4096], out[32768];
+  size_t n = 0;
+  for (int i = 0; i < 200; i++) n += (size_t)snprintf(ops + n, sizeof ops - n, "a:1048576 ");
+  for (int i = 1; i < 200; i++) n += (size_t)snprintf(ops + n, sizeof ops - n, "f:%d ", i);
+  cr_assert_lt(n, sizeof ops - 128);
+  snprintf(ops + n, sizeof ops - n, "i a:%llu i a:1 f:0 f:200 m:%llu i d", 1023 * MIB, 1023 * MIB);
+  ip_test_run(out, sizeof out, "env %s %s GPUPART_MEMORY_LIMIT=1GiB %s %s", preload(), mode, seq(), ops);
+  const char *tail = strstr(out, "info"), *full = tail ? strstr(tail, "\na 200 code 0") : NULL;
+  cr_assert(tail, "%s", out);
+  cr_assert_eq(ip_test_field(tail, "free"), 1023 * MIB, "%s: %s", mode, tail);
+  cr_assert(full, "%s: the 1023 MiB are served: %s", mode, tail);
+  cr_assert_eq(ip_test_field(full, "info code 0 free"), 0, "%s: %s", mode, tail);
+  cr_assert(strstr(tail, "\na 201 code 2\n"), "%s: a byte more is refused: %s", mode, tail);
+  const char *managed = strstr(tail, "\nm 202 code 0"); /* " at J" where the driver reused an address */
+  cr_assert(managed && strstr(managed, "\ninfo code 0 free 1048576 "), "%s: %s", mode, tail);
+  cr_assert(strstr(tail, driver), "%s: %s: %s", mode, driver, tail);
+}
+
+Test(cu_preload, after_a_churn_one_allocation_takes_what_free_says_to_the_byte) {
+  expect_churn_reaches_the_limit("", "driver allocs 202 frees 201 live 1072693248 peak 1073741824");
+}
+
+Test(cu_preload, arena_mode_expandable_serves_from_one_range_to_the_byte) {
+  expect_churn_reaches_the_limit("GPUPART_PRELOAD_ARENA=1 GPUPART_EXPANDABLE=1", "driver allocs 1 frees 0 ");
+}
+
+/* An expandable arena whose range still holds an allocation gives its free top back to
+ * the driver's path: with the first MiB live and 1023 MiB freed, a managed allocation of
+ * 1022 MiB is served once the top is unmapped and its charges given back, the range's
+ * one mapped granule (2 MiB) still charged: free is then 1 MiB, the granule's free half. */
+Test(cu_preload, arena_mode_expandable_gives_back_its_free_top_while_it_holds_allocations) {
+  char out[8192];
+  ip_test_run(out, sizeof out,
+              "env %s GPUPART_PRELOAD_ARENA=1 GPUPART_EXPANDABLE=1 GPUPART_MEMORY_LIMIT=1GiB %s a:1048576 a:%llu f:1 "
+              "m:%llu i d",
+              preload(), seq(), 1023 * MIB, 1022 * MIB);
+  const char *managed = strstr(out, "f 1 code 0\nm 2 code 0"); /* " at J" where the driver reused an address */
+  cr_assert(managed && strstr(managed, "\ninfo code 0 free 1048576 "), "%s", out);
+  cr_assert(strstr(out, "driver allocs 1 frees 0 live 1071644672 "), "one driver allocation, the managed one: %s", out);
+}

@@ -44,7 +44,7 @@ def flags(build):
 
 
 def run_program(exe, build, extra_env):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+    env = {k: v for k, v in os.environ.items() if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith("GPUPART_")}
     env.update({"GPUPART_BACKEND": "sim", "LD_LIBRARY_PATH": build}, **extra_env)
     return subprocess.run([exe], env=env, capture_output=True, text=True, timeout=120)
 
@@ -99,7 +99,7 @@ def test_shared_example(readme, build, gpupart, exe):
     at = words.index("./my_app")
     assigned = dict(w.split("=", 1) for w in words[:at])
     with tempfile.TemporaryDirectory(prefix="gpupart-readme-") as ledgers:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+        env = {k: v for k, v in os.environ.items() if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith("GPUPART_")}
         env.update(assigned, GPUPART_BACKEND="sim", GPUPART_LEDGER_DIR=ledgers, LD_LIBRARY_PATH=build)
         p = subprocess.Popen([exe, *words[at + 1:-1]], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
@@ -130,7 +130,7 @@ def test_commands(readme, gpupart):
     check(lines, "README runs the gpupart command as ./build/tools/gpupart")
     for line in lines:
         args = shlex.split(line.split("#")[0])[1:]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPART_")}
+        env = {k: v for k, v in os.environ.items() if k == "GPUPART_DRA_METADATA_DIR" or not k.startswith("GPUPART_")}
         env["GPUPART_BACKEND"] = "sim"
         env["GPUPART_LEDGER_DIR"] = tempfile.mkdtemp(prefix="gpupart-readme-")  # not /dev/shm
         if args and args[0] == "exporter":

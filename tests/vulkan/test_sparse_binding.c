@@ -23,11 +23,12 @@
 #include <unistd.h>
 #include <vulkan/vulkan.h>
 
+#include "vulkan_base.h"
+
 static const uint32_t probe_spirv[] =
 #include "sparse_probe.spv.h"
     ;
 
-#define VALIDATION "VK_LAYER_KHRONOS_validation"
 #define PAGES 16
 #define SEED 1000u
 #define FILL_A 7u
@@ -72,55 +73,13 @@ static int fail(const char *fmt, ...) {
 
 /* ---- instance, device ----------------------------------------------------------------- */
 
-static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
-                                                 VkDebugUtilsMessageTypeFlagsEXT types,
-                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
-  (void)types;
-  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
-    ++*(int *)user;
-    fprintf(stderr, "validation error: %s\n", data->pMessage);
-  }
-  return VK_FALSE;
-}
-
-static int has_validation(void) {
-  uint32_t n = 0;
-  VkLayerProperties layers[64];
-  if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS) return 0;
-  if (n > 64) n = 64;
-  vkEnumerateInstanceLayerProperties(&n, layers);
-  for (uint32_t i = 0; i < n; i++)
-    if (strcmp(layers[i].layerName, VALIDATION) == 0) return 1;
-  return 0;
-}
-
 /* 0 made, 77 no driver here, 1 failure. */
 static int make_instance(probe *p) {
-  if (!has_validation()) return fail(VALIDATION " is not installed (Debian: vulkan-validationlayers)");
-  VkDebugUtilsMessengerCreateInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-                                           .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-                                           .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                                                          VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
-                                           .pfnUserCallback = on_message,
-                                           .pUserData = &p->errors};
-  const char *layers[] = {VALIDATION}, *ext[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
-  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                           .pApplicationName = "gpupart sparse probe",
-                           .apiVersion = VK_API_VERSION_1_2};
-  VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                             .pNext = &mi,
-                             .pApplicationInfo = &app,
-                             .enabledLayerCount = 1,
-                             .ppEnabledLayerNames = layers,
-                             .enabledExtensionCount = 1,
-                             .ppEnabledExtensionNames = ext};
-  VkResult r = vkCreateInstance(&ci, NULL, &p->instance);
+  if (!vkb_has_validation()) return fail(VKB_VALIDATION " is not installed (Debian: vulkan-validationlayers)");
+  const char *call = NULL;
+  VkResult r = vkb_instance_create("gpupart sparse probe", &p->errors, &p->instance, &p->messenger, &call);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) return 77;
-  CHECK(r);
-  PFN_vkCreateDebugUtilsMessengerEXT create =
-      (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(p->instance, "vkCreateDebugUtilsMessengerEXT");
-  CHECK(create(p->instance, &mi, NULL, &p->messenger));
-  return 0;
+  return r == VK_SUCCESS ? 0 : fail("%s: %d", call, r);
 }
 
 /* The family with sparse binding and compute (transfer is implied), or UINT32_MAX. A
@@ -344,40 +303,15 @@ static void fill(probe *p, VkCommandBuffer cb, VkDeviceSize page, VkDeviceSize p
 
 /* The compute pipeline that runs sparse_probe.comp over one descriptor range. */
 typedef struct compute {
-  VkShaderModule shader;
-  VkDescriptorSetLayout set_layout;
-  VkPipelineLayout layout;
-  VkPipeline pipeline;
+  vkb_compute pipe;
   VkDescriptorPool pool;
   VkDescriptorSet set;
 } compute;
 
 static int make_pipeline(probe *p, compute *c) {
-  VkShaderModuleCreateInfo si = {
-      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizeof probe_spirv, .pCode = probe_spirv};
-  CHECK(vkCreateShaderModule(p->device, &si, NULL, &c->shader));
-  VkDescriptorSetLayoutBinding b = {.binding = 0,
-                                    .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                    .descriptorCount = 1,
-                                    .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-  VkDescriptorSetLayoutCreateInfo li = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 1, .pBindings = &b};
-  CHECK(vkCreateDescriptorSetLayout(p->device, &li, NULL, &c->set_layout));
-  VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = 2 * sizeof(uint32_t)};
-  VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                    .setLayoutCount = 1,
-                                    .pSetLayouts = &c->set_layout,
-                                    .pushConstantRangeCount = 1,
-                                    .pPushConstantRanges = &pc};
-  CHECK(vkCreatePipelineLayout(p->device, &pli, NULL, &c->layout));
-  VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                                    .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                                              .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                                              .module = c->shader,
-                                              .pName = "main"},
-                                    .layout = c->layout};
-  CHECK(vkCreateComputePipelines(p->device, VK_NULL_HANDLE, 1, &ci, NULL, &c->pipeline));
-  return 0;
+  const char *call = NULL;
+  VkResult r = vkb_compute_create(p->device, probe_spirv, sizeof probe_spirv, 2 * sizeof(uint32_t), &c->pipe, &call);
+  return r == VK_SUCCESS ? 0 : fail("%s: %d", call, r);
 }
 
 /* One descriptor on [offset, offset + range) of the sparse buffer. */
@@ -389,7 +323,7 @@ static int make_set(probe *p, compute *c, VkDeviceSize offset, VkDeviceSize rang
   VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                     .descriptorPool = c->pool,
                                     .descriptorSetCount = 1,
-                                    .pSetLayouts = &c->set_layout};
+                                    .pSetLayouts = &c->pipe.set_layout};
   CHECK(vkAllocateDescriptorSets(p->device, &ai, &c->set));
   VkDescriptorBufferInfo info = {.buffer = p->sparse, .offset = offset, .range = range};
   VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
@@ -403,10 +337,7 @@ static int make_set(probe *p, compute *c, VkDeviceSize offset, VkDeviceSize rang
 
 static void destroy_compute(probe *p, compute *c) {
   vkDestroyDescriptorPool(p->device, c->pool, NULL);
-  vkDestroyPipeline(p->device, c->pipeline, NULL);
-  vkDestroyPipelineLayout(p->device, c->layout, NULL);
-  vkDestroyDescriptorSetLayout(p->device, c->set_layout, NULL);
-  vkDestroyShaderModule(p->device, c->shader, NULL);
+  vkb_compute_destroy(p->device, &c->pipe);
 }
 
 /* ---- checks --------------------------------------------------------------------------- */
@@ -454,9 +385,9 @@ static int first_pass(probe *p) {
   VkBufferCopy first = {.srcOffset = 0, .dstOffset = 8 * p->page, .size = p->page};
   vkCmdCopyBuffer(cb, p->sparse, p->sparse, 1, &first);
   uint32_t push[2] = {(uint32_t)(2 * p->page / 4), SEED};
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
-  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.layout, 0, 1, &c.set, 0, NULL);
-  vkCmdPushConstants(cb, c.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, push);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipe.pipeline);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipe.layout, 0, 1, &c.set, 0, NULL);
+  vkCmdPushConstants(cb, c.pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, push);
   vkCmdDispatch(cb, (push[0] + 63) / 64, 1, 1);
   int rc = finish(p, cb);
   destroy_compute(p, &c);
@@ -512,12 +443,7 @@ static void teardown(probe *p) {
     vkDestroyCommandPool(p->device, p->pool, NULL);
     vkDestroyDevice(p->device, NULL);
   }
-  if (p->messenger) {
-    PFN_vkDestroyDebugUtilsMessengerEXT destroy =
-        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(p->instance, "vkDestroyDebugUtilsMessengerEXT");
-    destroy(p->instance, p->messenger, NULL);
-  }
-  if (p->instance) vkDestroyInstance(p->instance, NULL);
+  vkb_instance_destroy(p->instance, p->messenger);
 }
 
 /* Where a fetched driver was meant to run, not finding sparse binding is a failure. */

@@ -10,11 +10,14 @@
  * everything; the calls that speak of one VkDeviceMemory refuse these allocations; and
  * a range past the device's sparse address space is refused (or the partition keeps
  * growth blocks). */
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "vulkan_base.h"
 #include "vulkan_test.h"
 
 static const uint32_t shader_spirv[] =
@@ -30,17 +33,17 @@ typedef struct rig {
   gpupart_context *ctx;
   gpupart_device *dev;
   VkDevice device;
-  VkQueue queue; /* queue 0 of gpupart's family, shared with gpupart's binds on lavapipe:
-                    this test submits from the thread that allocates, never at once */
+  VkQueue queue;               /* queue 0 of gpupart's family, shared with gpupart's binds on lavapipe:
+                                  this test submits from the thread that allocates, never at once; on an
+                                  adopted device, the application's queue, which gpupart binds on too */
+  pthread_mutex_t *queue_lock; /* adopted: held around the test's submissions, and by
+                                  gpupart around its binds (sparse_queue_lock) */
   VkCommandPool pool;
   VkFence fence;
   VkBuffer staging;
   VkDeviceMemory staging_memory;
   uint8_t *host;
-  VkShaderModule shader;
-  VkDescriptorSetLayout set_layout;
-  VkPipelineLayout layout;
-  VkPipeline pipeline;
+  vkb_compute pipe; /* sparse_probe.comp */
   VkDescriptorPool sets;
 } rig;
 
@@ -75,30 +78,9 @@ static void make_staging(rig *r, uint64_t size) {
 }
 
 static void make_pipeline(rig *r) {
-  VkShaderModuleCreateInfo si = {
-      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = sizeof shader_spirv, .pCode = shader_spirv};
-  VK_OK(vkCreateShaderModule(r->device, &si, NULL, &r->shader));
-  VkDescriptorSetLayoutBinding b = {.binding = 0,
-                                    .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                    .descriptorCount = 1,
-                                    .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-  VkDescriptorSetLayoutCreateInfo li = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 1, .pBindings = &b};
-  VK_OK(vkCreateDescriptorSetLayout(r->device, &li, NULL, &r->set_layout));
-  VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = 2 * sizeof(uint32_t)};
-  VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                    .setLayoutCount = 1,
-                                    .pSetLayouts = &r->set_layout,
-                                    .pushConstantRangeCount = 1,
-                                    .pPushConstantRanges = &pc};
-  VK_OK(vkCreatePipelineLayout(r->device, &pli, NULL, &r->layout));
-  VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                                    .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                                              .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                                              .module = r->shader,
-                                              .pName = "main"},
-                                    .layout = r->layout};
-  VK_OK(vkCreateComputePipelines(r->device, VK_NULL_HANDLE, 1, &ci, NULL, &r->pipeline));
+  const char *call = NULL;
+  cr_assert_eq(vkb_compute_create(r->device, shader_spirv, sizeof shader_spirv, 2 * sizeof(uint32_t), &r->pipe, &call),
+               VK_SUCCESS, "%s", call);
   VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = MAX_ALLOCS};
   VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                    .maxSets = MAX_ALLOCS,
@@ -107,29 +89,30 @@ static void make_pipeline(rig *r) {
   VK_OK(vkCreateDescriptorPool(r->device, &pi, NULL, &r->sets));
 }
 
+/* The rig on an open gpupart device: commands on queue 0 of family. */
+static void rig_on(rig *r, uint32_t family, uint64_t staging) {
+  r->device = gpupart_vulkan_device(r->dev);
+  vkGetDeviceQueue(r->device, family, 0, &r->queue);
+  VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = family};
+  VK_OK(vkCreateCommandPool(r->device, &pi, NULL, &r->pool));
+  VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VK_OK(vkCreateFence(r->device, &fi, NULL, &r->fence));
+  make_staging(r, staging);
+  make_pipeline(r);
+}
+
 static rig open_rig(uint64_t staging) {
   vkt_require_validation();
   rig r = {.ctx = test_context()};
   gpupart_device_desc d = {.backend = GPUPART_BACKEND_VULKAN};
   cr_assert_eq(gpupart_device_open(r.ctx, &d, &r.dev), GPUPART_OK, "%s", gpupart_last_error());
-  r.device = gpupart_vulkan_device(r.dev);
-  uint32_t family = gpupart_vulkan_queue_family(r.dev);
-  vkGetDeviceQueue(r.device, family, 0, &r.queue);
-  VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = family};
-  VK_OK(vkCreateCommandPool(r.device, &pi, NULL, &r.pool));
-  VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  VK_OK(vkCreateFence(r.device, &fi, NULL, &r.fence));
-  make_staging(&r, staging);
-  make_pipeline(&r);
+  rig_on(&r, gpupart_vulkan_queue_family(r.dev), staging);
   return r;
 }
 
 static void close_rig(rig *r) {
   vkDestroyDescriptorPool(r->device, r->sets, NULL);
-  vkDestroyPipeline(r->device, r->pipeline, NULL);
-  vkDestroyPipelineLayout(r->device, r->layout, NULL);
-  vkDestroyDescriptorSetLayout(r->device, r->set_layout, NULL);
-  vkDestroyShaderModule(r->device, r->shader, NULL);
+  vkb_compute_destroy(r->device, &r->pipe);
   vkDestroyBuffer(r->device, r->staging, NULL);
   vkFreeMemory(r->device, r->staging_memory, NULL);
   vkDestroyFence(r->device, r->fence, NULL);
@@ -177,7 +160,7 @@ static void dispatch(rig *r, VkCommandBuffer cb, const item *it) {
   VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                     .descriptorPool = r->sets,
                                     .descriptorSetCount = 1,
-                                    .pSetLayouts = &r->set_layout};
+                                    .pSetLayouts = &r->pipe.set_layout};
   VkDescriptorSet set;
   VK_OK(vkAllocateDescriptorSets(r->device, &ai, &set));
   VkDescriptorBufferInfo bi = {.buffer = it->buffer, .offset = it->offset, .range = it->size};
@@ -188,8 +171,8 @@ static void dispatch(rig *r, VkCommandBuffer cb, const item *it) {
                             .pBufferInfo = &bi};
   vkUpdateDescriptorSets(r->device, 1, &w, 0, NULL);
   uint32_t params[2] = {(uint32_t)(it->size / 4), it->seed};
-  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->layout, 0, 1, &set, 0, NULL);
-  vkCmdPushConstants(cb, r->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof params, params);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->pipe.layout, 0, 1, &set, 0, NULL);
+  vkCmdPushConstants(cb, r->pipe.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof params, params);
   vkCmdDispatch(cb, (params[0] + 63) / 64, 1, 1);
 }
 
@@ -212,7 +195,7 @@ static void run_commands(rig *r, item *it, int n) {
   }
   barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->pipeline);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, r->pipe.pipeline);
   for (int i = 0; i < n; i++) dispatch(r, cb, &it[i]);
   barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
           VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
@@ -224,7 +207,10 @@ static void run_commands(rig *r, item *it, int n) {
           VK_ACCESS_HOST_READ_BIT);
   VK_OK(vkEndCommandBuffer(cb));
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
-  VK_OK(vkQueueSubmit(r->queue, 1, &si, r->fence));
+  if (r->queue_lock) pthread_mutex_lock(r->queue_lock);
+  VkResult submitted = vkQueueSubmit(r->queue, 1, &si, r->fence);
+  if (r->queue_lock) pthread_mutex_unlock(r->queue_lock);
+  VK_OK(submitted);
   VK_OK(vkWaitForFences(r->device, 1, &r->fence, VK_TRUE, UINT64_MAX));
   VK_OK(vkResetFences(r->device, 1, &r->fence));
   vkFreeCommandBuffers(r->device, r->pool, 1, &cb);
@@ -405,4 +391,192 @@ Test(vulkan_expandable, ranges_past_the_sparse_address_space_are_refused_or_keep
   q = partition(&r, "y", limit, EXPANDABLE); /* the space was given back */
   cr_expect_eq(gpupart_partition_destroy(q), GPUPART_OK, "%s", gpupart_last_error());
   close_rig(&r);
+}
+
+/* ---- an adopted device: the application's queue (gpupart_vulkan_desc.sparse_queue, 0.3) ---- */
+
+/* The application's lock of its queue, as sparse_queue_lock takes it. */
+typedef struct app_queue {
+  pthread_mutex_t mutex;
+  int held;            /* by a gpupart bind */
+  unsigned binds;      /* lock = 1 calls */
+  unsigned unbalanced; /* an unlock without a lock, or a lock while held */
+} app_queue;
+
+static void app_queue_lock(void *user, int lock) {
+  app_queue *q = user;
+  if (lock) {
+    pthread_mutex_lock(&q->mutex);
+    q->unbalanced += (unsigned)q->held;
+    q->held = 1;
+    q->binds++;
+    return;
+  }
+  q->unbalanced += (unsigned)!q->held;
+  q->held = 0;
+  pthread_mutex_unlock(&q->mutex);
+}
+
+typedef struct adopted {
+  vkt_env env;
+  app_queue q;
+} adopted;
+
+/* The test's own instance and device (sparseBinding and sparseResidencyBuffer enabled, one
+ * queue), adopted with that queue as sparse_queue and, with_lock, the application's lock. */
+static gpupart_vulkan_desc adopt_desc(adopted *ad, int with_lock) {
+  vkt_require_validation();
+  char why[256] = "";
+  cr_assert_eq(vkt_env_create_sparse(&ad->env, why, sizeof why), 0, "the test's sparse device: %s", why);
+  VkQueueFamilyProperties fam[16];
+  uint32_t n = 16;
+  vkGetPhysicalDeviceQueueFamilyProperties(ad->env.physical, &n, fam);
+  cr_assert(ad->env.family < n && (fam[ad->env.family].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT));
+  pthread_mutex_init(&ad->q.mutex, NULL);
+  gpupart_vulkan_desc v = vkt_desc(&ad->env);
+  v.sparse_queue = ad->env.queue;
+  v.sparse_queue_family = ad->env.family;
+  if (with_lock) v.sparse_queue_lock = app_queue_lock, v.sparse_queue_user = &ad->q;
+  return v;
+}
+
+static rig open_adopted(adopted *ad, const gpupart_vulkan_desc *v, uint64_t staging) {
+  rig r = {.ctx = test_context(), .queue_lock = v->sparse_queue_lock ? &ad->q.mutex : NULL};
+  gpupart_device_desc d = {.backend = GPUPART_BACKEND_VULKAN, .backend_desc = v, .backend_desc_size = sizeof *v};
+  cr_assert_eq(gpupart_device_open(r.ctx, &d, &r.dev), GPUPART_OK, "%s", gpupart_last_error());
+  rig_on(&r, ad->env.family, staging);
+  return r;
+}
+
+static void close_adopted(adopted *ad, rig *r) {
+  close_rig(r);
+  cr_expect_eq(vkt_env_destroy(&ad->env), 0, "validation errors");
+  cr_expect_eq(ad->q.unbalanced, 0);
+  pthread_mutex_destroy(&ad->q.mutex);
+}
+
+/* Grows and trims an expandable partition of the adopted device while the test's thread
+ * submits work on the same queue: gpupart's binds go through the application's lock. */
+typedef struct churner {
+  gpupart_partition *p;
+  int rounds;
+  int failures;
+} churner;
+
+static void *churn_binds(void *arg) {
+  churner *c = arg;
+  for (int i = 0; i < c->rounds; i++) {
+    gpupart_allocation *a[4] = {0};
+    for (int k = 0; k < 4; k++) c->failures += gpupart_alloc(c->p, (uint64_t)(k + 1) * 3 * MiB, 0, &a[k]) != 0;
+    for (int k = 0; k < 4; k++) gpupart_free(a[k]);
+    c->failures += gpupart_partition_trim(c->p) != GPUPART_OK;
+  }
+  return NULL;
+}
+
+Test(vulkan_expandable, an_adopted_device_with_a_sparse_queue_grows_in_place_through_the_applications_lock) {
+  static adopted ad;
+  gpupart_vulkan_desc v = adopt_desc(&ad, 1);
+  rig r = open_adopted(&ad, &v, 32 * MiB);
+  gpupart_partition *p = partition(&r, "x", 128 * MiB, EXPANDABLE);
+  static item it[24];
+  for (int i = 0; i < 24; i++)
+    it[i] = new_item(p, i % 5 == 2 ? 2 * MiB + 4 * (uint64_t)i : 4 * (1 + ((uint64_t)i * 7919) % 90000), (uint32_t)i);
+  write_and_check(&r, it, 24);
+  for (int i = 1; i < 24; i++) cr_expect_eq(it[i].buffer, it[0].buffer, "one sparse buffer for the partition");
+  gpupart_stats s = stats(p);
+  cr_expect_gt(s.driver_allocs, 1, "the range grew several times");
+  cr_expect_lt(s.driver_allocs, 24, "memory objects per growth, not per allocation");
+  cr_expect_eq(ad.q.binds, s.driver_allocs, "one bind per growth, each inside the application's lock");
+  /* Concurrent use of the queue: binds on another thread, submissions here. */
+  gpupart_partition *q = partition(&r, "churn", 64 * MiB, EXPANDABLE);
+  churner c = {.p = q, .rounds = 12};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, churn_binds, &c), 0);
+  for (int k = 0; k < 6; k++) write_and_check(&r, it, 24);
+  pthread_join(t, NULL);
+  cr_expect_eq(c.failures, 0);
+  gpupart_stats sq = stats(q);
+  cr_expect_eq(sq.reserved, 0, "trimmed");
+  for (int i = 12; i < 24; i++) gpupart_free(it[i].a);
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK, "%s", gpupart_last_error());
+  write_and_check(&r, it, 12); /* the pages kept are still bound */
+  for (int i = 0; i < 12; i++) gpupart_free(it[i].a);
+  cr_assert_eq(gpupart_partition_trim(p), GPUPART_OK, "%s", gpupart_last_error());
+  s = stats(p);
+  cr_expect_eq(s.reserved, 0, "nothing mapped");
+  cr_expect_eq(s.driver_frees, s.driver_allocs, "every memory object freed");
+  cr_expect_eq(ad.q.binds, s.driver_allocs + s.driver_frees + sq.driver_allocs + sq.driver_frees,
+               "every bind and unbind inside the application's lock");
+  cr_expect_eq(gpupart_partition_destroy(q), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK, "%s", gpupart_last_error());
+  close_adopted(&ad, &r);
+}
+
+Test(vulkan_expandable, an_adopted_device_without_a_lock_binds_on_the_promise) {
+  static adopted ad;
+  gpupart_vulkan_desc v = adopt_desc(&ad, 0);
+  rig r = open_adopted(&ad, &v, 8 * MiB);
+  gpupart_partition *p = partition(&r, "x", 64 * MiB, EXPANDABLE);
+  static item it[6];
+  for (int i = 0; i < 6; i++) it[i] = new_item(p, MiB + 4 * (uint64_t)i, (uint32_t)i + 3);
+  write_and_check(&r, it, 6);
+  for (int i = 0; i < 6; i++) gpupart_free(it[i].a);
+  cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(ad.q.binds, 0);
+  close_adopted(&ad, &r);
+}
+
+/* Without sparse_queue (a 0.2 descriptor, or the field left NULL) an adopted device keeps
+ * growth blocks, and a required expandable partition is refused naming the field; a
+ * queue that cannot be used is refused at open. */
+Test(vulkan_expandable, an_adopted_device_without_a_sparse_queue_says_why_and_bad_queues_are_refused) {
+  static adopted ad;
+  gpupart_vulkan_desc v = adopt_desc(&ad, 1), plain = v;
+  plain.sparse_queue = VK_NULL_HANDLE;
+  plain.sparse_queue_lock = NULL;
+  plain.sparse_queue_user = NULL;
+  rig r = open_adopted(&ad, &plain, 1 * MiB);
+  gpupart_partition_desc pd = {.name = "x", .limit = 64 * MiB, .flags = EXPANDABLE};
+  gpupart_partition *p = NULL;
+  cr_expect_eq(gpupart_partition_create(r.dev, &pd, &p), GPUPART_ENOTSUP);
+  cr_expect_not_null(strstr(gpupart_last_error(), "sparse_queue"), "%s", gpupart_last_error());
+  p = partition(&r, "y", 64 * MiB, GPUPART_PARTITION_EXPANDABLE); /* not required: growth blocks */
+  item b = new_item(p, 4096, 2);
+  VkDeviceMemory m;
+  VkDeviceSize off;
+  cr_expect_eq(gpupart_vulkan_memory(b.a, &m, &off), GPUPART_OK, "a block: %s", gpupart_last_error());
+  write_and_check(&r, &b, 1);
+  gpupart_free(b.a);
+  cr_expect_eq(gpupart_partition_destroy(p), GPUPART_OK, "%s", gpupart_last_error());
+  /* A 0.2-sized descriptor: the 0.3 fields are not read, whatever they hold. */
+  gpupart_device_desc d02 = {.backend = GPUPART_BACKEND_VULKAN,
+                             .backend_desc = &v,
+                             .backend_desc_size = offsetof(gpupart_vulkan_desc, reserved)};
+  gpupart_device *dev = NULL;
+  cr_expect_eq(gpupart_device_open(r.ctx, &d02, &dev), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_partition_desc pd2 = {.name = "z", .limit = 64 * MiB, .flags = EXPANDABLE};
+  p = NULL;
+  if (dev) cr_expect_eq(gpupart_partition_create(dev, &pd2, &p), GPUPART_ENOTSUP);
+  if (dev) gpupart_device_close(dev);
+  struct {
+    const char *what, *says;
+    gpupart_vulkan_desc v;
+  } bad[4] = {{"a family out of range", "sparse_queue_family", v},
+              {"user without lock", "sparse_queue_user", v},
+              {"lock without queue", "without sparse_queue", v},
+              {"no instance (gpupart's own device)", "adopted device only", v}};
+  bad[0].v.sparse_queue_family = 99;
+  bad[1].v.sparse_queue_lock = NULL;
+  bad[2].v.sparse_queue = VK_NULL_HANDLE;
+  bad[3].v.instance = VK_NULL_HANDLE, bad[3].v.physical_device = VK_NULL_HANDLE, bad[3].v.device = VK_NULL_HANDLE;
+  for (int i = 0; i < 4; i++) {
+    gpupart_device_desc d = {
+        .backend = GPUPART_BACKEND_VULKAN, .backend_desc = &bad[i].v, .backend_desc_size = sizeof bad[i].v};
+    dev = (gpupart_device *)1;
+    cr_expect_eq(gpupart_device_open(r.ctx, &d, &dev), GPUPART_EINVAL, "%s", bad[i].what);
+    cr_expect_null(dev, "%s", bad[i].what);
+    cr_expect_not_null(strstr(gpupart_last_error(), bad[i].says), "%s: %s", bad[i].what, gpupart_last_error());
+  }
+  close_adopted(&ad, &r);
 }

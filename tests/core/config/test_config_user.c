@@ -425,3 +425,12 @@ Test(config_user, sim_devices_share_memory_within_a_context_not_across_contexts)
   gpupart_context_destroy(c2);
   gpupart_context_destroy(c1);
 }
+
+/* The suite's init removes every GPUPART_* variable; the DRA metadata folder stays pinned
+ * (tests/config_env.h), so that a context reading the environment never reads the
+ * machine's /var/run/kubernetes.io/dra-device-attributes. */
+Test(config_user, the_dra_metadata_folder_stays_pinned_when_the_variables_are_cleared) {
+  const char *dra = getenv("GPUPART_DRA_METADATA_DIR");
+  cr_assert_not_null(dra, "a context would read the machine's DRA metadata");
+  cr_expect_str_neq(dra, "/var/run/kubernetes.io/dra-device-attributes");
+}

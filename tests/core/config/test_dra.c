@@ -66,7 +66,7 @@ static const uint8_t uuid_a[16] = {0x7c, 0xe2, 0x3c, 0xd8, 0x5c, 0x91, 0x34, 0xa
 static gpupart__config *scan(void) {
   gpupart__config *c = calloc(1, sizeof *c);
   cr_assert_not_null(c);
-  gpupart__share_dra(c, gpupart__hostmem_default(), root);
+  gpupart__share_dra(c, gpupart__hostmem_default(), root, NULL, NULL);
   return c;
 }
 

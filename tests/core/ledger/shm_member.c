@@ -8,6 +8,8 @@
  *   cpart NAME LIMIT_MIB GUARANTEE_MIB the same, keeping its empty blocks cached
  *   rpart NAME LIMIT_MIB GUARANTEE_MIB the same, with a reclaim callback that frees what
  *                                      is kept (from whichever thread calls it)
+ *   fpart NAME PERCENT                 create with a limit of PERCENT % of the budget
+ *                                      (a fraction, resolved against the ledger's budget)
  *   find NAME                          the partition of that name (joins another's)
  *   alloc MIB / refuse MIB             allocate and keep / expect ELIMIT
  *   reserved MIB                       the partition's reserved (partition-wide) is MIB
@@ -94,6 +96,11 @@ static int create(char how, const char *name, uint64_t limit, uint64_t guarantee
   return gpupart_partition_create(dev, &d, &part) != GPUPART_OK;
 }
 
+static int fcreate(const char *name, double fraction, gpupart_device *dev) {
+  gpupart_partition_desc d = {.name = name, .fraction = fraction};
+  return gpupart_partition_create(dev, &d, &part) != GPUPART_OK;
+}
+
 static int line_io(int out) {
   char line[16];
   if (out) return printf("ready\n") < 0 || fflush(stdout) != 0;
@@ -105,6 +112,7 @@ static int step(gpupart_device *dev, char **argv, int *i) {
   const char *w = argv[(*i)++];
   if (!strcmp(w, "part") || !strcmp(w, "cpart") || !strcmp(w, "rpart"))
     return *i += 3, create(w[0], argv[*i - 3], strtoull(argv[*i - 2], 0, 10), strtoull(argv[*i - 1], 0, 10), dev);
+  if (!strcmp(w, "fpart")) return *i += 2, fcreate(argv[*i - 2], strtod(argv[*i - 1], 0) / 100, dev);
   if (!strcmp(w, "find")) return !(part = gpupart_partition_find(dev, argv[(*i)++]));
   if (!strcmp(w, "alloc")) return keep(strtoull(argv[(*i)++], 0, 10) * MiB) != GPUPART_OK;
   if (!strcmp(w, "refuse")) return keep(strtoull(argv[(*i)++], 0, 10) * MiB) != GPUPART_ELIMIT;

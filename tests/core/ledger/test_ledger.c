@@ -1,6 +1,6 @@
 /* The ledger interface (core/ledger/ledger.h) through its in-process implementation: accounts
  * with limits and guarantees, reservations against the limit and against the budget less
- * other partitions' unused guarantees, set_limit's codes and clamping, figures and
+ * other partitions' unused guarantees, set_figures' codes and clamping, figures and
  * peaks, the invariant check, many threads reserving at once; names (unique, found by
  * lookup), members (their entries listed, returned when they leave); and the device
  * identity that keys a ledger (core/base/identity.h). Budgets are in MiB. */
@@ -142,38 +142,38 @@ Test(ledger, grantable_names_the_rule_that_binds) {
   release_all(b);
 }
 
-Test(ledger, set_limit_grows_within_the_budget) {
+Test(ledger, set_figures_grows_within_the_budget) {
   gpupart__ledger_entry *e = account(40, 20);
-  cr_expect_eq(L->ops->set_limit(L, e, 100 * MiB), GPUPART_OK);
+  cr_expect_eq(L->ops->set_figures(L, e, 100 * MiB, GPUPART__LEDGER_KEEP), GPUPART_OK);
   cr_expect_eq(figures(e).limit, 100 * MiB);
-  cr_expect_eq(L->ops->set_limit(L, e, 101 * MiB), GPUPART_ELIMIT);
+  cr_expect_eq(L->ops->set_figures(L, e, 101 * MiB, GPUPART__LEDGER_KEEP), GPUPART_ELIMIT);
   gpupart__ledger_figures f = figures(e);
   cr_expect_eq(f.limit, 100 * MiB, "nothing changed");
   cr_expect_eq(f.guarantee, 20 * MiB);
 }
 
-Test(ledger, set_limit_below_what_is_reserved_is_busy) {
+Test(ledger, set_figures_below_what_is_reserved_is_busy) {
   gpupart__ledger_entry *e = account(100, 50);
   cr_expect_eq(reserve(e, 30), GPUPART__GRANTED);
-  cr_expect_eq(L->ops->set_limit(L, e, 20 * MiB), GPUPART_EBUSY);
+  cr_expect_eq(L->ops->set_figures(L, e, 20 * MiB, GPUPART__LEDGER_KEEP), GPUPART_EBUSY);
   gpupart__ledger_figures f = figures(e);
   cr_expect_eq(f.limit, 100 * MiB);
   cr_expect_eq(f.guarantee, 50 * MiB);
-  cr_expect_eq(L->ops->set_limit(L, e, 30 * MiB), GPUPART_OK, "exactly what is reserved");
+  cr_expect_eq(L->ops->set_figures(L, e, 30 * MiB, GPUPART__LEDGER_KEEP), GPUPART_OK, "exactly what is reserved");
   release_all(e);
 }
 
-Test(ledger, set_limit_clamps_the_guarantee_and_frees_what_it_held_back) {
+Test(ledger, set_figures_clamps_the_guarantee_and_frees_what_it_held_back) {
   gpupart__ledger_entry *g = account(100, 60), *o = account(100, 0);
   gpupart__refusal bound;
   cr_expect_eq(grantable(o, &bound), 40);
-  cr_expect_eq(L->ops->set_limit(L, g, 20 * MiB), GPUPART_OK);
+  cr_expect_eq(L->ops->set_figures(L, g, 20 * MiB, GPUPART__LEDGER_KEEP), GPUPART_OK);
   gpupart__ledger_figures f = figures(g);
   cr_expect_eq(f.limit, 20 * MiB);
   cr_expect_eq(f.guarantee, 20 * MiB);
   cr_expect_eq(totals().guarantee, 20 * MiB);
   cr_expect_eq(grantable(o, &bound), 80);
-  cr_expect_eq(L->ops->set_limit(L, g, 100 * MiB), GPUPART_OK);
+  cr_expect_eq(L->ops->set_figures(L, g, 100 * MiB, GPUPART__LEDGER_KEEP), GPUPART_OK);
   cr_expect_eq(figures(g).guarantee, 20 * MiB, "a clamped guarantee stays clamped");
 }
 
@@ -415,4 +415,20 @@ Test(identity, uuids_format_as_8_4_4_4_12_hex) {
   cr_expect_not(gpupart__uuid_is_zero(u));
   uint8_t z[16] = {0};
   cr_expect(gpupart__uuid_is_zero(z));
+}
+
+/* A floor changed at run time (gpupart resize --guarantee, a DRA claim's new
+ * gpupart.io/guarantee): within the budget less the others' floors, never above the limit. */
+Test(ledger, set_figures_changes_the_floor_within_the_budget) {
+  gpupart__ledger_entry *g = account(100, 10), *o = account(100, 30);
+  cr_expect_eq(L->ops->set_figures(L, g, 100 * MiB, 70 * MiB), GPUPART_OK);
+  cr_expect_eq(figures(g).guarantee, 70 * MiB);
+  cr_expect_eq(totals().guarantee, 100 * MiB);
+  cr_expect_eq(L->ops->set_figures(L, g, 100 * MiB, 71 * MiB), GPUPART_ELIMIT, "past the budget with o's 30");
+  cr_expect_eq(L->ops->set_figures(L, g, 50 * MiB, 60 * MiB), GPUPART_EINVAL, "a floor above the limit");
+  gpupart__ledger_figures f = figures(g);
+  cr_expect(f.limit == 100 * MiB && f.guarantee == 70 * MiB, "nothing changed");
+  cr_expect_eq(L->ops->set_figures(L, g, 100 * MiB, 0), GPUPART_OK);
+  cr_expect_eq(totals().guarantee, 30 * MiB);
+  (void)o;
 }

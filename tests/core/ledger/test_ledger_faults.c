@@ -252,10 +252,19 @@ Test(ledger_faults, a_ledger_of_another_version_is_refused_naming_it) {
   memcpy(old, &magic, sizeof magic), memcpy(old + 8, &version, sizeof version);
   write_file(path, 0600, old, n - 4096); /* a version 2 file is smaller */
   expect_refused(GPUPART_ECONFIG, "version 2 ledger");
-  cr_expect(message_has("version 4") && message_has("stop the processes"), "%s", gpupart_last_error());
+  cr_expect(message_has("version 5") && message_has("stop the processes"), "%s", gpupart_last_error());
   expect_read(strrchr(path, '/') + 1, GPUPART_ECONFIG, "is a version 2 ledger");
   write_file(path, 0600, old, n); /* even one of this version's size */
   expect_refused(GPUPART_ECONFIG, "version 2 ledger");
+  /* the version before the request slots: its file is smaller, and of this size it is
+   * no file of this layout either */
+  const uint32_t four = 4;
+  memcpy(old + 8, &four, sizeof four);
+  write_file(path, 0600, old, n - sizeof(shm_request) * SHM_REQUESTS - 16);
+  expect_refused(GPUPART_ECONFIG, "version 4 ledger");
+  expect_read(strrchr(path, '/') + 1, GPUPART_ECONFIG, "is a version 4 ledger");
+  write_file(path, 0600, old, n);
+  expect_refused(GPUPART_ECONFIG, "version 4 ledger");
   free(old);
 }
 

@@ -77,6 +77,31 @@ static void end_member(child *c) {
   cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "member status %d", status);
 }
 
+/* Opens the shared device in a forked child of uid (in GROUP when member); the child
+ * exits 0 when the open is refused with ECONFIG. Returns its wait status, with the
+ * child's last error message in msg. */
+static int refused_open_as(uid_t uid, int member, char *msg, size_t len) {
+  int p[2];
+  cr_assert_eq(pipe(p), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    become(uid, member);
+    gpupart_context *ctx = shared_context();
+    gpupart_device *dev = NULL;
+    int rc = ctx ? open_shared(ctx, &dev) : -1;
+    const char *why = gpupart_last_error();
+    if (write(p[1], why, strlen(why)) < 0) _exit(3);
+    _exit(rc == GPUPART_ECONFIG ? 0 : 2);
+  }
+  close(p[1]);
+  cr_expect_geq(read(p[0], msg, len - 1), 0);
+  close(p[0]);
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
 Test(ledger_group, two_users_of_the_group_share_one_ledger) {
   child a = spawn_member_of(MEMBER_A, "a", 300 * MiB, 0);
   child b = spawn_member_of(MEMBER_B, "b", 300 * MiB, 500 * MiB); /* 1024 - 300 - 300 < 500 */
@@ -127,25 +152,8 @@ Test(ledger_group, the_reader_lists_every_ledger_of_the_folder) {
 
 Test(ledger_group, a_user_outside_the_group_is_refused) {
   child a = spawn_member_of(MEMBER_A, "a", 100 * MiB, 0);
-  int p[2];
-  cr_assert_eq(pipe(p), 0);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    become(OUTSIDER, 0);
-    gpupart_context *ctx = shared_context();
-    gpupart_device *dev = NULL;
-    int rc = ctx ? open_shared(ctx, &dev) : -1;
-    const char *msg = gpupart_last_error();
-    if (write(p[1], msg, strlen(msg)) < 0) _exit(3);
-    _exit(rc == GPUPART_ECONFIG ? 0 : 2);
-  }
-  close(p[1]);
   char msg[1024] = "";
-  cr_expect_geq(read(p[0], msg, sizeof msg - 1), 0);
-  close(p[0]);
-  int status = 0;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  int status = refused_open_as(OUTSIDER, 0, msg, sizeof msg);
   cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "ECONFIG for the outsider: status %d (%s)", status, msg);
   cr_expect(strstr(msg, "not in that group") != NULL, "%s", msg);
   cr_expect(strstr(msg, dir) != NULL, "the message names the folder: %s", msg);
@@ -193,25 +201,8 @@ static void changed_ledger_is_refused(mode_t mode, gid_t gid, const char *want) 
   ledger_path(path, sizeof path);
   cr_assert_eq(chown(path, MEMBER_B, gid), 0);
   cr_assert_eq(chmod(path, mode), 0);
-  int p[2];
-  cr_assert_eq(pipe(p), 0);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    become(MEMBER_B, 1);
-    gpupart_context *ctx = shared_context();
-    gpupart_device *dev = NULL;
-    int rc = ctx ? open_shared(ctx, &dev) : -1;
-    const char *msg = gpupart_last_error();
-    if (write(p[1], msg, strlen(msg)) < 0) _exit(3);
-    _exit(rc == GPUPART_ECONFIG ? 0 : 2);
-  }
-  close(p[1]);
   char msg[1024] = "";
-  cr_expect_geq(read(p[0], msg, sizeof msg - 1), 0);
-  close(p[0]);
-  int status = 0;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  int status = refused_open_as(MEMBER_B, 1, msg, sizeof msg);
   cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "ECONFIG for the member: status %d (%s)", status, msg);
   cr_expect(strstr(msg, want) != NULL, "%s", msg);
   gpupart__ledger_snapshot *s = scan_one();

@@ -224,3 +224,59 @@ Test(ledger_resize, a_ceiling_binds_another_process_too) {
   cr_expect_eq(code, 0, "the capped process was refused past its ceiling, not past the shared budget");
   finish(&m, 0);
 }
+
+/* The partition's reserved as gpupart top reads it, once it is bytes or 10 s passed. */
+static uint64_t await_reserved(const char *name, uint64_t bytes) {
+  uint64_t r = figures_of(name).reserved;
+  for (int i = 0; i < 1000 && r != bytes; i++) {
+    usleep(10000);
+    r = figures_of(name).reserved;
+  }
+  return r;
+}
+
+/* A preallocated partition (allow_growth = false) whose limit grows from outside
+ * preallocates the new bytes: at once through its responder, which the resize wakes. */
+Test(ledger_resize, a_preallocated_partition_takes_a_grown_limit_through_its_responder) {
+  setenv("SHM_MEMBER_CONFIG", "[gpupart]\nallow_growth = false\n", 1);
+  const char *steps[] = {"part", "pre", "200", "0", "ready", "wait", "alloc", "200", "alloc", "150", "check", NULL};
+  member m = started(steps);
+  unsetenv("SHM_MEMBER_CONFIG");
+  cr_expect_eq(figures_of("pre").reserved, 200 * MiB, "preallocated at creation");
+  cr_expect_eq(change("pre", 400 * MiB, GPUPART__LEDGER_KEEP, 0), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(await_reserved("pre", 400 * MiB), 400 * MiB, "the member preallocated the grown limit");
+  finish(&m, 0); /* and its 350 MiB fit in it */
+}
+
+/* Without a responder, the partition's next allocation that does not fit takes it, as a
+ * preallocation (not one block of the request's size). */
+Test(ledger_resize, a_preallocated_partition_without_responder_takes_a_grown_limit_at_its_next_slow_path) {
+  setenv("SHM_MEMBER_CONFIG", "[gpupart]\nallow_growth = false\nresponder = 0\n", 1);
+  const char *steps[] = {"part", "pre",   "200", "0",        "alloc", "150",   "ready",
+                         "wait", "alloc", "150", "reserved", "400",   "check", NULL};
+  member m = started(steps);
+  unsetenv("SHM_MEMBER_CONFIG");
+  cr_expect_eq(change("pre", 400 * MiB, GPUPART__LEDGER_KEEP, 0), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(figures_of("pre").reserved, 200 * MiB, "no call, no responder: nothing taken yet");
+  finish(&m, 0); /* its second 150 MiB did not fit in the first 200: the slow path preallocated the new 200
+                  * (grown on demand instead, it would hold 350) */
+}
+
+/* A budget change leaves every partition's bytes as they are (the ledger holds bytes,
+ * not shares) and marks the partitions resized: a job whose configuration sizes the
+ * partition as a share of the budget, which now resolves to other bytes, joins it with
+ * the ledger's figures instead of meeting EEXIST. */
+Test(ledger_resize, a_budget_change_keeps_a_share_sized_partition_s_bytes_and_later_jobs_join_it) {
+  member a = started((const char *[]){"fpart", "half", "50", "ready", "wait", "check", NULL});
+  uint64_t limit = figures_of("half").limit;
+  cr_assert_eq(limit, 512 * MiB);
+  gpupart__ledger_change c = {.limit = 800 * MiB, .guarantee = GPUPART__LEDGER_KEEP};
+  char path[4096];
+  ledger_path(path, sizeof path);
+  cr_assert_eq(gpupart__ledger_change_file(path, &c), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(figures_of("half").limit, limit, "its bytes are kept");
+  /* 50 % of the new budget is 400 MiB: another figure than the ledger's */
+  cr_expect_eq(run_member((const char *[]){"fpart", "half", "50", "alloc", "500", "check", NULL}), 0,
+               "the later job joined, the ledger's 512 MiB applying");
+  finish(&a, 0);
+}
