@@ -23,6 +23,7 @@
 #include "configured.h"
 #include "partition.h"
 #include "peak.h"
+#include "tlsf_inline.h"
 #include "trim.h"
 
 /* Why an attempt failed: one of these, or a negative gpupart_result (EBACKEND, ...) that
@@ -48,16 +49,23 @@ typedef struct request {
 /* Nonzero while this thread runs a reclaim callback: allocations made inside skip them. */
 static _Thread_local int in_reclaim;
 
-/* Partition lock held. Counts the range r handed out for q; r is the handle. */
-static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
-  if (r) r->user_tag = q->tag; /* NULL: a charge */
+/* Partition lock held: counts an allocation of size bytes for the stats, the peaks and
+ * gpupart top; one that takes in_use above the partition's charge of the device peak
+ * crosses it (O(1), rare: peak.c). Inline: the fast path runs it on every allocation. */
+static inline __attribute__((always_inline)) void count_alloc(gpupart_partition *p, uint64_t size) {
   gpupart__counters *c = &p->c;
-  c->in_use += q->size;
+  c->in_use += size;
   if (c->in_use > c->peak_in_use) c->peak_in_use = c->in_use;
   c->live_allocations++;
   c->total_allocations++;
   gpupart__ledger_publish(&gpupart__published(p)->in_use, c->in_use); /* one relaxed store, for gpupart top */
-  if (c->in_use > p->charge) gpupart__peak_crossed(p);                /* O(1), rare: see peak.c */
+  if (__builtin_expect(c->in_use > p->charge, 0)) gpupart__peak_crossed(p);
+}
+
+/* Partition lock held. Counts the range r handed out for q; r is the handle. */
+static gpupart__range *account_alloc(gpupart_partition *p, gpupart__range *r, const request *q) {
+  if (r) r->user_tag = q->tag; /* NULL: a charge */
+  count_alloc(p, q->size);
   return r;
 }
 
@@ -441,30 +449,54 @@ gpupart_result gpupart_alloc_ex_sized(gpupart_partition *p, const gpupart_alloc_
   return rc ? rc : alloc_any(p, &d, out, NULL);
 }
 
-/* The thin entry: a request the fast path can take as it is (at most the device's
- * alignment, a size that some block can hold, no trace recording) is checked in one
- * expression and served under one lock by one sub-allocator call; any other request, and
- * a miss of the held blocks, takes the whole way (validate, the growth path, its
- * messages). */
+/* Any request the fused path below does not take: the whole way (validate, the held
+ * blocks, the growth path, trace recording, its messages). */
+static __attribute__((noinline, cold)) gpupart_result alloc_whole_way(gpupart_partition *p, uint64_t size,
+                                                                      uint64_t alignment, gpupart_allocation **out) {
+  const gpupart_alloc_desc d = {.size = size, .alignment = alignment};
+  return alloc_any(p, &d, out, NULL);
+}
+
+/* The fused path with the lock taken the usual way: an owner's first allocation (its
+ * claim), and every allocation on a lock whose bias is another thread's or revoked. */
+static __attribute__((noinline)) gpupart_result alloc_spin(gpupart_partition *p, uint64_t size, uint64_t alignment,
+                                                           gpupart_allocation **out) {
+  int by_bias = gpupart__lock_enter(&p->lock, GPUPART__LOCK_CLAIM);
+  gpupart__range *r = gpupart__tlsf_alloc_small(p->arena.tlsf, size);
+  if (r) count_alloc(p, size);
+  gpupart__lock_leave(&p->lock, by_bias);
+  if (!r) return alloc_whole_way(p, size, alignment, out);
+  *out = (gpupart_allocation *)gpupart__tlsf_handle(r);
+  return GPUPART_OK;
+}
+
+/* The fused fast path: one function, no call on a hit but the rare crossing of the
+ * partition's charge of the device peak (peak.c; never on a solo partition). A request
+ * it can take as it is (at most the device's alignment, which is the sub-allocator's
+ * granule; a size that some block can hold; fast_size is 0 while a trace records) is
+ * checked in one expression; the lock is entered by its bias, the sub-allocator's inline
+ * allocation (tlsf_inline.h) places it and the counters count it. The rest is left, by
+ * tail calls with the lock dropped, to the paths that may call: a lock not entered by
+ * its bias (alloc_spin), a miss of the inline allocation and any other request (the
+ * whole way). */
 gpupart_result gpupart_alloc(gpupart_partition *p, uint64_t size, uint64_t alignment, gpupart_allocation **out) {
-  if (__builtin_expect(p && out && size - 1 < p->fast_size && alignment <= p->fast_align &&
-                           !(alignment & (alignment - 1)) && !p->trace,
-                       1)) {
-    const request q = {.size = size, .align = p->fast_align};
-    gpupart__lock_acquire_bias(&p->lock);
-    gpupart__range *r = gpupart__arena_try(p, size, q.align);
-    if (__builtin_expect(r != NULL, 1)) account_alloc(p, r, &q);
-    gpupart__lock_release(&p->lock);
+  if (__builtin_expect(
+          p && out && size - 1 < p->fast_size && alignment <= p->fast_align && !(alignment & (alignment - 1)), 1)) {
+    if (__builtin_expect(!gpupart__lock_try_bias(&p->lock), 0)) return alloc_spin(p, size, alignment, out);
+    gpupart__range *r = gpupart__tlsf_alloc_small(p->arena.tlsf, size);
+    if (__builtin_expect(r != NULL, 1)) count_alloc(p, size);
+    gpupart__lock_leave_bias(&p->lock);
     if (__builtin_expect(r != NULL, 1)) {
       *out = (gpupart_allocation *)gpupart__tlsf_handle(r);
       return GPUPART_OK;
     }
   }
-  const gpupart_alloc_desc d = {.size = size, .alignment = alignment};
-  return alloc_any(p, &d, out, NULL);
+  return alloc_whole_way(p, size, alignment, out);
 }
 
-static void account_free(gpupart_partition *p, uint64_t size) {
+/* Partition lock held: counts a free of size bytes. Inline: the fast path runs it on
+ * every free. */
+static inline __attribute__((always_inline)) void account_free(gpupart_partition *p, uint64_t size) {
   p->c.in_use -= size;
   gpupart__ledger_publish(&gpupart__published(p)->in_use, p->c.in_use);
   p->c.live_allocations--;
@@ -474,7 +506,7 @@ static void account_free(gpupart_partition *p, uint64_t size) {
 /* After the partition lock: the view's release, and a detached block's return to the
  * driver under the device's slow lock. The caller counted this as an allocation in
  * progress, so p cannot be destroyed, nor its device closed, meanwhile. */
-static void free_outside(gpupart_partition *p, void *view, gpupart__block *gone) {
+static __attribute__((noinline, cold)) void free_outside(gpupart_partition *p, void *view, gpupart__block *gone) {
   gpupart_device *dev = p->dev;
   if (view) dev->ops->view_release(dev->bdev, view);
   if (gone) {
@@ -486,33 +518,70 @@ static void free_outside(gpupart_partition *p, void *view, gpupart__block *gone)
   atomic_fetch_sub(&dev->allocating, 1);
 }
 
-/* The bookkeeping runs under the partition lock; the view's release and a block's
- * return to the driver run after it is dropped (free_outside). */
-gpupart_result gpupart_free(gpupart_allocation *a) {
-  if (!a) return GPUPART_OK;
+/* A free of a handle that is not live: counted (partition lock held by the caller, who
+ * drops it) and refused with the message. */
+static __attribute__((noinline, cold)) gpupart_result double_free(gpupart_partition *p, gpupart_allocation *a) {
+  return gpupart__fail(GPUPART_EINVAL, "free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
+}
+
+/* Partition lock held, before it is dropped: a free with work left outside the lock
+ * counts as an allocation in progress (free_outside). */
+static __attribute__((noinline, cold)) void hold_for_outside(gpupart_partition *p) {
+  atomic_fetch_add(&p->allocating, 1);
+  atomic_fetch_add(&p->dev->allocating, 1);
+}
+
+/* The whole free, the lock taken the usual way: the handle's check, the sub-allocator's
+ * free and the counters under the partition lock; the view's release and a block's
+ * return to the driver after it is dropped (free_outside). The handle names its range
+ * and, through the slab's owner, the partition, so a stale handle is refused without
+ * touching anything else. */
+static __attribute__((noinline)) gpupart_result free_spin(gpupart_allocation *a) {
   gpupart__range *r = gpupart__range_of(a);
-  gpupart_partition *p = gpupart__partition_of(a);
-  gpupart__lock_acquire_bias(&p->lock);
-  if (!gpupart__handle_live(a)) {
+  gpupart__tlsf *t = gpupart__range_owner(r);
+  gpupart_partition *p = gpupart__tlsf_user(t);
+  int by_bias = gpupart__lock_enter(&p->lock, GPUPART__LOCK_CLAIM);
+  if (__builtin_expect(!gpupart__handle_live(a), 0)) {
     p->c.double_frees++;
-    gpupart__lock_release(&p->lock);
-    return gpupart__fail(GPUPART_EINVAL, "free: allocation %p of partition '%s' was already freed", (void *)a, p->name);
+    gpupart__lock_leave(&p->lock, by_bias);
+    return double_free(p, a);
   }
   uint64_t size = gpupart__range_user_size(r);
-  void *view = r->user_ext;
-  r->user_ext = NULL;
+  void *view = r->user_ext; /* the free below reuses the field */
   uint64_t trace_id = __builtin_expect(p->trace != NULL, 0) ? *gpupart__tlsf_aux(r) : 0; /* before the node's reuse */
-  gpupart__range *fr = gpupart__tlsf_free(p->arena.tlsf, r);
+  gpupart__range *fr = gpupart__tlsf_free_used(t, r);
   account_free(p, size);
   gpupart__block *gone = gpupart__arena_on_free(p, fr);
   int outside = view || gone;
-  if (outside) {
-    atomic_fetch_add(&p->allocating, 1);
-    atomic_fetch_add(&p->dev->allocating, 1);
-  }
-  gpupart__lock_release(&p->lock);
+  if (__builtin_expect(outside, 0)) hold_for_outside(p);
+  gpupart__lock_leave(&p->lock, by_bias);
   if (__builtin_expect(trace_id != 0, 0)) gpupart__trace_free(p->trace, trace_id);
-  if (outside) free_outside(p, view, gone);
+  if (__builtin_expect(outside, 0)) free_outside(p, view, gone);
+  return GPUPART_OK;
+}
+
+/* The fused fast path of a free: one function, no call in the common case (a partition
+ * that is not its device's solo one tells the device peak, peak.c). Entered by the lock's
+ * bias, a live handle whose free has nothing more to do (no trace, no view, a block that
+ * stays in use or no release threshold to apply to one that empties) is freed by the
+ * sub-allocator's inline free (tlsf_inline.h) and counted. Anything else is free_spin's,
+ * by a tail call, with the lock dropped first. */
+gpupart_result gpupart_free(gpupart_allocation *a) {
+  if (!a) return GPUPART_OK;
+  gpupart__range *r = gpupart__range_of(a);
+  gpupart__tlsf *t = gpupart__range_owner(r);
+  gpupart_partition *p = gpupart__tlsf_user(t);
+  if (__builtin_expect(!gpupart__lock_try_bias(&p->lock), 0)) return free_spin(a);
+  if (__builtin_expect(!gpupart__handle_live(a) || p->trace || r->user_ext ||
+                           (gpupart__arena_may_release(p) && gpupart__tlsf_free_empties(r)),
+                       0)) {
+    gpupart__lock_leave_bias(&p->lock);
+    return free_spin(a);
+  }
+  uint64_t size = gpupart__range_user_size(r);
+  gpupart__tlsf_free_used(t, r);
+  account_free(p, size);
+  gpupart__lock_leave_bias(&p->lock);
   return GPUPART_OK;
 }
 

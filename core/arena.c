@@ -396,7 +396,7 @@ uint64_t gpupart__arena_release_largest(gpupart_partition *p) {
 gpupart__block *gpupart__arena_emptied(gpupart_partition *p, const gpupart__range *whole) {
   gpupart__block *b = gpupart__range_block(whole);
   uint64_t threshold = p->growth.release_threshold;
-  if (!threshold || b->prealloc || empty_bytes_past(p, threshold) <= threshold) return NULL;
+  if (!gpupart__arena_may_release(p) || b->prealloc || empty_bytes_past(p, threshold) <= threshold) return NULL;
   detach_block(p, b);
   return b;
 }

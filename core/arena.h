@@ -42,6 +42,10 @@ static inline gpupart__range *gpupart__arena_try(gpupart_partition *p, uint64_t 
 int gpupart__arena_grow(gpupart_partition *p, uint64_t size, uint64_t align, gpupart__refusal *why);
 int gpupart__arena_reserve_exact(gpupart_partition *p, uint64_t bytes, int prealloc);
 uint64_t gpupart__arena_release_empty(gpupart_partition *p);
+/* Partition lock held: whether a block a free empties may go back to the driver at all
+ * (a release threshold is set); when not, gpupart__arena_emptied does nothing, so the
+ * fast path need not ask. */
+static inline int gpupart__arena_may_release(const gpupart_partition *p) { return p->growth.release_threshold != 0; }
 /* Device slow lock held, partition lock not: the size of p's largest empty block that may
  * go (never a preallocated one; 0: none; an expandable partition's mapped tail is no
  * block), and the release of that one block (the bytes released). A give-back request

@@ -107,7 +107,8 @@ struct gpupart_partition {
   gpupart_device *dev;
   char *name;
   gpupart__trace *trace; /* its context's trace or NULL: read by the allocation paths (trace.h) */
-  uint64_t fast_size;    /* gpupart_alloc's thin entry: sizes up to this need no further check (alloc.c) */
+  uint64_t fast_size;    /* gpupart_alloc's fused path: sizes up to this need no further check; 0 while a trace records
+                            (alloc.c) */
   uint64_t fast_align;   /* and alignments up to this one, the device's */
   gpupart__lock lock;    /* guards arena and counters */
   gpupart__arena arena;

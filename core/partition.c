@@ -422,7 +422,7 @@ static int create(gpupart_device *dev, const gpupart_partition_desc *d, int join
                            .trace = dev->ctx->trace,
                            .pub = {.to = &gpupart__unpublished},
                            .peak_fresh = 1,
-                           .fast_size = gpupart__largest_block(dev),
+                           .fast_size = dev->ctx->trace ? 0 : gpupart__largest_block(dev), /* alloc.c */
                            .fast_align = dev->alignment,
                            .limit_fraction = r.limit_fraction,
                            .guarantee_fraction = r.guarantee_fraction};

@@ -129,7 +129,7 @@ uint64_t gpupart__peak_in_use(gpupart_device *dev) {
   uint64_t peak = atomic_load_explicit(&dev->peak_in_use, memory_order_relaxed);
   gpupart_partition *p = dev->solo;
   if (!p) return peak;
-  gpupart__lock_acquire(&p->lock);
+  gpupart__lock_acquire_visit(&p->lock); /* a reader of statistics (lock.h) */
   uint64_t own = p->c.peak_in_use;
   gpupart__lock_release(&p->lock);
   return own > peak ? own : peak;

@@ -40,7 +40,7 @@ static void partition_stats_locked(const gpupart_partition *p, gpupart_stats *s)
 
 static void partition_stats(const gpupart_partition *p, gpupart_stats *out) {
   gpupart_partition *m = (gpupart_partition *)p;
-  gpupart__lock_acquire(&m->lock);
+  gpupart__lock_acquire_visit(&m->lock); /* exact, and the allocating thread keeps its bias (lock.h) */
   partition_stats_locked(p, out);
   gpupart__lock_release(&m->lock);
 }
@@ -59,7 +59,7 @@ gpupart_result gpupart_partition_available(const gpupart_partition *p, uint64_t 
   gpupart_partition *m = (gpupart_partition *)p;
   gpupart__ledger *l = p->dev->ledger;
   gpupart__refusal bound;
-  gpupart__lock_acquire(&m->lock);                      /* the ledger's lock is taken inside, innermost */
+  gpupart__lock_acquire_visit(&m->lock);                /* the ledger's lock is taken inside, innermost */
   uint64_t held = p->arena.reserved + p->arena.charged; /* charges are in use and in the ledger */
   uint64_t spare = held > p->c.in_use ? held - p->c.in_use : 0;
   uint64_t grant = l->ops->grantable(l, p->account, &bound) & ~(p->dev->granularity - 1);

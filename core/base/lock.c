@@ -40,6 +40,7 @@ void gpupart__lock_init(gpupart__lock *l, int unsynchronized) {
   atomic_init(&l->revoked, !can_bias);
   atomic_init(&l->unsync_inside, 0);
   l->unsynchronized = unsynchronized;
+  l->visiting = 0;
 }
 
 static uint64_t self(void) {
@@ -93,14 +94,19 @@ void gpupart__lock_acquire_slow(gpupart__lock *l, int claim) {
   if (atomic_load_explicit(&l->revoked, memory_order_relaxed)) return;
   uint64_t owner = atomic_load_explicit(&l->biased_to, memory_order_relaxed);
   if (owner == GPUPART__LOCK_NO_OWNER) {
-    if (claim) atomic_store_explicit(&l->biased_to, me, memory_order_relaxed);
+    if (claim == GPUPART__LOCK_CLAIM) atomic_store_explicit(&l->biased_to, me, memory_order_relaxed);
   } else if (owner != me) {
     revoke_bias(l);
+    l->visiting = claim == GPUPART__LOCK_VISIT;
   }
 }
 
 void gpupart__lock_release_slow(gpupart__lock *l) {
   if (!l->unsynchronized) {
+    if (l->visiting) { /* what the visitor read is read: the owner may enter by its bias again */
+      l->visiting = 0;
+      atomic_store_explicit(&l->revoked, 0, memory_order_release);
+    }
     atomic_store_explicit(&l->held, 0, memory_order_release);
     return;
   }

@@ -8,15 +8,13 @@
  * lists only if its size class changed) or becomes the FREE range itself. Either way
  * no node is copied, and the freed node's generation advances, so its old handles no
  * longer match it. Each block's record keeps its offset-0 node (first) up to date. */
-#include "tlsf.h"
+#include "tlsf_inline.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#define SL_LOG2 5u
-#define SL_COUNT (1u << SL_LOG2)
-#define FL_COUNT (64u - SL_LOG2 + 1u) /* sizes up to 2^64 - 1 granules */
-#define LIST_COUNT (FL_COUNT * SL_COUNT)
+#define SL_COUNT GPUPART__TLSF_SL_COUNT
+#define FL_COUNT GPUPART__TLSF_FL_COUNT
 #define SLAB_NODES GPUPART__TLSF_SLAB_NODES
 #define SLAB_SPACE GPUPART__TLSF_SLAB_SPACE
 #define SLAB_BYTES (SLAB_NODES * sizeof(gpupart__range))
@@ -28,8 +26,8 @@ _Static_assert(GPUPART__TLSF_SLAB_BYTES == SLAB_BYTES, "gpupart__tlsf_aux finds 
 
 /* The start of a slab (its slot 0, where node 0 would be): nodes 1 .. SLAB_NODES - 1
  * follow. owner comes first: gpupart__range_owner reads it. */
-typedef struct slab slab;
-struct slab {
+typedef struct gpupart__tlsf_slab slab;
+struct gpupart__tlsf_slab {
   gpupart__tlsf *owner;
   void *raw; /* what the host allocator returned (the slab is aligned within it) */
   slab *next;
@@ -37,91 +35,7 @@ struct slab {
 
 _Static_assert(sizeof(slab) <= sizeof(gpupart__range), "a slab's header fits its slot 0");
 
-struct gpupart__tlsf {
-  gpupart__tlsf_head head; /* first: gpupart__tlsf_user reads it */
-  gpupart__hostmem mem;
-  uint64_t granule;
-  uint32_t shift; /* log2(granule) */
-  uint32_t sl_map[FL_COUNT];
-  uint64_t fl_map;
-  gpupart__range *heads[LIST_COUNT];
-  gpupart__range *pool; /* DEAD nodes ready for reuse (a stack), linked through next_free */
-  uint64_t pool_count;
-  slab *slabs;
-  gpupart__tlsf_block *blocks;
-  gpupart__tlsf_totals totals;
-  gpupart__range sink; /* takes the writes meant for a missing list neighbour */
-};
-
-/* A request after validation: sizes in bytes, all multiples of the granule. */
-typedef struct request {
-  uint64_t size;  /* rounded up to the granule */
-  uint64_t align; /* > granule, or 0 when the granule is enough */
-  uint64_t need;  /* size plus the worst-case alignment pad */
-  uint64_t asked; /* size as asked, before rounding */
-} request;
-
-/* ---- size classes ---- */
-
-/* The list that holds free ranges of g granules (g >= 1). Below 2^SL_LOG2 granules each
- * size has its own list; from there on each power of two is cut in SL_COUNT slices.
- * OR-ing in SL_COUNT clamps the level so one formula covers both, with no branch to
- * mispredict (sizes are random, so that branch would be). */
-static uint32_t list_of(uint64_t g) {
-  uint32_t f = 63u - (uint32_t)__builtin_clzll(g | SL_COUNT) - SL_LOG2;
-  return f * SL_COUNT + (uint32_t)(g >> f);
-}
-
-/* The first list whose every range holds g granules; 0 on overflow (no such list). */
-static int good_fit_list(uint64_t g, uint32_t *list) {
-  uint32_t f = 63u - (uint32_t)__builtin_clzll(g | SL_COUNT) - SL_LOG2;
-  if (__builtin_add_overflow(g, (1ull << f) - 1u, &g)) return 0;
-  *list = list_of(g);
-  return 1;
-}
-
-/* Head of the first non-empty list at or above list, or NULL. */
-static gpupart__range *search_from(const gpupart__tlsf *t, uint32_t list) {
-  uint32_t fl = list / SL_COUNT;
-  uint32_t sm = t->sl_map[fl] & (~0u << (list % SL_COUNT));
-  if (!sm) {
-    uint64_t fm = fl + 1u < FL_COUNT ? t->fl_map & (~0ull << (fl + 1u)) : 0;
-    if (!fm) return NULL;
-    fl = (uint32_t)__builtin_ctzll(fm);
-    sm = t->sl_map[fl];
-  }
-  return t->heads[fl * SL_COUNT + (uint32_t)__builtin_ctz(sm)];
-}
-
-/* ---- free lists ---- */
-
-/* The list code writes through the sink instead of testing for NULL: whether a list
- * neighbour exists is a coin toss that the branch predictor cannot learn. */
-static gpupart__range *or_sink(gpupart__tlsf *t, gpupart__range *r) { return r ? r : &t->sink; }
-
-static void insert_free(gpupart__tlsf *t, gpupart__range *r) {
-  uint32_t list = list_of(r->size >> t->shift);
-  uint32_t fl = list / SL_COUNT;
-  r->state = GPUPART__RANGE_FREE;
-  r->list = (uint16_t)list;
-  r->prev_free = NULL;
-  r->next_free = t->heads[list];
-  or_sink(t, r->next_free)->prev_free = r;
-  t->heads[list] = r;
-  t->sl_map[fl] |= 1u << (list % SL_COUNT);
-  t->fl_map |= 1ull << fl;
-  t->totals.free_ranges++;
-}
-
-/* Unlinks r from its list; the caller gives it its next state. */
-static void remove_free(gpupart__tlsf *t, gpupart__range *r) {
-  uint32_t list = r->list, fl = list / SL_COUNT;
-  *(r->prev_free ? &r->prev_free->next_free : &t->heads[list]) = r->next_free;
-  or_sink(t, r->next_free)->prev_free = r->prev_free;
-  t->sl_map[fl] &= ~((uint32_t)(t->heads[list] == NULL) << (list % SL_COUNT));
-  t->fl_map &= ~((uint64_t)(t->sl_map[fl] == 0) << fl);
-  t->totals.free_ranges--;
-}
+typedef gpupart__tlsf_request request;
 
 /* ---- node pool ---- */
 
@@ -149,26 +63,11 @@ static int reserve_nodes(gpupart__tlsf *t, uint64_t n) {
   return 1;
 }
 
-/* The caller sets every field; state stays DEAD until it does. */
-static gpupart__range *take_node(gpupart__tlsf *t) {
-  gpupart__range *n = t->pool;
-  t->pool = n->next_free;
-  t->pool_count--;
-  return n;
-}
-
-static void put_node(gpupart__tlsf *t, gpupart__range *n) {
-  n->state = GPUPART__RANGE_DEAD;
-  n->next_free = t->pool;
-  t->pool = n;
-  t->pool_count++;
-}
-
 /* ---- physical chain ---- */
 
 /* Splits r at byte at (0 < at < r->size); returns the new upper node, state DEAD. */
 static gpupart__range *split(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
-  gpupart__range *n = take_node(t);
+  gpupart__range *n = gpupart__tlsf_take_node(t);
   n->offset = r->offset + at;
   n->size = r->size - at;
   n->home = r->home;
@@ -178,25 +77,6 @@ static gpupart__range *split(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
   r->next_phys = n;
   r->size = at;
   return n;
-}
-
-/* Folds hi, the physical successor of lo, into lo; hi goes back to the pool. */
-static void absorb(gpupart__tlsf *t, gpupart__range *lo, gpupart__range *hi) {
-  lo->size += hi->size;
-  lo->next_phys = hi->next_phys;
-  if (lo->next_phys) lo->next_phys->prev_phys = lo;
-  put_node(t, hi);
-}
-
-/* Folds lo, the physical predecessor of hi, into hi (hi grows downwards); lo goes back
- * to the pool. */
-static void absorb_below(gpupart__tlsf *t, gpupart__range *hi, gpupart__range *lo) {
-  hi->offset = lo->offset;
-  hi->size += lo->size;
-  hi->prev_phys = lo->prev_phys;
-  if (hi->prev_phys) hi->prev_phys->next_phys = hi;
-  else hi->home->first = hi;
-  put_node(t, lo);
 }
 
 /* ---- allocation ---- */
@@ -229,58 +109,13 @@ static int fits(const gpupart__range *r, const request *q) {
 static gpupart__range *find_fit(const gpupart__tlsf *t, const request *q) {
   uint64_t g = q->need >> t->shift;
   uint32_t list;
-  if (good_fit_list(g, &list)) {
-    gpupart__range *r = search_from(t, list);
+  if (gpupart__tlsf_good_fit_list(g, &list)) {
+    gpupart__range *r = gpupart__tlsf_search_from(t, list);
     if (r) return r;
   }
-  for (gpupart__range *r = t->heads[list_of(g)]; r; r = r->next_free)
+  for (gpupart__range *r = t->heads[gpupart__tlsf_list_of(g)]; r; r = r->next_free)
     if (fits(r, q)) return r;
   return NULL;
-}
-
-static void mark_used(gpupart__tlsf *t, gpupart__range *r, const request *q) {
-  r->state = GPUPART__RANGE_USED;
-  r->slack = (uint32_t)(q->size - q->asked);
-  r->user_tag = 0;
-  r->user_ext = NULL;
-  t->totals.used += r->size;
-  t->totals.used_ranges++;
-}
-
-/* A FREE range whose size changed moves to the list of its new size, if that differs:
- * most changes stay within one size class, and then no list is touched. */
-static void move_list(gpupart__tlsf *t, gpupart__range *r) {
-  remove_free(t, r);
-  insert_free(t, r);
-}
-
-/* Inline, unlike the move it may make: it runs on every allocation and most frees. */
-static inline __attribute__((always_inline)) void relist(gpupart__tlsf *t, gpupart__range *r) {
-  if (list_of(r->size >> t->shift) != r->list) move_list(t, r);
-}
-
-/* Links n, a fresh node, into r's chain just below r (offsets are the caller's). */
-static void link_below(gpupart__range *n, gpupart__range *r) {
-  n->home = r->home;
-  n->prev_phys = r->prev_phys;
-  n->next_phys = r;
-  if (n->prev_phys) n->prev_phys->next_phys = n;
-  else n->home->first = n;
-  r->prev_phys = n;
-}
-
-/* The common cut: the allocation takes a fresh node at the bottom of the free range r,
- * and r keeps the rest, on its list unless its size class changed. */
-static gpupart__range *carve_bottom(gpupart__tlsf *t, gpupart__range *r, const request *q) {
-  gpupart__range *u = take_node(t);
-  u->offset = r->offset;
-  u->size = q->size;
-  link_below(u, r);
-  r->offset += q->size;
-  r->size -= q->size;
-  relist(t, r);
-  mark_used(t, u, q);
-  return u;
 }
 
 /* Cuts q out of the free range r. Without an alignment pad, see carve_bottom (or r is
@@ -288,15 +123,15 @@ static gpupart__range *carve_bottom(gpupart__tlsf *t, gpupart__range *r, const r
  * any trailing remainder get new nodes. */
 static gpupart__range *carve(gpupart__tlsf *t, gpupart__range *r, const request *q) {
   uint64_t pad = align_pad(r, q);
-  if (!pad && r->size > q->size) return carve_bottom(t, r, q);
+  if (!pad && r->size > q->size) return gpupart__tlsf_carve_bottom(t, r, q);
   gpupart__range *u = r;
-  remove_free(t, r);
+  gpupart__tlsf_remove_free(t, r);
   if (pad) {
     u = split(t, r, pad);
-    insert_free(t, r);
+    gpupart__tlsf_insert_free(t, r);
   }
-  if (u->size > q->size) insert_free(t, split(t, u, q->size));
-  mark_used(t, u, q);
+  if (u->size > q->size) gpupart__tlsf_insert_free(t, split(t, u, q->size));
+  gpupart__tlsf_mark_used(t, u, q);
   return u;
 }
 
@@ -315,27 +150,7 @@ int gpupart__tlsf_can_alloc(const gpupart__tlsf *t, uint64_t size, uint64_t alig
 
 gpupart__range *gpupart__tlsf_free(gpupart__tlsf *t, gpupart__range *r) {
   if (!r || gpupart__range_owner(r) != t || r->state != GPUPART__RANGE_USED) return NULL;
-  gpupart__range *p = r->prev_phys, *n = r->next_phys;
-  r->gen++; /* every handle of r so far is stale */
-  t->totals.used -= r->size;
-  t->totals.used_ranges--;
-  int p_free = p && p->state == GPUPART__RANGE_FREE, n_free = n && n->state == GPUPART__RANGE_FREE;
-  if (p_free) {
-    absorb(t, p, r);
-    if (n_free) {
-      remove_free(t, n);
-      absorb(t, p, n);
-    }
-    relist(t, p);
-    return p;
-  }
-  if (n_free) {
-    absorb_below(t, n, r);
-    relist(t, n);
-    return n;
-  }
-  insert_free(t, r);
-  return r;
+  return gpupart__tlsf_free_used(t, r);
 }
 
 /* Raising r's floor: [r->offset, at) goes to the FREE range below, or to a new FREE
@@ -345,14 +160,14 @@ static int raise_floor(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
   gpupart__range *p = r->prev_phys;
   if (p && p->state == GPUPART__RANGE_FREE) {
     p->size += delta;
-    relist(t, p);
+    gpupart__tlsf_relist(t, p);
   } else {
     if (!reserve_nodes(t, 1)) return -1;
-    gpupart__range *n = take_node(t);
+    gpupart__range *n = gpupart__tlsf_take_node(t);
     n->offset = r->offset;
     n->size = delta;
-    link_below(n, r);
-    insert_free(t, n);
+    gpupart__tlsf_link_below(n, r);
+    gpupart__tlsf_insert_free(t, n);
   }
   r->offset = at;
   r->size -= delta;
@@ -368,12 +183,12 @@ static int lower_floor(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
   uint64_t delta = r->offset - at;
   t->totals.used += delta;
   if (p->offset == at) {
-    remove_free(t, p);
-    absorb_below(t, r, p);
+    gpupart__tlsf_remove_free(t, p);
+    gpupart__tlsf_absorb_below(t, r, p);
     return 0;
   }
   p->size -= delta;
-  relist(t, p);
+  gpupart__tlsf_relist(t, p);
   r->offset = at;
   r->size += delta;
   return 0;
@@ -390,12 +205,12 @@ int gpupart__tlsf_move_floor(gpupart__tlsf *t, gpupart__range *r, uint64_t at) {
 
 /* The one FREE range that covers a new block. */
 static gpupart__range *whole_block(gpupart__tlsf *t, gpupart__tlsf_block *b) {
-  gpupart__range *r = take_node(t);
+  gpupart__range *r = gpupart__tlsf_take_node(t);
   r->offset = 0;
   r->size = b->size;
   r->home = b;
   r->prev_phys = r->next_phys = NULL;
-  insert_free(t, r);
+  gpupart__tlsf_insert_free(t, r);
   return r;
 }
 
@@ -422,8 +237,8 @@ int gpupart__tlsf_remove_block(gpupart__tlsf *t, gpupart__range *r) {
   if (b->prev) b->prev->next = b->next;
   else t->blocks = b->next;
   if (b->next) b->next->prev = b->prev;
-  remove_free(t, r);
-  put_node(t, r);
+  gpupart__tlsf_remove_free(t, r);
+  gpupart__tlsf_put_node(t, r);
   t->totals.managed -= b->size;
   t->totals.blocks--;
   gpupart__host_free(&t->mem, b);
@@ -499,7 +314,8 @@ static int fail(walk *w, const char *what, uint64_t value) {
 
 /* r is FREE: it must be on the list of its size and linked there both ways. */
 static int check_free_links(walk *w, const gpupart__range *r) {
-  if (r->list != list_of(r->size >> w->t->shift)) return fail(w, "free range on the wrong list; offset", r->offset);
+  if (r->list != gpupart__tlsf_list_of(r->size >> w->t->shift))
+    return fail(w, "free range on the wrong list; offset", r->offset);
   if (r->prev_free ? r->prev_free->next_free != r : w->t->heads[r->list] != r)
     return fail(w, "free range not linked from its list; offset", r->offset);
   if (r->next_free && r->next_free->prev_free != r)
@@ -556,7 +372,7 @@ static int check_list(walk *w, uint32_t list) {
     if (w->listed++ >= w->t->totals.free_ranges) return fail(w, "free lists longer than counted; list", list);
     if (gpupart__range_owner(r) != w->t || r->state != GPUPART__RANGE_FREE)
       return fail(w, "non-free node on list", list);
-    if (r->list != list || list_of(r->size >> w->t->shift) != list)
+    if (r->list != list || gpupart__tlsf_list_of(r->size >> w->t->shift) != list)
       return fail(w, "range of another size class on list", list);
     if (r->prev_free != prev) return fail(w, "broken prev_free link on list", list);
   }

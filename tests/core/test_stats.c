@@ -1,5 +1,6 @@
 /* Statistics and the consistency check: every field of gpupart_stats for a partition and
- * for its device, exact after each call; peaks and reset_peak; device sums that keep the
+ * for its device, exact after each call, also read from another thread (which leaves the
+ * allocating thread its lock's bias); peaks and reset_peak; device sums that keep the
  * counts of destroyed partitions; and gpupart_device_check finding each invariant broken
  * on purpose (this suite links the static library, so it may reach into the structs). */
 #include "internal.h"
@@ -297,4 +298,32 @@ Test(stats, available_refuses_null_arguments) {
   cr_assert_eq(bytes, 7);
   cr_assert(strstr(gpupart_last_error(), "partition_available"));
   cr_assert_eq(gpupart_partition_available(p, NULL), GPUPART_EINVAL);
+}
+
+static void *read_stats(void *arg) {
+  gpupart_partition *p = arg;
+  gpupart_stats s, d;
+  uint64_t spare;
+  int ok = gpupart_partition_get_stats(p, &s) == GPUPART_OK && gpupart_device_get_stats(p->dev, &d) == GPUPART_OK &&
+           gpupart_partition_available(p, &spare) == GPUPART_OK;
+  return (void *)(uintptr_t)(ok && s.in_use == 3000 && s.live_allocations == 3 && d.in_use == 3000 &&
+                             d.peak_in_use == 3000);
+}
+
+/* A monitoring thread reads the figures exactly, and the thread that allocates keeps its
+ * partition lock's bias (core/base/lock.h, visits): its next allocation still enters
+ * without the spinlock. */
+Test(stats, reading_stats_on_another_thread_leaves_the_allocating_thread_its_bias) {
+  gpupart_partition *p = test_partition(env.dev, "a", 64 * MiB, 0);
+  gpupart_allocation *a[3];
+  for (int i = 0; i < 3; i++) a[i] = alloc_ok(p, 1000);
+  if (atomic_load(&p->lock.biased_to) != gpupart__lock_self) cr_skip_test("no lock is biased here (membarrier)");
+  pthread_t t;
+  void *exact = NULL;
+  pthread_create(&t, NULL, read_stats, p);
+  pthread_join(t, &exact);
+  cr_expect_eq((uintptr_t)exact, 1, "the other thread's figures are exact");
+  cr_expect_eq(atomic_load(&p->lock.revoked), 0, "the bias was not revoked for good");
+  cr_expect_eq(atomic_load(&p->lock.biased_to), gpupart__lock_self, "and it is still this thread's");
+  for (int i = 0; i < 3; i++) cr_expect_eq(gpupart_free(a[i]), GPUPART_OK);
 }

@@ -2,7 +2,8 @@
  * without the spinlock; the first other thread revokes it once, and from then on both
  * keep mutual exclusion, also when the revocation lands while the owner is looping in
  * and out; a bias left by a thread that exited, or inherited by a forked child, is
- * revoked without a hang; where membarrier is refused no lock is biased; an
+ * revoked without a hang; a visit (a reader of statistics) revokes it only until its
+ * release; where membarrier is refused no lock is biased; an
  * unsynchronized lock takes nothing (and, without NDEBUG, catches a second entry).
  * Exclusion is checked by counting threads inside, never by timing. */
 #include <pthread.h>
@@ -159,6 +160,76 @@ Test(lock, a_revocation_waits_for_the_owner_inside_by_its_bias_to_leave) {
   cr_expect_eq(atomic_load(&h.seen_inside), 0, "the revoker got in while the owner was inside");
   cr_expect_eq(atomic_load(&h.revoker_in), 1);
   cr_expect_eq(atomic_load(&h.lock.revoked), 1);
+}
+
+#define VISITS 2000
+
+static void *visitor(void *arg) {
+  shared *s = arg;
+  while (atomic_load_explicit(&s->owner_rounds, memory_order_relaxed) < 1000) sched_yield();
+  for (int r = 0; r < VISITS; r++) {
+    gpupart__lock_acquire_visit(&s->lock);
+    if (atomic_fetch_add(&s->inside, 1) != 0) atomic_fetch_add(&s->overlaps, 1);
+    uint64_t v = s->counter;
+    for (volatile int i = 0; i < 4; i++) {}
+    s->counter = v + 1;
+    atomic_fetch_sub(&s->inside, 1);
+    gpupart__lock_release(&s->lock);
+  }
+  return NULL;
+}
+
+/* A reader of statistics on another thread visits while the owner loops in and out by
+ * its bias: both keep exclusion, and after the visits the bias is the owner's as before,
+ * not revoked. */
+Test(lock, visits_from_another_thread_keep_exclusion_and_leave_the_bias_to_its_owner) {
+  if (!biasing_works()) cr_skip_test("membarrier is refused here: no lock is biased");
+  static shared s;
+  gpupart__lock_init(&s.lock, 0);
+  pthread_t a, b;
+  pthread_create(&a, NULL, owner, &s);
+  pthread_create(&b, NULL, visitor, &s);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  cr_expect_eq(atomic_load(&s.overlaps), 0, "two threads were inside at once");
+  cr_expect_eq(s.counter, (uint64_t)ROUNDS + VISITS, "every increment under the lock counted");
+  cr_expect_eq(atomic_load(&s.lock.revoked), 0, "the visits left the bias in place");
+  cr_expect_eq(atomic_load(&s.lock.biased_to), s.owner_token, "and it is still the owner's");
+  cr_expect_eq(atomic_load(&s.lock.held), 0);
+}
+
+static void *visit_once(void *arg) {
+  gpupart__lock *l = arg;
+  gpupart__lock_acquire_visit(l);
+  int revoked_inside = atomic_load(&l->revoked);
+  gpupart__lock_release(l);
+  return (void *)(uintptr_t)revoked_inside;
+}
+
+/* After a visit the owner enters by its bias again; a visit to a lock revoked for good
+ * leaves it revoked. */
+Test(lock, the_owner_enters_by_its_bias_after_a_visit_and_a_revocation_stays) {
+  if (!biasing_works()) cr_skip_test("membarrier is refused here: no lock is biased");
+  static gpupart__lock l;
+  gpupart__lock_init(&l, 0);
+  gpupart__lock_acquire_bias(&l); /* the claim */
+  gpupart__lock_release(&l);
+  pthread_t t;
+  void *inside = NULL;
+  pthread_create(&t, NULL, visit_once, &l);
+  pthread_join(t, &inside);
+  cr_expect_eq((uintptr_t)inside, 1, "the bias was revoked during the visit");
+  cr_expect_eq(atomic_load(&l.revoked), 0, "and not after it");
+  gpupart__lock_acquire_bias(&l);
+  cr_expect_eq(atomic_load(&l.held), 0, "the owner enters by its bias, not the spinlock");
+  cr_expect_eq(atomic_load(&l.biased_in), 1);
+  gpupart__lock_release(&l);
+  pthread_create(&t, NULL, claim_by_allocating, &l); /* another thread allocates: for good */
+  pthread_join(t, NULL);
+  cr_expect_eq(atomic_load(&l.revoked), 1);
+  pthread_create(&t, NULL, visit_once, &l);
+  pthread_join(t, NULL);
+  cr_expect_eq(atomic_load(&l.revoked), 1, "a visit does not lift a revocation it did not make");
 }
 
 static void *claim_and_exit(void *arg) {
