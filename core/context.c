@@ -196,3 +196,36 @@ int gpupart__backend_get(gpupart_context *ctx, gpupart_backend b, const gpupart_
   }
   return rc;
 }
+
+/* One option of ctx's configuration resolved for a device as its open resolves it
+ * (gpupart__settings_compute with the device's physical index, no device yet): the rule
+ * stays the configuration room's, and a layer that opens devices in a context of its own
+ * reads the program's configuration through this. */
+gpupart_result gpupart_context_option(gpupart_context *ctx, gpupart_backend backend, uint32_t index, const char *name,
+                                      char *out, size_t n) {
+  if (!ctx || !name || !out || !n) return gpupart__fail(GPUPART_EINVAL, "context_option: NULL argument or n of 0");
+  out[0] = 0;
+  if ((unsigned)backend >= GPUPART__BACKEND_COUNT || backend == GPUPART_BACKEND_AUTO)
+    return gpupart__fail(GPUPART_EINVAL, "context_option: backend %d is none of sim, opencl, vulkan, cuda",
+                         (int)backend);
+  int o = gpupart__option_by_key(name);
+  if (o < 0 || o == GPUPART__OPT_PARTITIONS)
+    return gpupart__fail(GPUPART_EINVAL, "context_option: '%s' is not an option with one value (an INI key)",
+                         GPUPART__ECHO(name));
+  gpupart_device_desc d = {.backend = backend, .index = index};
+  gpupart__settings s;
+  gpupart__settings_in in = {.desc = &d,
+                             .exact = 1,
+                             .backend = backend,
+                             .config_path = ctx->config_path,
+                             .ledger_dir = ctx->ledger_dir,
+                             .ignore_env = (ctx->flags & GPUPART_CONTEXT_IGNORE_ENV) != 0};
+  gpupart__settings_compute(ctx->cfg, &in, &s); /* no device: only the options, which cannot fail */
+  char text[GPUPART__PATH_MAX + GPUPART__ERR_MAX];
+  gpupart__option_format((gpupart__opt)o, &s.v[o], text, sizeof text);
+  if (strlen(text) >= n)
+    return gpupart__fail(GPUPART_EINVAL, "context_option: %s needs %zu bytes, out has %zu", gpupart__options[o].key,
+                         strlen(text) + 1, n);
+  memcpy(out, text, strlen(text) + 1);
+  return GPUPART_OK;
+}

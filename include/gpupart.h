@@ -190,6 +190,21 @@ static inline gpupart_result gpupart__inline_context_create(const gpupart_contex
 /* Destroys a context and unloads its backends. EBUSY (nothing freed) while devices are
  * open. NULL is a no-op returning OK. */
 GPUPART_API gpupart_result gpupart_context_destroy(gpupart_context *ctx);
+/* Since 0.3: the value configuration option `name` (its INI key: "expandable",
+ * "max_block", ...) takes for device `index` (physical: GPUPART_DEVICE's visible list is
+ * not applied) of `backend` (not AUTO), as ctx's configuration resolves it when that
+ * device opens: its variable over the file over the default, per-device entries
+ * (`cuda:0=1`) and [device] sections for that device included; what only an open device
+ * decides is not applied (an orchestrator's share, the operator's ceilings on
+ * memory_fraction and memory_limit, the granularity raised to the driver's). Written
+ * into out (n bytes, NUL-terminated) in the option's own syntax as `gpupart config` shows
+ * it: booleans "true" or "false", bytes as a plain number. For programs and layers that
+ * open devices in a context of their own (GPUPART_CONTEXT_IGNORE_ENV) and still follow
+ * the program's configuration. EINVAL for a NULL argument, an n of 0, AUTO or an unknown
+ * backend, a name that is no option with one value (the message says so), or an out too
+ * small (the message says how many bytes it needs). */
+GPUPART_API gpupart_result gpupart_context_option(gpupart_context *ctx, gpupart_backend backend, uint32_t index,
+                                                  const char *name, char *out, size_t n);
 
 /* What a backend reports about one device. */
 typedef struct gpupart_device_info {

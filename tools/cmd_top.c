@@ -1,6 +1,7 @@
 /* gpupart top: a live view of every shared device of this user (the shared ledgers in the
  * ledger folder): budget, each partition's limit, guarantee, reserved bytes, in use and
- * peak, and each member process with its counters, redrawn every interval with plain ANSI escapes; or one frame
+ * peak, each member process with its counters and the give-back requests pending, redrawn every interval with plain
+ * ANSI escapes; or one frame
  * (--once), or one JSON snapshot (--json). It only reads the ledgers (observe.h). */
 #include <signal.h>
 #include <stdlib.h>
@@ -16,7 +17,8 @@ static const char help[] = "usage: gpupart top [--once] [--json] [--interval SEC
                            "Shows every shared device of this user (each ledger file in the ledger folder):\n"
                            "its budget, each partition's limit, guarantee, reserved bytes, bytes in use and\n"
                            "peak, and each member process (pid, command, reserved, in use, refused allocations,\n"
-                           "driver allocations), redrawn until interrupted.\n"
+                           "driver allocations), and the give-back requests pending (pid, command, bytes\n"
+                           "asked, priority, time left), redrawn until interrupted.\n"
                            "\n"
                            "  --once            print one frame and exit\n"
                            "  --json            print one JSON snapshot and exit (schema in gpupart(1))\n"
@@ -143,6 +145,21 @@ static void member_rows(const gpupart__ledger_snapshot *s) {
   }
 }
 
+/* The give-back requests pending (a floor or a growth waiting for the others' cached
+ * memory), in the order they are served; nothing when there is none. */
+static void request_rows(const gpupart__ledger_snapshot *s) {
+  if (!s->requests) return;
+  printf("  %-8s %-16s %10s %8s %9s\n", "PID", "REQUEST BY", "ASKED", "PRIORITY", "TIME LEFT");
+  for (uint32_t i = 0; i < s->requests; i++) {
+    const gpupart__ledger_snapshot_request *q = &s->request[i];
+    char need[32], left[32];
+    human_bytes(q->need, need, sizeof need);
+    snprintf(left, sizeof left, "%.1f s", (double)q->ms_left / 1000.0);
+    printf("  %-8lld ", (long long)q->pid), cell(*q->command ? q->command : "-", 16);
+    printf(" %10s %8u %9s\n", need, q->priority, left);
+  }
+}
+
 static void frame(const observation *o) {
   char when[32];
   time_t t = (time_t)o->time;
@@ -154,6 +171,7 @@ static void frame(const observation *o) {
     if (o->dev[i].s->status) continue;
     partition_rows(o->dev[i].s);
     member_rows(o->dev[i].s);
+    request_rows(o->dev[i].s);
   }
   if (!o->n) printf("\nno shared device (programs share a device with GPUPART_SHARED=1)\n");
 }

@@ -45,6 +45,8 @@ FIG(peak, d->s->peak_reserved)
 FIG(members, d->s->members)
 FIG(dead, d->s->dead_members)
 FIG(dead_reserved, d->s->dead_reserved)
+FIG(requests, d->s->requests)
+FIG(requested, d->s->requested)
 FIG(p_limit, d->s->entry[i].figures.limit)
 FIG(p_guarantee, d->s->entry[i].figures.guarantee)
 FIG(p_reserved, d->s->entry[i].figures.reserved)
@@ -88,6 +90,9 @@ static const family families[] = {
      DEVICE, dead},
     {"gpupart_device_dead_reserved_bytes", "Bytes the dead members' shares still record, left out of every figure",
      DEVICE, dead_reserved},
+    {"gpupart_device_give_back_requests",
+     "Give-back requests pending on the device (processes waiting for others' memory)", DEVICE, requests},
+    {"gpupart_device_give_back_requested_bytes", "Bytes the pending give-back requests ask, summed", DEVICE, requested},
     {"gpupart_device_driver_total_bytes", "Device memory as the driver reports it", DEVICE, driver_total},
     {"gpupart_device_driver_free_bytes", "Free device memory as the driver reports it", DEVICE, driver_free},
     {"gpupart_partition_limit_bytes", "Most bytes the partition may hold", PARTITION, p_limit},

@@ -172,6 +172,18 @@ static void json_shares(FILE *f, const gpupart__ledger_snapshot *s) {
   }
 }
 
+/* The pending give-back requests, in the order they are served. */
+static void json_requests(FILE *f, const gpupart__ledger_snapshot *s) {
+  for (uint32_t i = 0; i < s->requests; i++) {
+    const gpupart__ledger_snapshot_request *q = &s->request[i];
+    fprintf(f, "%s\n      {\"ticket\": %llu, \"pid\": %lld, \"command\": ", i ? "," : "", (unsigned long long)q->ticket,
+            (long long)q->pid);
+    json_str_or_null(f, q->command);
+    fprintf(f, ", \"need\": %llu, \"priority\": %u, \"ms_left\": %llu}", (unsigned long long)q->need, q->priority,
+            (unsigned long long)q->ms_left);
+  }
+}
+
 static void json_figures(FILE *f, const observed_device *d) {
   const gpupart__ledger_snapshot *s = d->s;
   if (s->status != GPUPART_OK) {
@@ -215,6 +227,8 @@ static void json_device(FILE *f, const observed_device *d) {
   json_members(f, s);
   fputs("],\n     \"shares\": [", f);
   json_shares(f, s);
+  fputs("],\n     \"requests\": [", f);
+  json_requests(f, s);
   fputs("]}", f);
 }
 

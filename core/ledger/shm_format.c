@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -111,6 +112,21 @@ int gpupart__shm_attach(int fd, shm_header *h, uint32_t *slot) {
 
 int gpupart__shm_owner_alive(int fd, uint32_t word) {
   return word && word <= SHM_ATTACHMENTS && held_byte(fd, SHM_ATTACH_BASE + (off_t)(word - 1));
+}
+
+uint64_t gpupart__shm_now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+int gpupart__shm_request_live(int fd, const shm_request *r, uint64_t now, int mine) {
+  return r->ticket && r->expires_ms > now && r->expires_ms - now <= SHM_REQUEST_MAX_MS &&
+         (mine || gpupart__shm_owner_alive(fd, r->attach));
+}
+
+int gpupart__shm_request_ahead(const shm_request *a, const shm_request *b) {
+  return a->priority > b->priority || (a->priority == b->priority && a->ticket < b->ticket);
 }
 
 /* A word naming nobody, me, or an attachment that is gone, is free to take. The owner is

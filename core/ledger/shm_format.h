@@ -193,6 +193,16 @@ int gpupart__shm_held_elsewhere(int fd, uint32_t slot);
 /* "pid 123 (python3)" for the lock's holder as the header names it; "a process that did
  * not say which" when it names none. */
 void gpupart__shm_describe_holder(int64_t pid, const char command[16], char *out, size_t n);
+/* CLOCK_MONOTONIC in milliseconds, the clock of a request's expires_ms. */
+uint64_t gpupart__shm_now_ms(void);
+/* Whether request slot r (any bytes: from the file, or a copy of it read through fd) is
+ * one the library serves at now: its ticket set, its expiry in the next
+ * SHM_REQUEST_MAX_MS, and its poster's attachment alive (mine: the caller's own, whose
+ * byte looks free to its own open file description). The one rule for the members
+ * (shm_request.c) and the outside reader (snapshot.c). */
+int gpupart__shm_request_live(int fd, const shm_request *r, uint64_t now, int mine);
+/* Whether request a is served before b: a higher priority, then an earlier ticket. */
+int gpupart__shm_request_ahead(const shm_request *a, const shm_request *b);
 
 /* ---- sums (lock held, or on a private copy) ---- */
 

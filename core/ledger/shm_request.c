@@ -13,31 +13,18 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include "error.h"
 #include "shm_impl.h"
 
-static uint64_t now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
+static uint64_t now_ms(void) { return gpupart__shm_now_ms(); }
 
 /* Lock held: whether slot r is a request to serve now; one that is not is freed. */
 static int live(shm_ledger *L, shm_request *r, uint64_t now) {
   if (!r->ticket) return 0;
-  int mine = r->attach == L->attach + 1; /* its own byte looks free to this open file description */
-  if (r->expires_ms > now && r->expires_ms - now <= SHM_REQUEST_MAX_MS &&
-      (mine || gpupart__shm_owner_alive(L->fd, r->attach)))
-    return 1;
+  if (gpupart__shm_request_live(L->fd, r, now, r->attach == L->attach + 1)) return 1; /* mine: its byte looks free */
   memset(r, 0, sizeof *r);
   return 0;
-}
-
-/* Whether a is served before b. */
-static int ahead(const shm_request *a, const shm_request *b) {
-  return a->priority > b->priority || (a->priority == b->priority && a->ticket < b->ticket);
 }
 
 /* Lock held: what the budget has free once every unused guarantee is counted (negative:
@@ -54,7 +41,8 @@ static uint64_t needs_up_to(shm_ledger *L, const shm_request *mine) {
   uint64_t sum = 0, now = now_ms();
   for (uint32_t i = 0; i < SHM_REQUESTS; i++) {
     shm_request *r = &L->h->request[i];
-    if (live(L, r, now) && (!mine || r == mine || ahead(r, mine))) sum = gpupart__shm_add(sum, r->need);
+    if (live(L, r, now) && (!mine || r == mine || gpupart__shm_request_ahead(r, mine)))
+      sum = gpupart__shm_add(sum, r->need);
   }
   return sum;
 }

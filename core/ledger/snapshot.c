@@ -25,6 +25,7 @@ _Static_assert(SHM_MEMBERS == GPUPART__SNAPSHOT_MEMBERS && SHM_PARTS == GPUPART_
                "a snapshot holds every slot of a ledger");
 _Static_assert(SHM_NAME == GPUPART__LEDGER_NAME_MAX, "a snapshot holds every name whole");
 _Static_assert(SHM_SHARES == GPUPART__SNAPSHOT_SHARES, "a snapshot holds every share");
+_Static_assert(SHM_REQUESTS == GPUPART__SNAPSHOT_REQUESTS, "a snapshot holds every request");
 
 static uint64_t add_sat(uint64_t a, uint64_t b) { return gpupart__shm_add(a, b); }
 
@@ -35,6 +36,8 @@ typedef struct reading {
   int fd;
   shm_header *h;
   uint8_t alive[SHM_MEMBERS];
+  uint8_t requesting[SHM_REQUESTS]; /* slots the library would serve, as judged just after the copy */
+  uint64_t now_ms;                  /* when (CLOCK_MONOTONIC) */
 } reading;
 
 /* ---- taking the copy ---- */
@@ -97,6 +100,10 @@ static int take_copy(reading *r, int timeout_ms) {
   flock(r->fd, LOCK_UN);
   for (uint32_t i = 0; rc == GPUPART_OK && i < SHM_MEMBERS; i++)
     r->alive[i] = r->h->member[i].id && (gpupart__shm_operator_alive(r->h, i) || gpupart__shm_held_elsewhere(r->fd, i));
+  uint64_t now = gpupart__shm_now_ms();
+  for (uint32_t i = 0; rc == GPUPART_OK && i < SHM_REQUESTS; i++)
+    r->requesting[i] = (uint8_t)gpupart__shm_request_live(r->fd, &r->h->request[i], now, 0);
+  r->now_ms = now;
   return rc;
 }
 
@@ -191,6 +198,31 @@ static void copy_entry(const shm_header *h, uint32_t k, snapshot_index *ix, gpup
   first_member(h, k, o);
 }
 
+/* The live requests, in the order the library serves them (insertion by
+ * gpupart__shm_request_ahead: at most SHM_REQUESTS of them). */
+static void copy_requests(const reading *r, gpupart__ledger_snapshot *out) {
+  const shm_request *order[SHM_REQUESTS];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < SHM_REQUESTS; i++) {
+    if (!r->requesting[i]) continue;
+    uint32_t j = n++;
+    for (; j > 0 && gpupart__shm_request_ahead(&r->h->request[i], order[j - 1]); j--) order[j] = order[j - 1];
+    order[j] = &r->h->request[i];
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    const shm_request *q = order[k];
+    gpupart__ledger_snapshot_request *o = &out->request[k];
+    *o = (gpupart__ledger_snapshot_request){.ticket = q->ticket,
+                                            .pid = q->pid,
+                                            .need = q->need,
+                                            .priority = q->priority,
+                                            .ms_left = q->expires_ms - r->now_ms};
+    memcpy(o->command, q->command, sizeof q->command); /* o->command[16] stays the NUL */
+    out->requested = add_sat(out->requested, q->need);
+  }
+  out->requests = n;
+}
+
 static void build(reading *r, gpupart__ledger_snapshot *out) {
   shm_header *h = r->h;
   snapshot_index ix;
@@ -203,6 +235,7 @@ static void build(reading *r, gpupart__ledger_snapshot *out) {
   for (uint32_t k = 0; k < SHM_PARTS; k++)
     if (h->part[k].members) copy_entry(h, k, &ix, out);
   for (uint32_t k = 0; k < SHM_SHARES; k++) copy_share(h, k, &ix, out);
+  copy_requests(r, out);
   out->budget = h->budget;
   out->guarantees = h->guarantees;
   out->reserved = h->reserved;

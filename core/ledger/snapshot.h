@@ -16,6 +16,7 @@
 #define GPUPART__SNAPSHOT_ENTRIES 256u /* a ledger's partition slots */
 #define GPUPART__SNAPSHOT_SHARES 512u  /* a ledger's share slots (member x partition) */
 #define GPUPART__SNAPSHOT_FILES 256u   /* ledgers read from one folder at most */
+#define GPUPART__SNAPSHOT_REQUESTS 32u /* a ledger's give-back request slots */
 
 /* A member of a shared ledger: one device handle of one process. A member whose process
  * is gone (not reaped yet: reaping is for the members' own calls) is listed as not alive,
@@ -57,6 +58,19 @@ typedef struct gpupart__ledger_snapshot_entry {
   double limit_fraction, guarantee_fraction;
 } gpupart__ledger_snapshot_entry;
 
+/* Since 0.3: a pending give-back request (issue 25): a process that needs need bytes free
+ * in the budget (a floor waiting, a growth the budget refused) and asked the others to give
+ * back their cached memory. Listed only where the library itself would serve it: its
+ * ticket set, its time not over, its poster's attachment alive when the copy was taken. */
+typedef struct gpupart__ledger_snapshot_request {
+  uint64_t ticket;
+  int64_t pid;       /* the poster, as it saw itself */
+  char command[17];  /* its comm as it wrote it: NUL-terminated, any bytes */
+  uint64_t need;     /* bytes asked (0: only that the floors lack nothing) */
+  uint32_t priority; /* higher served first */
+  uint64_t ms_left;  /* until it expires, when read */
+} gpupart__ledger_snapshot_request;
+
 /* One ledger file as read at one moment, under its lock: never a torn mix of two states
  * (but for the counters, which their owners publish without the lock: each is whole, and
  * at most one allocation or free behind). The figures are the live members': the bytes
@@ -79,6 +93,9 @@ typedef struct gpupart__ledger_snapshot {
   gpupart__ledger_snapshot_member member[GPUPART__SNAPSHOT_MEMBERS];
   gpupart__ledger_snapshot_entry entry[GPUPART__SNAPSHOT_ENTRIES];
   gpupart__ledger_snapshot_share share[GPUPART__SNAPSHOT_SHARES];
+  uint32_t requests;  /* how many of request[] are filled, in the order they are served */
+  uint64_t requested; /* their needs, summed (saturating) */
+  gpupart__ledger_snapshot_request request[GPUPART__SNAPSHOT_REQUESTS];
 } gpupart__ledger_snapshot;
 
 /* Reads file (a name, no '/') of folder dir into out, validating it as the library does

@@ -104,6 +104,17 @@ static gpupart_context *context_locked(gpupart_partition **refused) {
   return ctx;
 }
 
+/* The layers' context reads the program's configuration: an option for a device as the
+ * library resolves it (gpupart_context_option). */
+int gpupart__ip_option(gpupart_backend backend, uint32_t index, const char *name, char *out, size_t n) {
+  gpupart_partition *refused = NULL;
+  pthread_mutex_lock(&lock);
+  gpupart_context *c = forked_away() ? NULL : context_locked(&refused);
+  int rc = c && gpupart_context_option(c, backend, index, name, out, n) == GPUPART_OK ? 0 : -1;
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
 #define NAME_BYTES 64 /* a partition name a shared ledger holds, NUL included */
 #define NAME_HASH 9   /* "~" and 8 hex digits */
 

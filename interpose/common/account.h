@@ -65,6 +65,12 @@ int gpupart__ip_account(gpupart_partition *p, uint64_t size, gpupart_charge **ou
 /* Gives back what gpupart__ip_account took; NULL is a no-op. */
 void gpupart__ip_unaccount(gpupart_charge *c);
 
+/* Option name (its INI key) for device index of backend, as the program's configuration
+ * (GPUPART_* variables and GPUPART_CONFIG's file, read by the layers' context) resolves it
+ * for that device (gpupart_context_option), into out: 0, or -1 where the configuration
+ * was refused or the option is none. For what the layers open in a context of their own. */
+int gpupart__ip_option(gpupart_backend backend, uint32_t index, const char *name, char *out, size_t n);
+
 /* In a forked child (a pthread_atfork handler, single-threaded): forgets the parent's
  * context and mirrors without closing them (closing would take the parent's share from a
  * shared ledger); the child's next gpupart__ip_partition opens its own. */

@@ -6,7 +6,8 @@
  * when a program frees and allocates again). Every block the arena holds is one charge
  * of its size on the mirror partition, taken when an allocation lands in a block not
  * seen before (a new block at the address of one given back earlier is new), and each
- * record counts the arena allocations in its block. With GPUPART_EXPANDABLE=1 the
+ * record counts the arena allocations in its block. Where the program's configuration
+ * makes the device expandable (GPUPART_EXPANDABLE, per device or in the file) the
  * partition is expandable: one record for its range, charged one charge per growth of
  * the mapped bytes, its charges following them down when trim unmaps the free top. Blocks go back to the driver
  * only when empty, and only inside gpupart's trim, OOM sequence, growth rule or a shrink
@@ -99,15 +100,15 @@ int gpupart__cu_arena_wanted(void) {
   return w;
 }
 
-/* GPUPART_EXPANDABLE as the arena reads it (its context reads no configuration, the
- * process's limits being the mirror's): 1, true, yes or on make the arena's partition
- * expandable (one reserved range growing by mapped granules, docs/design.md); the
- * per-device form (cuda:0=1) and anything else leave it growth blocks. Read once. */
-static int expandable_wanted(void) {
-  static atomic_int wanted = -1;
-  int w = atomic_load_explicit(&wanted, memory_order_relaxed);
-  if (w < 0) atomic_store(&wanted, w = arena_setting(getenv("GPUPART_EXPANDABLE")) > 0);
-  return w;
+/* Whether the arena's partition of device dev is expandable (one reserved range growing
+ * by mapped granules, docs/design.md): the expandable option as the library resolves it
+ * for cuda:dev from the program's configuration (GPUPART_EXPANDABLE, its per-device form
+ * cuda:0=1, the INI file's expandable and [device] sections), which the arena's own
+ * context does not read (the process's limits being the mirror's). Asked once per arena,
+ * at its opening. */
+static int expandable_wanted(CUdevice dev) {
+  char v[8];
+  return gpupart__ip_option(GPUPART_BACKEND_CUDA, (uint32_t)dev, "expandable", v, sizeof v) == 0 && !strcmp(v, "true");
 }
 
 static void say_refused(const char *what) {
@@ -123,7 +124,7 @@ static int arena_open(arena *A, CUdevice dev, gpupart_partition *mirror) {
   gpupart_device_desc dd = {.backend = GPUPART_BACKEND_CUDA, .index = (uint32_t)dev};
   if (gpupart_device_open(A->ctx, &dd, &A->device) != GPUPART_OK) return say_refused("device"), -1;
   gpupart_partition_desc pd = {.name = "preload-arena", .limit = gpupart__ip_limit(mirror)};
-  A->expandable = expandable_wanted();
+  A->expandable = expandable_wanted(dev);
   if (A->expandable) pd.flags = GPUPART_PARTITION_EXPANDABLE | GPUPART_PARTITION_EXPANDABLE_REQUIRED;
   gpupart_result r = gpupart_partition_create(A->device, &pd, &A->partition);
   if (r == GPUPART_ENOTSUP) { /* no virtual memory on this device: growth blocks, said */

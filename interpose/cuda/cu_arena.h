@@ -1,7 +1,8 @@
 /* The CUDA preload library's arena mode (GPUPART_PRELOAD_ARENA=1): cuMemAlloc_v2 in a
  * device's primary context is served from a gpupart growth arena on that device (the
  * cuda backend, blocks taken with cuMemAlloc_v2 and kept while they hold allocations)
- * instead of one driver call per allocation; with GPUPART_EXPANDABLE=1 the arena is one
+ * instead of one driver call per allocation; where the configuration makes the device
+ * expandable (GPUPART_EXPANDABLE=1, cuda:0=1, INI expandable) the arena is one
  * expandable range growing by mapped granules instead of blocks. The arena's blocks (or
  * the range's mapped bytes), not the allocations, are what is charged on the mirror
  * partition (interpose/common/account.h), so the limit and the shared ledger see the

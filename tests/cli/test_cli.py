@@ -715,6 +715,60 @@ def test_top_shows_a_killed_member_as_dead():
         check(alive and alive[0]["alive"] and alive[0]["command"] == name, "the other stays alive", d)
 
 
+def start_requester(h, need_mib, priority):
+    """A process that posts a give-back request of need_mib MiB at priority in h's one ledger
+    and keeps it (60 s at most) until its stdin closes."""
+    files = [f for f in os.listdir(h.dir) if f.endswith(".ledger")]
+    p = subprocess.Popen([REQUESTER, os.path.join(h.dir, files[0]), str(need_mib), str(priority)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if line != "ready\n":
+        raise RuntimeError(f"requester: {line!r} {p.stderr.read()}")
+    return p
+
+
+def test_top_and_metrics_show_the_pending_give_back_requests():
+    """A requester waits for bytes a stopped holder keeps (it cannot answer): top --json,
+    top --once and the metrics show its request (pid, command, bytes, priority, time
+    left), served first over a growth's; killed, it is gone from all three."""
+    with Holders(["be:0:0:300"]) as h:
+        holder = h.procs[0]
+        os.kill(holder.pid, signal.SIGSTOP)
+        floor = growth = None
+        try:
+            floor, growth = start_requester(h, 512, 2), start_requester(h, 64, 1)
+            d = top_json(h)["devices"][0]
+            reqs = d.get("requests", [])
+            check([(r["pid"], r["need"], r["priority"]) for r in reqs] == [(floor.pid, 512 * MIB, 2),
+                                                                           (growth.pid, 64 * MIB, 1)],
+                  "both requests, the floor's first", d)
+            check(all(r["command"] == "cli_requester" and 0 < r["ms_left"] <= 60000 for r in reqs),
+                  "command and time left", reqs)
+            out, _ = expect_rc(["top", "--once", "--ledger-dir", h.dir], 0)
+            check(re.search(r"^  PID\s+REQUEST BY\s+ASKED\s+PRIORITY\s+TIME LEFT$", out, re.M), "request header", out)
+            check(re.search(rf"^  {floor.pid}\s+cli_requester\s+512 MiB\s+2\s+\d+\.\d s$", out, re.M), "floor row", out)
+            out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+            check(re.search(r"^gpupart_device_give_back_requests\{[^}]*\} 2$", out, re.M), "requests gauge", out)
+            check(re.search(rf"^gpupart_device_give_back_requested_bytes\{{[^}}]*\}} {576 * MIB}$", out, re.M),
+                  "requested bytes", out)
+            floor.kill()
+            floor.wait(timeout=30)
+            reqs = top_json(h)["devices"][0].get("requests")
+            check([r["pid"] for r in reqs or []] == [growth.pid], "a killed requester's request is gone", reqs)
+            growth.stdin.close()
+            check(growth.wait(timeout=30) == 0, "the growth's requester withdraws and ends")
+            out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+            check(re.search(r"^gpupart_device_give_back_requests\{[^}]*\} 0$", out, re.M), "none pending", out)
+            out, _ = expect_rc(["top", "--once", "--ledger-dir", h.dir], 0)
+            check("REQUEST BY" not in out, "no request rows", out)
+        finally:
+            for p in (floor, growth):
+                if p and p.poll() is None:
+                    p.kill()
+                    p.wait(timeout=30)
+            os.kill(holder.pid, signal.SIGCONT)
+
+
 def test_top_refuses_hostile_ledger_files_and_goes_on():
     with Holders(["train:512:0:2"]) as h:
         uid = os.geteuid()
@@ -1665,6 +1719,8 @@ def main():
     GPUPART = os.path.abspath(sys.argv[1])
     global HOLDER
     HOLDER = os.path.abspath(sys.argv[2])
+    global REQUESTER
+    REQUESTER = os.path.abspath(sys.argv[3])
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
     for t in tests:
         before = len(failures)

@@ -174,3 +174,38 @@ Test(config_policy, an_open_loads_no_backend_only_to_warn) {
   cr_expect_eq(ctx->backends[GPUPART_BACKEND_CUDA].tried, 0, "the CUDA backend was not loaded");
   close_all(dev, ctx);
 }
+
+/* gpupart_context_option: an option of a device as its open resolves it, for layers that
+ * open devices in a context of their own. The per-device variable and a [device]
+ * section reach only that device; what no device decides yet is written in the option's
+ * syntax; what is not a one-valued option, and an out too small, are refused. */
+Test(config_policy, context_option_resolves_an_option_for_one_device) {
+  setenv("GPUPART_EXPANDABLE", "cuda:0=1", 1);
+  gpupart_context_desc cd = {.config_text = "[gpupart]\nmax_block = 64MiB\n[device cuda:1]\nmax_block = 8MiB\n"};
+  gpupart_context *ctx = NULL;
+  char v[16];
+  cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 0, "expandable", v, sizeof v), GPUPART_OK);
+  cr_expect_str_eq(v, "true");
+  cr_assert_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 1, "EXPANDABLE", v, sizeof v), GPUPART_OK);
+  cr_expect_str_eq(v, "false");
+  cr_assert_eq(gpupart_context_option(ctx, GPUPART_BACKEND_SIM, 0, "expandable", v, sizeof v), GPUPART_OK);
+  cr_expect_str_eq(v, "false");
+  cr_assert_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 0, "max_block", v, sizeof v), GPUPART_OK);
+  cr_expect_str_eq(v, "67108864");
+  cr_assert_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 1, "max_block", v, sizeof v), GPUPART_OK);
+  cr_expect_str_eq(v, "8388608");
+  cr_expect_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 1, "max_block", v, 7), GPUPART_EINVAL);
+  cr_expect(strstr(gpupart_last_error(), "needs 8 bytes"), "%s", gpupart_last_error());
+  cr_expect_str_eq(v, "");
+  cr_expect_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 0, "partitions", v, sizeof v), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 0, "expandible", v, sizeof v), GPUPART_EINVAL);
+  cr_expect(strstr(gpupart_last_error(), "'expandible'"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_option(ctx, GPUPART_BACKEND_AUTO, 0, "expandable", v, sizeof v), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_context_option(ctx, (gpupart_backend)99, 0, "expandable", v, sizeof v), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_context_option(NULL, GPUPART_BACKEND_CUDA, 0, "expandable", v, sizeof v), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 0, NULL, v, sizeof v), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 0, "expandable", NULL, 4), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 0, "expandable", v, 0), GPUPART_EINVAL);
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}

@@ -746,6 +746,27 @@ Test(cu_preload, arena_mode_expandable_serves_from_one_range_to_the_byte) {
   expect_churn_reaches_the_limit("GPUPART_PRELOAD_ARENA=1 GPUPART_EXPANDABLE=1", "driver allocs 1 frees 0 ");
 }
 
+/* The arena follows the program's configuration as the library resolves it for its
+ * device (gpupart_context_option), not only a plain GPUPART_EXPANDABLE=1: the per-device
+ * form, and the file GPUPART_CONFIG names. Read as a plain word, both left the arena in
+ * growth blocks, which refuse the 1023 MiB. */
+Test(cu_preload, arena_mode_expandable_per_device) {
+  expect_churn_reaches_the_limit("GPUPART_PRELOAD_ARENA=1 GPUPART_EXPANDABLE=cuda:0=1", "driver allocs 1 frees 0 ");
+}
+
+Test(cu_preload, arena_mode_expandable_from_the_config_file) {
+  char dir[] = "/tmp/gpupart-cu-ini-XXXXXX", path[4096], mode[4200];
+  cr_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/gpupart.ini", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fputs("[gpupart]\nexpandable = false\n[device cuda:0]\nexpandable = true\n", f);
+  fclose(f);
+  snprintf(mode, sizeof mode, "GPUPART_PRELOAD_ARENA=1 GPUPART_CONFIG=%s", path);
+  expect_churn_reaches_the_limit(mode, "driver allocs 1 frees 0 ");
+  ip_test_cleanup_dir(dir);
+}
+
 /* An expandable arena whose range still holds an allocation gives its free top back to
  * the driver's path: with the first MiB live and 1023 MiB freed, a managed allocation of
  * 1022 MiB is served once the top is unmapped and its charges given back, the range's

@@ -189,6 +189,55 @@ Test(ledger_requests, scribbled_request_slots_are_not_served) {
   close_shared_env(&e);
 }
 
+/* The outside reader (gpupart top, metrics) lists the requests the library would serve,
+ * in the order it serves them, and nothing of a slot it would not: a real requester
+ * process (stopped, then killed) while a stopped member keeps its cache, this process's
+ * own request, and scribbled slots around them. */
+Test(ledger_requests, the_snapshot_lists_only_the_requests_the_library_serves) {
+  member m = cached_member("300", "300");
+  cr_assert_eq(kill(m.pid, SIGSTOP), 0); /* it cannot answer: the requests stand */
+  shared_env e = open_shared_env();
+  int ready = -1;
+  pid_t pid = child_posting(&ready);
+  gpupart__ledger *l = attach();
+  uint64_t mine = 0, soon = ms_from_now(5000);
+  cr_assert_eq(l->ops->post(l, 64 * MiB, GPUPART__PRIORITY_GROWTH, 10000, &mine), GPUPART_OK);
+  scribble(20, &(shm_request){.ticket = 70, .need = 1, .expires_ms = soon, .attach = 1000, .priority = UINT32_MAX});
+  scribble(21, &(shm_request){.ticket = 71, .need = 1, .expires_ms = ms_from_now(3600 * 1000), .attach = 1});
+  scribble(22, &(shm_request){.ticket = 72, .need = 1, .expires_ms = 1, .attach = 1, .priority = 9});
+  scribble(23, &(shm_request){.ticket = 0, .need = 1, .expires_ms = soon, .attach = 1, .priority = 9});
+  cr_assert_eq(kill(pid, SIGSTOP), 0);
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect_eq(s->requests, 2, "the child's and this process's, no scribbled slot");
+  cr_expect_eq(s->request[0].pid, pid, "the floor's first");
+  cr_expect_eq(s->request[0].need, 2 * GiB);
+  cr_expect_eq(s->request[0].priority, GPUPART__PRIORITY_FLOOR);
+  cr_expect(s->request[0].ms_left > 0 && s->request[0].ms_left <= 60000, "%llu",
+            (unsigned long long)s->request[0].ms_left);
+  cr_expect_eq(s->request[1].ticket, mine);
+  cr_expect_eq(s->request[1].pid, getpid());
+  cr_expect_eq(s->request[1].need, 64 * MiB);
+  cr_expect_eq(s->requested, 2 * GiB + 64 * MiB);
+  free(s);
+  cr_assert_eq(kill(pid, SIGKILL), 0);
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  close(ready);
+  s = scan_one();
+  cr_expect_eq(s->requests, 1, "a killed requester's request is not listed");
+  cr_expect_eq(s->request[0].ticket, mine);
+  free(s);
+  l->ops->withdraw(l, mine);
+  s = scan_one();
+  cr_expect_eq(s->requests, 0);
+  cr_expect_eq(s->requested, 0);
+  free(s);
+  l->ops->destroy(l);
+  close_shared_env(&e);
+  cr_assert_eq(kill(m.pid, SIGCONT), 0);
+  finish(&m);
+}
+
 Test(ledger_requests, every_slot_taken_asks_the_old_way) {
   shared_env e = open_shared_env();
   gpupart__ledger *l = attach();
