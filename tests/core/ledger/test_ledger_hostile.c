@@ -259,3 +259,38 @@ Test(ledger_hostile, a_folder_of_many_ledgers_is_read_bounded) {
   for (uint32_t i = 0; i < n; i++) cr_expect(s[i].status != GPUPART_OK && s[i].why[0]);
   free(s);
 }
+
+/* ---- member ids ---- */
+
+/* A member that joins while this process is a member, and checks the ledger. */
+static void a_newcomer_joins_and_checks(const char *what) {
+  member m = spawn_member((const char *[]){"part", "n", "0", "0", "alloc", "1", "check", "ready", "wait", NULL});
+  await_ready(&m);
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect(s->consistent, "%s: %s", what, s->why);
+  cr_expect_eq(s->members, 2, "%s", what);
+  cr_expect(s->members == 2 && s->member[0].id && s->member[1].id && s->member[0].id != s->member[1].id,
+            "%s: two members, two ids", what);
+  cr_expect_eq(s->entries, 2, "%s: each partition has its member", what);
+  free(s);
+  release_member(&m);
+  cr_expect_eq(reap_member(&m), 0, "%s", what);
+}
+
+Test(ledger_hostile, a_scribbled_member_counter_never_gives_a_newcomer_id_0_or_a_live_members_id) {
+  shared_env e = open_shared_env();
+  gpupart_partition *p = test_partition(e.dev, "mine", 0, 0);
+  gpupart_allocation *a = alloc_ok(p, 4 * MiB);
+  mapped m = map_ledger();
+  uint64_t me = 0;
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++) me = m.h->member[i].id ? m.h->member[i].id : me;
+  cr_assert_neq(me, 0);
+  m.h->last_member = UINT64_MAX; /* the next id would wrap to 0: a free slot's */
+  a_newcomer_joins_and_checks("wrapped");
+  m.h->last_member = me - 1; /* the next id would be this process's */
+  a_newcomer_joins_and_checks("colliding");
+  test_check(e.dev);
+  unmap_ledger(&m);
+  gpupart_free(a);
+  close_shared_env(&e);
+}
