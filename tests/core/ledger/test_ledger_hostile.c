@@ -294,3 +294,53 @@ Test(ledger_hostile, a_scribbled_member_counter_never_gives_a_newcomer_id_0_or_a
   gpupart_free(a);
   close_shared_env(&e);
 }
+
+/* ---- the file swapped under its members ---- */
+
+/* Puts a file of bytes at the ledger's name by rename, as a hostile process swaps it. */
+static void swap_in(const void *bytes, size_t n) {
+  char path[256], tmp[300];
+  ledger_path(path, sizeof path);
+  snprintf(tmp, sizeof tmp, "%s/swap.tmp", dir);
+  write_file(tmp, 0600, bytes, n);
+  cr_assert_eq(rename(tmp, path), 0);
+}
+
+/* The member's calls after its file was swapped: each one done or failed, none crashes. */
+static void member_calls_survive(gpupart_device *dev, gpupart_partition *p, const char *what) {
+  let_members_look();
+  gpupart_allocation *b = NULL;
+  gpupart_result rc = gpupart_alloc(p, 8 * MiB, 0, &b);
+  cr_expect(rc == GPUPART_OK || gpupart_last_error()[0], "%s: %d", what, rc);
+  if (rc == GPUPART_OK) gpupart_free(b);
+  rc = gpupart_device_check(dev);
+  cr_expect(rc == GPUPART_OK || gpupart_last_error()[0], "%s: %d", what, rc);
+}
+
+Test(ledger_hostile, a_file_of_version_4_or_of_the_magic_only_swapped_under_members_is_survived) {
+  char path[256];
+  ledger_path(path, sizeof path);
+  shared_env e = open_shared_env();
+  gpupart_partition *p = test_partition(e.dev, "swapped", 0, 0);
+  gpupart_allocation *a = alloc_ok(p, 4 * MiB);
+  size_t n = ledger_size_bytes(path);
+  uint8_t *old = calloc(1, n);
+  cr_assert_not_null(old);
+  const uint64_t magic = SHM_MAGIC;
+  const uint32_t four = 4;
+  memcpy(old, &magic, sizeof magic), memcpy(old + 8, &four, sizeof four);
+  swap_in(old, n - sizeof(shm_request) * SHM_REQUESTS - 16);
+  member_calls_survive(e.dev, p, "version 4");
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect(s->status == GPUPART_ECONFIG && strstr(s->why, "version 4"), "%s", s->why);
+  free(s);
+  swap_in(&magic, sizeof magic);
+  member_calls_survive(e.dev, p, "the magic only");
+  s = scan_one();
+  cr_expect_neq(s->status, GPUPART_OK);
+  free(s);
+  free(old);
+  gpupart_free(a);
+  gpupart_device_close(e.dev);
+  cr_expect_eq(gpupart_context_destroy(e.ctx), GPUPART_OK);
+}
