@@ -344,3 +344,22 @@ Test(ledger_hostile, a_file_of_version_4_or_of_the_magic_only_swapped_under_memb
   gpupart_device_close(e.dev);
   cr_expect_eq(gpupart_context_destroy(e.ctx), GPUPART_OK);
 }
+
+Test(ledger_hostile, a_ledger_truncated_under_its_members_is_refused_by_a_change_from_outside) {
+  shared_env e = open_shared_env();
+  gpupart_partition *p = test_partition(e.dev, "cut", 0, 0);
+  gpupart_allocation *a = alloc_ok(p, 4 * MiB);
+  char path[256];
+  ledger_path(path, sizeof path);
+  cr_assert_eq(truncate(path, (off_t)gpupart__ledger_shm_field("request")), 0); /* the request slots gone */
+  cr_expect_neq(budget_change(1 * GiB), GPUPART_OK, "resize refuses a truncated file");
+  cr_expect(strstr(gpupart_last_error(), path), "%s", gpupart_last_error());
+  gpupart__ledger_change c = {.partition = "cut", .limit = 256 * MiB, .guarantee = GPUPART__LEDGER_KEEP};
+  cr_expect_neq(gpupart__ledger_change_file(path, &c), GPUPART_OK);
+  gpupart__ledger_snapshot *s = scan_one();
+  cr_expect_eq(s->status, GPUPART_ECORRUPT, "%s", s->why);
+  free(s);
+  gpupart_free(a);
+  gpupart_device_close(e.dev);
+  gpupart_context_destroy(e.ctx);
+}
