@@ -1003,6 +1003,28 @@ def test_metrics_never_repeat_a_series():
               "the first of them shown", out)
 
 
+def test_a_folder_of_more_ledgers_than_are_read_says_so():
+    """300 files named as ledgers (junk: the magic only): top, --json and metrics read 256
+    of them and say how many they left unread, instead of hiding them without a word."""
+    d = tempfile.mkdtemp(prefix="gpupart-many-")
+    try:
+        for i in range(300):
+            path = os.path.join(d, f"gpupart-{os.geteuid()}-sim:{i}:1.ledger")
+            with open(path, "wb") as f:
+                f.write(b"gpupart1")
+            os.chmod(path, 0o600)
+        out, _ = expect_rc(["top", "--once", "--ledger-dir", d], 0)
+        check("44 more ledger files are in the folder, not shown" in out, "top says what it left unread", out)
+        out, _ = expect_rc(["top", "--json", "--ledger-dir", d], 0)
+        snap = parse_json(out)
+        check(snap.get("unread_ledgers") == 44 and len(snap["devices"]) == 256, "--json counts them", out[:300])
+        out, err = expect_rc(["metrics", "--ledger-dir", d], 0)
+        check("44 ledger files more than the 256 read at once" in err, "metrics warns on stderr", err)
+        promtool_check(out, "metrics of a crowded folder")
+    finally:
+        subprocess.run(["rm", "-rf", d])
+
+
 def test_metrics_show_refused_ledgers_as_down():
     with Holders(["train:512:0:2"]) as h:
         junk = os.path.join(h.dir, f"gpupart-{os.geteuid()}-junk.ledger")
