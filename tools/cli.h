@@ -35,6 +35,9 @@ void json_string(FILE *f, const char *s);
 /* s made safe for a terminal into out (n bytes): a control character (an escape
  * sequence's ESC, a newline) or a byte that is not part of valid UTF-8 becomes '?'. */
 void cli_text(const char *s, char *out, size_t n);
+/* The library's last error message made safe for a terminal (cli_text) into out: a
+ * message may quote what a shared ledger's file says (a partition's name), any bytes. */
+const char *cli_last_error(char *out, size_t n);
 /* The characters (code points) of UTF-8 text s, as a terminal's columns. */
 size_t cli_width(const char *s);
 /* "16 GiB", "1.5 MiB", "512 B". */

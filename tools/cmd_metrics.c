@@ -95,6 +95,7 @@ int cmd_metrics(int argc, char **argv) {
   observation o;
   gpupart_result r = observe(observe_ledger_dir(dir), &o);
   if (r) return cli_failure("metrics", r);
+  observe_warn_unread("metrics", &o);
   if (output) rc = write_whole(&o, output);
   else metrics_text(stdout, &o), rc = fflush(stdout) ? EXIT_CHECKED : EXIT_OK;
   observe_free(&o);

@@ -138,16 +138,19 @@ static const char *follows(double fraction, char *out, size_t n) {
 static void said(const char *dir, const char *file, const char *only) {
   gpupart__ledger_snapshot *s = malloc(sizeof *s);
   if (!s || gpupart__ledger_shm_read(dir, file, OBSERVE_LOCK_TIMEOUT_MS, s) != GPUPART_OK) {
-    printf("%s: changed (the ledger could not be read back: %s)\n", file, s ? s->why : "out of memory");
+    char why[sizeof s->why];
+    cli_text(s ? s->why : "out of memory", why, sizeof why);
+    printf("%s: changed (the ledger could not be read back: %s)\n", file, why);
     free(s);
     return;
   }
   if (!only) printf("%s: budget %llu bytes\n", file, (unsigned long long)s->budget);
   for (uint32_t i = 0; i < s->entries; i++) {
     const gpupart__ledger_snapshot_entry *e = &s->entry[i];
-    char lf[64], gf[64];
+    char lf[64], gf[64], name[sizeof e->name];
     if (only && strcmp(only, e->name)) continue;
-    printf("%s: partition '%.63s' limit %llu bytes%s, guarantee %llu bytes%s\n", file, e->name,
+    cli_text(e->name, name, sizeof name); /* any bytes: the file's */
+    printf("%s: partition '%s' limit %llu bytes%s, guarantee %llu bytes%s\n", file, name,
            (unsigned long long)e->figures.limit, follows(e->limit_fraction, lf, sizeof lf),
            (unsigned long long)e->figures.guarantee, follows(e->guarantee_fraction, gf, sizeof gf));
   }
@@ -164,7 +167,8 @@ static int change(const resize_args *a, const observed_device *d, const char *di
   char path[8192];
   snprintf(path, sizeof path, "%s/%s", dir, d->s->file);
   rc = gpupart__ledger_change_file(path, &c);
-  if (rc == GPUPART_EBUSY) fprintf(stderr, "gpupart: resize: refused: %s\n", gpupart_last_error());
+  char why[1024];
+  if (rc == GPUPART_EBUSY) fprintf(stderr, "gpupart: resize: refused: %s\n", cli_last_error(why, sizeof why));
   if (rc) return rc == GPUPART_EBUSY ? EXIT_HELD : cli_failure("resize", rc);
   said(dir, d->s->file, a->partition);
   return EXIT_OK;

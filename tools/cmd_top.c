@@ -165,6 +165,9 @@ static void frame(const observation *o) {
   time_t t = (time_t)o->time;
   strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
   printf("gpupart top  %s  ledgers in ", when), cell(o->dir, 0), printf(": %u\n", o->n);
+  if (o->unread)
+    printf("  %u more ledger files are in the folder, not shown (%u are read at once): remove the stale ones\n",
+           o->unread, GPUPART__SNAPSHOT_FILES);
   for (uint32_t i = 0; i < o->n; i++) {
     printf("\n");
     device_line(&o->dev[i]);

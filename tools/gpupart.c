@@ -70,8 +70,14 @@ int cli_usage_error(const char *command, const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
+const char *cli_last_error(char *out, size_t n) {
+  cli_text(gpupart_last_error(), out, n);
+  return out;
+}
+
 int cli_failure(const char *what, gpupart_result rc) {
-  fprintf(stderr, "gpupart: %s: %s (%s)\n", what, gpupart_last_error(), gpupart_result_name(rc));
+  char why[1024];
+  fprintf(stderr, "gpupart: %s: %s (%s)\n", what, cli_last_error(why, sizeof why), gpupart_result_name(rc));
   return EXIT_CHECKED;
 }
 

@@ -83,7 +83,7 @@ int observe(const char *dir, observation *o) {
   snprintf(o->dir, sizeof o->dir, "%s", dir);
   gettimeofday(&tv, NULL);
   o->time = (double)tv.tv_sec + tv.tv_usec / 1e6;
-  int rc = gpupart__ledger_shm_scan(dir, OBSERVE_LOCK_TIMEOUT_MS, &o->snaps, &o->n);
+  int rc = gpupart__ledger_shm_scan_all(dir, OBSERVE_LOCK_TIMEOUT_MS, &o->snaps, &o->n, &o->unread);
   if (rc) return rc;
   o->dev = calloc(o->n ? o->n : 1, sizeof *o->dev);
   if (!o->dev) return observe_free(o), GPUPART_ENOMEM;
@@ -102,6 +102,16 @@ void observe_free(observation *o) {
 }
 
 void observe_comm(const gpupart__ledger_snapshot_member *m, char *out, size_t n) { snprintf(out, n, "%s", m->command); }
+
+void observe_warn_unread(const char *command, const observation *o) {
+  char d[sizeof o->dir];
+  if (!o->unread) return;
+  cli_text(o->dir, d, sizeof d);
+  fprintf(stderr,
+          "gpupart: %s: warning: %s holds %u ledger files more than the %u read at once, not shown: remove the "
+          "stale ones\n",
+          command, d, o->unread, GPUPART__SNAPSHOT_FILES);
+}
 
 const char *observe_status(const gpupart__ledger_snapshot *s) {
   return s->status == GPUPART_OK ? "ok" : s->status == GPUPART_EBUSY ? "busy" : "refused";
@@ -235,7 +245,7 @@ static void json_device(FILE *f, const observed_device *d) {
 void observe_json(FILE *f, const observation *o) {
   fputs("{\"ledger_dir\": ", f);
   json_string(f, o->dir);
-  fprintf(f, ", \"time\": %.3f, \"devices\": [", o->time);
+  fprintf(f, ", \"time\": %.3f, \"unread_ledgers\": %u, \"devices\": [", o->time, o->unread);
   for (uint32_t i = 0; i < o->n; i++) fputs(i ? "," : "", f), json_device(f, &o->dev[i]);
   fputs(o->n ? "\n  ]}\n" : "]}\n", f);
 }

@@ -27,11 +27,14 @@ typedef struct observation {
   gpupart__ledger_snapshot *snaps;
   observed_device *dev;
   uint32_t n;
+  uint32_t unread; /* ledger files of the folder past the most read at once, not read */
 } observation;
 
 /* The ledger folder: option (when not NULL), else the one a program would use
  * (GPUPART_LEDGER_DIR, else ledger_dir of the configuration file, else /dev/shm). */
 const char *observe_ledger_dir(const char *option);
+/* On stderr, when o left ledger files of its folder unread (observation.unread), says so. */
+void observe_warn_unread(const char *command, const observation *o);
 /* Reads every ledger of dir into o. The devices present are enumerated once a process
  * (for labels and driver totals) when a key needs them. 0, or the library's code with its
  * message (the folder cannot be listed). */

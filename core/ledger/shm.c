@@ -79,7 +79,7 @@ static int join_locked(shm_ledger *L, gpupart__ledger_member *out) {
   for (int pass = 0; pass < 2; pass++) {
     for (uint32_t i = 0; i < SHM_MEMBERS; i++) {
       if (L->h->member[i].id || gpupart__shm_member_lock(L->fd, i, F_WRLCK) != 0) continue;
-      L->h->member[i] = (shm_member){.id = ++L->h->last_member, .pid = getpid()};
+      L->h->member[i] = (shm_member){.id = gpupart__shm_new_member_id(L->h), .pid = getpid()};
       own_command(L->h->member[i].command);
       L->mine[i] = 1;
       *out = L->h->member[i].id;

@@ -228,6 +228,21 @@ uint64_t gpupart__shm_drop_member(shm_header *h, uint32_t i) {
   return bytes;
 }
 
+/* Whether a member slot of h has id. */
+static int id_taken(const shm_header *h, uint64_t id) {
+  for (uint32_t i = 0; i < SHM_MEMBERS; i++)
+    if (h->member[i].id == id) return 1;
+  return 0;
+}
+
+uint64_t gpupart__shm_new_member_id(shm_header *h) {
+  uint64_t id = h->last_member;
+  for (uint32_t tries = 0; tries <= SHM_MEMBERS; tries++)
+    if (++id && !id_taken(h, id)) break; /* at most SHM_MEMBERS ids are taken: this ends */
+  h->last_member = id;
+  return id;
+}
+
 int gpupart__shm_operator_alive(const shm_header *h, uint32_t i) {
   if (i >= SHM_MEMBERS || !gpupart__shm_is_operator(&h->member[i])) return 0;
   for (uint32_t k = 0; k < SHM_SHARES; k++)

@@ -214,6 +214,10 @@ void gpupart__shm_recompute(shm_header *h);
 /* Frees member slot i and its shares (gpupart__shm_recompute then frees the partitions
  * left without members); returns the bytes its shares held. */
 uint64_t gpupart__shm_drop_member(shm_header *h, uint32_t i);
+/* Lock held: a new member's id, counted on from the header's last_member (hostile: it may
+ * be about to wrap, or be scribbled to just below a live member's id): never 0 (a free
+ * slot's) nor an id a member slot has. */
+uint64_t gpupart__shm_new_member_id(shm_header *h);
 /* Every invariant: 0, or -1 with the first broken one written to why. */
 int gpupart__shm_check(const shm_header *h, char *why, uint64_t n);
 /* Whether member slot m is the operator's (SHM_OPERATOR_PID). */

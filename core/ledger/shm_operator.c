@@ -69,7 +69,7 @@ static int declare_locked(shm_ledger *L, uint64_t budget, const gpupart__operato
   memset(h->part, 0, sizeof h->part);
   memset(h->share, 0, sizeof h->share);
   h->budget = budget;
-  h->member[slot] = (shm_member){.id = ++h->last_member, .pid = SHM_OPERATOR_PID, .command = "operator"};
+  h->member[slot] = (shm_member){.id = gpupart__shm_new_member_id(h), .pid = SHM_OPERATOR_PID, .command = "operator"};
   for (uint32_t k = 0; k < n; k++) {
     h->part[k] = gpupart__shm_part_sized(&parts[k].size);
     snprintf(h->part[k].name, SHM_NAME, "%s", parts[k].name);

@@ -284,8 +284,26 @@ static int by_file(const void *a, const void *b) {
 }
 
 int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n) {
+  uint32_t unread;
+  return gpupart__ledger_shm_scan_all(dir, timeout_ms, out, n, &unread);
+}
+
+/* The ledger files of the folder dh lists: every one, and the first cap of them read into s. */
+static uint32_t read_all(DIR *dh, const char *dir, const shm_folder *f, int timeout_ms, gpupart__ledger_snapshot *s,
+                         uint32_t cap, uint32_t *n) {
+  uint32_t seen = 0;
+  for (struct dirent *e; (e = readdir(dh));) {
+    if (!is_ledger(f, e->d_name)) continue;
+    if (seen++ < cap) read_in(dir, f, e->d_name, timeout_ms, &s[(*n)++]);
+  }
+  return seen;
+}
+
+int gpupart__ledger_shm_scan_all(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n,
+                                 uint32_t *unread) {
   *out = NULL;
   *n = 0;
+  *unread = 0;
   if (!dir || !*dir) return gpupart__fail(GPUPART_EINVAL, "ledger snapshot: no ledger folder given");
   shm_folder f;
   int rc = gpupart__shm_folder(dir, &f);
@@ -300,8 +318,8 @@ int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_sn
     closedir(dh);
     return gpupart__fail(GPUPART_ENOMEM, "ledger snapshot: out of host memory");
   }
-  for (struct dirent *e; *n < cap && (e = readdir(dh));)
-    if (is_ledger(&f, e->d_name)) read_in(dir, &f, e->d_name, timeout_ms, &s[(*n)++]);
+  uint32_t seen = read_all(dh, dir, &f, timeout_ms, s, cap, n);
+  *unread = seen - *n; /* as the second listing counts them */
   closedir(dh);
   qsort(s, *n, sizeof *s, by_file);
   *out = s;

@@ -111,5 +111,10 @@ int gpupart__ledger_shm_read(const char *dir, const char *file, int timeout_ms, 
  * names the folder) when dir cannot be listed or is a group folder refused (others may
  * write it, or this process is not in its group); ENOMEM. */
 int gpupart__ledger_shm_scan(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n);
+/* The same, and into *unread the ledger files of dir past GPUPART__SNAPSHOT_FILES that were
+ * not read (0 when every one was): a folder holding more (stale files, or a member of a
+ * group folder filling it) would otherwise hide ledgers from the readers without a word. */
+int gpupart__ledger_shm_scan_all(const char *dir, int timeout_ms, gpupart__ledger_snapshot **out, uint32_t *n,
+                                 uint32_t *unread);
 
 #endif

@@ -727,6 +727,45 @@ def start_requester(h, need_mib, priority):
     return p
 
 
+def test_a_scribbled_request_slot_is_shown_escaped_and_bounded():
+    """A request slot's command (any 16 bytes, no NUL), need and priority scribbled while
+    its poster waits: top --json stays valid JSON, top --once shows no control byte, the
+    metrics pass promtool with the needs summed saturating."""
+    with Holders(["be:0:0:300"]) as h:
+        holder = h.procs[0]
+        os.kill(holder.pid, signal.SIGSTOP)
+        req = None
+        try:
+            req = start_requester(h, 512, 2)
+            path = os.path.join(h.dir, [f for f in os.listdir(h.dir) if f.endswith(".ledger")][0])
+            with open(path, "r+b") as f:
+                data = f.read()
+                at = data.rfind(b"cli_requester\0\0\0")  # the request slot's command: the slots come last
+                check(at >= 40, "the request's command is in the file", at)
+                f.seek(at - 40 + 8)  # its need, then expiry, pid, priority, attachment, command
+                f.write(struct.pack("<Q", 2**64 - 1))
+                f.seek(at - 40 + 32)
+                f.write(struct.pack("<I", 2**32 - 1))
+                f.seek(at)
+                f.write(b'e\x1b[31m"\\\n\xff\xc3\x01ab\x7fc')
+            d = top_json(h)["devices"][0]
+            reqs = d.get("requests", [])
+            check(len(reqs) == 1 and reqs[0]["need"] == 2**64 - 1 and reqs[0]["priority"] == 2**32 - 1,
+                  "the scribbled figures, as read", reqs)
+            check(reqs and reqs[0]["command"].startswith('e\x1b[31m"\\\n\ufffd'), "the command, escaped", reqs)
+            out, _ = expect_rc(["top", "--once", "--ledger-dir", h.dir], 0)
+            check("\x1b" not in out and "\x01" not in out and "\x7f" not in out, "no control byte in the text", out)
+            out, _ = expect_rc(["metrics", "--ledger-dir", h.dir], 0)
+            promtool_check(out, "metrics of a scribbled request")
+            check(re.search(rf"^gpupart_device_give_back_requested_bytes\{{[^}}]*\}} {2**64 - 1}$", out, re.M),
+                  "the needs, saturated", out)
+        finally:
+            if req:
+                req.kill()
+                req.wait(timeout=30)
+            os.kill(holder.pid, signal.SIGCONT)
+
+
 def test_top_and_metrics_show_the_pending_give_back_requests():
     """A requester waits for bytes a stopped holder keeps (it cannot answer): top --json,
     top --once and the metrics show its request (pid, command, bytes, priority, time
@@ -962,6 +1001,28 @@ def test_metrics_never_repeat_a_series():
         check(not series_repeated(out), "each series once", "\n".join(series_repeated(out)) + "\n" + out)
         check(len(re.findall(r'^gpupart_partition_limit_bytes\{.*partition="a\ufffd".*\} 536870912$', out, re.M)) == 1,
               "the first of them shown", out)
+
+
+def test_a_folder_of_more_ledgers_than_are_read_says_so():
+    """300 files named as ledgers (junk: the magic only): top, --json and metrics read 256
+    of them and say how many they left unread, instead of hiding them without a word."""
+    d = tempfile.mkdtemp(prefix="gpupart-many-")
+    try:
+        for i in range(300):
+            path = os.path.join(d, f"gpupart-{os.geteuid()}-sim:{i}:1.ledger")
+            with open(path, "wb") as f:
+                f.write(b"gpupart1")
+            os.chmod(path, 0o600)
+        out, _ = expect_rc(["top", "--once", "--ledger-dir", d], 0)
+        check("44 more ledger files are in the folder, not shown" in out, "top says what it left unread", out)
+        out, _ = expect_rc(["top", "--json", "--ledger-dir", d], 0)
+        snap = parse_json(out)
+        check(snap.get("unread_ledgers") == 44 and len(snap["devices"]) == 256, "--json counts them", out[:300])
+        out, err = expect_rc(["metrics", "--ledger-dir", d], 0)
+        check("44 ledger files more than the 256 read at once" in err, "metrics warns on stderr", err)
+        promtool_check(out, "metrics of a crowded folder")
+    finally:
+        subprocess.run(["rm", "-rf", d])
 
 
 def test_metrics_show_refused_ledgers_as_down():

@@ -117,6 +117,18 @@ def test_a_job_with_the_original_figures_joins_after_a_resize():
         t.check(line == "ready\n" and rc == 0, "the later job joined (no EEXIST)", later.stderr.read())
 
 
+def test_resize_says_hostile_names_without_their_control_bytes():
+    esc, nl = "e\x1b[31mred", "nl\nx"
+    with t.Holders([f"{esc}:512:0:100", f"{nl}:256:0:1"]) as h:
+        out, err = t.expect_rc(["resize", "--budget", "2GiB"], 0, env=h.env())
+        t.check("\x1b" not in out + err and "'nl\nx'" not in out, "what it did, without the names' controls", out + err)
+        t.check("partition 'e?[31mred' limit 536870912" in out, "the name shown, its escape as '?'", out)
+        _, err = t.expect_rc(["resize", "--budget", "128MiB"], 1, env=h.env())
+        t.check("\x1b" not in err and "has the limit" in err, "a refusal, without the name's escape", err)
+        _, err = t.expect_rc(["resize", esc, "--limit", "1MiB", "--wait", "50"], 3, env=h.env())
+        t.check("\x1b" not in err and "nothing was changed" in err, "a shrink refused, without the escape", err)
+
+
 def test_resize_picks_the_device_and_rejects_bad_usage():
     with t.Holders(["train:512:0:10"]) as h:
         dev = device(h)
