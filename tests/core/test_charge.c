@@ -3,6 +3,7 @@
  * once (a second release refused and counted), the figures and peaks, the budget and the
  * other partitions' floors, the OOM sequence's cached blocks, the refusal's message, and a
  * shared ledger with a second process (a forked child) charging the same partition. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -119,6 +120,51 @@ Test(charge, bad_input_is_refused) {
   cr_expect_eq(gpupart_charge_size(NULL), 0);
   cr_expect_eq(test_stats(p).in_use, 0);
   test_check(dev);
+}
+
+/* A charge above its partition's whole limit can never fit: it is refused at once, and
+ * the OOM sequence is not run for it: no partition's cached block is given back, no
+ * reclaim callback is asked (before, UINT64_MAX emptied every cache and asked the
+ * callback for 2 MiB, block_need's wrap-around). */
+static int reclaim_calls;
+static int count_reclaim(gpupart_partition *p, uint64_t wanted, void *user) {
+  (void)p;
+  (void)wanted;
+  (void)user;
+  reclaim_calls++;
+  return 0;
+}
+
+Test(charge, a_charge_above_the_whole_limit_runs_no_oom_sequence) {
+  gpupart_partition_desc cd = {.name = "cache", .limit = 1 * GiB, .reclaim = count_reclaim};
+  gpupart_partition_desc jd = {.name = "job", .reclaim = count_reclaim};
+  gpupart_partition *cache = NULL, *p = NULL;
+  cr_assert_eq(gpupart_partition_create(dev, &cd, &cache), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_partition_create(dev, &jd, &p), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_allocation *a = NULL;
+  cr_assert_eq(gpupart_alloc(cache, 64 * MiB, 0, &a), GPUPART_OK);
+  gpupart_free(a); /* the block stays cached */
+  const uint64_t sizes[] = {UINT64_MAX, 4 * GiB + 1, 5 * GiB};
+  for (int i = 0; i < 3; i++) {
+    gpupart_charge *c = (gpupart_charge *)1;
+    reclaim_calls = 0;
+    cr_expect_eq(gpupart_partition_charge(p, sizes[i], &c), GPUPART_ELIMIT);
+    cr_expect_null(c);
+    cr_expect(said("the partition limit is reached"), "%s", gpupart_last_error());
+    cr_expect_eq(reclaim_calls, 0, "%" PRIu64 " bytes: no callback asked", sizes[i]);
+    cr_expect_eq(test_stats(cache).reserved, 64 * MiB, "%" PRIu64 " bytes: the cache stays", sizes[i]);
+  }
+  gpupart_charge *c = NULL;
+  cr_expect_eq(gpupart_partition_charge(cache, 1 * GiB + 1, &c), GPUPART_ELIMIT);
+  cr_expect_eq(reclaim_calls, 0);
+  cr_expect_eq(test_stats(cache).reserved, 64 * MiB, "its own cache stays too");
+  cr_expect_eq(test_stats(p).failed_allocations, 3);
+  cr_expect_eq(test_stats(p).in_use, 0);
+  cr_expect_eq(gpupart_partition_charge(cache, 1 * GiB, &c), GPUPART_OK, "the whole limit still fits: %s",
+               gpupart_last_error());
+  cr_expect_eq(test_stats(cache).reserved, 1 * GiB, "its cache gave way to the charge");
+  test_check(dev);
+  gpupart_charge_release(c);
 }
 
 /* Charges and allocations share the partition's figures and the device's peak. */
