@@ -198,7 +198,8 @@ GPUPART_API gpupart_result gpupart_context_destroy(gpupart_context *ctx);
  * decides is not applied (an orchestrator's share, the operator's ceilings on
  * memory_fraction and memory_limit, the granularity raised to the driver's). Written
  * into out (n bytes, NUL-terminated) in the option's own syntax as `gpupart config` shows
- * it: booleans "true" or "false", bytes as a plain number. For programs and layers that
+ * it: booleans "true" or "false", bytes as a plain number ("none" where unset and
+ * without default), "device" the index itself. For programs and layers that
  * open devices in a context of their own (GPUPART_CONTEXT_IGNORE_ENV) and still follow
  * the program's configuration. EINVAL for a NULL argument, an n of 0, AUTO or an unknown
  * backend, a name that is no option with one value (the message says so), or an out too
