@@ -444,7 +444,8 @@ typedef struct gpupart_partition_desc {
  * (gpupart config says so for the configured device). */
 #define GPUPART_PARTITION_EXPANDABLE 0x2u
 /* Since 0.3: with EXPANDABLE, creation fails with GPUPART_ENOTSUP (the message says why)
- * instead of falling back to growth blocks where there is no virtual memory. */
+ * instead of falling back to growth blocks where there is no virtual memory. It implies
+ * EXPANDABLE: set alone, it asks for an expandable partition as the pair does. */
 #define GPUPART_PARTITION_EXPANDABLE_REQUIRED 0x4u
 
 /* Creates a partition on dev. Limits and guarantees are rounded down to the device's
@@ -455,14 +456,15 @@ typedef struct gpupart_partition_desc {
  * values), once: a second create of that name is EEXIST. desc's reclaim callback is
  * installed on it when it has none.
  * Errors: EINVAL (fraction outside (0, 1], guarantee above the limit, limit rounding to 0,
- * growth_factor below 1), EEXIST (name taken on the device, through any handle of it),
- * ELIMIT (guarantees of all the device's handles would sum past the budget, a guarantee
- * only preallocated partitions' bytes could cover, or a preallocated limit exceeds what
- * the budget can grant), EBUSY (since 0.3: a guarantee whose bytes other partitions hold
- * and did not give back at creation: their empty blocks and reclaim callbacks, and in a
- * shared ledger the other processes' responders, asked and waited for at most 2 s; the
- * message names the holders; nothing is left behind), EDEVMEM (a preallocated partition
- * the driver cannot back; nothing is left behind), ENOMEM. */
+ * growth_factor below 1, a flags bit that is no GPUPART_PARTITION_*), EEXIST (name taken
+ * on the device, through any handle of it), ELIMIT (guarantees of all the device's
+ * handles would sum past the budget, a guarantee only preallocated partitions' bytes
+ * could cover, or a preallocated limit exceeds what the budget can grant), EBUSY (since
+ * 0.3: a guarantee whose bytes other partitions hold and did not give back at creation:
+ * their empty blocks and reclaim callbacks, and in a shared ledger the other processes'
+ * responders, asked and waited for at most 2 s; the message names the holders; nothing
+ * is left behind), EDEVMEM (a preallocated partition the driver cannot back; nothing is
+ * left behind), ENOMEM. */
 GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                           size_t desc_size, gpupart_partition **out);
 #define gpupart_partition_create(...) gpupart__inline_partition_create(__VA_ARGS__)
