@@ -424,7 +424,7 @@ typedef struct gpupart_partition_desc {
    VMA_ALLOCATOR_CREATE_EXTERNALLY_SYNCHRONIZED_BIT, and the partition takes no lock at
    all. The caller must never let two threads at once into
    calls that reach the partition: allocations from it, frees and get_info of its
-   allocations, its stats, reset_peak, resize, trim and destroy, and the device's calls
+   allocations, its charges and their releases, its stats, reset_peak, resize, trim and destroy, and the device's calls
    that visit every partition (device stats, check, dump, trim, reset_peak, close, and
    allocations from the device's other partitions, whose out-of-memory sequence may give
    this partition's empty blocks back). A default partition pays no locked instruction
