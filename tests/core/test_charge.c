@@ -103,6 +103,10 @@ Test(charge, a_second_release_is_refused_counted_and_changes_nothing) {
   cr_expect_eq(s.live_allocations, 2);
   test_check(dev);
   cr_expect_eq(gpupart_partition_destroy(p), GPUPART_EBUSY, "live charges keep the partition");
+  cr_expect(said("2 live allocation(s), 2 of them charge(s)"), "the message says what is live: %s",
+            gpupart_last_error());
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_EBUSY);
+  cr_expect(said("2 allocation(s) still live, 2 of them charge(s)"), "%s", gpupart_last_error());
   cr_expect_eq(gpupart_charge_release(b), GPUPART_OK);
   cr_expect_eq(gpupart_charge_release(again), GPUPART_OK);
   cr_expect_eq(gpupart_charge_release(NULL), GPUPART_OK);
