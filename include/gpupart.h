@@ -597,7 +597,8 @@ typedef struct gpupart_charge gpupart_charge;
  * callbacks unless the request is made from one); one above p's whole limit, which
  * nothing could make room for, is refused at once. The charge is given back by
  * gpupart_charge_release, once; gpupart_partition_destroy is EBUSY while charges are live.
- * Errors: EINVAL (NULL p or out, bytes 0), ELIMIT (the partition limit, the device budget
+ * Errors: EINVAL (NULL p or out, bytes 0; in a child forked from the process that opened
+ * a shared device, which is no member of its ledger), ELIMIT (the partition limit, the device budget
  * or the process's ceiling refused it; the message names the cause and, shared, the
  * holders, as an allocation's does; counted in failed_allocations), ENOMEM (host memory),
  * or a shared ledger's own code (EBUSY, ECORRUPT). On failure *out is NULL and nothing is

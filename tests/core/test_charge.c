@@ -316,6 +316,48 @@ Test(charge, a_shared_partition_counts_the_other_process_s_charges) {
   cr_expect_eq(system(cmd), 0);
 }
 
+/* A child forked after the shared device was opened is no member of its ledger: its
+ * charge is EINVAL saying so, and its release of the parent's charge leaves the parent's
+ * bytes in the ledger; the parent's figures are the same afterwards. */
+Test(charge, a_forked_child_of_a_shared_device_charges_nothing) {
+  snprintf(dir, sizeof dir, "/tmp/gpupart-charge-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  gpupart_context *c = NULL;
+  gpupart_device *d = open_shared(&c);
+  cr_assert_not_null(d, "%s", gpupart_last_error());
+  gpupart_partition_desc pd = {.name = "job", .limit = 512 * MiB};
+  gpupart_partition *p = NULL;
+  gpupart_charge *mine = NULL;
+  cr_assert_eq(gpupart_partition_create(d, &pd, &p), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_partition_charge(p, 100 * MiB, &mine), GPUPART_OK, "%s", gpupart_last_error());
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    gpupart_charge *ch = (gpupart_charge *)1;
+    if (gpupart_partition_charge(p, MiB, &ch) != GPUPART_EINVAL || ch) _exit(2);
+    if (!strstr(gpupart_last_error(), "forked")) _exit(3);
+    gpupart_charge_release(mine); /* the parent's: its ledger bytes stay */
+    _exit(0);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  uint64_t left = 0;
+  cr_expect_eq(gpupart_partition_chargeable(p, &left), GPUPART_OK);
+  cr_expect_eq(left, 412 * MiB, "the parent's 100 MiB are still charged");
+  gpupart_stats st = test_stats(p);
+  cr_expect_eq(st.reserved, 100 * MiB);
+  cr_expect_eq(st.live_allocations, 1);
+  test_check(d);
+  cr_expect_eq(gpupart_charge_release(mine), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(test_stats(p).reserved, 0);
+  cr_expect_eq(gpupart_device_close(d), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(c), GPUPART_OK);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
 /* Threads charging and releasing at once, beside allocations on the same partition: the
  * figures and the ledger balance, and the limit is never passed. */
 typedef struct worker {
