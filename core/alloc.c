@@ -338,6 +338,17 @@ static void ask_others(gpupart_partition *p, const request *q) {
   gpupart__device_ask_bytes(dev, need, within ? GPUPART__PRIORITY_FLOOR : GPUPART__PRIORITY_GROWTH);
 }
 
+/* A charge larger than its partition's whole limit, device slow lock held: nothing the
+ * OOM sequence frees could make room for it, so it is refused at once, with no cached
+ * block given back and no reclaim callback asked (they would be asked for a shortfall
+ * that block_need cannot even compute near UINT64_MAX). */
+static int never_fits(const gpupart_partition *p, const request *q) {
+  if (!q->charge) return 0;
+  gpupart__ledger_figures f;
+  p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
+  return q->size > f.limit;
+}
+
 /* The counts keep a reclaim callback from destroying p or closing its device while this
  * allocation still needs them (partition.c, device.c refuse with EBUSY). */
 static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart__range **out) {
@@ -349,12 +360,14 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   gpupart__device_honour_trim_locked(dev); /* shared ledger: other processes' requests */
   gpupart__partition_take_grown_locked(p); /* a preallocated partition grown from outside */
   refusal why = attempt(p, q, out);
-  if (why != REFUSED_NONE) why = oom_release(p, q, why, out);
+  int hopeless = why != REFUSED_NONE && !is_final(why) && never_fits(p, q);
+  if (hopeless) why = REFUSED_LIMIT;
+  if (why != REFUSED_NONE && !hopeless) why = oom_release(p, q, why, out);
   if (why == REFUSED_BUDGET) ask_others(p, q); /* shared ledger: the others give back at once */
   else if (why == REFUSED_NONE) gpupart__device_asked_enough(dev);
   pthread_mutex_unlock(&dev->slow);
   report_steps(p, q);
-  if (why != REFUSED_NONE) why = oom_reclaim(p, q, why, out);
+  if (why != REFUSED_NONE && !hopeless) why = oom_reclaim(p, q, why, out);
   gpupart_result rc = why == REFUSED_NONE ? GPUPART_OK : fail_alloc(p, q, why);
   atomic_fetch_sub(&p->allocating, 1);
   atomic_fetch_sub(&dev->allocating, 1);

@@ -293,12 +293,15 @@ gpupart_result gpupart_device_open_sized(gpupart_context *ctx, const gpupart_dev
   return open_sized(ctx, desc, desc_size, 0, out);
 }
 
-static uint64_t live_allocations(gpupart_device *dev) {
+/* The live allocations of dev's partitions, and how many of them are charges. */
+static uint64_t live_allocations(gpupart_device *dev, uint64_t *charges) {
   uint64_t live = 0;
+  *charges = 0;
   for (uint32_t i = 0; i < dev->nparts; i++) {
     gpupart_partition *p = dev->parts[i];
     gpupart__lock_acquire(&p->lock);
     live += p->c.live_allocations;
+    *charges += p->arena.charged_count;
     gpupart__lock_release(&p->lock);
   }
   return live;
@@ -309,9 +312,10 @@ static int close_refused(gpupart_device *dev) {
   if (atomic_load(&dev->allocating))
     return gpupart__fail(GPUPART_EBUSY, "device_close: allocation in progress on this device (a reclaim "
                                         "callback may not close the device it runs for)");
-  uint64_t live = live_allocations(dev);
+  uint64_t charges, live = live_allocations(dev, &charges);
   if (live)
-    return gpupart__fail(GPUPART_EBUSY, "device_close: %llu allocation(s) still live", (unsigned long long)live);
+    return gpupart__fail(GPUPART_EBUSY, "device_close: %llu allocation(s) still live, %llu of them charge(s)",
+                         (unsigned long long)live, (unsigned long long)charges);
   return GPUPART_OK;
 }
 

@@ -485,11 +485,13 @@ static int remove_locked(gpupart_device *dev, gpupart_partition *p) {
 
 static int destroy_locked(gpupart_device *dev, gpupart_partition *p) {
   gpupart__lock_acquire(&p->lock);
-  uint64_t live = p->c.live_allocations;
+  uint64_t live = p->c.live_allocations, charges = p->arena.charged_count;
   gpupart__lock_release(&p->lock);
   if (live)
-    return gpupart__fail(GPUPART_EBUSY, "partition_destroy: '%s' has %llu live allocation(s)", p->name,
-                         (unsigned long long)live);
+    return gpupart__fail(GPUPART_EBUSY,
+                         "partition_destroy: '%s' has %llu live allocation(s), %llu of them charge(s) "
+                         "(gpupart_charge_release)",
+                         p->name, (unsigned long long)live, (unsigned long long)charges);
   if (atomic_load(&p->allocating))
     return gpupart__fail(GPUPART_EBUSY,
                          "partition_destroy: '%s' has an allocation in progress (a reclaim callback may not "

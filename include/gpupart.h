@@ -198,7 +198,8 @@ GPUPART_API gpupart_result gpupart_context_destroy(gpupart_context *ctx);
  * decides is not applied (an orchestrator's share, the operator's ceilings on
  * memory_fraction and memory_limit, the granularity raised to the driver's). Written
  * into out (n bytes, NUL-terminated) in the option's own syntax as `gpupart config` shows
- * it: booleans "true" or "false", bytes as a plain number. For programs and layers that
+ * it: booleans "true" or "false", bytes as a plain number ("none" where unset and
+ * without default), "device" the index itself. For programs and layers that
  * open devices in a context of their own (GPUPART_CONTEXT_IGNORE_ENV) and still follow
  * the program's configuration. EINVAL for a NULL argument, an n of 0, AUTO or an unknown
  * backend, a name that is no option with one value (the message says so), or an out too
@@ -423,7 +424,7 @@ typedef struct gpupart_partition_desc {
    VMA_ALLOCATOR_CREATE_EXTERNALLY_SYNCHRONIZED_BIT, and the partition takes no lock at
    all. The caller must never let two threads at once into
    calls that reach the partition: allocations from it, frees and get_info of its
-   allocations, its stats, reset_peak, resize, trim and destroy, and the device's calls
+   allocations, its charges and their releases, its stats, reset_peak, resize, trim and destroy, and the device's calls
    that visit every partition (device stats, check, dump, trim, reset_peak, close, and
    allocations from the device's other partitions, whose out-of-memory sequence may give
    this partition's empty blocks back). A default partition pays no locked instruction
@@ -443,7 +444,8 @@ typedef struct gpupart_partition_desc {
  * (gpupart config says so for the configured device). */
 #define GPUPART_PARTITION_EXPANDABLE 0x2u
 /* Since 0.3: with EXPANDABLE, creation fails with GPUPART_ENOTSUP (the message says why)
- * instead of falling back to growth blocks where there is no virtual memory. */
+ * instead of falling back to growth blocks where there is no virtual memory. It implies
+ * EXPANDABLE: set alone, it asks for an expandable partition as the pair does. */
 #define GPUPART_PARTITION_EXPANDABLE_REQUIRED 0x4u
 
 /* Creates a partition on dev. Limits and guarantees are rounded down to the device's
@@ -454,14 +456,15 @@ typedef struct gpupart_partition_desc {
  * values), once: a second create of that name is EEXIST. desc's reclaim callback is
  * installed on it when it has none.
  * Errors: EINVAL (fraction outside (0, 1], guarantee above the limit, limit rounding to 0,
- * growth_factor below 1), EEXIST (name taken on the device, through any handle of it),
- * ELIMIT (guarantees of all the device's handles would sum past the budget, a guarantee
- * only preallocated partitions' bytes could cover, or a preallocated limit exceeds what
- * the budget can grant), EBUSY (since 0.3: a guarantee whose bytes other partitions hold
- * and did not give back at creation: their empty blocks and reclaim callbacks, and in a
- * shared ledger the other processes' responders, asked and waited for at most 2 s; the
- * message names the holders; nothing is left behind), EDEVMEM (a preallocated partition
- * the driver cannot back; nothing is left behind), ENOMEM. */
+ * growth_factor below 1, a flags bit that is no GPUPART_PARTITION_*), EEXIST (name taken
+ * on the device, through any handle of it), ELIMIT (guarantees of all the device's
+ * handles would sum past the budget, a guarantee only preallocated partitions' bytes
+ * could cover, or a preallocated limit exceeds what the budget can grant), EBUSY (since
+ * 0.3: a guarantee whose bytes other partitions hold and did not give back at creation:
+ * their empty blocks and reclaim callbacks, and in a shared ledger the other processes'
+ * responders, asked and waited for at most 2 s; the message names the holders; nothing
+ * is left behind), EDEVMEM (a preallocated partition the driver cannot back; nothing is
+ * left behind), ENOMEM. */
 GPUPART_API gpupart_result gpupart_partition_create_sized(gpupart_device *dev, const gpupart_partition_desc *desc,
                                                           size_t desc_size, gpupart_partition **out);
 #define gpupart_partition_create(...) gpupart__inline_partition_create(__VA_ARGS__)
@@ -591,9 +594,11 @@ typedef struct gpupart_charge gpupart_charge;
  * `gpupart top` and gpupart_partition_available. A partition used only for charges (an
  * account-only partition) holds no block at all. A charge refused by the budget first
  * runs the allocation's out-of-memory sequence (cached empty blocks, then reclaim
- * callbacks unless the request is made from one). The charge is given back by
+ * callbacks unless the request is made from one); one above p's whole limit, which
+ * nothing could make room for, is refused at once. The charge is given back by
  * gpupart_charge_release, once; gpupart_partition_destroy is EBUSY while charges are live.
- * Errors: EINVAL (NULL p or out, bytes 0), ELIMIT (the partition limit, the device budget
+ * Errors: EINVAL (NULL p or out, bytes 0; in a child forked from the process that opened
+ * a shared device, which is no member of its ledger), ELIMIT (the partition limit, the device budget
  * or the process's ceiling refused it; the message names the cause and, shared, the
  * holders, as an allocation's does; counted in failed_allocations), ENOMEM (host memory),
  * or a shared ledger's own code (EBUSY, ECORRUPT). On failure *out is NULL and nothing is

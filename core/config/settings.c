@@ -26,7 +26,8 @@ int gpupart__settings_target(const gpupart__config *c, const gpupart__settings_i
     s->v[GPUPART__OPT_BACKEND] =
         (gpupart__value){.set = 1, .src = descriptor, .nbackends = 1, .backends = {(uint8_t)d->backend}};
   if (in->exact || !dv->nvisible) {
-    if (in->exact || d->index) *dv = (gpupart__value){.set = 1, .src = descriptor, .u = d->index};
+    if (in->exact || d->index) /* the one device named, as it is shown ("1"; an empty list is "all") */
+      *dv = (gpupart__value){.set = 1, .src = descriptor, .u = d->index, .visible = {d->index}, .nvisible = 1};
     s->index = d->index;
     return GPUPART_OK;
   }

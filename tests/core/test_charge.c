@@ -3,6 +3,7 @@
  * once (a second release refused and counted), the figures and peaks, the budget and the
  * other partitions' floors, the OOM sequence's cached blocks, the refusal's message, and a
  * shared ledger with a second process (a forked child) charging the same partition. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -102,6 +103,10 @@ Test(charge, a_second_release_is_refused_counted_and_changes_nothing) {
   cr_expect_eq(s.live_allocations, 2);
   test_check(dev);
   cr_expect_eq(gpupart_partition_destroy(p), GPUPART_EBUSY, "live charges keep the partition");
+  cr_expect(said("2 live allocation(s), 2 of them charge(s)"), "the message says what is live: %s",
+            gpupart_last_error());
+  cr_expect_eq(gpupart_device_close(dev), GPUPART_EBUSY);
+  cr_expect(said("2 allocation(s) still live, 2 of them charge(s)"), "%s", gpupart_last_error());
   cr_expect_eq(gpupart_charge_release(b), GPUPART_OK);
   cr_expect_eq(gpupart_charge_release(again), GPUPART_OK);
   cr_expect_eq(gpupart_charge_release(NULL), GPUPART_OK);
@@ -119,6 +124,51 @@ Test(charge, bad_input_is_refused) {
   cr_expect_eq(gpupart_charge_size(NULL), 0);
   cr_expect_eq(test_stats(p).in_use, 0);
   test_check(dev);
+}
+
+/* A charge above its partition's whole limit can never fit: it is refused at once, and
+ * the OOM sequence is not run for it: no partition's cached block is given back, no
+ * reclaim callback is asked (before, UINT64_MAX emptied every cache and asked the
+ * callback for 2 MiB, block_need's wrap-around). */
+static int reclaim_calls;
+static int count_reclaim(gpupart_partition *p, uint64_t wanted, void *user) {
+  (void)p;
+  (void)wanted;
+  (void)user;
+  reclaim_calls++;
+  return 0;
+}
+
+Test(charge, a_charge_above_the_whole_limit_runs_no_oom_sequence) {
+  gpupart_partition_desc cd = {.name = "cache", .limit = 1 * GiB, .reclaim = count_reclaim};
+  gpupart_partition_desc jd = {.name = "job", .reclaim = count_reclaim};
+  gpupart_partition *cache = NULL, *p = NULL;
+  cr_assert_eq(gpupart_partition_create(dev, &cd, &cache), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_partition_create(dev, &jd, &p), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_allocation *a = NULL;
+  cr_assert_eq(gpupart_alloc(cache, 64 * MiB, 0, &a), GPUPART_OK);
+  gpupart_free(a); /* the block stays cached */
+  const uint64_t sizes[] = {UINT64_MAX, 4 * GiB + 1, 5 * GiB};
+  for (int i = 0; i < 3; i++) {
+    gpupart_charge *c = (gpupart_charge *)1;
+    reclaim_calls = 0;
+    cr_expect_eq(gpupart_partition_charge(p, sizes[i], &c), GPUPART_ELIMIT);
+    cr_expect_null(c);
+    cr_expect(said("the partition limit is reached"), "%s", gpupart_last_error());
+    cr_expect_eq(reclaim_calls, 0, "%" PRIu64 " bytes: no callback asked", sizes[i]);
+    cr_expect_eq(test_stats(cache).reserved, 64 * MiB, "%" PRIu64 " bytes: the cache stays", sizes[i]);
+  }
+  gpupart_charge *c = NULL;
+  cr_expect_eq(gpupart_partition_charge(cache, 1 * GiB + 1, &c), GPUPART_ELIMIT);
+  cr_expect_eq(reclaim_calls, 0);
+  cr_expect_eq(test_stats(cache).reserved, 64 * MiB, "its own cache stays too");
+  cr_expect_eq(test_stats(p).failed_allocations, 3);
+  cr_expect_eq(test_stats(p).in_use, 0);
+  cr_expect_eq(gpupart_partition_charge(cache, 1 * GiB, &c), GPUPART_OK, "the whole limit still fits: %s",
+               gpupart_last_error());
+  cr_expect_eq(test_stats(cache).reserved, 1 * GiB, "its cache gave way to the charge");
+  test_check(dev);
+  gpupart_charge_release(c);
 }
 
 /* Charges and allocations share the partition's figures and the device's peak. */
@@ -259,6 +309,48 @@ Test(charge, a_shared_partition_counts_the_other_process_s_charges) {
   gpupart_charge_release(over);
   gpupart_charge_release(mine);
   gpupart_charge_release(rest);
+  cr_expect_eq(gpupart_device_close(d), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(c), GPUPART_OK);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+/* A child forked after the shared device was opened is no member of its ledger: its
+ * charge is EINVAL saying so, and its release of the parent's charge leaves the parent's
+ * bytes in the ledger; the parent's figures are the same afterwards. */
+Test(charge, a_forked_child_of_a_shared_device_charges_nothing) {
+  snprintf(dir, sizeof dir, "/tmp/gpupart-charge-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  gpupart_context *c = NULL;
+  gpupart_device *d = open_shared(&c);
+  cr_assert_not_null(d, "%s", gpupart_last_error());
+  gpupart_partition_desc pd = {.name = "job", .limit = 512 * MiB};
+  gpupart_partition *p = NULL;
+  gpupart_charge *mine = NULL;
+  cr_assert_eq(gpupart_partition_create(d, &pd, &p), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_partition_charge(p, 100 * MiB, &mine), GPUPART_OK, "%s", gpupart_last_error());
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    gpupart_charge *ch = (gpupart_charge *)1;
+    if (gpupart_partition_charge(p, MiB, &ch) != GPUPART_EINVAL || ch) _exit(2);
+    if (!strstr(gpupart_last_error(), "forked")) _exit(3);
+    gpupart_charge_release(mine); /* the parent's: its ledger bytes stay */
+    _exit(0);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  uint64_t left = 0;
+  cr_expect_eq(gpupart_partition_chargeable(p, &left), GPUPART_OK);
+  cr_expect_eq(left, 412 * MiB, "the parent's 100 MiB are still charged");
+  gpupart_stats st = test_stats(p);
+  cr_expect_eq(st.reserved, 100 * MiB);
+  cr_expect_eq(st.live_allocations, 1);
+  test_check(d);
+  cr_expect_eq(gpupart_charge_release(mine), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(test_stats(p).reserved, 0);
   cr_expect_eq(gpupart_device_close(d), GPUPART_OK, "%s", gpupart_last_error());
   cr_expect_eq(gpupart_context_destroy(c), GPUPART_OK);
   char cmd[128];

@@ -209,3 +209,19 @@ Test(config_policy, context_option_resolves_an_option_for_one_device) {
   cr_expect_eq(gpupart_context_option(ctx, GPUPART_BACKEND_CUDA, 0, "expandable", v, 0), GPUPART_EINVAL);
   cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
 }
+
+/* The device option of one device is that device's index (not "all", which an empty
+ * visible list means), whatever GPUPART_DEVICE lists: the index is physical. */
+Test(config_policy, context_option_device_is_the_index_asked_for) {
+  setenv("GPUPART_DEVICE", "1,0", 1);
+  gpupart_context *ctx = NULL;
+  char v[16];
+  cr_assert_eq(gpupart_context_create(NULL, &ctx), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_context_option(ctx, GPUPART_BACKEND_SIM, 0, "device", v, sizeof v), GPUPART_OK);
+  cr_expect_str_eq(v, "0");
+  cr_assert_eq(gpupart_context_option(ctx, GPUPART_BACKEND_SIM, 7, "device", v, sizeof v), GPUPART_OK);
+  cr_expect_str_eq(v, "7");
+  cr_expect_eq(gpupart_context_option(ctx, GPUPART_BACKEND_SIM, 7, "device", v, 1), GPUPART_EINVAL);
+  cr_expect(strstr(gpupart_last_error(), "needs 2 bytes"), "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(ctx), GPUPART_OK);
+}

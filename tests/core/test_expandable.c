@@ -157,6 +157,13 @@ Test(expandable, a_device_without_virtual_memory_keeps_blocks) {
   cr_expect_eq(gpupart_partition_create(env.dev, &d, &q), GPUPART_ENOTSUP);
   cr_expect(message_has("no virtual memory"), "%s", gpupart_last_error());
   cr_expect_null(q);
+  d.flags = GPUPART_PARTITION_EXPANDABLE_REQUIRED; /* alone: it implies EXPANDABLE */
+  cr_expect_eq(gpupart_partition_create(env.dev, &d, &q), GPUPART_ENOTSUP);
+  cr_expect_null(q);
+  d.flags = 0x8; /* no GPUPART_PARTITION_* bit */
+  cr_expect_eq(gpupart_partition_create(env.dev, &d, &q), GPUPART_EINVAL);
+  cr_expect(message_has("unknown flags 0x8"), "%s", gpupart_last_error());
+  cr_expect_null(q);
 }
 
 Test(expandable, a_preallocated_partition_maps_its_limit_at_once_and_keeps_it) {
