@@ -348,7 +348,8 @@ static double threads_rate(const micro *m, int nthreads, size_t steps) {
   uint64_t t0 = UINT64_MAX, t1 = 0;
   for (int i = 0; i < nthreads; i++) {
     pthread_join(th[i], NULL);
-    t0 = w[i].t0 < t0 ? w[i].t0 : t0, t1 = w[i].t1 > t1 ? w[i].t1 : t1;
+    t0 = w[i].t0 < t0 ? w[i].t0 : t0;
+    t1 = w[i].t1 > t1 ? w[i].t1 : t1;
     churn_free(&w[i].c);
   }
   pthread_barrier_destroy(&start);
@@ -385,7 +386,8 @@ static double spin_rate(int nthreads, uint64_t iters) {
   uint64_t t0 = UINT64_MAX, t1 = 0;
   for (int i = 0; i < nthreads; i++) {
     pthread_join(th[i], NULL);
-    t0 = s[i].t0 < t0 ? s[i].t0 : t0, t1 = s[i].t1 > t1 ? s[i].t1 : t1;
+    t0 = s[i].t0 < t0 ? s[i].t0 : t0;
+    t1 = s[i].t1 > t1 ? s[i].t1 : t1;
   }
   return (double)(iters * (uint64_t)nthreads) / (double)(t1 - t0);
 }
@@ -396,8 +398,10 @@ static void micro_threads(micro *m) {
   for (int k = 0; k < m->o->repeat; k++) {
     double a = threads_rate(m, 1, steps), b = threads_rate(m, 2, steps);
     double c = spin_rate(1, 20 * steps), d = spin_rate(2, 20 * steps);
-    one = a > one ? a : one, two = b > two ? b : two;
-    spin1 = c > spin1 ? c : spin1, spin2 = d > spin2 ? d : spin2;
+    one = a > one ? a : one;
+    two = b > two ? b : two;
+    spin1 = c > spin1 ? c : spin1;
+    spin2 = d > spin2 ? d : spin2;
   }
   figure f = {.unit = "op/us", .value = one};
   snprintf(f.name, sizeof f.name, "4. one thread, one partition (baseline of 4.)");
@@ -467,8 +471,10 @@ static double replay_ns(const micro *m, const bench_workload *w, const char *sha
 static void shared_replay(micro *m, bench_workload *w) {
   truncate_to(m, w);
   double local = 1e300, shared = 1e300;
-  for (int k = 0; k < 5; k++) /* alternated, so that a burst of load on the machine hits both */
-    local = min_d(local, replay_ns(m, w, NULL)), shared = min_d(shared, replay_ns(m, w, bench_shared_tmpdir()));
+  for (int k = 0; k < 5; k++) { /* alternated, so that a burst of load on the machine hits both */
+    local = min_d(local, replay_ns(m, w, NULL));
+    shared = min_d(shared, replay_ns(m, w, bench_shared_tmpdir()));
+  }
   figure f = {.unit = "x", .value = shared / local, .target = 1.10};
   snprintf(f.name, sizeof f.name, "6. %.40s: shared / in-process (%.1f / %.1f ns/op)", w->name, shared, local);
   report(m, f);
@@ -544,8 +550,10 @@ static void micro_shared(micro *m) {
   snprintf(f.name, sizeof f.name, "6. block reserve + release in the shared ledger (%.0f - %.0f ns)", shared, local);
   report(m, f);
   double base, best = 1e300, best_base = 1e300;
-  for (int k = 0; k < (m->o->repeat < 3 ? m->o->repeat : 3); k++)
-    best = min_d(best, reclaim_ns(m, 100, &base)), best_base = min_d(best_base, base);
+  for (int k = 0; k < (m->o->repeat < 3 ? m->o->repeat : 3); k++) {
+    best = min_d(best, reclaim_ns(m, 100, &base));
+    best_base = min_d(best_base, base);
+  }
   f = (figure){.unit = "us", .value = best / 1000, .baseline = best_base / 1000};
   snprintf(f.name, sizeof f.name, "6. reclaim of 100 dead members (baseline: none to reclaim)");
   report(m, f);

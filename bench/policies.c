@@ -321,12 +321,15 @@ static void rig_teardown(rig *r) {
  * driver calls are its own business: they count as none. */
 static void rig_collect(rig *r, bench_result *out) {
   if (r->policy == BENCH_CUDAPOOL) {
-    out->peak_in_use = r->peak_in_use, out->peak_reserved = r->peak_reserved;
+    out->peak_in_use = r->peak_in_use;
+    out->peak_reserved = r->peak_reserved;
     return;
   }
   if (r->policy == BENCH_DRIVER) {
-    out->driver_allocs = r->allocs, out->driver_frees = r->frees;
-    out->peak_in_use = r->peak_in_use, out->peak_reserved = r->peak_reserved;
+    out->driver_allocs = r->allocs;
+    out->driver_frees = r->frees;
+    out->peak_in_use = r->peak_in_use;
+    out->peak_reserved = r->peak_reserved;
     return;
   }
   if (r->policy == BENCH_CONFIGURED) {
@@ -335,8 +338,10 @@ static void rig_collect(rig *r, bench_result *out) {
   }
   gpupart_stats s, one;
   gpupart_device_get_stats(r->dev, &s);
-  out->driver_allocs = s.driver_allocs, out->driver_frees = s.driver_frees;
-  out->peak_in_use = s.peak_in_use, out->peak_reserved = s.peak_reserved;
+  out->driver_allocs = s.driver_allocs;
+  out->driver_frees = s.driver_frees;
+  out->peak_in_use = s.peak_in_use;
+  out->peak_reserved = s.peak_reserved;
   /* The device's peak in use counts each partition's bytes rounded up to the device's
    * granularity (core/peak.c); a policy of one partition has the exact figure in it. */
   if (r->own[1] == r->own[0] && gpupart_partition_get_stats(r->own[0], &one) == GPUPART_OK)

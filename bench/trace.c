@@ -51,7 +51,8 @@ static size_t map_find(const id_map *m, uint64_t id) {
 }
 
 static void map_init(id_map *m, size_t cap) {
-  m->cap = cap, m->used = 0;
+  m->cap = cap;
+  m->used = 0;
   m->ids = bench_xmalloc(cap * sizeof *m->ids);
   m->slots = bench_xmalloc(cap * sizeof *m->slots);
   memset(m->slots, 0xff, cap * sizeof *m->slots);

@@ -46,8 +46,11 @@ uint32_t bench_name_of(bench_workload *w, const char *name) {
 
 /* w's names and streams, copied into out (which has none yet). */
 static void copy_tables(const bench_workload *w, bench_workload *out) {
-  out->names = NULL, out->nnames = 0;
-  out->streams = NULL, out->nstreams = 0, out->processes = 0;
+  out->names = NULL;
+  out->nnames = 0;
+  out->streams = NULL;
+  out->nstreams = 0;
+  out->processes = 0;
   for (uint32_t i = 0; i < w->nnames; i++) bench_name_of(out, w->names[i]);
   for (uint32_t i = 0; i < w->nstreams; i++)
     bench_stream_of(out, w->streams[i].name, w->streams[i].process, w->streams[i].lane);
@@ -179,7 +182,8 @@ static void live_add(live_set *s, uint32_t slot, uint64_t size) {
 static void live_free_at(bench_builder *b, live_set *s, size_t i) {
   bench_emit_free(b, s->slots[i]);
   s->bytes -= s->sizes[i];
-  s->slots[i] = s->slots[--s->n], s->sizes[i] = s->sizes[s->n];
+  s->slots[i] = s->slots[--s->n];
+  s->sizes[i] = s->sizes[s->n];
 }
 
 static void live_alloc(bench_builder *b, live_set *s, uint64_t size) { live_add(s, bench_emit_alloc(b, size), size); }

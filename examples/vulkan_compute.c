@@ -206,7 +206,8 @@ static int bind_buffers(const app *a, const memory *m) {
   VkWriteDescriptorSet w[3];
   for (int i = 0; i < 3; i++) {
     CHECK_GP(gpupart_vulkan_create_buffer(allocs[i], use, &info[i].buffer));
-    info[i].offset = 0, info[i].range = VK_WHOLE_SIZE;
+    info[i].offset = 0;
+    info[i].range = VK_WHOLE_SIZE;
     w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                   .dstSet = a->set,
                                   .dstBinding = (uint32_t)i,

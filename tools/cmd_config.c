@@ -350,7 +350,9 @@ static int parse_args(int argc, char **argv, int *json, gpupart_device_desc *d, 
       gpupart__selector sel;
       char err[GPUPART__ERR_MAX];
       if (gpupart__parse_selector(v, &sel, err, sizeof err)) return cli_usage_error("config", "--device: %s", err);
-      d->backend = sel.backend, d->index = sel.index, *exact = 1;
+      d->backend = sel.backend;
+      d->index = sel.index;
+      *exact = 1;
     }
     if (r < 0) return EXIT_USAGE;
     if (!r) return cli_usage_error("config", "unknown argument '%s'", argv[i]);

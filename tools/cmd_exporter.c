@@ -319,7 +319,10 @@ static void answer(server *s, conn *c) {
 static void drop(conn *c) {
   if (c->fd >= 0) close(c->fd);
   free(c->out);
-  c->fd = -1, c->out = NULL, c->in_len = c->out_len = c->out_off = 0, c->draining = 0;
+  c->fd = -1;
+  c->out = NULL;
+  c->in_len = c->out_len = c->out_off = 0;
+  c->draining = 0;
 }
 
 /* Whether c->in holds a whole request head. */

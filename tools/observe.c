@@ -59,7 +59,9 @@ static void match_present(observed_device *d) {
     gpupart__identity_of(&infos[i], &id);
     if (strcmp(id.key, d->s->identity) != 0) continue;
     snprintf(d->backend, sizeof d->backend, "%s", gpupart_backend_name(infos[i].backend));
-    d->index = infos[i].index, d->total = infos[i].total_bytes, d->free = infos[i].free_bytes;
+    d->index = infos[i].index;
+    d->total = infos[i].total_bytes;
+    d->free = infos[i].free_bytes;
     if (!gpupart__uuid_is_zero(infos[i].uuid)) gpupart__uuid_format(infos[i].uuid, d->uuid);
     return;
   }
@@ -70,7 +72,8 @@ static void label(observed_device *d) {
   const char *k = d->s->identity;
   char name[16];
   unsigned idx;
-  d->index = -1, d->total = d->free = UINT64_MAX;
+  d->index = -1;
+  d->total = d->free = UINT64_MAX;
   if (strncmp(k, "uuid:", 5) == 0) snprintf(d->uuid, sizeof d->uuid, "%s", k + 5);
   if (strncmp(k, "uuid:", 5) == 0 || strncmp(k, "pci:", 4) == 0) match_present(d);
   else if (sscanf(k, "%15[a-z]:%u", name, &idx) == 2 && gpupart__backend_from_name(name) >= 0)
@@ -98,7 +101,9 @@ int observe(const char *dir, observation *o) {
 void observe_free(observation *o) {
   free(o->snaps);
   free(o->dev);
-  o->snaps = NULL, o->dev = NULL, o->n = 0;
+  o->snaps = NULL;
+  o->dev = NULL;
+  o->n = 0;
 }
 
 void observe_comm(const gpupart__ledger_snapshot_member *m, char *out, size_t n) { snprintf(out, n, "%s", m->command); }

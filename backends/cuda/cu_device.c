@@ -144,7 +144,8 @@ static int adopt(gpupart__cu_state *s, CUcontext ctx, gpupart__cu_device *d) {
   CUcontext popped;
   s->cu.ctx_pop(&popped);
   if (r != CUDA_SUCCESS) return gpupart__cu_fail(s, GPUPART_EINVAL, r, "cuCtxGetDevice on the adopted context");
-  d->context = ctx, d->adopted = 1;
+  d->context = ctx;
+  d->adopted = 1;
   return ordinal_of(s, d->device, &d->info.index);
 }
 

@@ -223,7 +223,9 @@ static int find_one(const gpupart__cl_api *cl, cl_platform_id p, cl_device_id d,
   (void)cl;
   find_walk *w = user;
   if (w->want ? d != w->want : index != w->index) return 0;
-  w->platform = p, w->found = d, w->index = index;
+  w->platform = p;
+  w->found = d;
+  w->index = index;
   return 1;
 }
 
@@ -239,7 +241,9 @@ static int create_context(const gpupart__cl_state *s, uint32_t index, gpupart__c
   cl_int err = CL_SUCCESS;
   d->context = s->cl.clCreateContext(props, 1, &w.found, NULL, NULL, &err);
   if (!d->context) return ocl_fail(GPUPART_EBACKEND, "clCreateContext", err);
-  d->platform = w.platform, d->device = w.found, d->info.index = index;
+  d->platform = w.platform;
+  d->device = w.found;
+  d->info.index = index;
   s->cl.clRetainDevice(d->device);
   return GPUPART_OK;
 }
@@ -275,7 +279,8 @@ static int adopt(const gpupart__cl_state *s, const gpupart_opencl_desc *desc, ui
   find_walk w = {desc->device, index, NULL, NULL};
   if ((rc = for_each_device(&s->cl, find_one, &w, NULL))) return rc;
   d->info.index = w.index;
-  d->context = desc->context, d->device = desc->device;
+  d->context = desc->context;
+  d->device = desc->device;
   s->cl.clRetainContext(d->context);
   s->cl.clRetainDevice(d->device);
   return GPUPART_OK;

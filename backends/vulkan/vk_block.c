@@ -135,8 +135,10 @@ static int back(gpupart__vk_device *d, gpupart__vk_block *b, uint64_t *address) 
   }
   int rc = d->dfn.GetBufferDeviceAddress ? address_of(d, b, address) : GPUPART_OK;
   if (rc == GPUPART_OK && (d->type_flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
-      (r = d->dfn.MapMemory(d->device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped)) != VK_SUCCESS)
-    b->mapped = NULL, rc = gpupart__vk_fail(r, "vkMapMemory");
+      (r = d->dfn.MapMemory(d->device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped)) != VK_SUCCESS) {
+    b->mapped = NULL;
+    rc = gpupart__vk_fail(r, "vkMapMemory");
+  }
   return rc;
 }
 

@@ -117,7 +117,9 @@ int gpupart__vk_enumerate(void *state, gpupart_device_info *out, uint32_t *count
     gpupart__vk_facts f;
     if (gpupart__vk_facts_get(s, &s->ifn, pds[i], s->instance_version, &f)) {
       memset(&out[i], 0, sizeof out[i]); /* below Vulkan 1.1: listed, but open refuses it */
-      out[i].backend = GPUPART_BACKEND_VULKAN, out[i].index = i, out[i].free_bytes = UINT64_MAX;
+      out[i].backend = GPUPART_BACKEND_VULKAN;
+      out[i].index = i;
+      out[i].free_bytes = UINT64_MAX;
       snprintf(out[i].name, sizeof out[i].name, "(Vulkan 1.0 device, not supported)");
       continue;
     }
@@ -157,7 +159,8 @@ static int open_own(gpupart__vk_device *d, uint32_t index, gpupart__vk_facts *f)
     return gpupart__host_free(s->mem, pds), gpupart__fail(GPUPART_ENODEV, "vulkan: no device %u (%u found)", index, n);
   d->physical = pds[index];
   gpupart__host_free(s->mem, pds);
-  d->instance = s->instance, d->ifn = s->ifn;
+  d->instance = s->instance;
+  d->ifn = s->ifn;
   if ((rc = gpupart__vk_facts_get(s, &d->ifn, d->physical, s->instance_version, f))) return rc;
   d->api_version = f->props.properties.apiVersion;
   return gpupart__vk_create_device(d, f);
@@ -189,7 +192,9 @@ static int64_t index_in_instance(const gpupart__vk_device *d) {
 static int open_adopted(gpupart__vk_device *d, const gpupart_vulkan_desc *v, gpupart__vk_facts *f, uint32_t *index) {
   int rc = check_adopted(d->state, v);
   if (rc) return rc;
-  d->instance = v->instance, d->physical = v->physical_device, d->device = v->device;
+  d->instance = v->instance;
+  d->physical = v->physical_device;
+  d->device = v->device;
   if ((rc = gpupart__vk_load_instance(d->state, d->instance, v->get_instance_proc_addr, &d->ifn))) return rc;
   int64_t at = index_in_instance(d);
   if (at < 0)

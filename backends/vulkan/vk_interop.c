@@ -36,7 +36,8 @@ static void *make_view(void *backend_dev, const gpupart_allocation_info *info, v
   pthread_mutex_init(&v->lock, NULL);
   v->dev = d;
   v->memory = (VkDeviceMemory)info->native_block;
-  v->offset = info->offset, v->size = info->size;
+  v->offset = info->offset;
+  v->size = info->size;
   v->room = (info->size + d->alignment - 1) & ~(d->alignment - 1);
   if (v->room > info->block_size - info->offset) v->room = info->block_size - info->offset;
   unsigned char *mapped = gpupart__vk_block_host(d, v->memory);

@@ -83,7 +83,10 @@ int gpupart__vk_load(const gpupart__backend_env *env, const char *library, void 
                            library ? library : "libvulkan.so.1");
     return gpupart__fail(GPUPART_ENOMEM, "vulkan: out of host memory");
   }
-  s->mem = env->mem, s->lib = lib, s->gipa = gipa, s->CreateInstance = create;
+  s->mem = env->mem;
+  s->lib = lib;
+  s->gipa = gipa;
+  s->CreateInstance = create;
   pthread_mutex_init(&s->lock, NULL);
   *state = s;
   return GPUPART_OK;

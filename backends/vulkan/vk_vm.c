@@ -41,13 +41,18 @@ void gpupart__vk_sparse_plan(gpupart__vk_device *d, uint32_t *queues_in_family, 
   d->ifn.GetPhysicalDeviceQueueFamilyProperties(d->physical, &n, q);
   const VkQueueFamilyProperties *own = d->queue_family < n ? &q[d->queue_family] : NULL;
   if (own && (own->queueFlags & VK_QUEUE_SPARSE_BINDING_BIT)) {
-    d->sparse = 1, d->sparse_family = d->queue_family;
+    d->sparse = 1;
+    d->sparse_family = d->queue_family;
     d->sparse_queue_index = own->queueCount > 1; /* a queue of its own where there is one */
     *queues_in_family = 1 + d->sparse_queue_index;
   }
-  for (uint32_t i = 0; i < n && !d->sparse; i++)
-    if (q[i].queueCount && (q[i].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT))
-      d->sparse = 1, d->sparse_family = i, d->sparse_queue_index = 0, *extra = 1;
+  for (uint32_t i = 0; i < n && !d->sparse; i++) {
+    if (!q[i].queueCount || !(q[i].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT)) continue;
+    d->sparse = 1;
+    d->sparse_family = i;
+    d->sparse_queue_index = 0;
+    *extra = 1;
+  }
   gpupart__host_free(d->state->mem, q);
   if (!d->sparse) snprintf(d->sparse_why, sizeof d->sparse_why, "no queue family has SPARSE_BINDING");
 }
@@ -112,8 +117,11 @@ int gpupart__vk_sparse_adopt(gpupart__vk_device *d, const gpupart_vulkan_desc *v
   if (!(family_flags(d, v->sparse_queue_family) & VK_QUEUE_SPARSE_BINDING_BIT))
     return gpupart__fail(GPUPART_EINVAL, "vulkan: sparse_queue_family %u is no queue family with SPARSE_BINDING",
                          v->sparse_queue_family);
-  d->sparse = 1, d->sparse_family = v->sparse_queue_family, d->sparse_queue = v->sparse_queue;
-  d->sparse_lock = v->sparse_queue_lock, d->sparse_user = v->sparse_queue_user;
+  d->sparse = 1;
+  d->sparse_family = v->sparse_queue_family;
+  d->sparse_queue = v->sparse_queue;
+  d->sparse_lock = v->sparse_queue_lock;
+  d->sparse_user = v->sparse_queue_user;
   return GPUPART_OK;
 }
 

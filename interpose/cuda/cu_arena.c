@@ -187,7 +187,8 @@ static int record_charge_to(block_record *rec, gpupart_partition *mirror, uint64
     size_t cap = rec->cap ? 2 * rec->cap : 4;
     gpupart_charge **grown = realloc(rec->charge, cap * sizeof *grown);
     if (!grown) return -1;
-    rec->charge = grown, rec->cap = cap;
+    rec->charge = grown;
+    rec->cap = cap;
   }
   gpupart_charge *c = NULL;
   if (gpupart__ip_account(mirror, size - have, &c) != 0) return -1;
@@ -201,7 +202,8 @@ static int record_new(arena *A, gpupart_partition *mirror, uintptr_t base, uint6
     size_t cap = A->cap ? 2 * A->cap : 16;
     block_record *grown = realloc(A->blocks, cap * sizeof *grown);
     if (!grown) return -1;
-    A->blocks = grown, A->cap = cap;
+    A->blocks = grown;
+    A->cap = cap;
   }
   block_record rec = {.base = base, .live = 1};
   if (record_charge_to(&rec, mirror, size) != 0) return record_drop(&rec), -1;
@@ -214,7 +216,8 @@ static int record_new(arena *A, gpupart_partition *mirror, uintptr_t base, uint6
 static gpupart_stats stats_of(arena *A) {
   gpupart_stats s = {0};
   (void)gpupart_partition_get_stats(A->partition, &s);
-  A->driver_allocs = s.driver_allocs, A->largest_free = s.largest_free;
+  A->driver_allocs = s.driver_allocs;
+  A->largest_free = s.largest_free;
   return s;
 }
 

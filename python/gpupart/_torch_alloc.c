@@ -68,7 +68,9 @@ static int grow(void) {
   while (cap < 4 * (live + 1)) cap *= 2;
   slot *fresh = calloc(cap, sizeof *fresh), *old = table;
   if (!fresh) return -1;
-  table = fresh, capacity = cap, used = live;
+  table = fresh;
+  capacity = cap;
+  used = live;
   for (size_t i = 0; i < old_cap; i++)
     if (old[i].ptr > 1) *find(old[i].ptr, 1) = old[i];
   free(old);

@@ -167,9 +167,12 @@ static void add_partition(model *m, int i, const gpupart_partition_desc *d) {
   if (mp->has_reclaim) pd.reclaim = model_reclaim, pd.reclaim_user = &m->args[i];
   mp->p = make_partition(m->dev, &pd);
   gpupart_stats s = test_stats(mp->p);
-  mp->limit = s.limit, mp->guarantee = s.guarantee, mp->threshold = d->release_threshold;
+  mp->limit = s.limit;
+  mp->guarantee = s.guarantee;
+  mp->threshold = d->release_threshold;
   mp->prealloc = d->growth == GPUPART_GROWTH_OFF;
-  mp->pre_allocs = s.driver_allocs, mp->pre_frees = s.driver_frees;
+  mp->pre_allocs = s.driver_allocs;
+  mp->pre_frees = s.driver_frees;
 }
 
 static model *model_open(config cfg) {
@@ -291,9 +294,11 @@ static void step_alloc(model *m) {
   gpupart_alloc_desc d = {
       .size = size, .alignment = align, .flags = no_reclaim ? GPUPART_ALLOC_NO_RECLAIM : 0, .tag = (uint64_t)m->nlive};
   gpupart_allocation *a = (gpupart_allocation *)&d;
-  m->requester = i, m->no_reclaim = no_reclaim;
+  m->requester = i;
+  m->no_reclaim = no_reclaim;
   gpupart_result rc = gpupart_alloc_ex(mp->p, &d, &a);
-  m->requester = -1, m->no_reclaim = 0;
+  m->requester = -1;
+  m->no_reclaim = 0;
 
   if (succeed) m->must_succeed++;
   if (over_limit || over_budget) m->must_fail++;

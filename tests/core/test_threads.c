@@ -112,7 +112,8 @@ static void alloc_kept(worker *w, gpupart_partition *p) {
     gpupart_free(w->held[k]);
     w->frees++;
     w->nheld--;
-    w->held[k] = w->held[w->nheld], w->held_size[k] = w->held_size[w->nheld];
+    w->held[k] = w->held[w->nheld];
+    w->held_size[k] = w->held_size[w->nheld];
   }
   gpupart_allocation *a;
   uint64_t size = pick_size(w);
@@ -127,7 +128,8 @@ static void free_one(worker *w) {
   gpupart_free(w->held[k]);
   w->frees++;
   w->nheld--;
-  w->held[k] = w->held[w->nheld], w->held_size[k] = w->held_size[w->nheld];
+  w->held[k] = w->held[w->nheld];
+  w->held_size[k] = w->held_size[w->nheld];
 }
 
 static void *work(void *arg) {

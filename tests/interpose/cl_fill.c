@@ -88,7 +88,8 @@ static void release_all(run *r) {
     if (r->subs[i]) clReleaseMemObject(r->subs[i]);
     if (r->mems[i]) clReleaseMemObject(r->mems[i]);
     if (r->svms[i]) clSVMFree(r->ctx, r->svms[i]);
-    r->subs[i] = r->mems[i] = NULL, r->svms[i] = NULL;
+    r->subs[i] = r->mems[i] = NULL;
+    r->svms[i] = NULL;
   }
   r->n = 0;
 }

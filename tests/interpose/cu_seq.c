@@ -77,7 +77,8 @@ static void allocated(char kind, CUresult r, size_t size) {
   printf("%c %d code %d", kind, nslots, (int)r);
   printf(at < 0 ? "\n" : " at %d\n", at);
   if (nslots == MAX_SLOTS) return;
-  bytes[nslots] = size, live[nslots] = r == CUDA_SUCCESS;
+  bytes[nslots] = size;
+  live[nslots] = r == CUDA_SUCCESS;
   nslots++;
 }
 
@@ -155,7 +156,8 @@ static int alloc_op(char op, const char *arg) {
   if (op == 'p') {
     const char *h = strchr(arg, ':');
     height = h ? strtoull(h + 1, NULL, 0) : 1;
-    r = cuMemAllocPitch_v2(&p, &pitch, size, height, 4), size = pitch * height;
+    r = cuMemAllocPitch_v2(&p, &pitch, size, height, 4);
+    size = pitch * height;
   } else if (op == 'm') {
     r = cuMemAllocManaged(&p, size, CU_MEM_ATTACH_GLOBAL);
   } else {

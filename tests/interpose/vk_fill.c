@@ -66,8 +66,10 @@ static void read_budget(VkPhysicalDevice pd, VkDeviceSize *budget_out, VkDeviceS
   VkPhysicalDeviceMemoryProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
                                           .pNext = &budget};
   const char *dirty = getenv("VK_FILL_DIRTY");
-  for (uint32_t h = 0; dirty && !strcmp(dirty, "1") && h < VK_MAX_MEMORY_HEAPS; h++)
-    budget.heapBudget[h] = 1, budget.heapUsage[h] = 1;
+  for (uint32_t h = 0; dirty && !strcmp(dirty, "1") && h < VK_MAX_MEMORY_HEAPS; h++) {
+    budget.heapBudget[h] = 1;
+    budget.heapUsage[h] = 1;
+  }
   vkGetPhysicalDeviceMemoryProperties2(pd, &p2);
   *budget_out = budget.heapBudget[0];
   *usage_out = budget.heapUsage[0];

@@ -569,7 +569,9 @@ Test(vulkan_expandable, an_adopted_device_without_a_sparse_queue_says_why_and_ba
   bad[0].v.sparse_queue_family = 99;
   bad[1].v.sparse_queue_lock = NULL;
   bad[2].v.sparse_queue = VK_NULL_HANDLE;
-  bad[3].v.instance = VK_NULL_HANDLE, bad[3].v.physical_device = VK_NULL_HANDLE, bad[3].v.device = VK_NULL_HANDLE;
+  bad[3].v.instance = VK_NULL_HANDLE;
+  bad[3].v.physical_device = VK_NULL_HANDLE;
+  bad[3].v.device = VK_NULL_HANDLE;
   for (int i = 0; i < 4; i++) {
     gpupart_device_desc d = {
         .backend = GPUPART_BACKEND_VULKAN, .backend_desc = &bad[i].v, .backend_desc_size = sizeof bad[i].v};

@@ -358,7 +358,9 @@ Test(ledger, the_ledger_carries_its_device_identity) { cr_expect_str_eq(L->id.ke
 static gpupart_device_info info_for(gpupart_backend b, uint32_t index) {
   gpupart_device_info i;
   memset(&i, 0, sizeof i);
-  i.backend = b, i.index = index, i.total_bytes = 8 * GiB;
+  i.backend = b;
+  i.index = index;
+  i.total_bytes = 8 * GiB;
   return i;
 }
 
