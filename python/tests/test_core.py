@@ -339,3 +339,18 @@ def test_context_option_refuses_what_is_no_option_or_no_device():
             c.option("sim", 0, "expand\0able")
         with pytest.raises(TypeError):
             c.option("sim", 0, None)
+
+
+def test_the_caller_s_environment_is_pinned():
+    """conftest.py pins what a context reading the environment sees: a GPUPART_MEMORY_LIMIT
+    or an orchestrator's share in the caller's shell changes no budget here."""
+    sim = gpupart.SimDesc(total_bytes=1 << 30)
+    with gpupart.Context(ignore_env=True) as quiet, quiet.open_device("sim", sim=sim) as d:
+        expected = d.budget
+    with gpupart.Context() as c, c.open_device("sim", sim=sim) as dev:
+        assert dev.budget == expected
+        dev.partition("job").alloc(64 * MiB).free()
+    mine = ("GPUPART_TEST_", "GPUPART_PYTHON_", "GPUPART_DRA_METADATA_DIR")
+    assert not [k for k in os.environ if k.startswith("GPUPART_") and not k.startswith(mine)]
+    dra = Path(os.environ["GPUPART_DRA_METADATA_DIR"])
+    assert dra.is_dir() and not any(dra.iterdir())
