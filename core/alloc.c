@@ -338,15 +338,18 @@ static void ask_others(gpupart_partition *p, const request *q) {
   gpupart__device_ask_bytes(dev, need, within ? GPUPART__PRIORITY_FLOOR : GPUPART__PRIORITY_GROWTH);
 }
 
-/* A charge larger than its partition's whole limit, device slow lock held: nothing the
- * OOM sequence frees could make room for it, so it is refused at once, with no cached
- * block given back and no reclaim callback asked (they would be asked for a shortfall
- * that block_need cannot even compute near UINT64_MAX). */
-static int never_fits(const gpupart_partition *p, const request *q) {
-  if (!q->charge) return 0;
+/* A charge that can never fit, device slow lock held: larger than its partition's whole
+ * limit (REFUSED_LIMIT), or than this process's ceiling on a shared device
+ * (REFUSED_CEILING; a shared budget may be larger). Nothing the OOM sequence frees could
+ * make room for it, so it is refused at once, with no cached block given back and no
+ * reclaim callback asked (they would be asked for a shortfall that block_need cannot
+ * even compute near UINT64_MAX). REFUSED_NONE when it might fit. */
+static refusal never_fits(const gpupart_partition *p, const request *q) {
+  if (!q->charge) return REFUSED_NONE;
   gpupart__ledger_figures f;
   p->dev->ledger->ops->get(p->dev->ledger, p->account, &f);
-  return q->size > f.limit;
+  if (q->size > f.limit) return REFUSED_LIMIT;
+  return p->dev->ceiling && q->size > p->dev->ceiling ? REFUSED_CEILING : REFUSED_NONE;
 }
 
 /* The counts keep a reclaim callback from destroying p or closing its device while this
@@ -360,8 +363,9 @@ static gpupart_result alloc_slow(gpupart_partition *p, const request *q, gpupart
   gpupart__device_honour_trim_locked(dev); /* shared ledger: other processes' requests */
   gpupart__partition_take_grown_locked(p); /* a preallocated partition grown from outside */
   refusal why = attempt(p, q, out);
-  int hopeless = why != REFUSED_NONE && !is_final(why) && never_fits(p, q);
-  if (hopeless) why = REFUSED_LIMIT;
+  refusal never = why != REFUSED_NONE && !is_final(why) ? never_fits(p, q) : REFUSED_NONE;
+  int hopeless = never != REFUSED_NONE;
+  if (hopeless) why = never;
   if (why != REFUSED_NONE && !hopeless) why = oom_release(p, q, why, out);
   if (why == REFUSED_BUDGET) ask_others(p, q); /* shared ledger: the others give back at once */
   else if (why == REFUSED_NONE) gpupart__device_asked_enough(dev);

@@ -594,8 +594,8 @@ typedef struct gpupart_charge gpupart_charge;
  * `gpupart top` and gpupart_partition_available. A partition used only for charges (an
  * account-only partition) holds no block at all. A charge refused by the budget first
  * runs the allocation's out-of-memory sequence (cached empty blocks, then reclaim
- * callbacks unless the request is made from one); one above p's whole limit, which
- * nothing could make room for, is refused at once. The charge is given back by
+ * callbacks unless the request is made from one); one above p's whole limit or above
+ * this process's ceiling, which nothing could make room for, is refused at once. The charge is given back by
  * gpupart_charge_release, once; gpupart_partition_destroy is EBUSY while charges are live.
  * Errors: EINVAL (NULL p or out, bytes 0; in a child forked from the process that opened
  * a shared device, which is no member of its ledger), ELIMIT (the partition limit, the device budget

@@ -254,6 +254,9 @@ static void family_text(FILE *f, const family *fam, const observation *o, int om
 static void write_families(FILE *f, const observation *o, int om) {
   family_head(f, "gpupart_ledgers", "Shared ledger files of this user read from the ledger folder", om);
   fprintf(f, "gpupart_ledgers %u\n", o->n);
+  family_head(f, "gpupart_unread_ledgers", "Ledger files of the folder past those read at once, in no other series",
+              om);
+  fprintf(f, "gpupart_unread_ledgers %u\n", o->unread);
   for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) family_text(f, &families[i], o, om);
 }
 

@@ -131,15 +131,15 @@ void gpupart__cl_view_release(void *devp, void *view) {
 }
 
 cl_context gpupart_opencl_context(const gpupart_device *dev) {
-  const gpupart__cl_device *d = gpupart__device_native(dev, GPUPART_BACKEND_OPENCL);
+  const gpupart__cl_device *d = gpupart__device_native("opencl_context", dev, GPUPART_BACKEND_OPENCL);
   return d ? d->context : NULL;
 }
 
 cl_device_id gpupart_opencl_device(const gpupart_device *dev) {
-  const gpupart__cl_device *d = gpupart__device_native(dev, GPUPART_BACKEND_OPENCL);
+  const gpupart__cl_device *d = gpupart__device_native("opencl_device", dev, GPUPART_BACKEND_OPENCL);
   return d ? d->device : NULL;
 }
 
 cl_mem gpupart_opencl_buffer(const gpupart_allocation *a) {
-  return gpupart__allocation_view(a, GPUPART_BACKEND_OPENCL, gpupart__cl_make_view, NULL);
+  return gpupart__allocation_view("opencl_buffer", a, GPUPART_BACKEND_OPENCL, gpupart__cl_make_view, NULL);
 }

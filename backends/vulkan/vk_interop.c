@@ -57,27 +57,27 @@ static void view_release(void *devp, void *view) {
   gpupart__host_free(d->state->mem, v);
 }
 
-static gpupart__vk_device *device_of(const gpupart_device *dev) {
-  return gpupart__device_native(dev, GPUPART_BACKEND_VULKAN);
+static gpupart__vk_device *device_of(const char *fn, const gpupart_device *dev) {
+  return gpupart__device_native(fn, dev, GPUPART_BACKEND_VULKAN);
 }
 
 VkInstance gpupart_vulkan_instance(const gpupart_device *dev) {
-  const gpupart__vk_device *d = device_of(dev);
+  const gpupart__vk_device *d = device_of("vulkan_instance", dev);
   return d ? d->instance : VK_NULL_HANDLE;
 }
 
 VkPhysicalDevice gpupart_vulkan_physical_device(const gpupart_device *dev) {
-  const gpupart__vk_device *d = device_of(dev);
+  const gpupart__vk_device *d = device_of("vulkan_physical_device", dev);
   return d ? d->physical : VK_NULL_HANDLE;
 }
 
 VkDevice gpupart_vulkan_device(const gpupart_device *dev) {
-  const gpupart__vk_device *d = device_of(dev);
+  const gpupart__vk_device *d = device_of("vulkan_device", dev);
   return d ? d->device : VK_NULL_HANDLE;
 }
 
 uint32_t gpupart_vulkan_queue_family(const gpupart_device *dev) {
-  const gpupart__vk_device *d = device_of(dev);
+  const gpupart__vk_device *d = device_of("vulkan_queue_family", dev);
   return d ? d->queue_family : UINT32_MAX;
 }
 
@@ -85,7 +85,7 @@ gpupart_result gpupart_vulkan_memory_type(const gpupart_device *dev, uint32_t *t
                                           VkMemoryPropertyFlags *flags) {
   if (!type_index || !flags) return gpupart__fail(GPUPART_EINVAL, "vulkan_memory_type: an output is NULL");
   *type_index = UINT32_MAX, *flags = 0;
-  const gpupart__vk_device *d = device_of(dev);
+  const gpupart__vk_device *d = device_of("vulkan_memory_type", dev);
   if (!d) return GPUPART_EINVAL;
   *type_index = d->type_index, *flags = d->type_flags;
   return GPUPART_OK;
@@ -93,8 +93,8 @@ gpupart_result gpupart_vulkan_memory_type(const gpupart_device *dev, uint32_t *t
 
 /* The placement of a, and whether a lies in an expandable partition's sparse buffer
  * (*sparse). EINVAL (message set) for NULL, freed, or another backend. */
-static int placement(const gpupart_allocation *a, gpupart_allocation_info *info, int *sparse) {
-  return gpupart__allocation_place(a, GPUPART_BACKEND_VULKAN, info, sparse);
+static int placement(const char *fn, const gpupart_allocation *a, gpupart_allocation_info *info, int *sparse) {
+  return gpupart__allocation_place(fn, a, GPUPART_BACKEND_VULKAN, info, sparse);
 }
 
 static int refuse_sparse(const char *call) {
@@ -108,7 +108,7 @@ gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, VkDeviceMemory
   if (!memory || !offset) return gpupart__fail(GPUPART_EINVAL, "vulkan_memory: an output is NULL");
   *memory = VK_NULL_HANDLE, *offset = 0;
   gpupart_allocation_info info;
-  int sparse, rc = placement(a, &info, &sparse);
+  int sparse, rc = placement("vulkan_memory", a, &info, &sparse);
   if (rc) return rc;
   if (sparse) return refuse_sparse("vulkan_memory");
   *memory = (VkDeviceMemory)info.native_block, *offset = info.offset;
@@ -118,9 +118,9 @@ gpupart_result gpupart_vulkan_memory(const gpupart_allocation *a, VkDeviceMemory
 void *gpupart_vulkan_host_pointer(const gpupart_allocation *a) {
   gpupart_allocation_info info;
   int sparse;
-  if (placement(a, &info, &sparse)) return NULL;
+  if (placement("vulkan_host_pointer", a, &info, &sparse)) return NULL;
   if (sparse) return NULL; /* its pages are separate memory objects, never one mapping */
-  const vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
+  const vk_view *v = gpupart__allocation_view("vulkan_host_pointer", a, GPUPART_BACKEND_VULKAN, make_view, NULL);
   return v ? v->host : NULL;
 }
 
@@ -164,7 +164,7 @@ gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBuffe
   if (!out) return gpupart__fail(GPUPART_EINVAL, "vulkan_create_buffer: out is NULL");
   *out = VK_NULL_HANDLE;
   if (!usage) return gpupart__fail(GPUPART_EINVAL, "vulkan_create_buffer: usage is 0");
-  const gpupart__vk_device *d = gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN);
+  const gpupart__vk_device *d = gpupart__allocation_device("vulkan_create_buffer", a, GPUPART_BACKEND_VULKAN);
   if (!d) return GPUPART_EINVAL;
   if (usage & ~d->usages)
     return gpupart__fail(GPUPART_ENOTSUP,
@@ -172,11 +172,13 @@ gpupart_result gpupart_vulkan_create_buffer(const gpupart_allocation *a, VkBuffe
                          usage & ~d->usages, d->usages);
   gpupart_allocation_info info;
   int sparse;
-  if (placement(a, &info, &sparse)) return GPUPART_EINVAL;
+  if (placement("vulkan_create_buffer", a, &info, &sparse)) return GPUPART_EINVAL;
   if (sparse) return refuse_sparse("vulkan_create_buffer");
-  vk_view *v = gpupart__allocation_view(a, GPUPART_BACKEND_VULKAN, make_view, NULL);
+  vk_view *v = gpupart__allocation_view("vulkan_create_buffer", a, GPUPART_BACKEND_VULKAN, make_view, NULL);
   /* NULL: freed meanwhile (EINVAL, message set by the check) or out of host memory. */
-  if (!v) return gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN) ? GPUPART_ENOMEM : GPUPART_EINVAL;
+  if (!v)
+    return gpupart__allocation_device("vulkan_create_buffer", a, GPUPART_BACKEND_VULKAN) ? GPUPART_ENOMEM
+                                                                                         : GPUPART_EINVAL;
   pthread_mutex_lock(&v->lock);
   const vk_buffer_node *n = v->buffers;
   while (n && (n->usage & usage) != usage) n = n->next;
@@ -191,14 +193,14 @@ gpupart_result gpupart_vulkan_buffer_range(const gpupart_allocation *a, VkBuffer
   if (!buffer || !offset) return gpupart__fail(GPUPART_EINVAL, "vulkan_buffer_range: an output is NULL");
   *buffer = VK_NULL_HANDLE, *offset = 0;
   gpupart_allocation_info info;
-  int sparse, rc = placement(a, &info, &sparse);
+  int sparse, rc = placement("vulkan_buffer_range", a, &info, &sparse);
   if (rc) return rc;
   if (sparse) {
     *buffer = (VkBuffer)info.native_block, *offset = info.offset;
     return GPUPART_OK;
   }
   /* A block's allocation: its own buffer with every usage, at offset 0. */
-  const gpupart__vk_device *d = gpupart__allocation_device(a, GPUPART_BACKEND_VULKAN);
+  const gpupart__vk_device *d = gpupart__allocation_device("vulkan_buffer_range", a, GPUPART_BACKEND_VULKAN);
   return d ? gpupart_vulkan_create_buffer(a, d->usages, buffer) : GPUPART_EINVAL;
 }
 

@@ -192,6 +192,7 @@ _PROTOTYPES = {
     "gpupart_backend_name": (c_char_p, [c_int]),
     "gpupart_context_create_sized": (c_int, [P(ContextDesc), c_size_t, P(c_void_p)]),
     "gpupart_context_destroy": (c_int, [c_void_p]),
+    "gpupart_context_option": (c_int, [c_void_p, c_int, c_u32, c_char_p, c_char_p, c_size_t]),
     "gpupart_enumerate_sized": (c_int, [c_void_p, c_int, c_void_p, c_size_t, P(c_u32)]),
     "gpupart_device_open_sized": (c_int, [c_void_p, P(DeviceDesc), c_size_t, P(c_void_p)]),
     "gpupart_device_close": (c_int, [c_void_p]),

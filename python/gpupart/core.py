@@ -222,6 +222,10 @@ class _Handle:
         raise NotImplementedError
 
 
+# Room for any option's value (the longest are paths, under PATH_MAX).
+_OPTION_BYTES = 8192
+
+
 class Context(_Handle):
     """gpupart_context: configuration, loaded backends and open devices.
 
@@ -256,6 +260,24 @@ class Context(_Handle):
         infos = (_lib.DeviceInfoC * max(count.value, 1))()
         check(lib.gpupart_enumerate_sized(self.handle, backend_id(backend), infos, size, ctypes.byref(count)))
         return [DeviceInfo._from(infos[i]) for i in range(count.value)]
+
+    def option(self, backend: BackendName, index: int, name: str) -> str:
+        """gpupart_context_option: the value option name (its INI key) takes for device index.
+
+        As an open of that device in this context would resolve it (the variable over the
+        file over the default, per-device entries included), in the option's own syntax
+        ("true"/"false", bytes as a plain number, "none"); what only an open device decides
+        (an orchestrator's share, the operator's ceilings) is not applied. backend is not
+        "auto". InvalidArgument for an unknown backend or a name that is no such option.
+        """
+        what = "Context.option"
+        index = _integer(what + ": index", index, _lib.c_u32)
+        key = _bytes(name, what + ": name")
+        if key is None:
+            raise TypeError(what + ": name is None")
+        out = ctypes.create_string_buffer(_OPTION_BYTES)
+        check(_lib.lib().gpupart_context_option(self.handle, backend_id(backend), index, key, out, len(out)))
+        return out.value.decode()
 
     def open_device(self, backend: BackendName = "auto", index: int = 0, *, memory_fraction: float = 0.0,
                     memory_limit: int = 0, headroom: int = 0, growth: Union[str, int] = "default",

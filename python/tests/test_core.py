@@ -312,3 +312,45 @@ def test_context_strings_with_a_nul_are_refused():
                    {"ledger_dir": "/tmp\0x"}):
         with pytest.raises(gpupart.InvalidArgument, match="NUL"):
             gpupart.Context(ignore_env=True, **kwargs)
+
+
+def test_context_option_resolves_an_option_for_one_device():
+    text = "[gpupart]\nmax_block = 64MiB\nexpandable = true\n[device cuda:1]\nmax_block = 8MiB\nexpandable = false\n"
+    with gpupart.Context(ignore_env=True, config_text=text) as c:
+        assert c.option("cuda", 0, "max_block") == str(64 * MiB)
+        assert c.option("cuda", 1, "max_block") == str(8 * MiB)
+        assert c.option("cuda", 0, "expandable") == "true"
+        assert c.option("cuda", 1, "EXPANDABLE") == "false"
+        assert c.option("sim", 3, "device") == "3"  # the index asked for: the visible list is not applied
+
+
+def test_context_option_refuses_what_is_no_option_or_no_device():
+    with gpupart.Context(ignore_env=True) as c:
+        assert c.option("sim", 0, "expandable") == "false"  # the default
+        with pytest.raises(gpupart.InvalidArgument, match="'expandible'"):
+            c.option("sim", 0, "expandible")
+        with pytest.raises(gpupart.InvalidArgument):
+            c.option("auto", 0, "expandable")
+        with pytest.raises(gpupart.InvalidArgument, match="unknown backend"):
+            c.option("tpu", 0, "expandable")
+        with pytest.raises(gpupart.InvalidArgument, match="out of range"):
+            c.option("sim", -1, "expandable")
+        with pytest.raises(gpupart.InvalidArgument, match="NUL"):
+            c.option("sim", 0, "expand\0able")
+        with pytest.raises(TypeError):
+            c.option("sim", 0, None)
+
+
+def test_the_caller_s_environment_is_pinned():
+    """conftest.py pins what a context reading the environment sees: a GPUPART_MEMORY_LIMIT
+    or an orchestrator's share in the caller's shell changes no budget here."""
+    sim = gpupart.SimDesc(total_bytes=1 << 30)
+    with gpupart.Context(ignore_env=True) as quiet, quiet.open_device("sim", sim=sim) as d:
+        expected = d.budget
+    with gpupart.Context() as c, c.open_device("sim", sim=sim) as dev:
+        assert dev.budget == expected
+        dev.partition("job").alloc(64 * MiB).free()
+    mine = ("GPUPART_TEST_", "GPUPART_PYTHON_", "GPUPART_DRA_METADATA_DIR")
+    assert not [k for k in os.environ if k.startswith("GPUPART_") and not k.startswith(mine)]
+    dra = Path(os.environ["GPUPART_DRA_METADATA_DIR"])
+    assert dra.is_dir() and not any(dra.iterdir())

@@ -316,6 +316,53 @@ Test(charge, a_shared_partition_counts_the_other_process_s_charges) {
   cr_expect_eq(system(cmd), 0);
 }
 
+/* A charge above this process's ceiling (memory_limit_max) on a shared device whose
+ * budget is larger can never fit either, even within its partition's limit: refused at
+ * once as the ceiling's refusal, counted, with no cached block given back and no reclaim
+ * callback asked; one within the ceiling is charged. */
+Test(charge, a_charge_above_the_ceiling_runs_no_oom_sequence) {
+  snprintf(dir, sizeof dir, "/tmp/gpupart-charge-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  gpupart_context *first = NULL, *c = NULL;
+  gpupart_device *made = open_shared(&first); /* makes the ledger with the whole 1 GiB */
+  cr_assert_not_null(made, "%s", gpupart_last_error());
+  gpupart_context_desc cd = {
+      .flags = GPUPART_CONTEXT_IGNORE_ENV, .ledger_dir = dir, .config_text = "[gpupart]\nmemory_limit_max = 256MiB\n"};
+  gpupart_sim_desc sim = {.total_bytes = 1 * GiB};
+  gpupart_device_desc dd = {.backend = GPUPART_BACKEND_SIM, .backend_desc = &sim, .flags = GPUPART_DEVICE_SHARED};
+  gpupart_device *d = NULL;
+  cr_assert_eq(gpupart_context_create(&cd, &c), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_device_open(c, &dd, &d), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_device_budget(d), 1 * GiB, "the shared budget applies");
+  gpupart_partition_desc cdesc = {.name = "cache", .reclaim = count_reclaim};
+  gpupart_partition_desc jd = {.name = "job", .limit = 800 * MiB, .reclaim = count_reclaim};
+  gpupart_partition *cache = NULL, *p = NULL;
+  cr_assert_eq(gpupart_partition_create(d, &cdesc, &cache), GPUPART_OK, "%s", gpupart_last_error());
+  cr_assert_eq(gpupart_partition_create(d, &jd, &p), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_allocation *a = NULL;
+  cr_assert_eq(gpupart_alloc(cache, 64 * MiB, 0, &a), GPUPART_OK, "%s", gpupart_last_error());
+  gpupart_free(a); /* the block stays cached */
+  gpupart_charge *ch = (gpupart_charge *)1;
+  reclaim_calls = 0;
+  cr_expect_eq(gpupart_partition_charge(p, 300 * MiB, &ch), GPUPART_ELIMIT, "above the 256 MiB ceiling");
+  cr_expect_null(ch);
+  cr_expect(said("ceiling") && said("memory_limit_max"), "%s", gpupart_last_error());
+  cr_expect_eq(reclaim_calls, 0, "no callback asked");
+  cr_expect_eq(test_stats(cache).reserved, 64 * MiB, "the cache stays");
+  cr_expect_eq(test_stats(p).failed_allocations, 1);
+  cr_expect_eq(gpupart_partition_charge(p, 150 * MiB, &ch), GPUPART_OK, "within the ceiling: %s", gpupart_last_error());
+  cr_expect_eq(test_stats(p).in_use, 150 * MiB);
+  test_check(d);
+  gpupart_charge_release(ch);
+  cr_expect_eq(gpupart_device_close(d), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(c), GPUPART_OK);
+  cr_expect_eq(gpupart_device_close(made), GPUPART_OK, "%s", gpupart_last_error());
+  cr_expect_eq(gpupart_context_destroy(first), GPUPART_OK);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
 /* A child forked after the shared device was opened is no member of its ledger: its
  * charge is EINVAL saying so, and its release of the parent's charge leaves the parent's
  * bytes in the ledger; the parent's figures are the same afterwards. */

@@ -167,7 +167,9 @@ static void *gated_make(void *bdev, const gpupart_allocation_info *info, void *u
   return &fake_view;
 }
 
-static void *make_view(void *arg) { return gpupart__allocation_view(arg, GPUPART_BACKEND_SIM, gated_make, NULL); }
+static void *make_view(void *arg) {
+  return gpupart__allocation_view("test", arg, GPUPART_BACKEND_SIM, gated_make, NULL);
+}
 
 Test(locks, other_threads_allocate_while_a_view_is_built_and_free_releases_it_outside_the_lock) {
   gpupart_context *ctx = test_context();
@@ -216,7 +218,7 @@ Test(locks, destroy_and_close_are_busy_while_a_free_releases_its_view_outside_th
   cr_assert_eq(gpupart_partition_create(dev, NULL, &p), GPUPART_OK);
   gpupart_allocation *a = NULL;
   cr_assert_eq(gpupart_alloc(p, 4096, 0, &a), GPUPART_OK);
-  cr_assert_eq(gpupart__allocation_view(a, GPUPART_BACKEND_SIM, no_make, NULL), &fake_view);
+  cr_assert_eq(gpupart__allocation_view("test", a, GPUPART_BACKEND_SIM, no_make, NULL), &fake_view);
   atomic_store(&gate_release, 0), atomic_store(&tried, 0);
   pthread_t f;
   pthread_create(&f, NULL, free_with_view, a);

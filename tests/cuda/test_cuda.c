@@ -395,7 +395,9 @@ Test(cuda, other_driver_failures_are_ebackend_with_the_error_name) {
 
 Test(cuda, interop_of_null_or_another_backend_is_null_with_a_message) {
   cr_expect_null(gpupart_cuda_context(NULL));
+  cr_expect_str_eq(gpupart_last_error(), "cuda_context: device is NULL");
   cr_expect_eq(gpupart_cuda_ptr(NULL), 0);
+  cr_expect_str_eq(gpupart_last_error(), "cuda_ptr: allocation is NULL");
   gpupart_context_desc cd = {.flags = GPUPART_CONTEXT_IGNORE_ENV};
   gpupart_context *ctx;
   cr_assert_eq(gpupart_context_create(&cd, &ctx), GPUPART_OK);
@@ -409,6 +411,7 @@ Test(cuda, interop_of_null_or_another_backend_is_null_with_a_message) {
   cr_expect_not_null(strstr(gpupart_last_error(), "sim"), "%s", gpupart_last_error());
   gpupart_free(a);
   cr_expect_eq(gpupart_cuda_ptr(a), 0, "a freed allocation has no pointer");
+  cr_expect_str_eq(gpupart_last_error(), "cuda_ptr: device is a sim device, not cuda");
   close_all(dev, ctx);
 }
 

@@ -410,7 +410,9 @@ Test(opencl, interop_refuses_other_backends) {
   gpupart_allocation *a = alloc(p, 4096);
   cr_expect_null(gpupart_opencl_buffer(a));
   cr_expect_null(gpupart_opencl_buffer(NULL));
+  cr_expect_str_eq(gpupart_last_error(), "opencl_buffer: allocation is NULL");
   cr_expect_null(gpupart_opencl_context(NULL));
+  cr_expect_str_eq(gpupart_last_error(), "opencl_context: device is NULL");
   gpupart_free(a);
   finish(ctx, dev);
 }
