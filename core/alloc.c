@@ -124,7 +124,11 @@ static refusal attempt(gpupart_partition *p, const request *q, gpupart__range **
   return REFUSED_NONE;
 }
 
-static int reaches_others(refusal why) { return why == REFUSED_BUDGET || why == REFUSED_DRIVER; }
+/* Refusals that other partitions of this process can help with (step 2 and their
+ * callbacks): the budget, the driver, and this process's ceiling (their bytes count in it). */
+static int reaches_others(refusal why) {
+  return why == REFUSED_BUDGET || why == REFUSED_DRIVER || why == REFUSED_CEILING;
+}
 
 static uint64_t release_own(gpupart_partition *p) { return gpupart__arena_release_empty(p); }
 
