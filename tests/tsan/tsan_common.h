@@ -101,6 +101,19 @@ typedef struct tsan_tally {
   uint64_t allocs, frees, refused, odd, in_use, peak;
 } tsan_tally;
 
+/* A thread allocating in its own partition: the partition, its random state, its tally. */
+typedef struct tsan_worker {
+  gpupart_partition *p;
+  uint64_t rng;
+  tsan_tally t;
+} tsan_worker;
+
+/* Frees a, counted in t: a free the library refuses is odd. */
+static inline void tsan_free(tsan_tally *t, gpupart_allocation *a) {
+  if (gpupart_free(a) == GPUPART_OK) t->frees++;
+  else t->odd++;
+}
+
 static inline void tsan_start(pthread_t *t, void *(*fn)(void *), void *arg) {
   if (pthread_create(t, NULL, fn, arg) != 0) {
     fputs("FAIL: pthread_create\n", stderr);

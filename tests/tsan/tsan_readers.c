@@ -11,11 +11,7 @@
 #define OPS 80000
 #define KEEP 16
 
-typedef struct worker {
-  gpupart_partition *p;
-  uint64_t rng;
-  tsan_tally t;
-} worker;
+typedef tsan_worker worker;
 
 static atomic_int stop;
 
@@ -27,8 +23,7 @@ static void *allocate(void *arg) {
   for (int i = 0; i < OPS; i++) {
     if (n == KEEP || (n && tsan_rand(&w->rng) % 2)) {
       n--;
-      if (gpupart_free(held[n]) == GPUPART_OK) w->t.frees++;
-      else w->t.odd++;
+      tsan_free(&w->t, held[n]);
       w->t.in_use -= sizes[n];
       continue;
     }
@@ -44,8 +39,7 @@ static void *allocate(void *arg) {
   }
   while (n) {
     n--;
-    if (gpupart_free(held[n]) == GPUPART_OK) w->t.frees++;
-    else w->t.odd++;
+    tsan_free(&w->t, held[n]);
   }
   return NULL;
 }

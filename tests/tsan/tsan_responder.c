@@ -44,11 +44,7 @@ static int child(const char *dir) {
   return 0;
 }
 
-typedef struct worker {
-  gpupart_partition *p;
-  uint64_t rng;
-  tsan_tally t;
-} worker;
+typedef tsan_worker worker;
 
 static atomic_int stop;
 
@@ -58,8 +54,7 @@ static void *allocate(void *arg) {
   int n = 0;
   for (uint64_t i = 0; i < MIN_OPS || !atomic_load(&stop); i++) {
     if (n == KEEP || (n && tsan_rand(&w->rng) % 2)) {
-      if (gpupart_free(held[--n]) == GPUPART_OK) w->t.frees++;
-      else w->t.odd++;
+      tsan_free(&w->t, held[--n]);
       continue;
     }
     uint64_t size = 1 + tsan_rand(&w->rng) % MiB; /* at most 32 MiB live in 64 */
@@ -71,8 +66,7 @@ static void *allocate(void *arg) {
       w->t.odd++;
     }
   }
-  while (n)
-    if (gpupart_free(held[--n]) == GPUPART_OK) w->t.frees++;
+  while (n) tsan_free(&w->t, held[--n]);
   return NULL;
 }
 

@@ -11,11 +11,7 @@
 #define OPS 80000
 #define KEEP 12
 
-typedef struct worker {
-  gpupart_partition *p;
-  uint64_t rng;
-  tsan_tally t;
-} worker;
+typedef tsan_worker worker;
 
 static atomic_int stop;
 
@@ -25,8 +21,7 @@ static void *allocate(void *arg) {
   int n = 0;
   for (int i = 0; i < OPS; i++) {
     if (n == KEEP || (n && tsan_rand(&w->rng) % 3 == 0)) { /* mostly full: the limit bites */
-      if (gpupart_free(held[--n]) == GPUPART_OK) w->t.frees++;
-      else w->t.odd++;
+      tsan_free(&w->t, held[--n]);
       continue;
     }
     uint64_t size = 1 + tsan_rand(&w->rng) % (6 * MiB);
@@ -40,8 +35,7 @@ static void *allocate(void *arg) {
       w->t.odd++;
     }
   }
-  while (n)
-    if (gpupart_free(held[--n]) == GPUPART_OK) w->t.frees++;
+  while (n) tsan_free(&w->t, held[--n]);
   return NULL;
 }
 
