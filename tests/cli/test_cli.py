@@ -1784,14 +1784,10 @@ def test_shared_preallocation_has_one_member():
         subprocess.run(["rm", "-rf", d])
 
 
-def main():
-    global GPUPART
-    GPUPART = os.path.abspath(sys.argv[1])
-    global HOLDER
-    HOLDER = os.path.abspath(sys.argv[2])
-    global REQUESTER
-    REQUESTER = os.path.abspath(sys.argv[3])
-    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
+def run_tests(scope):
+    """Runs every test_* function of scope (a module's globals()), each whatever the
+    others did, and says which failed: the exit status of the suites of tests/cli."""
+    tests = [v for k, v in sorted(scope.items()) if k.startswith("test_") and callable(v)]
     for t in tests:
         before = len(failures)
         try:
@@ -1804,6 +1800,15 @@ def main():
     print(f"{len(tests)} tests, {len(failures)} failed checks")
     return 1 if failures else 0
 
+
+def main():
+    global GPUPART
+    GPUPART = os.path.abspath(sys.argv[1])
+    global HOLDER
+    HOLDER = os.path.abspath(sys.argv[2])
+    global REQUESTER
+    REQUESTER = os.path.abspath(sys.argv[3])
+    return run_tests(globals())
 
 if __name__ == "__main__":
     sys.exit(main())

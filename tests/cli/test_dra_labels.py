@@ -137,18 +137,7 @@ def test_labels_that_are_not_printable_or_not_ended_are_left_out():
 def main():
     t.GPUPART = os.path.abspath(sys.argv[1])
     t.HOLDER = os.path.abspath(sys.argv[2])
-    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
-    for fn in tests:
-        before = len(t.failures)
-        try:
-            fn()
-        except Exception as e:  # a crash of one test must not hide the others
-            t.failures.append(f"{fn.__name__} raised {e!r}")
-        print(f"{'ok  ' if len(t.failures) == before else 'FAIL'} {fn.__name__}")
-    for f in t.failures:
-        print(f"FAILED: {f}", file=sys.stderr)
-    print(f"{len(tests)} tests, {len(t.failures)} failed checks")
-    return 1 if t.failures else 0
+    return t.run_tests(globals())
 
 
 if __name__ == "__main__":
